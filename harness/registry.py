@@ -1,0 +1,115 @@
+"""Registries for initialization methods and evaluation tasks.
+
+Our own implementations register with a decorator (``@methods_registry.register("ofa")``); third-party packages
+register through the entry-point groups ``harness.methods`` and ``harness.tasks``::
+
+    [project.entry-points."harness.methods"]
+    mymethod = "my_package.module:MyMethod"
+
+Entry points are only listed at first use and only imported when their name is looked up (lazy), so a broken
+third-party plugin cannot break ``harness list`` for everybody else.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import threading
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from harness.errors import HarnessError, UnknownNameError
+
+T = TypeVar("T")
+
+
+class Registry(Generic[T]):
+    def __init__(self, kind: str, entry_point_group: str, builtin_modules: tuple[str, ...] = ()):
+        self.kind = kind
+        self.group = entry_point_group
+        self._builtin_modules = builtin_modules
+        self._items: dict[str, T] = {}
+        self._lazy: dict[str, str] = {}  # name -> "module:attr" (entry points, placeholders)
+        self._lock = threading.RLock()
+        self._discovered = False
+
+    # -- registration -------------------------------------------------------------------------------------
+    def register(self, name: str, obj: T | None = None, *, replace: bool = False) -> Callable[[T], T] | T:
+        """Register ``obj`` under ``name``; used bare as a decorator ``@registry.register("name")``."""
+
+        def deco(o: T) -> T:
+            with self._lock:
+                if not replace and (name in self._items and self._items[name] is not o):
+                    raise HarnessError(f"{self.kind} {name!r} is registered twice ({self._items[name]!r} and {o!r})")
+                self._items[name] = o
+                self._lazy.pop(name, None)
+            return o
+
+        return deco(obj) if obj is not None else deco
+
+    def register_lazy(self, name: str, target: str) -> None:
+        """Register a placeholder ``"module.path:Attr"`` imported on first :meth:`get`."""
+        with self._lock:
+            if name not in self._items:
+                self._lazy[name] = target
+
+    def unregister(self, name: str) -> None:
+        with self._lock:
+            self._items.pop(name, None)
+            self._lazy.pop(name, None)
+
+    # -- discovery ----------------------------------------------------------------------------------------
+    def _discover(self) -> None:
+        if self._discovered:
+            return
+        with self._lock:
+            if self._discovered:
+                return
+            self._discovered = True
+            for mod in self._builtin_modules:
+                importlib.import_module(mod)
+            for ep in importlib.metadata.entry_points(group=self.group):
+                if ep.name not in self._items:
+                    self._lazy[ep.name] = ep.value
+
+    def names(self) -> list[str]:
+        self._discover()
+        return sorted(set(self._items) | set(self._lazy))
+
+    def get(self, name: str) -> T:
+        self._discover()
+        with self._lock:
+            if name in self._items:
+                return self._items[name]
+            if name in self._lazy:
+                target = self._lazy[name]
+                mod_name, _, attr = target.partition(":")
+                try:
+                    obj = importlib.import_module(mod_name)
+                    for part in attr.split(".") if attr else []:
+                        obj = getattr(obj, part)
+                except Exception as exc:  # a broken plugin names itself
+                    raise HarnessError(f"{self.kind} {name!r} could not be loaded from {target!r}: {exc}") from exc
+                self._items[name] = obj  # type: ignore[assignment]
+                self._lazy.pop(name, None)
+                return obj  # type: ignore[return-value]
+        raise UnknownNameError(self.kind, name, self.names())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.names()
+
+    def resolve_list(self, spec: str | list[str]) -> list[str]:
+        """``"all"`` → every name; ``"a,b"`` → checked list (unknown names raise with a suggestion)."""
+        items = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+        items = [s for s in items if s]
+        if items == ["all"]:
+            return self.names()
+        for s in items:
+            self.get(s)
+        if not items:
+            raise HarnessError(f"no {self.kind} given; choose from {', '.join(self.names())} or 'all'")
+        return list(dict.fromkeys(items))
+
+
+METHODS: Registry = Registry("method", "harness.methods", builtin_modules=("methods",))
+TASKS: Registry = Registry("task", "harness.tasks", builtin_modules=("tasks",))

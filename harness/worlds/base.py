@@ -1,0 +1,173 @@
+"""The world contract: everything a run is evaluated against, resolved to local files.
+
+A world is a folder with a fixed layout (every builder writes it, every consumer reads it)::
+
+    manifest.json               name, version, inputs (package, version, sha256, licence), pivot language,
+                                sources, default source, and the world's own notes
+    languages.json              {code: {script, seen: {source: bool}, resource_level, text_chars, ...}}
+    sources/<name>/             HF folder: config + weights with an MLM head + tokenizer (AutoModelForMaskedLM)
+    target_tokenizer/           HF tokenizer folder (AutoTokenizer)
+    resources/text/<lang>.txt   monolingual training text, one sentence per line (held-out text excluded)
+    resources/cpt/<lang>.txt    continued pre-training text, one sentence per line
+    resources/word_vectors.vec  multilingual word vectors, word2vec text format, keys ``iso3:word`` (ColexNet+ keys)
+    resources/dictionaries/<src>-<tgt>.tsv   ``src_word<TAB>tgt_word`` lines (MUSE/WECHSEL layout)
+    tasks/mlm/<lang>.txt        held-out sentences for the MLM task
+    tasks/sr-b/<lang>.jsonl     {"id", "text"}; the pivot language file holds the queries, aligned by id
+    tasks/sr-t/<lang>.jsonl     same layout
+    tasks/ner/<lang>/{train,dev,test}.jsonl   {"tokens": [...], "tags": [...]} (IOB2), only test for non-pivot
+    tasks/pos/<lang>/{train,dev,test}.jsonl   {"tokens": [...], "tags": [...]} (UPOS)
+    tasks/<task>/meta.json      {"languages": {code: {"label_source": "gold"|"silver", ...}}, "description": ...}
+
+Language codes are ISO 639-3 + ISO 15924 (``swh_Latn``). The world's identity is the hash of its manifest
+(which lists the sha256 of every input), so a rebuilt world with the same inputs keeps its identity.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.hashing import hash_obj
+
+LANG_CODE_RE = r"^[a-z]{3}_[A-Z][a-z]{3}$"
+
+
+@dataclass(frozen=True)
+class Language:
+    code: str
+    script: str
+    seen: dict[str, bool] = field(default_factory=dict)  # source name -> seen in its pretraining
+    resource_level: str = "unknown"  # high / mid / low
+    text_chars: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class World:
+    name: str
+    root: Path
+    manifest: dict[str, Any]
+    languages: dict[str, Language]
+
+    # -- identity ------------------------------------------------------------------------------------------
+    @cached_property
+    def hash(self) -> str:
+        return hash_obj(self.manifest)
+
+    @property
+    def pivot(self) -> str:
+        return self.manifest.get("pivot_language", "eng_Latn")
+
+    @property
+    def sources(self) -> list[str]:
+        return list(self.manifest["sources"])
+
+    @property
+    def default_source(self) -> str:
+        return self.manifest.get("default_source", self.sources[0])
+
+    # -- files ---------------------------------------------------------------------------------------------
+    def source_dir(self, source: str) -> Path:
+        if source not in self.manifest["sources"]:
+            raise ConfigError(
+                f"world {self.name!r} has no source model {source!r}; it has: {', '.join(self.sources)}"
+            )
+        return self.root / "sources" / source
+
+    @property
+    def target_tokenizer_dir(self) -> Path:
+        return self.root / "target_tokenizer"
+
+    def resource_path(self, rel: str) -> Path:
+        return self.root / "resources" / rel
+
+    def has_resource(self, kind: str) -> bool:
+        return bool(self.resource_files(kind))
+
+    def resource_files(self, kind: str) -> list[Path]:
+        r = self.root / "resources"
+        if kind == "word_vectors":
+            return [p for p in [r / "word_vectors.vec"] if p.is_file()]
+        if kind == "target_text":
+            return sorted((r / "text").glob("*.txt"))
+        if kind == "cpt_text":
+            return sorted((r / "cpt").glob("*.txt"))
+        if kind == "dictionary":
+            return sorted((r / "dictionaries").glob("*.tsv"))
+        raise ValueError(f"unknown resource kind {kind!r}")
+
+    def require(self, kind: str, who: str) -> None:
+        if not self.has_resource(kind):
+            raise MissingResourceError(
+                f"{who} needs the resource {kind!r}, which world {self.name!r} does not provide "
+                f"(looked under {self.root / 'resources'})"
+            )
+
+    def task_dir(self, task: str) -> Path:
+        return self.root / "tasks" / task
+
+    def task_meta(self, task: str) -> dict[str, Any]:
+        p = self.task_dir(task) / "meta.json"
+        return json.loads(p.read_text()) if p.is_file() else {"languages": {}}
+
+    def task_languages(self, task: str) -> list[str]:
+        return sorted(self.task_meta(task).get("languages", {}))
+
+    def tasks_available(self) -> list[str]:
+        d = self.root / "tasks"
+        return sorted(p.name for p in d.iterdir() if (p / "meta.json").is_file()) if d.is_dir() else []
+
+    def check_languages(self, langs: list[str]) -> None:
+        unknown = [lang for lang in langs if lang not in self.languages]
+        if unknown:
+            import difflib
+
+            hints = []
+            for u in unknown:
+                close = difflib.get_close_matches(u, list(self.languages), n=1)
+                hints.append(f"{u!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ConfigError(
+                f"langs: unknown language {', '.join(hints)} for world {self.name!r}; "
+                f"it has {', '.join(sorted(self.languages))}"
+            )
+
+
+def load_world_dir(name: str, root: Path) -> World:
+    mpath = root / "manifest.json"
+    if not mpath.is_file():
+        raise MissingResourceError(f"world {name!r} at {root} has no manifest.json; rebuild it")
+    manifest = json.loads(mpath.read_text())
+    raw = json.loads((root / "languages.json").read_text())
+    langs = {
+        code: Language(
+            code=code,
+            script=info.get("script", code.split("_")[-1]),
+            seen=info.get("seen", {}),
+            resource_level=info.get("resource_level", "unknown"),
+            text_chars=info.get("text_chars", 0),
+            extra={k: v for k, v in info.items() if k not in {"script", "seen", "resource_level", "text_chars"}},
+        )
+        for code, info in raw.items()
+    }
+    return World(name=name, root=root, manifest=manifest, languages=langs)
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for r in rows:
+            f.write(json.dumps(r, ensure_ascii=False) + "\n")
+
+
+def read_lines(path: Path) -> list[str]:
+    with open(path, encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f if line.strip()]
