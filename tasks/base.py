@@ -1,0 +1,57 @@
+"""The task contract: evaluate a model on a world's task data, per language.
+
+Nothing here knows about methods or MLflow. ``evaluate`` returns per-language scores; the runner logs them as
+``{task}/{metric}/{lang}`` with MLflow's step = CPT step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+
+@dataclass
+class TaskSettings:
+    """Protocol settings from the run's profile (``cpu`` or ``paper``) plus run-level context."""
+
+    profile: str = "cpu"
+    seed: int = 1
+    device: str = "cpu"
+    batch_size: int = 32
+    max_length: int = 256
+    max_sentences: int | None = None  # cap of evaluation sentences per language (cpu profile)
+    params: dict[str, Any] = field(default_factory=dict)  # task-specific settings
+    cache_dir: Path | None = None  # where a task may cache products (fine-tuned taggers), keyed by inputs
+    model_key: str = ""  # identity of the evaluated model (for task-level caches)
+    progress: Any = None
+
+
+@dataclass
+class TaskResult:
+    scores: dict[str, dict[str, float]]  # metric -> {lang: value}
+    extras: dict[str, Any] = field(default_factory=dict)  # e.g. dev curves, counts per language
+    label_source: dict[str, str] = field(default_factory=dict)  # lang -> gold/silver
+
+    def averages(self, languages: list[str] | None = None) -> dict[str, float]:
+        out = {}
+        for metric, per_lang in self.scores.items():
+            langs = languages if languages is not None else list(per_lang)
+            vals = [per_lang[lang] for lang in langs if lang in per_lang]
+            if vals and len(vals) == len(langs):
+                out[metric] = float(sum(vals) / len(vals))
+        return out
+
+
+@runtime_checkable
+class Task(Protocol):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    metrics: ClassVar[tuple[str, ...]]
+    headline: ClassVar[str]  # the metric the leaderboard sorts by
+    higher_is_better: ClassVar[bool]
+
+    def languages(self, world: Any) -> list[str]: ...
+
+    def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
+                 settings: TaskSettings) -> TaskResult: ...
