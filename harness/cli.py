@@ -1,0 +1,327 @@
+"""The ``harness`` command line: run, list, init, leaderboard, ui, world build|info|check."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.errors import HarnessError
+
+console = Console()
+err = Console(stderr=True)
+
+
+def _setup_env() -> None:
+    # Nothing loads from a hub at run time; the world builders fetch explicitly.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+
+
+# -- run ---------------------------------------------------------------------------------------------------
+_RUN_FLAGS = {  # flag -> config key
+    "methods": "methods", "tasks": "tasks", "world": "world", "source": "source", "langs": "langs",
+    "dims": "dims", "seeds": "seeds", "cpt_steps": "cpt_steps", "cpt_checkpoints": "cpt_checkpoints",
+    "profile": "profile", "device": "device", "tracking_uri": "tracking_uri", "experiment": "experiment",
+}
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--methods", help="'all' or a comma-separated list (see `harness list`)")
+    p.add_argument("--tasks", help="comma-separated tasks, e.g. sr-t,ner")
+    p.add_argument("--world", help="world name (default: bible)")
+    p.add_argument("--source", help="source model of the world ('all' for every one)")
+    p.add_argument("--langs", help="comma-separated iso3_Script codes (default: every language with data)")
+    p.add_argument("--dims", help="factorized dims, e.g. 100,200,full (default: full)")
+    p.add_argument("--seeds", help="comma-separated seeds (default: 1)")
+    p.add_argument("--cpt-steps", type=int, help="continued pre-training steps (default: the profile's)")
+    p.add_argument("--cpt-checkpoints", help="extra CPT steps at which to evaluate, e.g. 10,20")
+    p.add_argument("--profile", help="cpu (default) or paper")
+    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under the harness home)")
+    p.add_argument("--experiment", help="MLflow experiment name (default: <world>/<source>)")
+    p.add_argument("--config", type=Path, help="TOML or YAML file with the same keys; flags override it")
+    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed cell")
+
+
+def _config_from_args(args: argparse.Namespace):
+    from harness.config import load_config_file, make_config
+
+    file_values = load_config_file(args.config) if getattr(args, "config", None) else {}
+    overrides = {key: getattr(args, flag) for flag, key in _RUN_FLAGS.items()
+                 if getattr(args, flag, None) is not None}
+    if getattr(args, "fail_fast", False):
+        overrides["fail_fast"] = True
+    return make_config(file_values, overrides)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.runner import Runner
+    from harness.worlds import get_world
+
+    cfg = _config_from_args(args)
+    _check_world_name(cfg.world)
+    world = get_world(cfg.world)
+    runner = Runner(cfg, world)
+    if not runner.plan.cells:
+        raise HarnessError("nothing to run: no cell is left after the checks above")
+    res = runner.run()
+    err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) "
+              f"{', '.join(sorted({runner.experiment_name(c.source) for c in runner.plan.cells}))}")
+    err.print("browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)")
+    if res["failed"]:
+        err.print(f"[red]{len(res['failed'])} cell(s) failed[/red]: " +
+                  "; ".join(f"{f['cell']}: {f['error']}" for f in res["failed"]))
+        return 1
+    return 0
+
+
+def _check_world_name(name: str) -> None:
+    from harness.worlds import WORLDS
+
+    WORLDS.get(name)  # unknown names fail with a suggestion
+
+
+# -- list --------------------------------------------------------------------------------------------------
+def cmd_list(args: argparse.Namespace) -> int:
+    from harness.registry import METHODS, TASKS
+    from harness.worlds import WORLDS, get_world
+
+    t = Table(title="methods", show_lines=False)
+    for col in ("name", "description", "requires", "overlap rule", "factorized"):
+        t.add_column(col)
+    for name in METHODS.names():
+        try:
+            m = METHODS.get(name)
+            t.add_row(name, getattr(m, "description", ""), ", ".join(sorted(getattr(m, "requires", ()))) or "-",
+                      getattr(m, "overlap_rule", "-"), "yes" if getattr(m, "supports_factorized", False) else "no")
+        except HarnessError as exc:
+            t.add_row(name, f"[red]{exc}[/red]", "", "", "")
+    console.print(t)
+    t = Table(title="tasks")
+    for col in ("name", "description", "metrics (headline first)"):
+        t.add_column(col)
+    for name in TASKS.names():
+        task = TASKS.get(name)
+        metrics = [task.headline] + [m for m in task.metrics if m != task.headline]
+        t.add_row(name, task.description, ", ".join(metrics))
+    console.print(t)
+    t = Table(title="worlds")
+    for col in ("name", "description", "built"):
+        t.add_column(col)
+    from harness.worlds import world_dir
+
+    for name in WORLDS.names():
+        w = WORLDS.get(name)
+        t.add_row(name, w.description, "yes" if (world_dir(name) / "manifest.json").is_file() else "no")
+    console.print(t)
+    wname = args.world or "bible"
+    if wname not in WORLDS.names():
+        console.print(f"world {wname!r} is not available in this build.")
+        return 0
+    try:
+        world = get_world(wname, build=args.world is not None and args.build)
+    except HarnessError:
+        console.print(f"world [bold]{wname}[/bold] is not built yet: `harness world build {wname}` "
+                      f"(or `harness list --world {wname} --build`) shows its tasks and languages.")
+        return 0
+    _print_world_tasks(world)
+    return 0
+
+
+def _print_world_tasks(world: Any) -> None:
+    t = Table(title=f"world {world.name}: tasks and languages with data (pivot {world.pivot})")
+    t.add_column("task")
+    t.add_column("#")
+    t.add_column("languages")
+    for task in world.tasks_available():
+        langs = world.task_languages(task)
+        meta = world.task_meta(task).get("languages", {})
+        shown = [f"{lang}{'*' if meta.get(lang, {}).get('label_source') == 'silver' else ''}" for lang in langs]
+        t.add_row(task, str(len(langs)), " ".join(shown))
+    console.print(t)
+    console.print("(* silver labels) sources: " + ", ".join(
+        f"{s}{' (default)' if s == world.default_source else ''}" for s in world.sources))
+
+
+# -- init --------------------------------------------------------------------------------------------------
+def cmd_init(args: argparse.Namespace) -> int:
+    from harness.initialize import initialize_model
+    from harness.registry import METHODS
+    from harness.worlds import get_world
+
+    _check_world_name(args.world)
+    METHODS.get(args.method)
+    world = get_world(args.world)
+    source = args.source or world.default_source
+    world.source_dir(source)
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()) and not args.force:
+        raise HarnessError(f"--out {out} exists and is not empty; choose another folder or pass --force")
+    out.mkdir(parents=True, exist_ok=True)
+    params = json.loads(args.params) if args.params else {}
+    if not isinstance(params, dict):
+        raise HarnessError("--params must be a JSON object, e.g. '{\"k\": 10}'")
+    from harness.runner import resolve_device
+
+    report = initialize_model(world, source, args.method, dim=args.dim, seed=args.seed, params=params,
+                              out_dir=out, device=resolve_device(args.device))
+    console.print_json(json.dumps(report.get("counts", {})))
+    console.print(f"model written to {out} (report: {out / 'init_report.json'})")
+    return 0
+
+
+# -- leaderboard / ui --------------------------------------------------------------------------------------
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    from leaderboard.tables import print_leaderboard
+
+    return print_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
+                             step=args.step, world=args.world)
+
+
+def cmd_ui(args: argparse.Namespace) -> int:
+    from harness.ui import serve
+
+    return serve(tracking_uri=args.tracking_uri, port=args.port, open_browser=not args.no_browser)
+
+
+# -- world -------------------------------------------------------------------------------------------------
+def cmd_world(args: argparse.Namespace) -> int:
+    from harness.worlds import WORLDS, build_world, get_world
+
+    builder = WORLDS.get(args.name)
+    if args.action == "build":
+        root = build_world(args.name, force=args.force)
+        console.print(f"world {args.name} ready at {root}")
+        return 0
+    if args.action == "check":
+        rows = builder.check()
+        t = Table(title=f"world {args.name}: inputs")
+        for col in ("input", "present", "from", "size", "how to provide"):
+            t.add_column(col)
+        for r in rows:
+            t.add_row(r.name, "[green]yes[/green]" if r.present else "[red]no[/red]", r.where, r.size, r.how)
+        console.print(t)
+        missing = [r for r in rows if not r.present]
+        if missing:
+            console.print(f"[red]{len(missing)} input(s) missing[/red]")
+            return 1
+        return 0
+    world = get_world(args.name)
+    info = getattr(builder, "info", None)
+    rows = info(world) if info else _default_info(world)
+    t = Table(title=f"world {args.name} ({world.hash}) at {world.root}")
+    cols = list(rows[0]) if rows else []
+    for c in cols:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*[str(r.get(c, "")) for c in cols])
+    console.print(t)
+    return 0
+
+
+def _default_info(world: Any) -> list[dict[str, Any]]:
+    from harness.worlds.base import read_jsonl, read_lines
+
+    rows = []
+    for code, lang in sorted(world.languages.items()):
+        row: dict[str, Any] = {"language": code, "script": lang.script,
+                               "seen": ",".join(s for s, v in lang.seen.items() if v) or "-",
+                               "text chars": lang.text_chars}
+        for task in world.tasks_available():
+            meta = world.task_meta(task).get("languages", {})
+            if code not in meta:
+                row[task] = "-"
+                continue
+            d = world.task_dir(task)
+            if (d / f"{code}.jsonl").is_file():
+                n = len(read_jsonl(d / f"{code}.jsonl"))
+            elif (d / f"{code}.txt").is_file():
+                n = len(read_lines(d / f"{code}.txt"))
+            else:
+                n = sum(len(read_jsonl(p)) for p in (d / code).glob("*.jsonl"))
+            row[task] = f"{n} ({meta[code].get('label_source', 'gold')})"
+        rows.append(row)
+    return rows
+
+
+# -- main --------------------------------------------------------------------------------------------------
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="harness", description="Compare embedding-initialization methods for "
+                                "vocabulary expansion on per-language leaderboards.")
+    p.add_argument("-v", "--verbose", action="store_true")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="initialize, evaluate, continue pre-training, evaluate again; log to MLflow")
+    _add_run_args(r)
+    r.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("list", help="methods, tasks and worlds, with what each needs and has")
+    ls.add_argument("--world", help="show the tasks and languages of this world (default: bible, if built)")
+    ls.add_argument("--build", action="store_true", help="build the --world first if needed")
+    ls.set_defaults(func=cmd_list)
+
+    i = sub.add_parser("init", help="write one initialized model folder and its init_report.json")
+    i.add_argument("--world", default="bible")
+    i.add_argument("--source", help="source model (default: the world's default)")
+    i.add_argument("--method", required=True)
+    i.add_argument("--dim", type=int, default=None, help="factorized dim (default: full)")
+    i.add_argument("--seed", type=int, default=1)
+    i.add_argument("--params", help="method parameters as a JSON object")
+    i.add_argument("--device", default="auto")
+    i.add_argument("--out", required=True)
+    i.add_argument("--force", action="store_true", help="write into a non-empty --out")
+    i.set_defaults(func=cmd_init)
+
+    lb = sub.add_parser("leaderboard", help="per-language tables from the runs in MLflow")
+    lb.add_argument("--tracking-uri")
+    lb.add_argument("--experiment", help="experiment name (default: all)")
+    lb.add_argument("--world", help="only experiments of this world")
+    lb.add_argument("--task", help="only this task")
+    lb.add_argument("--step", default="final", help="CPT step: 0, N or final (default)")
+    lb.set_defaults(func=cmd_leaderboard)
+
+    u = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print its URL")
+    u.add_argument("--tracking-uri")
+    u.add_argument("--port", type=int, default=5000)
+    u.add_argument("--no-browser", action="store_true")
+    u.set_defaults(func=cmd_ui)
+
+    w = sub.add_parser("world", help="build, describe or check a world")
+    w.add_argument("action", choices=["build", "info", "check"])
+    w.add_argument("name", nargs="?", default="bible")
+    w.add_argument("--force", action="store_true", help="rebuild even if cached")
+    w.set_defaults(func=cmd_world)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    _setup_env()
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")
+    for noisy in ("mlflow", "alembic", "transformers", "httpx", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.ERROR if not args.verbose else logging.INFO)
+    try:
+        return int(args.func(args) or 0)
+    except HarnessError as exc:
+        err.print(f"[red]error:[/red] {exc}")
+        return exc.exit_code
+    except KeyboardInterrupt:
+        err.print("[yellow]interrupted; finished products are kept, run the same command to resume[/yellow]")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

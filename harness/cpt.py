@@ -1,0 +1,145 @@
+"""Continued pre-training (CPT) through the HF Trainer (one GPU, several GPUs with torchrun/accelerate, or CPU).
+
+MLM with BERT masking (15 %), text concatenated and cut into blocks, blocks of all languages shuffled together
+(each step draws from every language), linear learning-rate decay, the effective batch kept at the profile's value
+whatever the number of devices. Checkpoints needed for evaluation are written as loadable model folders
+(``step-<N>/``); the Trainer's own checkpoints (with optimizer state) let a killed CPT resume where it stopped. The
+finished product is renamed into place atomically, with the training-loss log beside it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.cache import DONE
+from harness.worlds.base import read_lines
+
+log = logging.getLogger(__name__)
+
+
+def cpt_blocks(tokenizer: Any, world: Any, languages: list[str], block_size: int,
+               max_sentences: int | None, seed: int) -> list[list[int]]:
+    """Tokenized CPT text of ``languages`` as blocks of ``block_size`` ids, shuffled across languages."""
+    blocks: list[list[int]] = []
+    files = {p.stem: p for p in world.resource_files("cpt_text")}
+    for lang in languages:
+        if lang not in files:
+            continue
+        lines = read_lines(files[lang])
+        if max_sentences:
+            lines = lines[:max_sentences]
+        ids: list[int] = []
+        for chunk in range(0, len(lines), 1000):
+            for seq in tokenizer(lines[chunk: chunk + 1000], truncation=False)["input_ids"]:
+                ids.extend(seq)
+        blocks.extend(ids[i: i + block_size] for i in range(0, len(ids) - block_size + 1, block_size))
+    random.Random(seed).shuffle(blocks)
+    return blocks
+
+
+def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str], settings: dict[str, Any],
+            seed: int, device: str, product_dir: Path, eval_steps: list[int],
+            load_fn: Callable[[Path], Any], save_fn: Callable[[Any, Path], None],
+            progress: Callable[[int, int, float | None], None] | None = None) -> dict[int, Path]:
+    """Train and return {step: model folder} for ``eval_steps`` (the last step included).
+
+    ``product_dir`` is the final location; work happens in ``<product_dir>.work`` and survives a kill.
+    """
+    steps = int(settings["steps"])
+    eval_steps = sorted({s for s in eval_steps if 0 < s <= steps} | {steps})
+    if (product_dir / DONE).is_file():
+        return {s: product_dir / f"step-{s}" for s in eval_steps}
+
+    import torch
+    from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
+
+    work = product_dir.with_name(product_dir.name + ".work")
+    work.mkdir(parents=True, exist_ok=True)
+    blocks = cpt_blocks(tokenizer, world, languages, int(settings["block_size"]),
+                        settings.get("max_sentences_per_language"), seed)
+    if not blocks:
+        from harness.errors import MissingResourceError
+
+        raise MissingResourceError(f"world {world.name!r} has no CPT text for {', '.join(languages)}")
+    n_dev = int(os.environ.get("WORLD_SIZE", "1"))
+    per_dev = int(settings["per_device_batch"])
+    accum = max(1, int(settings["effective_batch"]) // (per_dev * n_dev))
+    if per_dev * accum * n_dev != int(settings["effective_batch"]):
+        log.warning("effective batch %s is not a multiple of %s x %s devices; using %s",
+                    settings["effective_batch"], per_dev, n_dev, per_dev * accum * n_dev)
+    use_cpu = device == "cpu"
+    precision = settings.get("precision", "auto")
+    bf16 = (not use_cpu) and precision in {"auto", "bf16"} and torch.cuda.is_available() \
+        and torch.cuda.is_bf16_supported()
+    fp16 = (not use_cpu) and precision == "fp16"
+    save_every = int(settings.get("save_every") or max(1, steps // 4))
+    args = TrainingArguments(
+        output_dir=str(work / "trainer"), max_steps=steps, learning_rate=float(settings["lr"]),
+        lr_scheduler_type="linear", warmup_steps=int(settings.get("warmup_steps", 0)),
+        weight_decay=float(settings.get("weight_decay", 0.0)), per_device_train_batch_size=per_dev,
+        gradient_accumulation_steps=accum, logging_steps=1, save_strategy="steps", save_steps=save_every,
+        save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
+        dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
+    )
+    model = load_fn(model_dir)
+    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
+    train_log = work / "train_log.jsonl"
+
+    class _Hooks(TrainerCallback):
+        def on_log(self, a, state, control, logs=None, **kw):  # noqa: ANN001
+            if logs and "loss" in logs and state.is_world_process_zero:
+                with open(train_log, "a") as f:
+                    f.write(json.dumps({"step": state.global_step, "loss": logs["loss"],
+                                        "lr": logs.get("learning_rate")}) + "\n")
+                if progress:
+                    progress(state.global_step, steps, logs["loss"])
+
+        def on_step_end(self, a, state, control, model=None, **kw):  # noqa: ANN001
+            if state.global_step in eval_steps and state.is_world_process_zero:
+                out = work / f"step-{state.global_step}"
+                if not out.exists():
+                    tmp = work / f".tmp-step-{state.global_step}"
+                    shutil.rmtree(tmp, ignore_errors=True)
+                    save_fn(model, tmp)
+                    tokenizer.save_pretrained(tmp)
+                    os.replace(tmp, out)
+
+    trainer = Trainer(model=model, args=args, train_dataset=[{"input_ids": b} for b in blocks],
+                      data_collator=collator, callbacks=[_Hooks()])
+    last = _last_checkpoint(work / "trainer")
+    trainer.train(resume_from_checkpoint=str(last) if last else None)
+    if trainer.is_world_process_zero():
+        # keep only the last training-loss entry per step (a resumed run may repeat steps)
+        rows = {}
+        if train_log.exists():
+            for line in train_log.read_text().splitlines():
+                r = json.loads(line)
+                rows[r["step"]] = r
+        train_log.write_text("".join(json.dumps(rows[s]) + "\n" for s in sorted(rows)))
+        shutil.rmtree(work / "trainer", ignore_errors=True)
+        (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": seed,
+                                             "blocks": len(blocks), "eval_steps": eval_steps}, default=str))
+        if product_dir.exists():
+            shutil.rmtree(product_dir)
+        os.replace(work, product_dir)
+    return {s: product_dir / f"step-{s}" for s in eval_steps}
+
+
+def _last_checkpoint(trainer_dir: Path) -> Path | None:
+    if not trainer_dir.is_dir():
+        return None
+    ckpts = sorted((p for p in trainer_dir.glob("checkpoint-*") if p.is_dir()),
+                   key=lambda p: int(p.name.split("-")[1]))
+    return ckpts[-1] if ckpts else None
+
+
+def read_train_log(product_dir: Path) -> list[dict[str, Any]]:
+    p = product_dir / "train_log.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []

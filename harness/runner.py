@@ -1,0 +1,331 @@
+"""The runner: crosses methods x (factorized dims) x seeds (x source models) for a world, and for each cell
+initializes -> evaluates at step 0 -> continues pre-training -> evaluates at each checkpoint and the final step.
+
+Every expensive product is cached by the hash of its inputs (:mod:`harness.cache`), and every MLflow run is found
+again by its identity tags (:mod:`harness.tracking`), so a run killed at any point and started again with the same
+command finishes without recomputing finished products and without duplicate runs. Cells are independent and
+idempotent: an executor may run them in any order, in any process.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness import __version__
+from harness.cache import ProductCache
+from harness.config import RunConfig
+from harness.errors import HarnessError, MissingResourceError
+from harness.hashing import hash_obj
+from harness.paths import harness_home
+from harness.profiles import profile as get_profile
+from harness.registry import METHODS, TASKS
+from harness.tracking import Tracker, metric_key
+
+log = logging.getLogger(__name__)
+console = Console(stderr=True)
+INIT_VERSION = 1  # bump when the initialization path changes its output for the same inputs
+
+
+@dataclass(frozen=True)
+class Cell:
+    source: str
+    method: str
+    dim: int | None
+    seed: int
+
+    @property
+    def label(self) -> str:
+        d = "full" if self.dim is None else str(self.dim)
+        return f"{self.method} | {self.source} | dim {d} | seed {self.seed}"
+
+
+@dataclass
+class Plan:
+    cells: list[Cell]
+    tasks: list[str]
+    languages: dict[str, list[str]]  # task -> languages
+    skipped: list[str] = field(default_factory=list)
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
+    s = dict(get_profile(cfg.profile)["cpt"])
+    s.update(cfg.cpt)
+    if cfg.cpt_steps is not None:
+        s["steps"] = cfg.cpt_steps
+    s["checkpoints"] = sorted(set(cfg.cpt_checkpoints) | set(s.get("checkpoints") or []))
+    return s
+
+
+def make_plan(cfg: RunConfig, world: Any) -> Plan:
+    explicit = cfg.methods != ["all"]
+    methods = METHODS.resolve_list(cfg.methods)
+    tasks = TASKS.resolve_list(cfg.tasks)
+    if cfg.langs:
+        world.check_languages(cfg.langs)
+    sources = world.sources if cfg.source == "all" else [cfg.source or world.default_source]
+    for s in sources:
+        world.source_dir(s)
+    skipped: list[str] = []
+    usable = []
+    for m in methods:
+        cls = METHODS.get(m)
+        missing = [r for r in sorted(getattr(cls, "requires", ())) if not world.has_resource(r)]
+        if missing:
+            msg = f"method {m!r} needs {', '.join(missing)}, which world {world.name!r} does not provide"
+            if explicit:
+                raise MissingResourceError(msg)
+            skipped.append(msg)
+            continue
+        usable.append(m)
+    cells = []
+    for source in sources:
+        for m in usable:
+            cls = METHODS.get(m)
+            for dim in cfg.dim_values():
+                if dim is not None and not getattr(cls, "supports_factorized", False):
+                    skipped.append(f"method {m!r} is defined on full-dimension embeddings only: dim {dim} skipped")
+                    continue
+                for seed in cfg.seeds:
+                    cells.append(Cell(source, m, dim, seed))
+    languages = {}
+    for t in tasks:
+        have = TASKS.get(t)().languages(world)
+        if not have:
+            raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
+        languages[t] = [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == world.pivot]
+    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=sorted(set(skipped)))
+
+
+def _git_revision() -> str:
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
+                              text=True, timeout=5).stdout.strip() or "unknown"
+    except Exception:
+        return "unknown"
+
+
+def _versions() -> dict[str, str]:
+    import importlib.metadata as md
+
+    out = {"python": platform.python_version(), "harness": __version__}
+    for pkg in ("torch", "transformers", "mlflow", "tokenizers"):
+        try:
+            out[pkg] = md.version(pkg)
+        except md.PackageNotFoundError:
+            out[pkg] = "absent"
+    return out
+
+
+def _fault(stage: str) -> None:
+    """Testing hook: ``HARNESS_FAULT_AFTER=<stage>`` kills the process (SIGKILL) right after that stage."""
+    if os.environ.get("HARNESS_FAULT_AFTER") == stage:
+        console.print(f"[red]HARNESS_FAULT_AFTER={stage}: killing the process[/red]")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+class Runner:
+    def __init__(self, cfg: RunConfig, world: Any, tracker: Tracker | None = None):
+        self.cfg = cfg
+        self.world = world
+        self.tracker = tracker or Tracker(cfg.tracking_uri)
+        self.cache = ProductCache()
+        self.device = resolve_device(cfg.device)
+        self.cpt = cpt_settings(cfg)
+        self.plan = make_plan(cfg, world)
+
+    # ------------------------------------------------------------------------------------------------------
+    def run(self) -> dict[str, Any]:
+        plan = self.plan
+        for s in plan.skipped:
+            console.print(f"[yellow]skipped:[/yellow] {s}")
+        console.print(f"world [bold]{self.world.name}[/bold] ({self.world.hash}), profile {self.cfg.profile}, "
+                      f"device {self.device}: {len(plan.cells)} cell(s) x tasks {', '.join(plan.tasks)}")
+        self.cache.clean_stale()
+        results: dict[str, Any] = {"cells": [], "failed": []}
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=False) as prog:
+            bar = prog.add_task("cells", total=len(plan.cells))
+            for cell in plan.cells:
+                prog.update(bar, description=f"cell {cell.label}")
+                try:
+                    results["cells"].append(self.run_cell(cell, prog))
+                except KeyboardInterrupt:
+                    raise
+                except Exception as exc:
+                    log.exception("cell %s failed", cell.label)
+                    results["failed"].append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
+                    console.print(f"[red]cell {cell.label} failed:[/red] {type(exc).__name__}: {exc}")
+                    if self.cfg.fail_fast or isinstance(exc, HarnessError):
+                        if isinstance(exc, HarnessError):
+                            raise
+                prog.advance(bar)
+        return results
+
+    # ------------------------------------------------------------------------------------------------------
+    def cell_identity(self, cell: Cell) -> dict[str, Any]:
+        return {"world": self.world.hash, "source": cell.source, "method": cell.method,
+                "params": self.cfg.method_params.get(cell.method, {}), "dim": cell.dim, "seed": cell.seed,
+                "profile": self.cfg.profile, "cpt": self.cpt, "init_version": INIT_VERSION}
+
+    def experiment_name(self, source: str) -> str:
+        return self.cfg.experiment or f"{self.world.name}/{source}"
+
+    def run_cell(self, cell: Cell, prog: Any = None) -> dict[str, Any]:
+        from harness.initialize import initialize_model, load_model
+
+        tr = self.tracker
+        ident = self.cell_identity(cell)
+        key = hash_obj(ident)
+        exp = tr.experiment(self.experiment_name(cell.source))
+        dim_s = "full" if cell.dim is None else str(cell.dim)
+        run_name = f"{cell.method}-{dim_s}-s{cell.seed}"
+        parent, existed = tr.get_or_create_run(exp, {"cell": key, "kind": "cell"}, run_name)
+        try:
+            tr.set_tags(parent, {"method": cell.method, "source": cell.source, "dim": dim_s,
+                                 "seed": cell.seed, "profile": self.cfg.profile, "world": self.world.name})
+            params = {"method": cell.method, "source": cell.source, "dim": dim_s, "seed": cell.seed,
+                      "profile": self.cfg.profile, "world": self.world.name, "world_hash": self.world.hash,
+                      "device": self.device, "git_revision": _git_revision(),
+                      **{f"method.{k}": v for k, v in ident["params"].items()},
+                      **{f"cpt.{k}": v for k, v in self.cpt.items()},
+                      **{f"version.{k}": v for k, v in _versions().items()}}
+            tr.log_params(parent, params)
+
+            # 1. initialize (cached product)
+            init_inputs = {k: ident[k] for k in ("world", "source", "method", "params", "dim", "seed",
+                                                 "init_version")}
+            t0 = time.time()
+            prod = self.cache.get_or_build(
+                "init", init_inputs,
+                lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
+                                                      seed=cell.seed, params=ident["params"], out_dir=d,
+                                                      device=self.device)})
+            report = json.loads((prod.path / "init_report.json").read_text())
+            console.print(f"  init {'(cached) ' if prod.cached else ''}{cell.label}: {report.get('counts')} "
+                          f"in {time.time() - t0:.1f}s")
+            if not tr.is_done(parent, "init"):
+                counts = report.get("counts", {})
+                tr.log_metrics(parent, {**{f"init/{k}": v for k, v in counts.items()},
+                                        "init/seconds": float(report.get("seconds", 0.0))}, step=0)
+                tr.log_dict(parent, report, "init_report.json")
+                tr.mark_done(parent, "init")
+            _fault("init")
+
+            from transformers import AutoTokenizer
+
+            tokenizer = AutoTokenizer.from_pretrained(prod.path)
+
+            # 2. evaluate at step 0
+            self.evaluate(exp, parent, key, cell, 0, prod.path, tokenizer, load_model)
+            _fault("step0")
+
+            # 3. CPT and evaluation at each checkpoint
+            steps = int(self.cpt["steps"])
+            if steps > 0:
+                cpt_dir = self.cache.root / "cpt" / hash_obj({"init": prod.key, "cpt": self.cpt,
+                                                              "seed": cell.seed, "device_kind": "any"})
+                cpt_dir.parent.mkdir(parents=True, exist_ok=True)
+                languages = sorted({p.stem for p in self.world.resource_files("cpt_text")})
+                bar = prog.add_task("  CPT", total=steps) if prog is not None else None
+
+                def on_progress(step: int, total: int, loss: float | None) -> None:
+                    if prog is not None and bar is not None:
+                        prog.update(bar, completed=step, description=f"  CPT loss {loss:.3f}" if loss else "  CPT")
+
+                from harness.cpt import read_train_log, run_cpt
+                from harness.initialize import save_model
+
+                ckpts = run_cpt(model_dir=prod.path, tokenizer=tokenizer, world=self.world, languages=languages,
+                                settings=self.cpt, seed=cell.seed, device=self.device, product_dir=cpt_dir,
+                                eval_steps=self.cpt["checkpoints"],
+                                load_fn=lambda p: load_model(p, device=self.device),
+                                save_fn=save_model, progress=on_progress)
+                if prog is not None and bar is not None:
+                    prog.remove_task(bar)
+                if not tr.is_done(parent, "cpt_log"):
+                    for row in read_train_log(cpt_dir):
+                        tr.log_metrics(parent, {"cpt/train_loss": row["loss"]}, step=row["step"])
+                    tr.mark_done(parent, "cpt_log")
+                _fault("cpt")
+                for step, path in sorted(ckpts.items()):
+                    self.evaluate(exp, parent, key, cell, step, path, tokenizer, load_model)
+            tr.set_tags(parent, {"final_step": steps})
+            tr.finish(parent)
+            return {"cell": cell.label, "run_id": parent, "experiment_id": exp}
+        except BaseException as exc:
+            if not isinstance(exc, KeyboardInterrupt):
+                tr.fail(parent, exc)
+            else:
+                tr.fail(parent, "interrupted")
+            raise
+
+    # ------------------------------------------------------------------------------------------------------
+    def evaluate(self, exp: str, parent: str, key: str, cell: Cell, step: int, model_dir: Path, tokenizer: Any,
+                 load_model: Any) -> None:
+        from tasks.base import TaskSettings
+
+        tr = self.tracker
+        model = None
+        for task_name in self.plan.tasks:
+            task = TASKS.get(task_name)()
+            trun, _ = tr.get_or_create_run(exp, {"cell": key, "kind": "task", "task": task_name}, task_name,
+                                           parent_run_id=parent)
+            tr.set_tags(trun, {"method": cell.method, "source": cell.source, "seed": cell.seed,
+                               "dim": "full" if cell.dim is None else cell.dim, "profile": self.cfg.profile,
+                               "world": self.world.name, "parent": parent})
+            if tr.is_done(trun, f"step_{step}"):
+                console.print(f"  {task_name} @ step {step}: already logged")
+                continue
+            if model is None:
+                model = load_model(model_dir, device=self.device)
+            settings = TaskSettings(
+                profile=self.cfg.profile, seed=cell.seed, device=self.device,
+                max_sentences=get_profile(self.cfg.profile).get("eval_max_sentences"),
+                params=self.cfg.task_params.get(task_name, {}),
+                cache_dir=harness_home() / "products" / "tasks", model_key=f"{key}:{step}",
+            )
+            langs = self.plan.languages[task_name]
+            t0 = time.time()
+            res = task.evaluate(model, tokenizer, self.world, langs, settings)
+            seconds = time.time() - t0
+            metrics: dict[str, float] = {}
+            for metric, per_lang in res.scores.items():
+                for lang, v in per_lang.items():
+                    metrics[metric_key(task_name, metric, lang)] = v
+            avgs = res.averages()
+            for metric, v in avgs.items():
+                metrics[metric_key(task_name, metric, "avg")] = v
+            metrics[metric_key(task_name, "seconds")] = seconds
+            tr.log_metrics(trun, metrics, step=step)
+            tr.log_metrics(parent, {metric_key(task_name, m, "avg"): v for m, v in avgs.items()}, step=step)
+            tr.log_dict(trun, {"task": task_name, "step": step, "scores": res.scores, "averages": avgs,
+                               "label_source": res.label_source, "extras": res.extras, "seconds": seconds},
+                        f"tables/{task_name}_step{step}.json")
+            tr.mark_done(trun, f"step_{step}")
+            head = avgs.get(task.headline)
+            console.print(f"  {task_name} @ step {step}: {task.headline} avg "
+                          f"{head:.4f}" if head is not None else f"  {task_name} @ step {step}: done"
+                          f" ({seconds:.1f}s)")
+            if step == (int(self.cpt["steps"]) if int(self.cpt["steps"]) > 0 else 0):
+                tr.finish(trun)

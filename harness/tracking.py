@@ -1,0 +1,122 @@
+"""MLflow tracking: one experiment per world and source model, one parent run per model variant (a *cell*:
+source, method, dim, seed) with nested runs per task.
+
+Runs are found again by their tags, so a killed run that is started again continues the same MLflow runs instead
+of creating duplicates; every (task, step) evaluation is marked done on its run and never logged twice.
+Metric keys: ``{task}/{metric}/{lang}`` and ``{task}/{metric}/avg`` with MLflow's step = CPT step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.paths import default_artifact_root, default_tracking_uri
+
+TAG = "harness."
+_BAD = re.compile(r"[^\w\-. /:]")
+
+
+def metric_key(*parts: str) -> str:
+    """An MLflow-valid metric key: ``@`` becomes ``_at_`` (``acc@10`` -> ``acc_at_10``), other bad chars ``_``."""
+    return "/".join(_BAD.sub("_", p.replace("@", "_at_")) for p in parts)
+
+
+def _quote(v: str) -> str:
+    return "'" + str(v).replace("'", "\\'") + "'"
+
+
+class Tracker:
+    def __init__(self, uri: str | None = None):
+        import mlflow
+        from mlflow.tracking import MlflowClient
+
+        self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+        mlflow.set_tracking_uri(self.uri)
+        self.client = MlflowClient(self.uri)
+
+    # -- experiments ---------------------------------------------------------------------------------------
+    def experiment(self, name: str) -> str:
+        exp = self.client.get_experiment_by_name(name)
+        if exp is not None:
+            if exp.lifecycle_stage == "deleted":
+                self.client.restore_experiment(exp.experiment_id)
+            return exp.experiment_id
+        artifact_root = None
+        if self.uri.startswith("sqlite:"):
+            artifact_root = (default_artifact_root() / re.sub(r"[^\w.-]", "_", name)).as_uri()
+        return self.client.create_experiment(name, artifact_location=artifact_root)
+
+    # -- runs ----------------------------------------------------------------------------------------------
+    def find_runs(self, experiment_id: str, tags: dict[str, str]) -> list[Any]:
+        flt = " and ".join(f"tags.`{TAG}{k}` = {_quote(v)}" for k, v in tags.items())
+        return self.client.search_runs([experiment_id], filter_string=flt, max_results=1000,
+                                       order_by=["attributes.start_time ASC"])
+
+    def get_or_create_run(self, experiment_id: str, tags: dict[str, str], name: str,
+                          parent_run_id: str | None = None) -> tuple[str, bool]:
+        """The run with exactly these identity tags (created if absent). Returns (run_id, existed)."""
+        found = self.find_runs(experiment_id, tags)
+        if found:
+            run = found[0]
+            if run.info.status != "RUNNING":
+                self.client.update_run(run.info.run_id, status="RUNNING")
+            return run.info.run_id, True
+        all_tags = {f"{TAG}{k}": str(v) for k, v in tags.items()}
+        if parent_run_id:
+            all_tags["mlflow.parentRunId"] = parent_run_id
+        run = self.client.create_run(experiment_id, tags=all_tags, run_name=name)
+        return run.info.run_id, False
+
+    def finish(self, run_id: str) -> None:
+        self.client.set_terminated(run_id, status="FINISHED")
+
+    def fail(self, run_id: str, error: BaseException | str) -> None:
+        msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+        self.client.set_tag(run_id, f"{TAG}error", msg[:4900])
+        self.client.set_terminated(run_id, status="FAILED")
+
+    # -- data ----------------------------------------------------------------------------------------------
+    def log_params(self, run_id: str, params: dict[str, Any]) -> None:
+        from mlflow.entities import Param
+
+        existing = self.client.get_run(run_id).data.params
+        new = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
+        for i in range(0, len(new), 100):
+            self.client.log_batch(run_id, params=new[i: i + 100])
+
+    def log_metrics(self, run_id: str, metrics: dict[str, float], step: int) -> None:
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        items = [Metric(k, float(v), ts, int(step)) for k, v in metrics.items()]
+        for i in range(0, len(items), 500):
+            self.client.log_batch(run_id, metrics=items[i: i + 500])
+
+    def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
+        for k, v in tags.items():
+            self.client.set_tag(run_id, k if k.startswith("mlflow.") else f"{TAG}{k}", str(v))
+
+    def tags(self, run_id: str) -> dict[str, str]:
+        return {k[len(TAG):]: v for k, v in self.client.get_run(run_id).data.tags.items() if k.startswith(TAG)}
+
+    def is_done(self, run_id: str, what: str) -> bool:
+        return self.tags(run_id).get(f"done.{what}") == "1"
+
+    def mark_done(self, run_id: str, what: str) -> None:
+        self.client.set_tag(run_id, f"{TAG}done.{what}", "1")
+
+    def log_dict(self, run_id: str, obj: Any, artifact_file: str) -> None:
+        with tempfile.TemporaryDirectory() as td:
+            p = Path(td) / Path(artifact_file).name
+            p.write_text(json.dumps(obj, indent=1, ensure_ascii=False, default=str))
+            sub = str(Path(artifact_file).parent)
+            self.client.log_artifact(run_id, str(p), None if sub == "." else sub)
+
+    def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(run_id, str(path), artifact_path)

@@ -1,0 +1,146 @@
+"""Metric helpers shared by the tasks: exact top-k retrieval and seqeval scoring through ``evaluate``.
+
+All scores are fractions in [0, 1] (the papers print them ×100).
+
+Retrieval: :func:`search_topk` returns the ``k`` nearest candidates of every query by inner product (cosine on
+unit vectors), with a blocked torch matmul + ``topk`` (the faster exact search on CPU, see the stack notes) or faiss
+``IndexFlatIP``; :func:`topk_accuracy` turns the neighbours into ``acc@k``.
+
+Tagging: :func:`seqeval_scores` runs the seqeval metric module kept in this package
+(``tasks/metrics/seqeval_metric``) through ``evaluate.load`` on its local path, which works offline.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+from pathlib import Path
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+SEQEVAL_METRIC_DIR = Path(__file__).resolve().parent / "seqeval_metric"
+SEARCH_BACKENDS = ("torch", "faiss", "auto")
+
+
+# -- retrieval ----------------------------------------------------------------------------------------------
+def l2_normalize(x: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Rows scaled to unit length (zero rows stay zero), in float32."""
+    x = x.float()
+    return x / x.norm(dim=1, keepdim=True).clamp_min(eps)
+
+
+def search_topk(queries: torch.Tensor, candidates: torch.Tensor, k: int, *, backend: str = "auto",
+                block: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` candidates with the largest inner product for every query: ``(scores, indices)``, best first.
+
+    ``k`` is capped at the number of candidates. The torch backend scores ``block`` queries at a time so the
+    full score matrix is never held; ``auto`` picks torch (faster than faiss-cpu here and exact on every device).
+    """
+    if backend not in SEARCH_BACKENDS:
+        raise ValueError(f"unknown search backend {backend!r}; choose from {', '.join(SEARCH_BACKENDS)}")
+    if queries.ndim != 2 or candidates.ndim != 2 or queries.shape[1] != candidates.shape[1]:
+        raise ValueError(f"queries {tuple(queries.shape)} and candidates {tuple(candidates.shape)} do not match")
+    k = min(k, candidates.shape[0])
+    if k <= 0 or queries.shape[0] == 0:
+        empty = torch.empty((queries.shape[0], max(k, 0)))
+        return empty, empty.long()
+    if backend == "faiss":
+        return _faiss_topk(queries, candidates, k)
+    cand = candidates.float()
+    scores_out, idx_out = [], []
+    for start in range(0, queries.shape[0], block):
+        s = queries[start:start + block].float().to(cand.device) @ cand.T
+        v, i = torch.topk(s, k, dim=1)
+        scores_out.append(v.cpu())
+        idx_out.append(i.cpu())
+    return torch.cat(scores_out), torch.cat(idx_out)
+
+
+def _faiss_topk(queries: torch.Tensor, candidates: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    try:
+        import faiss
+    except ImportError as exc:  # faiss-cpu is a dependency, but a GPU install may have removed it
+        from harness.errors import MissingResourceError
+
+        raise MissingResourceError(
+            "search backend 'faiss' needs the faiss module: `pip install faiss-cpu` (or faiss-gpu), "
+            "or use the torch backend"
+        ) from exc
+    c = candidates.detach().float().cpu().contiguous().numpy()
+    q = queries.detach().float().cpu().contiguous().numpy()
+    index = faiss.IndexFlatIP(c.shape[1])
+    index.add(c)
+    scores, idx = index.search(q, k)
+    return torch.from_numpy(scores), torch.from_numpy(idx).long()
+
+
+def topk_accuracy(neighbours: torch.Tensor, gold: torch.Tensor, ks: tuple[int, ...] = (1, 10)) -> dict[str, float]:
+    """``acc@k`` for every k: the fraction of queries whose gold candidate is among their first k neighbours.
+
+    ``neighbours`` is (n_queries, >= max k or all candidates), best first; ``gold`` the gold candidate per query.
+    """
+    if neighbours.shape[0] != gold.shape[0]:
+        raise ValueError(f"{neighbours.shape[0]} queries but {gold.shape[0]} gold indices")
+    if neighbours.shape[0] == 0:
+        raise ValueError("topk_accuracy: no queries")
+    hits = neighbours == gold.reshape(-1, 1).to(neighbours.device)
+    out = {}
+    for k in ks:
+        out[f"acc@{k}"] = float(hits[:, :k].any(dim=1).float().mean())
+    return out
+
+
+# -- tagging ------------------------------------------------------------------------------------------------
+_LOAD_LOCK = threading.Lock()
+
+
+@functools.lru_cache(maxsize=1)
+def _load_seqeval_cached() -> Any:
+    import evaluate
+
+    return evaluate.load(str(SEQEVAL_METRIC_DIR), keep_in_memory=True)
+
+
+def load_seqeval() -> Any:
+    """The seqeval ``evaluate`` module from this repository (loads offline; ``import evaluate`` costs seconds)."""
+    with _LOAD_LOCK:
+        return _load_seqeval_cached()
+
+
+def seqeval_scores(predictions: list[list[str]], references: list[list[str]]) -> dict[str, Any]:
+    """seqeval in the reference (non-strict) mode: ``overall_{precision,recall,f1,accuracy}`` + ``per_type``."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predicted sentences but {len(references)} gold sentences")
+    if not references:
+        raise ValueError("seqeval_scores: no sentences")
+    return load_seqeval().compute(predictions=predictions, references=references)
+
+
+def ner_scores(predictions: list[list[str]], references: list[list[str]]) -> dict[str, float]:
+    """NER metrics: entity-level seqeval ``f1`` (headline), ``precision``, ``recall``."""
+    r = seqeval_scores(predictions, references)
+    return {"f1": r["overall_f1"], "precision": r["overall_precision"], "recall": r["overall_recall"]}
+
+
+def pos_scores(predictions: list[list[str]], references: list[list[str]]) -> dict[str, float]:
+    """POS metrics: ``f1`` = seqeval F1 on the bare UPOS tags (the papers' number, adjacent equal tags merge into
+    one chunk) and ``acc`` = token accuracy (a different metric, under its own name)."""
+    r = seqeval_scores(predictions, references)
+    return {"f1": r["overall_f1"], "acc": r["overall_accuracy"]}
+
+
+def token_accuracy(predictions: list[list[str]], references: list[list[str]]) -> float:
+    """Plain token accuracy (no evaluate import), for quick checks and tests."""
+    n = ok = 0
+    for p, r in zip(predictions, references, strict=True):
+        if len(p) != len(r):
+            raise ValueError("token_accuracy: sentences of different lengths")
+        n += len(r)
+        ok += sum(a == b for a, b in zip(p, r, strict=True))
+    if n == 0:
+        raise ValueError("token_accuracy: no tokens")
+    return ok / n
