@@ -1,5 +1,4 @@
 """Registers the worlds that ship with the harness (lazily: a world's module is imported when it is used)."""
 
-from harness.worlds import WORLDS
 
 # The default world `bible` and the papers' `glot500` world register here when they land.

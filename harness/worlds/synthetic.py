@@ -39,8 +39,8 @@ _LANGS = {
     "qad_Cyrl": dict(onsets="bdgzvkmnrlt", vowels="aeiou", codas="nkst", order="SVO", loan=0.15, translit="cyrl"),
     "qae_Grek": dict(onsets="ptkmnlrsd", vowels="aeio", codas="ns", order="SOV", loan=0.1, translit="grek"),
 }
-_CYRL = dict(zip("abvgdezijklmnoprstufhcwy", "абвгдезийклмнопрстуфхцшы"))
-_GREK = dict(zip("abgdezhiklmnoprstufxy", "αβγδεζηικλμνοπρστυφχψ"))
+_CYRL = dict(zip("abvgdezijklmnoprstufhcwy", "абвгдезийклмнопрстуфхцшы", strict=True))
+_GREK = dict(zip("abgdezhiklmnoprstufxy", "αβγδεζηικλμνοπρστυφχψ", strict=True))
 _TRANSLIT = {"cyrl": _CYRL, "grek": _GREK}
 _SIZES = dict(NOUN=120, VERB=40, ADJ=30, DET=3, ADP=5, PER=16, LOC=14, ORG=8)
 

@@ -1,0 +1,221 @@
+"""The single entry point from (world, source, method, dim, seed, params) to an initialized model folder.
+
+The runner and ``harness init`` call :func:`initialize_model`; evaluation and CPT read models back with
+:func:`load_model` and write checkpoints with :func:`save_model` (both handle factorized models).
+
+What :func:`initialize_model` writes into ``out_dir``::
+
+    config.json, model.safetensors      the target model (AutoModelForMaskedLM; + factorization.json if factorized)
+    tokenizer.json, tokenizer_config.json ...   the target tokenizer
+    provenance.npy                      int8 per target id: 0 copied, 1 method, 2 random fallback, 3 UNK
+    init_report.json                    counts (adding up to |V_t|), overlap rule and stats, params, dim, seed,
+                                        seconds, peak memory, world hash, method, surgery details
+    artifacts/                          whatever the method chose to keep (its ``ctx.workdir``)
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import resource
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from harness.errors import ConfigError, HarnessError
+from harness.paths import harness_home
+from harness.surgery import assemble_model, load_model, save_model
+from methods.base import InitContext, InitResult, Provenance
+
+log = logging.getLogger(__name__)
+
+__all__ = ["initialize_model", "load_model", "save_model", "SURGERY_PARAMS"]
+
+# keys of ``params`` that configure the surgery rather than the method (taken out before the method sees them)
+SURGERY_PARAMS = ("bias", "untied_output")
+
+
+class PeakMemory:
+    """Peak resident memory of this process while the block runs (sampled every ``interval`` s), and on CUDA the
+    peak allocated device memory. ``peak_rss_mb`` is the highest RSS seen; ``extra_rss_mb`` its rise over the
+    RSS at entry (what the block itself needed)."""
+
+    def __init__(self, interval: float = 0.02):
+        self.interval = interval
+        self.start_rss = self.peak_rss = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.cuda_peak_mb: float | None = None
+
+    @staticmethod
+    def _rss() -> int:
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.peak_rss = max(self.peak_rss, self._rss())
+
+    def __enter__(self) -> PeakMemory:
+        self.start_rss = self.peak_rss = self._rss()
+        if torch.cuda.is_available():
+            torch.cuda.reset_peak_memory_stats()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.peak_rss = max(self.peak_rss, self._rss())
+        if torch.cuda.is_available():
+            self.cuda_peak_mb = torch.cuda.max_memory_allocated() / 2**20
+
+    def as_dict(self) -> dict[str, float | None]:
+        return {"peak_rss_mb": round(self.peak_rss / 2**20, 1),
+                "extra_rss_mb": round((self.peak_rss - self.start_rss) / 2**20, 1),
+                "cuda_peak_mb": None if self.cuda_peak_mb is None else round(self.cuda_peak_mb, 1)}
+
+
+def _check_result(result: InitResult, n_t: int, width: int, method: str) -> None:
+    m = result.matrix
+    if tuple(m.shape) != (n_t, width):
+        raise HarnessError(f"method {method!r} returned a {tuple(m.shape)} matrix; expected ({n_t}, {width})")
+    if not torch.isfinite(m).all():
+        raise HarnessError(f"method {method!r} returned non-finite values")
+    if result.provenance.shape != (n_t,):
+        raise HarnessError(f"method {method!r} returned provenance of shape {result.provenance.shape}")
+    known = {p.value for p in Provenance}
+    if not set(np.unique(result.provenance).tolist()) <= known:
+        raise HarnessError(f"method {method!r} returned unknown provenance values")
+    zero = (m == 0).all(dim=1)
+    if bool(zero.any()):
+        raise HarnessError(f"method {method!r} left {int(zero.sum())} all-zero rows (first ids "
+                           f"{torch.nonzero(zero).flatten()[:5].tolist()}); every target row must be initialized")
+
+
+def initialize_model(world: Any, source: str, method: str, *, dim: int | None, seed: int, params: dict,
+                     out_dir: Path, device: str = "cpu",
+                     progress: Callable[[str, int], Callable[[int], None]] | None = None,
+                     log_metric: Callable[[str, float, int], None] | None = None,
+                     mapping_cache_dir: Path | None = None) -> dict[str, Any]:
+    """Initialize the target model of ``world`` from ``source`` with ``method``; write it to ``out_dir``.
+
+    ``dim``: the factorized dimension d' (None, or d' >= the hidden size, means full dimension). ``params``: the
+    method's hyperparameters, plus the surgery's ``bias`` ("remap" | "zero" | "index") and ``untied_output``
+    ("method" | "zero"), see :mod:`harness.surgery`. Returns the report also written to ``init_report.json``.
+    """
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from harness.registry import METHODS
+    from methods.factorize import factorize
+    from methods.overlap import mapping_cache
+
+    t0 = time.perf_counter()
+    out_dir = Path(out_dir)
+    params = dict(params or {})
+    surgery_opts = {k: params.pop(k) for k in SURGERY_PARAMS if k in params}
+    cls = METHODS.get(method)
+    who = f"method {method!r}"
+    for kind in sorted(getattr(cls, "requires", frozenset())):
+        world.require(kind, who)  # before any work
+    if dim is not None:
+        if int(dim) <= 0:
+            raise ConfigError(f"dim must be a positive factorized dimension or null (full), not {dim}")
+        if not getattr(cls, "supports_factorized", False):
+            raise ConfigError(f"{who} does not support factorized embeddings (dim={dim}); use dim: null "
+                              f"(spec Appendix B: factorization applies to OFA, HyperOFA and random only)")
+
+    with PeakMemory() as mem:
+        src_dir = world.source_dir(source)
+        tgt_dir = world.target_tokenizer_dir
+        source_tokenizer = AutoTokenizer.from_pretrained(src_dir)
+        target_tokenizer = AutoTokenizer.from_pretrained(tgt_dir)
+        model = AutoModelForMaskedLM.from_pretrained(src_dir)
+        emb = model.get_input_embeddings().weight.detach()
+        n_s = len(source_tokenizer)
+        if emb.shape[0] < n_s:
+            raise HarnessError(f"source {source!r}: the embedding matrix has {emb.shape[0]} rows, fewer than "
+                               f"the tokenizer's {n_s} tokens")
+        e_s = emb[:n_s].float().clone()  # rows beyond the tokenizer (padding rows) belong to no token
+        hidden = e_s.shape[1]
+
+        fact = None
+        if dim is not None and int(dim) < hidden:
+            fact = factorize(e_s, int(dim))
+            source_matrix = fact.coords
+        else:
+            source_matrix = e_s
+
+        cache_dir = Path(mapping_cache_dir) if mapping_cache_dir is not None else harness_home() / "cache" / "mappings"
+        workdir = out_dir / "artifacts"
+        workdir.mkdir(parents=True, exist_ok=True)
+        ctx = InitContext(
+            source_matrix=source_matrix, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
+            mapping_for=mapping_cache(source_tokenizer, target_tokenizer, cache_dir), world=world, seed=int(seed),
+            device=device, factorized=fact is not None, params=params, workdir=workdir,
+            cache_dir=harness_home() / "cache" / "methods" / method, progress=progress, log_metric=log_metric,
+        )
+        t_method = time.perf_counter()
+        result = cls().initialize(ctx)
+        method_seconds = time.perf_counter() - t_method
+        n_t = len(target_tokenizer)
+        _check_result(result, n_t, source_matrix.shape[1], method)
+
+        surgery = assemble_model(model, source_tokenizer, target_tokenizer, result.matrix.float(), result.copy,
+                                 primitive=None if fact is None else fact.primitive, **surgery_opts)
+        save_model(model, out_dir, tokenizer=target_tokenizer)
+        np.save(out_dir / "provenance.npy", result.provenance.astype(np.int8), allow_pickle=False)
+        if not any(workdir.iterdir()):
+            workdir.rmdir()
+
+    counts = result.counts()
+    if sum(counts.values()) != n_t:
+        raise HarnessError(f"provenance counts {counts} do not add up to |V_t| = {n_t}")
+    rule = getattr(cls, "overlap_rule", None)
+    overlap = ctx.mapping_for(rule).stats if rule else {}
+    report: dict[str, Any] = {
+        "method": method,
+        "source": source,
+        "world": getattr(world, "name", None),
+        "world_hash": world.hash,
+        "seed": int(seed),
+        "dim": None if fact is None else int(dim),
+        "dim_requested": dim,
+        "hidden_size": int(hidden),
+        "params": params,
+        "surgery_params": surgery_opts,
+        "overlap_rule": rule,
+        "overlap": {k: v for k, v in overlap.items() if k != "unk"},
+        "counts": counts,
+        "target_vocab_size": n_t,
+        "source_vocab_size": n_s,
+        "seconds": round(time.perf_counter() - t0, 3),
+        "method_seconds": round(method_seconds, 3),
+        "memory": mem.as_dict(),
+        "method_stats": result.stats,
+        "artifacts": {k: str(v) for k, v in result.artifacts.items()},
+        "surgery": surgery,
+        "device": device,
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+    }
+    if fact is not None:
+        report["factorization"] = {"dim": fact.dim, "discarded_energy": fact.discarded_energy,
+                                   "kept_energy_share": fact.kept_energy_share}
+    report = json.loads(json.dumps(report, default=str))  # JSON-safe (numpy scalars, paths) for every consumer
+    (out_dir / "init_report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    log.info("initialized %s/%s (dim %s, seed %s): %s in %.1fs", source, method, dim, seed, counts,
+             report["seconds"])
+    return report

@@ -1,0 +1,53 @@
+"""Shared fixtures: an isolated harness home, the synthetic world (built once per test session), a tracking URI."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def harness_home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("harness-home")
+    os.environ["HARNESS_HOME"] = str(home)
+    os.environ["HF_HOME"] = str(home / "hf")
+    return home
+
+
+@pytest.fixture(scope="session")
+def synthetic_world(harness_home):
+    from harness.worlds import get_world
+
+    return get_world("synthetic")
+
+
+@pytest.fixture(scope="session")
+def tracking_uri(harness_home) -> str:
+    return f"sqlite:///{harness_home / 'mlflow-tests.db'}"
+
+
+@pytest.fixture
+def run_cli(harness_home, tracking_uri):
+    """Run ``harness`` in a subprocess (a real process: exit codes, kills) with the test's home and tracking."""
+    import subprocess
+
+    def _run(*args: str, env: dict[str, str] | None = None, check: bool = False, timeout: float = 600):
+        full_env = {**os.environ, "HARNESS_HOME": str(harness_home), "MLFLOW_TRACKING_URI": tracking_uri,
+                    "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "2"), **(env or {})}
+        proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
+                              env=full_env, timeout=timeout, cwd=REPO)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"harness {' '.join(args)} -> {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+        return proc
+
+    return _run

@@ -1,0 +1,83 @@
+import pytest
+
+from harness.config import FULL, load_config_file, make_config
+from harness.errors import ConfigError
+
+
+def test_defaults_are_the_main_job():
+    cfg = make_config()
+    assert cfg.methods == ["all"]
+    assert cfg.tasks == ["sr-t", "ner"]
+    assert cfg.world == "bible"
+    assert cfg.dim_values() == [None]
+    assert cfg.profile == "cpu"
+
+
+def test_toml_and_yaml_files_and_flags_override(tmp_path):
+    toml = tmp_path / "c.toml"
+    toml.write_text('methods = ["random", "ofa"]\ntasks = "mlm"\ndims = [100, "full"]\nseeds = [1, 2]\n'
+                    'cpt-steps = 5\n[method_params.ofa]\nk = 5\n')
+    yaml = tmp_path / "c.yaml"
+    yaml.write_text("methods: random\nworld: synthetic\nlangs: [qab_Latn]\n")
+    cfg = make_config(load_config_file(toml), {"seeds": "3"})
+    assert cfg.methods == ["random", "ofa"]
+    assert cfg.tasks == ["mlm"]
+    assert cfg.dims == [100, FULL] and cfg.dim_values() == [100, None]
+    assert cfg.seeds == [3]  # the flag wins over the file
+    assert cfg.cpt_steps == 5
+    assert cfg.method_params == {"ofa": {"k": 5}}
+    cfg2 = make_config(load_config_file(yaml))
+    assert cfg2.methods == ["random"] and cfg2.world == "synthetic" and cfg2.langs == ["qab_Latn"]
+
+
+@pytest.mark.parametrize("values, key", [
+    ({"metods": "random"}, "metods"),
+    ({"seeds": "one"}, "seeds"),
+    ({"seeds": [1.5]}, "seeds"),
+    ({"dims": "abc"}, "dims"),
+    ({"dims": [0]}, "dims"),
+    ({"cpt_steps": -1}, "cpt_steps"),
+    ({"cpt_steps": True}, "cpt_steps"),
+    ({"world": 3}, "world"),
+    ({"method_params": {"ofa": 3}}, "method_params"),
+    ({"fail_fast": "yes"}, "fail_fast"),
+])
+def test_bad_values_name_the_key(values, key):
+    with pytest.raises(ConfigError) as ei:
+        make_config(values)
+    assert repr(key) in str(ei.value)
+    assert ei.value.exit_code == 2
+
+
+def test_unknown_key_suggests():
+    with pytest.raises(ConfigError, match="Did you mean 'methods'"):
+        make_config({"metods": "random"})
+
+
+def test_unknown_profile_and_device():
+    with pytest.raises(ConfigError, match="profile"):
+        make_config({"profile": "gpu-big"})
+    with pytest.raises(ConfigError, match="device"):
+        make_config({"device": "tpu"})
+
+
+def test_bad_file(tmp_path):
+    p = tmp_path / "c.toml"
+    p.write_text("methods = [")
+    with pytest.raises(ConfigError, match="could not be parsed"):
+        load_config_file(p)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config_file(tmp_path / "missing.yaml")
+    q = tmp_path / "c.json"
+    q.write_text("{}")
+    with pytest.raises(ConfigError, match=r"\.toml"):
+        load_config_file(q)
+
+
+def test_unknown_language_is_named(synthetic_world):
+    from harness.runner import make_plan
+
+    cfg = make_config({"world": "synthetic", "methods": "random", "tasks": "mlm", "langs": "qab_Latn,qad_Cyrk"})
+    with pytest.raises(ConfigError) as ei:
+        make_plan(cfg, synthetic_world)
+    assert "qad_Cyrk" in str(ei.value) and "qad_Cyrl" in str(ei.value)

@@ -1,0 +1,144 @@
+"""End-to-end runner tests on the synthetic world, through the real CLI in subprocesses."""
+
+from __future__ import annotations
+
+import re
+import signal
+import textwrap
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.conftest import REPO
+
+BASE = ["run", "--world", "synthetic", "--tasks", "mlm", "--cpt-steps", "4"]
+
+
+def _runs(tracking_uri: str, experiment: str, kind: str):
+    c = MlflowClient(tracking_uri)
+    exp = c.get_experiment_by_name(experiment)
+    if exp is None:
+        return []
+    return c.search_runs([exp.experiment_id], filter_string=f"tags.`harness.kind` = '{kind}'")
+
+
+def test_run_logs_the_tracking_schema_and_a_repeat_recomputes_nothing(run_cli, tracking_uri):
+    exp = "t-schema"
+    run_cli(*BASE, "--methods", "random", "--experiment", exp, check=True)
+    c = MlflowClient(tracking_uri)
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    (child,) = _runs(tracking_uri, exp, "task")
+    assert parent.info.status == "FINISHED" and child.info.status == "FINISHED"
+    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    p = parent.data.params
+    assert p["method"] == "random" and p["dim"] == "full" and p["seed"] == "1" and p["profile"] == "cpu"
+    assert p["world"] == "synthetic" and len(p["world_hash"]) == 16 and p["version.torch"].startswith("2.")
+    assert int(p["cpt.steps"]) == 4
+    m = parent.data.metrics
+    assert m["init/copied"] + m["init/method"] + m["init/random"] + m["init/unk"] > 0
+    assert "mlm/loss/avg" in m
+    train = c.get_metric_history(parent.info.run_id, "cpt/train_loss")
+    assert sorted(x.step for x in train) == [1, 2, 3, 4]
+    for lang in ("qaa_Latn", "qab_Latn", "qad_Cyrl"):
+        hist = c.get_metric_history(child.info.run_id, f"mlm/loss/{lang}")
+        assert sorted(x.step for x in hist) == [0, 4]
+    arts = {a.path for a in c.list_artifacts(parent.info.run_id)}
+    assert "init_report.json" in arts
+    tables = {a.path for a in c.list_artifacts(child.info.run_id, "tables")}
+    assert tables == {"tables/mlm_step0.json", "tables/mlm_step4.json"}
+
+    again = run_cli(*BASE, "--methods", "random", "--experiment", exp, check=True)
+    assert "init (cached)" in again.stderr
+    assert "already logged" in again.stderr
+    assert len(_runs(tracking_uri, exp, "cell")) == 1 and len(_runs(tracking_uri, exp, "task")) == 1
+    hist = c.get_metric_history(child.info.run_id, "mlm/loss/qab_Latn")
+    assert sorted(x.step for x in hist) == [0, 4]  # nothing logged twice
+
+
+@pytest.mark.parametrize("stage", ["init", "step0", "cpt"])
+def test_killed_run_resumes_without_duplicates(run_cli, tracking_uri, stage):
+    exp = f"t-kill-{stage}"
+    args = [*BASE, "--methods", "random", "--experiment", exp, "--seeds", "7"]
+    killed = run_cli(*args, env={"HARNESS_FAULT_AFTER": stage})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    assert parent.info.status == "RUNNING"
+    resumed = run_cli(*args, check=True)
+    assert "init (cached)" in resumed.stderr
+    (parent2,) = _runs(tracking_uri, exp, "cell")
+    assert parent2.info.run_id == parent.info.run_id and parent2.info.status == "FINISHED"
+    (child,) = _runs(tracking_uri, exp, "task")
+    c = MlflowClient(tracking_uri)
+    hist = c.get_metric_history(child.info.run_id, "mlm/loss/qac_Latn")
+    assert sorted(x.step for x in hist) == [0, 4]
+    train = c.get_metric_history(parent.info.run_id, "cpt/train_loss")
+    assert sorted(x.step for x in train) == [1, 2, 3, 4]
+
+
+def test_unknown_method_exits_2_with_a_suggestion(run_cli):
+    r = run_cli("run", "--world", "synthetic", "--methods", "randm", "--tasks", "mlm")
+    assert r.returncode == 2
+    assert "unknown method 'randm'" in r.stderr and "Did you mean 'random'" in r.stderr
+    r = run_cli("run", "--world", "synthetic", "--methods", "nosuch", "--tasks", "mlm")
+    assert r.returncode == 2 and "Available:" in r.stderr
+    r = run_cli("run", "--world", "nosuchworld", "--methods", "random", "--tasks", "mlm")
+    assert r.returncode == 2 and "unknown world" in r.stderr
+
+
+def test_bad_config_exits_2_naming_the_key(run_cli, tmp_path):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text('world = "synthetic"\nseeds = "x"\n')
+    r = run_cli("run", "--config", str(cfg))
+    assert r.returncode == 2 and "'seeds'" in r.stderr
+    r = run_cli("run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--langs", "xxx_Latn")
+    assert r.returncode == 2 and "xxx_Latn" in r.stderr
+
+
+def _readme_plugin_code() -> str:
+    text = (REPO / "README.md").read_text()
+    m = re.search(r"```python\n(# my_methods\.py.*?)```", text, re.S)
+    assert m, "README must hold the outside-method example"
+    return m.group(1)
+
+
+def _install_plugin(tmp_path, module_code: str, entry: str) -> dict[str, str]:
+    dist = tmp_path / "my_methods-0.1.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: my-methods\nVersion: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[harness.methods]\n{entry}\n")
+    (tmp_path / "my_methods.py").write_text(module_code)
+    import os
+
+    return {"PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])}
+
+
+def test_outside_method_from_the_readme_runs_through_harness_run(run_cli, tmp_path, tracking_uri):
+    env = _install_plugin(tmp_path, _readme_plugin_code(), "mean = my_methods:MeanInit")
+    listed = run_cli("list", env=env, check=True)
+    assert "mean" in listed.stdout
+    exp = "t-plugin"
+    run_cli(*BASE, "--methods", "mean", "--experiment", exp, "--cpt-steps", "0", env=env, check=True)
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    assert parent.info.status == "FINISHED" and parent.data.params["method"] == "mean"
+    assert parent.data.metrics["init/method"] > 0 and "mlm/loss/avg" in parent.data.metrics
+
+
+def test_a_crashing_method_marks_its_run_failed(run_cli, tmp_path, tracking_uri):
+    code = textwrap.dedent("""
+        class Exploding:
+            name = "exploding"
+            description = "always fails"
+            requires = frozenset()
+            overlap_rule = "ofa"
+            supports_factorized = True
+
+            def initialize(self, ctx):
+                raise RuntimeError("planned failure inside the method")
+    """)
+    env = _install_plugin(tmp_path, code, "exploding = my_methods:Exploding")
+    exp = "t-crash"
+    r = run_cli(*BASE, "--methods", "exploding", "--experiment", exp, env=env)
+    assert r.returncode == 1 and "planned failure" in r.stderr
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    assert parent.info.status == "FAILED"
+    assert "planned failure inside the method" in parent.data.tags["harness.error"]
