@@ -106,7 +106,10 @@ def render(board: Board, console: Console) -> None:
 
 def print_leaderboard(tracking_uri: str | None = None, experiment: str | None = None, task: str | None = None,
                       step: str = "final", world: str | None = None) -> int:
-    console = Console()
+    import sys
+
+    # piped output (a file, a test) gets the full table instead of wrapped columns
+    console = Console(width=None if sys.stdout.isatty() else 400)
     boards = collect(Tracker(tracking_uri), experiment=experiment, world=world, task=task, step=step)
     if not boards:
         console.print("no results yet: run `harness run ...` first")

@@ -142,3 +142,22 @@ def test_a_crashing_method_marks_its_run_failed(run_cli, tmp_path, tracking_uri)
     (parent,) = _runs(tracking_uri, exp, "cell")
     assert parent.info.status == "FAILED"
     assert "planned failure inside the method" in parent.data.tags["harness.error"]
+
+
+def test_leaderboard_prints_the_per_language_table(run_cli, tracking_uri):
+    exp = "t-board"
+    run_cli(*BASE, "--methods", "random", "--experiment", exp, "--seeds", "1,2", "--cpt-steps", "0", check=True)
+    r = run_cli("leaderboard", "--experiment", exp, "--task", "mlm", "--step", "0", check=True)
+    out = r.stdout
+    assert "mlm" in out and "loss" in out and "step 0" in out
+    for lang in ("qaa_Latn", "qab_Latn", "qac_Latn", "qad_Cyrl", "qae_Grek"):
+        assert lang in out
+    assert "random d=full s=1" in out and "random d=full s=2" in out
+    c = MlflowClient(tracking_uri)
+    runs = _runs(tracking_uri, exp, "task")
+    assert len(runs) == 2
+    # the printed average equals the mean of the logged per-language values
+    r1 = next(r for r in runs if r.data.tags["harness.seed"] == "1")
+    vals = [c.get_metric_history(r1.info.run_id, f"mlm/loss/{lang}")[0].value
+            for lang in ("qaa_Latn", "qab_Latn", "qac_Latn", "qad_Cyrl", "qae_Grek")]
+    assert f"{sum(vals) / len(vals):.3f}" in out
