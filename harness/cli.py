@@ -311,6 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    try:
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own rich bars show progress; HF's per-file bars are noise
+    except ImportError:
+        pass
     for noisy in ("mlflow", "alembic", "transformers", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.ERROR if not args.verbose else logging.INFO)
     try:

@@ -113,6 +113,9 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
     trainer = Trainer(model=model, args=args, train_dataset=[{"input_ids": b} for b in blocks],
                       data_collator=collator, callbacks=[_Hooks()])
+    from transformers.trainer_callback import PrinterCallback
+
+    trainer.remove_callback(PrinterCallback)  # the loss goes to MLflow and the progress bar, not to stdout
     last = _last_checkpoint(work / "trainer")
     trainer.train(resume_from_checkpoint=str(last) if last else None)
     if trainer.is_world_process_zero():

@@ -324,8 +324,7 @@ class Runner:
                         f"tables/{task_name}_step{step}.json")
             tr.mark_done(trun, f"step_{step}")
             head = avgs.get(task.headline)
-            console.print(f"  {task_name} @ step {step}: {task.headline} avg "
-                          f"{head:.4f}" if head is not None else f"  {task_name} @ step {step}: done"
-                          f" ({seconds:.1f}s)")
+            shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
+            console.print(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
             if step == (int(self.cpt["steps"]) if int(self.cpt["steps"]) > 0 else 0):
                 tr.finish(trun)
