@@ -177,10 +177,63 @@ class Runner:
                     results["failed"].append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
                     console.print(f"[red]cell {cell.label} failed:[/red] {type(exc).__name__}: {exc}")
                     if self.cfg.fail_fast or isinstance(exc, HarnessError):
-                        if isinstance(exc, HarnessError):
-                            raise
+                        raise
                 prog.advance(bar)
+        if any(len(c) > 1 for c in self.seed_groups().values()):
+            self.aggregate_seeds()
         return results
+
+    # ------------------------------------------------------------------------------------------------------
+    def seed_groups(self) -> dict[tuple[str, str, int | None], list[Cell]]:
+        groups: dict[tuple[str, str, int | None], list[Cell]] = {}
+        for c in self.plan.cells:
+            groups.setdefault((c.source, c.method, c.dim), []).append(c)
+        return groups
+
+    def aggregate_seeds(self) -> None:
+        """Per-language mean and standard deviation (ddof=1) across seeds, one aggregate run per (variant, task),
+        metrics ``{task}/{metric}/{lang}/mean`` and ``.../std`` at every evaluated step."""
+        import statistics
+
+        tr = self.tracker
+        for (source, method, dim), cells in self.seed_groups().items():
+            if len(cells) < 2:
+                continue
+            exp = tr.experiment(self.experiment_name(source))
+            dim_s = "full" if dim is None else str(dim)
+            group = hash_obj({"source": source, "method": method, "dim": dim, "world": self.world.hash,
+                              "profile": self.cfg.profile, "cpt": self.cpt,
+                              "params": self.cfg.method_params.get(method, {}),
+                              "seeds": sorted(c.seed for c in cells)})
+            for task_name in self.plan.tasks:
+                values: dict[tuple[str, int], list[float]] = {}
+                for cell in cells:
+                    key = hash_obj(self.cell_identity(cell))
+                    for run in tr.find_runs(exp, {"cell": key, "kind": "task", "task": task_name}):
+                        for mkey in run.data.metrics:
+                            if not mkey.startswith(task_name + "/") or mkey.count("/") != 2:
+                                continue
+                            for m in tr.client.get_metric_history(run.info.run_id, mkey):
+                                values.setdefault((mkey, m.step), []).append(m.value)
+                if not values:
+                    continue
+                run_id, _ = tr.get_or_create_run(exp, {"kind": "aggregate", "group": group, "task": task_name},
+                                                  f"{method}-{dim_s}-seeds-{task_name}")
+                tr.set_tags(run_id, {"method": method, "source": source, "dim": dim_s, "task": task_name,
+                                     "profile": self.cfg.profile, "world": self.world.name,
+                                     "seeds": ",".join(str(c.seed) for c in cells)})
+                by_step: dict[int, dict[str, float]] = {}
+                for (mkey, step), vals in values.items():
+                    if len(vals) < 2:
+                        continue
+                    by_step.setdefault(step, {})[f"{mkey}/mean"] = statistics.fmean(vals)
+                    by_step[step][f"{mkey}/std"] = statistics.stdev(vals)
+                    by_step[step][f"{mkey}/n"] = float(len(vals))
+                for step, metrics in sorted(by_step.items()):
+                    if not tr.is_done(run_id, f"agg_{step}_{len(cells)}"):
+                        tr.log_metrics(run_id, metrics, step=step)
+                        tr.mark_done(run_id, f"agg_{step}_{len(cells)}")
+                tr.finish(run_id)
 
     # ------------------------------------------------------------------------------------------------------
     def cell_identity(self, cell: Cell) -> dict[str, Any]:
@@ -270,6 +323,8 @@ class Runner:
                 _fault("cpt")
                 for step, path in sorted(ckpts.items()):
                     self.evaluate(exp, parent, key, cell, step, path, tokenizer, load_model)
+            if steps > 0:
+                self.log_convergence(parent, steps)
             tr.set_tags(parent, {"final_step": steps})
             tr.finish(parent)
             return {"cell": cell.label, "run_id": parent, "experiment_id": exp}
@@ -280,6 +335,25 @@ class Runner:
                 tr.fail(parent, "interrupted")
             raise
 
+    def log_convergence(self, parent: str, steps: int) -> None:
+        """The convergence figure of the held-out MLM loss curve: its area (the trapezoid mean over [0, steps],
+        lower is better) and the first evaluated step that reaches the threshold (``cpt.loss_threshold`` if set,
+        otherwise 90 % of the curve's own drop from step 0 to its minimum)."""
+        hist = sorted((m.step, m.value) for m in self.tracker.client.get_metric_history(parent, "cpt/heldout_loss"))
+        if len(hist) < 2:
+            return
+        area = sum((s1 - s0) * (v0 + v1) / 2 for (s0, v0), (s1, v1) in zip(hist, hist[1:], strict=False))
+        area /= max(hist[-1][0] - hist[0][0], 1)
+        thr = self.cpt.get("loss_threshold")
+        if thr is None:
+            lo = min(v for _, v in hist)
+            thr = hist[0][1] - 0.9 * (hist[0][1] - lo)
+        reached = next((s for s, v in hist if v <= thr), None)
+        metrics = {"cpt/heldout_auc": area, "cpt/loss_threshold": float(thr)}
+        if reached is not None:
+            metrics["cpt/steps_to_threshold"] = float(reached)
+        self.tracker.log_metrics(parent, metrics, step=steps)
+
     # ------------------------------------------------------------------------------------------------------
     def evaluate(self, exp: str, parent: str, key: str, cell: Cell, step: int, model_dir: Path, tokenizer: Any,
                  load_model: Any) -> None:
@@ -287,6 +361,7 @@ class Runner:
 
         tr = self.tracker
         model = None
+        heldout: float | None = None
         for task_name in self.plan.tasks:
             task = TASKS.get(task_name)()
             trun, _ = tr.get_or_create_run(exp, {"cell": key, "kind": "task", "task": task_name}, task_name,
@@ -326,5 +401,22 @@ class Runner:
             head = avgs.get(task.headline)
             shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
             console.print(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
+            if task_name == "mlm" and "loss" in avgs:
+                heldout = avgs["loss"]
             if step == (int(self.cpt["steps"]) if int(self.cpt["steps"]) > 0 else 0):
                 tr.finish(trun)
+        # the held-out MLM loss at every evaluated step, whatever the chosen tasks (the CPT diagnostic)
+        if int(self.cpt["steps"]) > 0 and not tr.is_done(parent, f"heldout_{step}"):
+            if heldout is None:
+                if model is None:
+                    model = load_model(model_dir, device=self.device)
+                mlm = TASKS.get("mlm")()
+                langs = [lang for lang in mlm.languages(self.world) if not self.cfg.langs
+                         or lang in self.cfg.langs or lang == self.world.pivot]
+                res = mlm.evaluate(model, tokenizer, self.world, langs, TaskSettings(
+                    profile=self.cfg.profile, seed=cell.seed, device=self.device,
+                    max_sentences=get_profile(self.cfg.profile).get("eval_max_sentences")))
+                heldout = res.averages().get("loss")
+            if heldout is not None:
+                tr.log_metrics(parent, {"cpt/heldout_loss": heldout}, step=step)
+            tr.mark_done(parent, f"heldout_{step}")

@@ -161,3 +161,33 @@ def test_leaderboard_prints_the_per_language_table(run_cli, tracking_uri):
     vals = [c.get_metric_history(r1.info.run_id, f"mlm/loss/{lang}")[0].value
             for lang in ("qaa_Latn", "qab_Latn", "qac_Latn", "qad_Cyrl", "qae_Grek")]
     assert f"{sum(vals) / len(vals):.3f}" in out
+
+
+def test_seeds_are_aggregated_and_convergence_is_recorded(run_cli, tracking_uri):
+    import statistics
+
+    exp = "t-seeds"
+    run_cli(*BASE, "--methods", "random", "--experiment", exp, "--seeds", "3,4", "--cpt-checkpoints", "2",
+            check=True)
+    c = MlflowClient(tracking_uri)
+    parents = _runs(tracking_uri, exp, "cell")
+    assert len(parents) == 2
+    for p in parents:
+        held = c.get_metric_history(p.info.run_id, "cpt/heldout_loss")
+        assert sorted(m.step for m in held) == [0, 2, 4]
+        curve = sorted((m.step, m.value) for m in held)
+        area = ((curve[0][1] + curve[1][1]) + (curve[1][1] + curve[2][1])) / 2 / 2
+        assert p.data.metrics["cpt/heldout_auc"] == pytest.approx(area)
+    (agg,) = _runs(tracking_uri, exp, "aggregate")
+    assert agg.data.tags["harness.seeds"] == "3,4"
+    per_seed = []
+    for p in parents:
+        (child,) = c.search_runs([p.info.experiment_id], filter_string=(
+            f"tags.`harness.kind` = 'task' and tags.`harness.parent` = '{p.info.run_id}'"))
+        per_seed.append({m.step: m.value for m in c.get_metric_history(child.info.run_id, "mlm/loss/qab_Latn")})
+    for step in (0, 2, 4):
+        mean = {m.step: m.value for m in c.get_metric_history(agg.info.run_id, "mlm/loss/qab_Latn/mean")}[step]
+        std = {m.step: m.value for m in c.get_metric_history(agg.info.run_id, "mlm/loss/qab_Latn/std")}[step]
+        vals = [s[step] for s in per_seed]
+        assert mean == pytest.approx(statistics.fmean(vals))
+        assert std == pytest.approx(statistics.stdev(vals))
