@@ -397,6 +397,9 @@ class Runner:
             tr.log_dict(trun, {"task": task_name, "step": step, "scores": res.scores, "averages": avgs,
                                "label_source": res.label_source, "extras": res.extras, "seconds": seconds},
                         f"tables/{task_name}_step{step}.json")
+            if res.items:
+                tr.log_dict(trun, {m: {lang: st.to_dict() for lang, st in per.items()} for m, per in res.items.items()},
+                            f"items/{task_name}_step{step}.json")
             tr.mark_done(trun, f"step_{step}")
             head = avgs.get(task.headline)
             shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"

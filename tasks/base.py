@@ -28,10 +28,35 @@ class TaskSettings:
 
 
 @dataclass
+class ItemStats:
+    """Per-item sufficient statistics of one metric in one language: the metric is ``sum(num) / sum(den)``
+    (then ``transform``), so it can be recomputed on any resample of the test items (bootstrap).
+
+    accuracy: num = 1/0 per query, den = 1; entity F1: num = 2·TP, den = 2·TP + FP + FN per sentence;
+    MLM loss: num = summed cross-entropy, den = masked tokens per sentence (transform "exp" gives perplexity).
+    """
+
+    num: list[float]
+    den: list[float]
+    transform: str = "identity"  # or "exp"
+
+    def value(self) -> float:
+        import math
+
+        d = sum(self.den)
+        v = sum(self.num) / d if d else 0.0
+        return math.exp(min(v, 50.0)) if self.transform == "exp" else v
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"num": self.num, "den": self.den, "transform": self.transform}
+
+
+@dataclass
 class TaskResult:
     scores: dict[str, dict[str, float]]  # metric -> {lang: value}
     extras: dict[str, Any] = field(default_factory=dict)  # e.g. dev curves, counts per language
     label_source: dict[str, str] = field(default_factory=dict)  # lang -> gold/silver
+    items: dict[str, dict[str, ItemStats]] = field(default_factory=dict)  # metric -> lang -> per-item stats
 
     def averages(self, languages: list[str] | None = None) -> dict[str, float]:
         out = {}

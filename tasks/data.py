@@ -138,6 +138,24 @@ def num_layers(model: torch.nn.Module) -> int:
                       "(task param 'layer')")
 
 
+_OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "xmod"}  # positions start at pad+1
+
+
+def max_input_length(model: torch.nn.Module, tokenizer: Any, wanted: int) -> int:
+    """``wanted``, capped by what the model's position embeddings and the tokenizer allow."""
+    limit = wanted
+    tok_max = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
+        limit = min(limit, tok_max)
+    cfg = getattr(model, "config", None) or getattr(base_encoder(model), "config", None)
+    pos = getattr(cfg, "max_position_embeddings", None)
+    if isinstance(pos, int) and pos > 0:
+        if getattr(cfg, "model_type", "") in _OFFSET_POSITIONS:
+            pos -= int(getattr(cfg, "pad_token_id", 1) or 0) + 1
+        limit = min(limit, pos)
+    return limit
+
+
 def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:
     """The special ids a tokenizer puts before and after one sequence (``<s>`` / ``</s>``, ``[CLS]`` / ``[SEP]``)."""
     for probe in ("a", "x", "1", "hello"):

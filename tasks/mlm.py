@@ -17,7 +17,7 @@ import torch
 
 from harness.registry import TASKS
 from harness.worlds.base import read_lines
-from tasks.base import TaskResult, TaskSettings
+from tasks.base import ItemStats, TaskResult, TaskSettings
 
 PROFILES: dict[str, dict[str, Any]] = {
     "paper": {"max_sentences": None, "max_length": 512, "batch_size": 32, "mlm_probability": 0.15},
@@ -75,6 +75,7 @@ class MLMLoss:
         device = torch.device(settings.device)
         model.eval()
         loss_by_lang, ppl_by_lang, counts = {}, {}, {}
+        items: dict[str, dict[str, ItemStats]] = {}
         for lang in languages:
             lines = read_lines(world.task_dir(self.name) / f"{lang}.txt")
             if cfg["max_sentences"]:
@@ -83,6 +84,8 @@ class MLMLoss:
             pairs = fixed_masks(enc, special, vocab_size, tokenizer.mask_token_id, cfg["mlm_probability"],
                                 _lang_seed(settings.seed, lang))
             total, n_tok = 0.0, 0
+            sent_loss: list[float] = []
+            sent_tok: list[float] = []
             with torch.inference_mode():
                 for i in range(0, len(pairs), cfg["batch_size"]):
                     chunk = pairs[i: i + cfg["batch_size"]]
@@ -97,13 +100,18 @@ class MLMLoss:
                     logits = model(input_ids=ids.to(device), attention_mask=att.to(device)).logits
                     lab = labels.to(device)
                     ce = torch.nn.functional.cross_entropy(
-                        logits.float().view(-1, logits.shape[-1]), lab.view(-1), ignore_index=-100, reduction="sum")
-                    total += float(ce)
+                        logits.float().view(-1, logits.shape[-1]), lab.view(-1), ignore_index=-100,
+                        reduction="none").view(lab.shape)
+                    sent_loss.extend(ce.sum(dim=1).tolist())
+                    sent_tok.extend((lab != -100).sum(dim=1).float().tolist())
+                    total += float(ce.sum())
                     n_tok += int((lab != -100).sum())
             loss = total / max(n_tok, 1)
             loss_by_lang[lang] = loss
             ppl_by_lang[lang] = math.exp(min(loss, 50.0))
             counts[lang] = {"sentences": len(lines), "masked_tokens": n_tok}
+            items.setdefault("loss", {})[lang] = ItemStats(sent_loss, sent_tok)
+            items.setdefault("ppl", {})[lang] = ItemStats(sent_loss, sent_tok, transform="exp")
         meta = world.task_meta(self.name).get("languages", {})
-        return TaskResult(scores={"loss": loss_by_lang, "ppl": ppl_by_lang}, extras={"counts": counts},
+        return TaskResult(scores={"loss": loss_by_lang, "ppl": ppl_by_lang}, extras={"counts": counts}, items=items,
                           label_source={lang: meta.get(lang, {}).get("label_source", "gold") for lang in languages})

@@ -56,3 +56,14 @@ def test_trained_model_beats_an_untrained_one_on_its_language(source, synthetic_
     untrained = task.evaluate(fresh, tok, synthetic_world, ["qaa_Latn"], s).scores["loss"]["qaa_Latn"]
     assert trained < untrained - 1.0
     assert untrained == pytest.approx(math.log(len(tok)), abs=1.0)  # an untrained head is near-uniform
+
+
+def test_item_stats_recompute_the_scores(source, synthetic_world):
+    model, tok = source
+    task = TASKS.get("mlm")()
+    res = task.evaluate(model, tok, synthetic_world, ["qab_Latn", "qae_Grek"], TaskSettings(max_sentences=30))
+    for metric in ("loss", "ppl"):
+        for lang in ("qab_Latn", "qae_Grek"):
+            st = res.items[metric][lang]
+            assert len(st.num) == len(st.den) == 30
+            assert st.value() == pytest.approx(res.scores[metric][lang], rel=1e-6)

@@ -87,11 +87,13 @@ def topk_accuracy(neighbours: torch.Tensor, gold: torch.Tensor, ks: tuple[int, .
         raise ValueError(f"{neighbours.shape[0]} queries but {gold.shape[0]} gold indices")
     if neighbours.shape[0] == 0:
         raise ValueError("topk_accuracy: no queries")
+    return {m: float(h.float().mean()) for m, h in topk_hits(neighbours, gold, ks).items()}
+
+
+def topk_hits(neighbours: torch.Tensor, gold: torch.Tensor, ks: tuple[int, ...] = (1, 10)) -> dict[str, torch.Tensor]:
+    """Per query, whether its gold candidate is among its first k neighbours (``acc@k`` = the mean)."""
     hits = neighbours == gold.reshape(-1, 1).to(neighbours.device)
-    out = {}
-    for k in ks:
-        out[f"acc@{k}"] = float(hits[:, :k].any(dim=1).float().mean())
-    return out
+    return {f"acc@{k}": hits[:, :k].any(dim=1).cpu() for k in ks}
 
 
 # -- tagging ------------------------------------------------------------------------------------------------
@@ -144,3 +146,22 @@ def token_accuracy(predictions: list[list[str]], references: list[list[str]]) ->
     if n == 0:
         raise ValueError("token_accuracy: no tokens")
     return ok / n
+
+
+def tagging_item_stats(predictions: list[list[str]], references: list[list[str]]) -> dict[str, dict[str, list]]:
+    """Per-sentence sufficient statistics (``tasks.base.ItemStats`` fields) of the tagging metrics, so that a
+    bootstrap over sentences recomputes seqeval's corpus-level numbers exactly: f1 = 2TP / (2TP + FP + FN),
+    precision = TP / (TP + FP), recall = TP / (TP + FN) on seqeval's (non-strict) chunks, acc = correct / tokens."""
+    from seqeval.metrics.sequence_labeling import get_entities
+
+    out: dict[str, dict[str, list]] = {m: {"num": [], "den": []} for m in ("f1", "precision", "recall", "acc")}
+    for p, r in zip(predictions, references, strict=True):
+        pe, re_ = set(get_entities(list(p))), set(get_entities(list(r)))
+        tp = len(pe & re_)
+        fp, fn = len(pe) - tp, len(re_) - tp
+        for m, num, den in (("f1", 2 * tp, 2 * tp + fp + fn), ("precision", tp, tp + fp),
+                            ("recall", tp, tp + fn), ("acc", sum(a == b for a, b in zip(p, r, strict=True)),
+                                                      len(r))):
+            out[m]["num"].append(float(num))
+            out[m]["den"].append(float(den))
+    return out
