@@ -279,9 +279,17 @@ class Runner:
                           f"in {time.time() - t0:.1f}s")
             if not tr.is_done(parent, "init"):
                 counts = report.get("counts", {})
-                tr.log_metrics(parent, {**{f"init/{k}": v for k, v in counts.items()},
+                scalars = {f"init/{k}": float(v) for k, v in (report.get("method_stats") or {}).items()
+                           if isinstance(v, (int, float)) and not isinstance(v, bool)}
+                mem = report.get("memory") or {}
+                if isinstance(mem.get("peak_rss_mb"), (int, float)):
+                    scalars["init/peak_rss_mb"] = float(mem["peak_rss_mb"])
+                tr.log_metrics(parent, {**scalars, **{f"init/{k}": v for k, v in counts.items()},
                                         "init/seconds": float(report.get("seconds", 0.0))}, step=0)
                 tr.log_dict(parent, report, "init_report.json")
+                tr.log_dict(parent, {code: {"script": lang.script, "seen": lang.seen.get(cell.source),
+                                            "resource_level": lang.resource_level, "text_chars": lang.text_chars}
+                                     for code, lang in self.world.languages.items()}, "languages.json")
                 tr.mark_done(parent, "init")
             _fault("init")
 
