@@ -46,6 +46,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", help="comma-separated seeds (default: 1)")
     p.add_argument("--cpt-steps", type=int, help="continued pre-training steps (default: the profile's)")
     p.add_argument("--cpt-checkpoints", help="extra CPT steps at which to evaluate, e.g. 10,20")
+    p.add_argument("--cpt-devices", type=int, help="processes/GPUs for CPT (torchrun; the effective batch is kept)")
     p.add_argument("--profile", help="cpu (default) or paper")
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under the harness home)")
@@ -62,6 +63,10 @@ def _config_from_args(args: argparse.Namespace):
                  if getattr(args, flag, None) is not None}
     if getattr(args, "fail_fast", False):
         overrides["fail_fast"] = True
+    if getattr(args, "cpt_devices", None) is not None:
+        if args.cpt_devices < 1:
+            raise HarnessError("--cpt-devices must be at least 1")
+        overrides["cpt"] = {**file_values.get("cpt", {}), "devices": args.cpt_devices}
     return make_config(file_values, overrides)
 
 

@@ -44,6 +44,36 @@ def cpt_blocks(tokenizer: Any, world: Any, languages: list[str], block_size: int
     return blocks
 
 
+def batch_layout(effective: int, per_device_max: int, n_devices: int) -> tuple[int, int]:
+    """(per-device batch, gradient accumulation) so that per-device x accumulation x devices == ``effective``,
+    with the per-device batch as large as allowed (at most ``per_device_max``)."""
+    from harness.errors import ConfigError
+
+    for per_dev in range(min(per_device_max, effective // max(n_devices, 1)), 0, -1):
+        if effective % (per_dev * n_devices) == 0:
+            return per_dev, effective // (per_dev * n_devices)
+    raise ConfigError(f"cpt: the effective batch {effective} cannot be split over {n_devices} device(s) "
+                      f"with at most {per_device_max} sequences per device")
+
+
+def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path) -> None:
+    """Run :func:`run_cpt` in ``n_procs`` processes through torch's launcher (torchrun)."""
+    import subprocess
+    import sys
+
+    work_dir.mkdir(parents=True, exist_ok=True)
+    spec_path = work_dir / "cpt_spec.json"
+    spec_path.write_text(json.dumps(spec, default=str))
+    env = {**os.environ}
+    if spec["device"] == "cpu":
+        env.setdefault("OMP_NUM_THREADS", "1")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n_procs}",
+           "-m", "harness.cpt_worker", str(spec_path)]
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"distributed CPT failed ({proc.returncode}): {proc.stderr[-3000:]}")
+
+
 def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str], settings: dict[str, Any],
             seed: int, device: str, product_dir: Path, eval_steps: list[int],
             load_fn: Callable[[Path], Any], save_fn: Callable[[Any, Path], None],
@@ -69,12 +99,9 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
         raise MissingResourceError(f"world {world.name!r} has no CPT text for {', '.join(languages)}")
     n_dev = int(os.environ.get("WORLD_SIZE", "1"))
-    per_dev = int(settings["per_device_batch"])
-    accum = max(1, int(settings["effective_batch"]) // (per_dev * n_dev))
-    if per_dev * accum * n_dev != int(settings["effective_batch"]):
-        log.warning("effective batch %s is not a multiple of %s x %s devices; using %s",
-                    settings["effective_batch"], per_dev, n_dev, per_dev * accum * n_dev)
+    per_dev, accum = batch_layout(int(settings["effective_batch"]), int(settings["per_device_batch"]), n_dev)
     use_cpu = device == "cpu"
+    distributed = n_dev > 1
     precision = settings.get("precision", "auto")
     bf16 = (not use_cpu) and precision in {"auto", "bf16"} and torch.cuda.is_available() \
         and torch.cuda.is_bf16_supported()
@@ -87,6 +114,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         gradient_accumulation_steps=accum, logging_steps=1, save_strategy="steps", save_steps=save_every,
         save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
         dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
+        ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
     )
     model = load_fn(model_dir)
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
@@ -118,6 +146,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     trainer.remove_callback(PrinterCallback)  # the loss goes to MLflow and the progress bar, not to stdout
     last = _last_checkpoint(work / "trainer")
     trainer.train(resume_from_checkpoint=str(last) if last else None)
+    if distributed:
+        trainer.accelerator.wait_for_everyone()
     if trainer.is_world_process_zero():
         # keep only the last training-loss entry per step (a resumed run may repeat steps)
         rows = {}

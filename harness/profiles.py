@@ -17,14 +17,14 @@ PROFILES: dict[str, dict[str, Any]] = {
     "paper": {
         "cpt": {"steps": 4000, "lr": 5e-5, "effective_batch": 512, "per_device_batch": 32, "block_size": 512,
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
-                "max_sentences_per_language": None, "precision": "auto"},
+                "max_sentences_per_language": None, "precision": "auto", "devices": 1},
         "eval_max_sentences": None,
     },
     # CPU: a few dozen short steps; enough to see CPT move the scores, small enough for the main job's budget.
     "cpu": {
         "cpt": {"steps": 30, "lr": 1e-4, "effective_batch": 16, "per_device_batch": 16, "block_size": 128,
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
-                "max_sentences_per_language": 2000, "precision": "fp32"},
+                "max_sentences_per_language": 2000, "precision": "fp32", "devices": 1},
         "eval_max_sentences": 200,
     },
 }

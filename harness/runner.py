@@ -75,6 +75,11 @@ def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
     return s
 
 
+def _without_devices(cpt: dict[str, Any]) -> dict[str, Any]:
+    """CPT settings that define the product: the number of devices does not (the effective batch is fixed)."""
+    return {k: v for k, v in cpt.items() if k != "devices"}
+
+
 def make_plan(cfg: RunConfig, world: Any) -> Plan:
     explicit = cfg.methods != ["all"]
     methods = METHODS.resolve_list(cfg.methods)
@@ -239,7 +244,7 @@ class Runner:
     def cell_identity(self, cell: Cell) -> dict[str, Any]:
         return {"world": self.world.hash, "source": cell.source, "method": cell.method,
                 "params": self.cfg.method_params.get(cell.method, {}), "dim": cell.dim, "seed": cell.seed,
-                "profile": self.cfg.profile, "cpt": self.cpt, "init_version": INIT_VERSION}
+                "profile": self.cfg.profile, "cpt": _without_devices(self.cpt), "init_version": INIT_VERSION}
 
     def experiment_name(self, source: str) -> str:
         return self.cfg.experiment or f"{self.world.name}/{source}"
@@ -304,8 +309,8 @@ class Runner:
             # 3. CPT and evaluation at each checkpoint
             steps = int(self.cpt["steps"])
             if steps > 0:
-                cpt_dir = self.cache.root / "cpt" / hash_obj({"init": prod.key, "cpt": self.cpt,
-                                                              "seed": cell.seed, "device_kind": "any"})
+                cpt_dir = self.cache.root / "cpt" / hash_obj({"init": prod.key, "cpt": _without_devices(self.cpt),
+                                                              "seed": cell.seed})
                 cpt_dir.parent.mkdir(parents=True, exist_ok=True)
                 languages = sorted({p.stem for p in self.world.resource_files("cpt_text")})
                 bar = prog.add_task("  CPT", total=steps) if prog is not None else None
@@ -314,9 +319,17 @@ class Runner:
                     if prog is not None and bar is not None:
                         prog.update(bar, completed=step, description=f"  CPT loss {loss:.3f}" if loss else "  CPT")
 
-                from harness.cpt import read_train_log, run_cpt
+                from harness.cpt import launch_distributed_cpt, read_train_log, run_cpt
                 from harness.initialize import save_model
 
+                n_procs = int(self.cpt.get("devices", 1) or 1)
+                if n_procs > 1 and not (cpt_dir / "_DONE.json").is_file():
+                    console.print(f"  CPT on {n_procs} processes (torchrun)")
+                    launch_distributed_cpt(n_procs=n_procs, work_dir=cpt_dir.with_name(cpt_dir.name + ".launch"),
+                                           spec={"world": self.world.name, "model_dir": str(prod.path),
+                                                 "languages": languages, "settings": self.cpt, "seed": cell.seed,
+                                                 "device": self.device, "product_dir": str(cpt_dir),
+                                                 "eval_steps": self.cpt["checkpoints"]})
                 ckpts = run_cpt(model_dir=prod.path, tokenizer=tokenizer, world=self.world, languages=languages,
                                 settings=self.cpt, seed=cell.seed, device=self.device, product_dir=cpt_dir,
                                 eval_steps=self.cpt["checkpoints"],

@@ -1,0 +1,42 @@
+"""CPT across several processes: ``python -m torch.distributed.run --nproc_per_node N -m harness.cpt_worker SPEC``.
+
+The runner launches this when a cell's CPT asks for more than one device (``cpt.devices`` / ``--cpt-devices``):
+each rank builds the same Trainer over the same shuffled blocks and the HF Trainer/accelerate wraps the model in DDP
+(NCCL on GPUs, gloo on CPUs). The per-device batch and the gradient accumulation are chosen so that the effective
+batch stays the profile's whatever the number of processes (:func:`harness.cpt.run_cpt`). Only rank 0 writes the
+evaluation checkpoints, the loss log and the finished product.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = argv if argv is not None else sys.argv[1:]
+    if len(args) != 1:
+        print("usage: python -m harness.cpt_worker SPEC.json", file=sys.stderr)
+        return 2
+    spec = json.loads(Path(args[0]).read_text())
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from transformers import AutoTokenizer
+
+    from harness.cpt import run_cpt
+    from harness.initialize import load_model, save_model
+    from harness.worlds import get_world
+
+    world = get_world(spec["world"], build=False)
+    model_dir = Path(spec["model_dir"])
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    run_cpt(model_dir=model_dir, tokenizer=tokenizer, world=world, languages=spec["languages"],
+            settings=spec["settings"], seed=int(spec["seed"]), device=spec["device"],
+            product_dir=Path(spec["product_dir"]), eval_steps=list(spec["eval_steps"]),
+            load_fn=lambda p: load_model(p, device="cpu"), save_fn=save_model)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,39 @@
+import json
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.cpt import batch_layout
+from harness.errors import ConfigError
+
+
+@pytest.mark.parametrize("effective, per_dev, n, expected", [
+    (512, 32, 4, (32, 4)),   # HyperOFA: 32 per GPU x 4 accumulation x 4 GPUs
+    (512, 32, 1, (32, 16)),
+    (384, 12, 4, (12, 8)),   # OFA XLM-R: 12 x 8 x 4
+    (16, 16, 2, (8, 1)),
+    (16, 16, 1, (16, 1)),
+    (12, 8, 1, (6, 2)),
+])
+def test_the_effective_batch_is_kept_whatever_the_devices(effective, per_dev, n, expected):
+    got = batch_layout(effective, per_dev, n)
+    assert got == expected
+    assert got[0] * got[1] * n == effective and got[0] <= per_dev
+
+
+def test_an_impossible_layout_is_a_clear_error():
+    with pytest.raises(ConfigError, match="effective batch 10"):
+        batch_layout(10, 4, 4)
+
+
+def test_cpt_on_two_processes_matches_the_schema(run_cli, tracking_uri, harness_home):
+    exp = "t-ddp"
+    r = run_cli("run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--cpt-steps", "3",
+                "--cpt-devices", "2", "--experiment", exp, "--seeds", "21", check=True)
+    assert "CPT on 2 processes" in r.stderr
+    c = MlflowClient(tracking_uri)
+    e = c.get_experiment_by_name(exp)
+    (parent,) = c.search_runs([e.experiment_id], filter_string="tags.`harness.kind` = 'cell'")
+    assert sorted(m.step for m in c.get_metric_history(parent.info.run_id, "cpt/train_loss")) == [1, 2, 3]
+    specs = list((harness_home / "products" / "cpt").glob("*.launch/cpt_spec.json"))
+    assert specs and json.loads(specs[0].read_text())["settings"]["devices"] == 2
