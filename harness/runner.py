@@ -292,6 +292,7 @@ class Runner:
                 tr.log_metrics(parent, {**scalars, **{f"init/{k}": v for k, v in counts.items()},
                                         "init/seconds": float(report.get("seconds", 0.0))}, step=0)
                 tr.log_dict(parent, report, "init_report.json")
+                self.log_init_artifacts(parent, prod.path / "artifacts")
                 tr.log_dict(parent, {code: {"script": lang.script, "seen": lang.seen.get(cell.source),
                                             "resource_level": lang.resource_level, "text_chars": lang.text_chars}
                                      for code, lang in self.world.languages.items()}, "languages.json")
@@ -355,6 +356,21 @@ class Runner:
             else:
                 tr.fail(parent, "interrupted")
             raise
+
+    def log_init_artifacts(self, parent: str, folder: Path) -> None:
+        """What a method kept in its workdir goes to MLflow under ``init/``; a ``curves.json`` there
+        ({name: [[step, value], ...]}, e.g. the hypernetwork's training curve) becomes metrics ``init/<name>``."""
+        if not folder.is_dir():
+            return
+        for f in sorted(folder.rglob("*")):
+            if f.is_file() and f.stat().st_size < 200 * 2**20:
+                rel = f.parent.relative_to(folder)
+                self.tracker.log_artifact(parent, f, "init" if str(rel) == "." else f"init/{rel}")
+        curves = folder / "curves.json"
+        if curves.is_file():
+            for name, points in json.loads(curves.read_text()).items():
+                for step, value in points:
+                    self.tracker.log_metrics(parent, {metric_key("init", name): float(value)}, step=int(step))
 
     def log_convergence(self, parent: str, steps: int) -> None:
         """The convergence figure of the held-out MLM loss curve: its area (the trapezoid mean over [0, steps],
