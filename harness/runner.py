@@ -339,8 +339,7 @@ class Runner:
                 if prog is not None and bar is not None:
                     prog.remove_task(bar)
                 if not tr.is_done(parent, "cpt_log"):
-                    for row in read_train_log(cpt_dir):
-                        tr.log_metrics(parent, {"cpt/train_loss": row["loss"]}, step=row["step"])
+                    tr.log_series(parent, "cpt/train_loss", [(r["step"], r["loss"]) for r in read_train_log(cpt_dir)])
                     tr.mark_done(parent, "cpt_log")
                 _fault("cpt")
                 for step, path in sorted(ckpts.items()):
@@ -369,8 +368,7 @@ class Runner:
         curves = folder / "curves.json"
         if curves.is_file():
             for name, points in json.loads(curves.read_text()).items():
-                for step, value in points:
-                    self.tracker.log_metrics(parent, {metric_key("init", name): float(value)}, step=int(step))
+                self.tracker.log_series(parent, metric_key("init", name), [(int(st), float(v)) for st, v in points])
 
     def log_convergence(self, parent: str, steps: int) -> None:
         """The convergence figure of the held-out MLM loss curve: its area (the trapezoid mean over [0, steps],

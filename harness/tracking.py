@@ -98,6 +98,15 @@ class Tracker:
         for i in range(0, len(items), 500):
             self.client.log_batch(run_id, metrics=items[i: i + 500])
 
+    def log_series(self, run_id: str, key: str, points: list[tuple[int, float]]) -> None:
+        """A whole metric curve (step, value) in a few batched calls."""
+        from mlflow.entities import Metric
+
+        ts = int(time.time() * 1000)
+        items = [Metric(key, float(v), ts, int(st)) for st, v in points]
+        for i in range(0, len(items), 500):
+            self.client.log_batch(run_id, metrics=items[i: i + 500])
+
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         for k, v in tags.items():
             self.client.set_tag(run_id, k if k.startswith("mlflow.") else f"{TAG}{k}", str(v))
