@@ -33,6 +33,7 @@ _RUN_FLAGS = {  # flag -> config key
     "methods": "methods", "tasks": "tasks", "world": "world", "source": "source", "langs": "langs",
     "dims": "dims", "seeds": "seeds", "cpt_steps": "cpt_steps", "cpt_checkpoints": "cpt_checkpoints",
     "profile": "profile", "device": "device", "tracking_uri": "tracking_uri", "experiment": "experiment",
+    "executor": "executor", "ray_address": "ray_address", "max_retries": "max_retries",
 }
 
 
@@ -51,6 +52,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under the harness home)")
     p.add_argument("--experiment", help="MLflow experiment name (default: <world>/<source>)")
+    p.add_argument("--executor", help="local (default, in-process) or ray (a Ray task per cell)")
+    p.add_argument("--ray-address", help="Ray cluster to join ('auto' or ray://host:port); default: a local instance")
+    p.add_argument("--max-retries", type=int, help="Ray retries of a cell whose worker died (default 3)")
     p.add_argument("--config", type=Path, help="TOML or YAML file with the same keys; flags override it")
     p.add_argument("--fail-fast", action="store_true", help="stop at the first failed cell")
 
@@ -80,7 +84,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = Runner(cfg, world)
     if not runner.plan.cells:
         raise HarnessError("nothing to run: no cell is left after the checks above")
-    res = runner.run()
+    executor = None
+    if cfg.executor == "ray":
+        from harness.executors import RayExecutor
+
+        executor = RayExecutor(address=cfg.ray_address, max_retries=cfg.max_retries)
+    res = runner.run(executor)
     err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) "
               f"{', '.join(sorted({runner.experiment_name(c.source) for c in runner.plan.cells}))}")
     err.print("browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)")
@@ -190,8 +199,12 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.tables import print_leaderboard
 
+    if args.bootstrap < 0:
+        raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")
     return print_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
-                             step=args.step, world=args.world)
+                             step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
+                             out=args.out, log_run=not args.no_log, write=not args.no_write,
+                             bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -292,8 +305,18 @@ def build_parser() -> argparse.ArgumentParser:
     lb.add_argument("--tracking-uri")
     lb.add_argument("--experiment", help="experiment name (default: all)")
     lb.add_argument("--world", help="only experiments of this world")
-    lb.add_argument("--task", help="only this task")
-    lb.add_argument("--step", default="final", help="CPT step: 0, N or final (default)")
+    lb.add_argument("--task", help="print only this task (the files always hold every task)")
+    lb.add_argument("--step", default="final",
+                    help="print this CPT step: 0, N, final (default), delta (final - step 0) or all")
+    lb.add_argument("--metric", help="print this metric (default: the task's headline; 'all' for every one)")
+    lb.add_argument("--per-seed", action="store_true", help="print one row per seed instead of seed means")
+    lb.add_argument("--out", type=Path,
+                    help="folder for html/md/csv (default: <HARNESS_HOME>/leaderboards/<experiment>/)")
+    lb.add_argument("--bootstrap", type=int, default=1000,
+                    help="bootstrap resamples for the confidence intervals (default 1000; 0: none)")
+    lb.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    lb.add_argument("--no-log", action="store_true", help="write the files but do not log them to MLflow")
+    lb.add_argument("--no-write", action="store_true", help="only print (no files, no MLflow run)")
     lb.set_defaults(func=cmd_leaderboard)
 
     u = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print its URL")

@@ -36,6 +36,9 @@ class RunConfig:
     task_params: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {param: value}
     cpt: dict[str, Any] = field(default_factory=dict)  # overrides of the profile's CPT settings
     fail_fast: bool = False
+    executor: str = "local"  # local | ray
+    ray_address: str | None = None  # None: a local Ray instance; "auto" or "ray://host:port": a cluster
+    max_retries: int = 3  # Ray retries of a cell whose worker died
 
     # -- derived -------------------------------------------------------------------------------------------
     def dim_values(self) -> list[int | None]:
@@ -46,7 +49,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _LIST_STR = {"methods", "tasks", "langs"}
 _LIST_INT = {"seeds", "cpt_checkpoints"}
 _DICT = {"method_params", "task_params", "cpt"}
-_STR = {"world", "source", "profile", "device", "tracking_uri", "experiment"}
+_STR = {"world", "source", "profile", "device", "tracking_uri", "experiment", "executor", "ray_address"}
 
 
 def _split(value: Any) -> list[Any]:
@@ -62,7 +65,7 @@ def _coerce(key: str, value: Any) -> Any:
         return ConfigError(f"config key {key!r}: expected {expected}, got {value!r} ({type(value).__name__})")
 
     if value is None:
-        if key in {"source", "langs", "cpt_steps", "tracking_uri", "experiment"}:
+        if key in {"source", "langs", "cpt_steps", "tracking_uri", "experiment", "ray_address"}:
             return None
         raise bad("a value")
     if key in _LIST_STR:
@@ -102,7 +105,7 @@ def _coerce(key: str, value: Any) -> Any:
                 raise bad("'full' or positive integers")
             out.append(d)
         return out
-    if key == "cpt_steps":
+    if key in {"cpt_steps", "max_retries"}:
         if isinstance(value, bool):
             raise bad("a non-negative integer")
         try:
@@ -171,6 +174,10 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
     profile(cfg.profile)
     if cfg.device not in {"auto", "cpu"} and not cfg.device.startswith(("cuda", "mps")):
         raise ConfigError(f"config key 'device': expected auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+    from harness.executors import EXECUTORS
+
+    if cfg.executor not in EXECUTORS:
+        raise ConfigError(f"config key 'executor': expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
     if not cfg.seeds:
         raise ConfigError("config key 'seeds': give at least one seed")
     if not cfg.dims:

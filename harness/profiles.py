@@ -19,6 +19,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
                 "max_sentences_per_language": None, "precision": "auto", "devices": 1},
         "eval_max_sentences": None,
+        "resources": {"num_cpus": 8},
     },
     # CPU: a few dozen short steps; enough to see CPT move the scores, small enough for the main job's budget.
     "cpu": {
@@ -26,6 +27,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
                 "max_sentences_per_language": 2000, "precision": "fp32", "devices": 1},
         "eval_max_sentences": 200,
+        "resources": {"num_cpus": 1},
     },
 }
 

@@ -141,10 +141,19 @@ def _versions() -> dict[str, str]:
 
 
 def _fault(stage: str) -> None:
-    """Testing hook: ``HARNESS_FAULT_AFTER=<stage>`` kills the process (SIGKILL) right after that stage."""
-    if os.environ.get("HARNESS_FAULT_AFTER") == stage:
-        console.print(f"[red]HARNESS_FAULT_AFTER={stage}: killing the process[/red]")
-        os.kill(os.getpid(), signal.SIGKILL)
+    """Testing hook: ``HARNESS_FAULT_AFTER=<stage>`` kills the process (SIGKILL) right after that stage; with
+    ``HARNESS_FAULT_MARKER=<file>`` only the first time (the file records that it fired), so a retry survives."""
+    if os.environ.get("HARNESS_FAULT_AFTER") != stage:
+        return
+    marker = os.environ.get("HARNESS_FAULT_MARKER")
+    if marker:
+        try:
+            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return
+        os.close(fd)
+    console.print(f"[red]HARNESS_FAULT_AFTER={stage}: killing the process[/red]")
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Runner:
@@ -158,7 +167,7 @@ class Runner:
         self.plan = make_plan(cfg, world)
 
     # ------------------------------------------------------------------------------------------------------
-    def run(self) -> dict[str, Any]:
+    def run(self, executor: Any = None) -> dict[str, Any]:
         plan = self.plan
         for s in plan.skipped:
             console.print(f"[yellow]skipped:[/yellow] {s}")
@@ -171,7 +180,17 @@ class Runner:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as prog:
             bar = prog.add_task("cells", total=len(plan.cells))
-            for cell in plan.cells:
+            if executor is not None:
+                prog.update(bar, description=f"cells on {type(executor).__name__}")
+                try:
+                    done, failed = executor.run(self, plan.cells, on_done=lambda c: prog.advance(bar))
+                finally:
+                    executor.shutdown()
+                results["cells"].extend(done)
+                results["failed"].extend(failed)
+                for f in failed:
+                    console.print(f"[red]cell {f['cell']} failed:[/red] {f['error']}")
+            for cell in plan.cells if executor is None else []:
                 prog.update(bar, description=f"cell {cell.label}")
                 try:
                     results["cells"].append(self.run_cell(cell, prog))

@@ -1,0 +1,115 @@
+"""Executors: where the cells of a run execute.
+
+* ``local`` (default): one after the other in this process.
+* ``ray``: each cell is a Ray task asking for the CPUs and GPUs its profile needs, on a local Ray instance bound to
+  127.0.0.1 or on an existing cluster (``--ray-address auto`` or ``ray://host:port``). Workers share the products
+  through ``HARNESS_HOME`` (a shared filesystem on a cluster) and log to one MLflow tracking URI (a tracking server on
+  a cluster; a local sqlite file on one machine). A cell whose worker dies (a crash, an out-of-memory kill, a
+  preempted node) is retried by Ray; since cells are idempotent, the retry finds the finished products and the MLflow
+  runs of the killed attempt and continues them, logging no duplicate. An exception raised by the harness's own code
+  is deterministic and is not retried: it marks the cell's run FAILED, as with the local executor.
+
+Nothing here schedules work itself: the grid is handed to Ray, CPT across GPUs to torchrun/accelerate.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import Any
+
+from harness.errors import ConfigError
+
+EXECUTORS = ("local", "ray")
+_ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
+             "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "TOKENIZERS_PARALLELISM", "PYTHONPATH")
+
+
+def cell_resources(cfg: Any, device: str) -> dict[str, float]:
+    """The CPUs and GPUs one cell asks for: the profile's CPUs; one GPU per CPT device when on a GPU."""
+    from harness.profiles import profile
+
+    res = dict(profile(cfg.profile).get("resources", {"num_cpus": 1}))
+    n_gpu = 0.0
+    if device.startswith("cuda"):
+        n_gpu = float(max(1, int((cfg.cpt or {}).get("devices", profile(cfg.profile)["cpt"].get("devices", 1)))))
+    return {"num_cpus": float(res.get("num_cpus", 1)), "num_gpus": n_gpu}
+
+
+def _worker_env(tracking_uri: str) -> dict[str, str]:
+    from harness.paths import harness_home
+
+    env = {k: os.environ[k] for k in _ENV_KEYS if k in os.environ}
+    env["HARNESS_HOME"] = str(harness_home())
+    env["MLFLOW_TRACKING_URI"] = tracking_uri
+    env.setdefault("HF_HUB_OFFLINE", "1")
+    env.setdefault("HF_DATASETS_OFFLINE", "1")
+    return env
+
+
+def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any], num_cpus: float) -> dict[str, Any]:
+    """Body of the Ray task: rebuild the runner from the config and run one cell (idempotent)."""
+    import torch
+
+    from harness.config import make_config
+    from harness.runner import Cell, Runner
+    from harness.worlds import get_world
+
+    torch.set_num_threads(max(1, int(num_cpus)))
+    cfg = make_config(overrides=cfg_values)
+    runner = Runner(cfg, get_world(cfg.world, build=False))
+    return runner.run_cell(Cell(**cell_values))
+
+
+class RayExecutor:
+    def __init__(self, address: str | None = None, max_retries: int = 3, num_cpus: int | None = None):
+        self.address = address
+        self.max_retries = max_retries
+        self.num_cpus = num_cpus
+
+    def _init(self, env: dict[str, str]) -> None:
+        try:
+            import ray
+        except ImportError as exc:
+            raise ConfigError("--executor ray needs Ray: pip install 'vocab-init-harness[ray]'") from exc
+        if ray.is_initialized():
+            return
+        runtime_env = {"env_vars": env}
+        if self.address:
+            ray.init(address=self.address, runtime_env=runtime_env, log_to_driver=False)
+        else:
+            os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # a private instance on the loopback interface
+            ray.init(num_cpus=self.num_cpus or os.cpu_count(), include_dashboard=False,
+                     _node_ip_address="127.0.0.1", runtime_env=runtime_env, log_to_driver=False)
+
+    def run(self, runner: Any, cells: list[Any], on_done: Any = None) -> tuple[list[dict], list[dict]]:
+        import ray
+
+        from harness.config import config_to_dict
+
+        self._init(_worker_env(runner.tracker.uri))
+        res = cell_resources(runner.cfg, runner.device)
+        remote = ray.remote(_run_cell_in_worker).options(
+            num_cpus=res["num_cpus"], num_gpus=res["num_gpus"], max_retries=self.max_retries,
+            retry_exceptions=False)
+        cfg_values = config_to_dict(runner.cfg)
+        refs = {remote.remote(cfg_values, dataclasses.asdict(c), res["num_cpus"]): c for c in cells}
+        done, failed = [], []
+        pending = list(refs)
+        while pending:
+            ready, pending = ray.wait(pending, num_returns=1)
+            cell = refs[ready[0]]
+            try:
+                done.append(ray.get(ready[0]))
+            except Exception as exc:  # the task's own exception, or retries exhausted
+                cause = getattr(exc, "cause", None) or exc
+                failed.append({"cell": cell.label, "error": f"{type(cause).__name__}: {cause}"})
+            if on_done:
+                on_done(cell)
+        return done, failed
+
+    def shutdown(self) -> None:
+        import ray
+
+        if ray.is_initialized() and not self.address:
+            ray.shutdown()
