@@ -105,10 +105,12 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     for source in sources:
         for m in usable:
             cls = METHODS.get(m)
-            for dim in cfg.dim_values():
-                if dim is not None and not getattr(cls, "supports_factorized", False):
-                    skipped.append(f"method {m!r} is defined on full-dimension embeddings only: dim {dim} skipped")
-                    continue
+            dims = cfg.dim_values()
+            if not getattr(cls, "supports_factorized", False) and any(d is not None for d in dims):
+                skipped.append(f"method {m!r} is defined on full-dimension embeddings only: dim(s) "
+                               f"{', '.join(str(d) for d in dims if d is not None)} skipped")
+                dims = [d for d in dims if d is None]
+            for dim in dims:
                 for seed in cfg.seeds:
                     cells.append(Cell(source, m, dim, seed))
     languages = {}

@@ -1,0 +1,112 @@
+"""``harness plan``: the cells of a run, what each asks of a cluster, and a GPU-hour estimate, before anything runs.
+
+The estimate is deliberately simple and its figures are stated where they come from (the papers' reported budgets),
+so that users can size a cluster; it is not a measurement. Per cell:
+
+    init   the method's own cost (hypernetwork or fastText training, similarity search)
+    cpt    steps × hours per 1,000 steps of the profile's CPT
+    eval   (1 + checkpoints + final) evaluations × the per-task cost (tagging fine-tunes a model each time)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError
+
+# GPU-hours on one A100/H100-class GPU for the `paper` profile (xlm-roberta-base / roberta-base size).
+# cpt: HyperOFA reports 4,000 steps of batch 512 x 512 tokens in at most 1.5 h on 4 H100 = 6 GPU-h,
+#      i.e. 1.5 GPU-h per 1,000 steps.
+# init: hyperofa trains one hypernetwork per (source, dim) for 80-470 epochs on 22K-103K pairs (order of an hour);
+#      OFA / FOCUS / WECHSEL / Tik-to-Tok fit fastText models or run a kNN search over 400K x 250K (minutes).
+# tasks: NER/POS fine-tune 10 epochs on the English training set (~20K / ~12K sentences) and test every language;
+#      retrieval encodes <= 500 / 1,000 sentence pairs per language; mlm scores held-out text.
+PAPER_ESTIMATES: dict[str, Any] = {
+    "cpt_per_1k_steps": 1.5,
+    "init": {"random": 0.02, "random-map": 0.02, "ofa": 0.3, "hyperofa": 1.0, "focus": 0.5, "wechsel": 0.5,
+             "tiktotok": 0.3, "default": 0.5},
+    "task": {"ner": 0.6, "pos": 0.4, "sr-b": 0.1, "sr-t": 0.05, "mlm": 0.05, "default": 0.3},
+}
+
+
+@dataclass
+class WorldSketch:
+    """What planning needs of a world that is not built here (its builder's ``describe()``)."""
+
+    name: str
+    manifest: dict[str, Any]
+    languages: dict[str, Any]
+    tasks: dict[str, list[str]]
+    resources: set[str] = field(default_factory=set)
+    hash: str = "not-built"
+
+    @property
+    def pivot(self) -> str:
+        return self.manifest.get("pivot_language", "eng_Latn")
+
+    @property
+    def sources(self) -> list[str]:
+        return list(self.manifest["sources"])
+
+    @property
+    def default_source(self) -> str:
+        return self.manifest.get("default_source", self.sources[0])
+
+    def source_dir(self, source: str) -> Path:
+        if source not in self.manifest["sources"]:
+            raise ConfigError(f"world {self.name!r} has no source model {source!r}; it has: "
+                              f"{', '.join(self.sources)}")
+        return Path("/nonexistent") / source
+
+    def task_languages(self, task: str) -> list[str]:
+        return sorted(self.tasks.get(task, []))
+
+    def task_meta(self, task: str) -> dict[str, Any]:
+        return {"languages": {lang: {} for lang in self.tasks.get(task, [])}}
+
+    def has_resource(self, kind: str) -> bool:
+        return kind in self.resources
+
+    def check_languages(self, langs: list[str]) -> None:
+        unknown = [lang for lang in langs if lang not in self.languages]
+        if unknown:
+            raise ConfigError(f"langs: unknown language(s) {', '.join(unknown)} for world {self.name!r}")
+
+
+def world_for_planning(name: str) -> Any:
+    """The built world if it is here; else the builder's description; else a clear error."""
+    from harness.worlds import WORLDS, get_world, world_dir
+
+    builder = WORLDS.get(name)
+    if (world_dir(name) / "manifest.json").is_file():
+        return get_world(name, build=False)
+    describe = getattr(builder, "describe", None)
+    if describe is None:
+        raise ConfigError(f"world {name!r} is not built and cannot be described without building it: "
+                          f"run `harness world build {name}` first")
+    return describe()
+
+
+PAPER_GRID = {"methods": ["all"], "source": "all", "dims": [100, 200, 400, "full"], "seeds": [1, 2, 3],
+              "tasks": ["sr-b", "sr-t", "ner", "pos", "mlm"], "profile": "paper"}
+
+
+def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    from harness.executors import cell_resources
+    from harness.runner import cpt_settings
+
+    est = estimates or PAPER_ESTIMATES
+    cpt = cpt_settings(cfg)
+    n_evals = 1 + len([s for s in cpt["checkpoints"] if 0 < s < cpt["steps"]]) + (1 if cpt["steps"] > 0 else 0)
+    device = "cuda" if cfg.device in {"auto", "cuda"} or cfg.device.startswith("cuda") else cfg.device
+    res = cell_resources(cfg, device)
+    rows = []
+    for cell in plan.cells:
+        init_h = est["init"].get(cell.method, est["init"]["default"])
+        cpt_h = cpt["steps"] / 1000 * est["cpt_per_1k_steps"]
+        eval_h = n_evals * sum(est["task"].get(t, est["task"]["default"]) for t in plan.tasks)
+        rows.append({"cell": cell.label, "cpus": res["num_cpus"], "gpus": res["num_gpus"],
+                     "init_h": init_h, "cpt_h": cpt_h, "eval_h": eval_h, "total_h": init_h + cpt_h + eval_h})
+    return rows
