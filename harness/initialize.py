@@ -36,7 +36,7 @@ from methods.base import InitContext, InitResult, Provenance
 
 log = logging.getLogger(__name__)
 
-__all__ = ["initialize_model", "load_model", "save_model", "SURGERY_PARAMS"]
+__all__ = ["initialize_model", "load_model", "save_model", "progress_from_rich", "SURGERY_PARAMS"]
 
 # keys of ``params`` that configure the surgery rather than the method (taken out before the method sees them)
 SURGERY_PARAMS = ("bias", "untied_output")
@@ -88,6 +88,25 @@ class PeakMemory:
                 "cuda_peak_mb": None if self.cuda_peak_mb is None else round(self.cuda_peak_mb, 1)}
 
 
+def progress_from_rich(progress: Any) -> Callable[[str, int], Callable[[int], None]]:
+    """Adapt a running ``rich.progress.Progress`` to the ``progress`` callback of :func:`initialize_model`
+    (``progress(label, total)`` returns ``advance(n)``); each label gets its own bar, removed when complete."""
+
+    def start(label: str, total: int) -> Callable[[int], None]:
+        task = progress.add_task(f"  {label}", total=max(int(total), 1))
+
+        def advance(n: int) -> None:
+            if task not in progress.task_ids:
+                return
+            progress.advance(task, n)
+            if progress._tasks[task].finished:
+                progress.remove_task(task)
+
+        return advance
+
+    return start
+
+
 def _check_result(result: InitResult, n_t: int, width: int, method: str) -> None:
     m = result.matrix
     if tuple(m.shape) != (n_t, width):
@@ -99,7 +118,8 @@ def _check_result(result: InitResult, n_t: int, width: int, method: str) -> None
     known = {p.value for p in Provenance}
     if not set(np.unique(result.provenance).tolist()) <= known:
         raise HarnessError(f"method {method!r} returned unknown provenance values")
-    zero = (m == 0).all(dim=1)
+    # an all-zero row is allowed only as the copy of an all-zero source row (e.g. a <pad> row)
+    zero = (m == 0).all(dim=1) & torch.from_numpy(result.provenance != Provenance.COPIED)
     if bool(zero.any()):
         raise HarnessError(f"method {method!r} left {int(zero.sum())} all-zero rows (first ids "
                            f"{torch.nonzero(zero).flatten()[:5].tolist()}); every target row must be initialized")
@@ -114,7 +134,9 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
 
     ``dim``: the factorized dimension d' (None, or d' >= the hidden size, means full dimension). ``params``: the
     method's hyperparameters, plus the surgery's ``bias`` ("remap" | "zero" | "index") and ``untied_output``
-    ("method" | "zero"), see :mod:`harness.surgery`. Returns the report also written to ``init_report.json``.
+    ("method" | "zero"), see :mod:`harness.surgery`. ``progress``: ``progress(label, total) -> advance(n)`` for
+    the method's long loops (:func:`progress_from_rich` adapts a rich ``Progress``); ``log_metric(name, value,
+    step)`` for curves a method records. Returns the report also written to ``init_report.json``.
     """
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 

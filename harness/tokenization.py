@@ -63,10 +63,11 @@ def extend_pieces(base: Vocab, new: Vocab) -> Vocab:
     return list(base) + [(p, s) for p, s in new if p not in have]
 
 
-def make_xlmr_tokenizer(vocab: Vocab, model_max_length: int = 512):
+def make_xlmr_tokenizer(vocab: Vocab, model_max_length: int = 512, normalizer=None):
     """A transformers XLM-R tokenizer over ``vocab`` (from :func:`xlmr_vocab`).
 
     Built from the piece list, never from a ``.model`` path: transformers 5 silently ignores ``vocab_file``.
+    ``normalizer`` (a ``tokenizers`` normalizer, e.g. XLM-R's own precompiled one) replaces the default NFKC.
     """
     from tokenizers import normalizers
     from transformers import XLMRobertaTokenizer
@@ -74,14 +75,14 @@ def make_xlmr_tokenizer(vocab: Vocab, model_max_length: int = 512):
     if [p for p, _ in vocab[:4]] != list(XLMR_SPECIALS) or vocab[-1][0] != MASK:
         raise ValueError("vocab is not in the XLM-R layout; build it with xlmr_vocab()")
     tok = XLMRobertaTokenizer(vocab=vocab, model_max_length=model_max_length)
-    tok.backend_tokenizer.normalizer = normalizers.NFKC()
+    tok.backend_tokenizer.normalizer = normalizer if normalizer is not None else normalizers.NFKC()
     if tok.unk_token_id != 3 or tok.mask_token_id != len(vocab) - 1:
         raise RuntimeError("XLM-R tokenizer built with unexpected special ids")
     return tok
 
 
-def save_xlmr_tokenizer(vocab: Vocab, out_dir: Path, model_max_length: int = 512):
-    tok = make_xlmr_tokenizer(vocab, model_max_length=model_max_length)
+def save_xlmr_tokenizer(vocab: Vocab, out_dir: Path, model_max_length: int = 512, normalizer=None):
+    tok = make_xlmr_tokenizer(vocab, model_max_length=model_max_length, normalizer=normalizer)
     out_dir.mkdir(parents=True, exist_ok=True)
     tok.save_pretrained(out_dir)
     return tok

@@ -1,124 +1,547 @@
-"""Per-language tables read back from MLflow (never recomputed).
+"""Per-language tables built from the runs read back from MLflow (never recomputed).
 
-For each task and CPT step: a method x language table of the task's headline metric, with the average only for rows
-that have every language of the table (a row with gaps shows them and gets no average, as MTEB does). Profiles are
-never mixed in one table.
+For each experiment, task, metric and CPT step (0, every checkpoint, the final step) a *board*: rows are model
+variants (method, factorized dim, source model; method and CPT settings when they differ) aggregated over their
+seeds, columns are languages. Each cell holds the mean over seeds, the standard deviation (ddof=1), the number of
+seeds and a bootstrap confidence interval over seeds and test items (:mod:`leaderboard.stats`).
+
+Averages follow MTEB: ``avg`` is the mean over all the board's languages and only for rows that have every one of
+them (a row with gaps shows them and gets no average); ``avg∩`` is the mean over the languages every row has, so it is
+comparable across all rows. The mean rank is computed over that common set too, with ties sharing their average
+rank. A *delta* board holds final − step 0 per seed. Published figures ("paper: <method>" rows,
+:mod:`leaderboard.papers`) sit beside ours but never enter averages of the common set, ranks or tests. Profiles are
+never mixed in one board.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import logging
+import re
+import statistics
+from dataclasses import dataclass, field
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
+from leaderboard.collect import CellRun, ExperimentData, TaskRun, task_info
+from leaderboard.stats import ItemSample, PairTest, SeedSample, bootstrap_ci, mean_ranks, pairwise_tests
 
-from harness.tracking import TAG, Tracker, metric_key
+log = logging.getLogger(__name__)
+
+INIT_COLUMNS = (("init/copied", "copied"), ("init/method", "method"), ("init/random", "random"),
+                ("init/seconds", "init s"), ("init/val_cosine", "val cos"))
+
+
+# -- records ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VariantKey:
+    method: str
+    dim: str
+    source: str
+    params: str = "{}"  # canonical JSON of the method's parameters
+    cpt: str = "{}"  # canonical JSON of the CPT settings
+    seed: str | None = None  # set for per-seed rows only
+
+
+@dataclass
+class Entry:
+    """One row x language: the values of the row's seeds and their summary."""
+
+    values: list[float]
+    seeds: list[str]
+    ci: tuple[float, float] | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values) if len(self.values) > 1 else None
+
+
+@dataclass
+class Row:
+    label: str
+    entries: dict[str, Entry]
+    kind: str = "ours"  # "ours" or "paper"
+    variant: VariantKey | None = None
+    seeds: list[str] = field(default_factory=list)
+    init: dict[str, float] = field(default_factory=dict)
+    avg: float | None = None
+    avg_common: float | None = None
+    mean_rank: float | None = None
+
+    def value(self, lang: str) -> float | None:
+        e = self.entries.get(lang)
+        return e.mean if e is not None else None
+
+    def values(self) -> dict[str, float]:
+        return {lang: e.mean for lang, e in self.entries.items()}
+
+
+@dataclass
+class SliceColumn:
+    """The average of each row over the languages of one slice (a script, seen/unseen, a resource level, a label
+    source); complete rows only, as for the board's average."""
+
+    dimension: str
+    value: str
+    languages: dict[str, list[str]]  # row label -> the slice's languages for that row (seen depends on the source)
+    averages: dict[str, float | None]  # row label -> average
+
+    @property
+    def header(self) -> str:
+        sizes = {len(v) for v in self.languages.values()}
+        n = str(sizes.pop()) if len(sizes) == 1 else "var."
+        return f"{self.value} ({n})"
 
 
 @dataclass
 class Board:
+    experiment: str
     task: str
     metric: str
-    step: int | str
     profile: str
-    experiment: str
-    languages: list[str]
-    rows: dict[str, dict[str, float]]  # row label -> lang -> value
     higher_is_better: bool
+    kind: str  # "step", "final" or "delta"
+    step: int | None  # the CPT step (for "final": None when rows stopped at different steps)
+    languages: list[str]
+    rows: list[Row]
+    paper_rows: list[Row] = field(default_factory=list)
+    common: list[str] = field(default_factory=list)
+    pairs: list[PairTest] = field(default_factory=list)
+    slices: list[SliceColumn] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    headline: bool = False
+    final_steps: list[int] = field(default_factory=list)
 
-    def average(self, row: str) -> float | None:
-        vals = self.rows[row]
-        if all(lang in vals for lang in self.languages) and self.languages:
-            return sum(vals[lang] for lang in self.languages) / len(self.languages)
-        return None
+    # -- labels ---------------------------------------------------------------------------------------------
+    @property
+    def step_label(self) -> str:
+        if self.kind == "delta":
+            fin = f"step {self.step}" if self.step is not None else "final"
+            return f"delta {fin} - step 0"
+        if self.kind == "final":
+            if self.step is not None:
+                return f"step {self.step} (final)"
+            return "final (steps " + ", ".join(str(s) for s in self.final_steps) + ")"
+        return f"step {self.step}"
+
+    @property
+    def title(self) -> str:
+        return (f"{self.experiment} · {self.task} · {self.metric} · {self.step_label} · profile {self.profile}")
+
+    @property
+    def id(self) -> str:
+        step = {"final": "final", "delta": "delta"}.get(self.kind, f"step{self.step}")
+        raw = f"{self.task}__{self.metric}__{step}__{self.profile}"
+        return re.sub(r"[^\w.-]", "_", raw.replace("@", "_at_"))
+
+    # -- lookups --------------------------------------------------------------------------------------------
+    def row(self, label: str) -> Row:
+        for r in self.rows + self.paper_rows:
+            if r.label == label:
+                return r
+        raise KeyError(label)
+
+    def average(self, label: str) -> float | None:
+        return self.row(label).avg
+
+    def best(self, lang: str) -> float | None:
+        """The best mean among our rows in a language column (paper rows do not compete)."""
+        vals = [v for r in self.rows if (v := r.value(lang)) is not None]
+        if not vals:
+            return None
+        return max(vals) if self.higher_is_better else min(vals)
+
+    def best_of(self, values: list[float | None], lower_is_better: bool | None = None) -> float | None:
+        vals = [v for v in values if v is not None]
+        if not vals:
+            return None
+        low = (not self.higher_is_better) if lower_is_better is None else lower_is_better
+        return min(vals) if low else max(vals)
+
+    def init_columns(self) -> list[tuple[str, str]]:
+        """The init-report columns that at least one row has (val cos only for methods that log it)."""
+        return [(k, name) for k, name in INIT_COLUMNS if any(k in r.init for r in self.rows)]
 
 
-def collect(tracker: Tracker, experiment: str | None = None, world: str | None = None, task: str | None = None,
-            step: str = "final") -> list[Board]:
-    from harness.registry import TASKS
+@dataclass
+class VariantInfo:
+    """What the leaderboard records about a row beside its scores (spec/methods.md Appendix B)."""
 
-    client = tracker.client
-    exps = client.search_experiments()
-    if experiment:
-        exps = [e for e in exps if e.name == experiment]
-    boards: dict[tuple, Board] = {}
-    for exp in exps:
-        flt = f"tags.`{TAG}kind` = 'task'"
-        if task:
-            flt += f" and tags.`{TAG}task` = '{task}'"
-        if world:
-            flt += f" and tags.`{TAG}world` = '{world}'"
-        for run in client.search_runs([exp.experiment_id], filter_string=flt, max_results=5000):
-            tags = {k[len(TAG):]: v for k, v in run.data.tags.items() if k.startswith(TAG)}
-            tname = tags.get("task")
-            if tname not in TASKS.names():
+    label: str
+    profile: str
+    key: VariantKey
+    seeds: list[str]
+    settings: dict[str, str]
+    init: dict[str, float]
+    curves: dict[str, list[tuple[int, float]]]  # cpt/train_loss, cpt/heldout_loss: mean over seeds per step
+    convergence: dict[str, float]  # cpt/heldout_auc, cpt/steps_to_threshold (mean over seeds)
+
+
+@dataclass
+class Leaderboard:
+    experiment: str
+    boards: list[Board]
+    variants: list[VariantInfo]
+    languages: dict[str, dict[str, Any]]  # lang -> script, seen (per source), resource level, label source (per task)
+    worlds: list[str]
+    bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level
+
+    def headline_boards(self) -> list[Board]:
+        return [b for b in self.boards if b.headline and b.kind == "final"]
+
+
+# -- building ---------------------------------------------------------------------------------------------
+def _canon(d: dict[str, str]) -> str:
+    return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def _variant(run: TaskRun | CellRun, parent: CellRun | None, per_seed: bool) -> VariantKey:
+    params = _canon(parent.method_params) if parent else "{}"
+    cpt = _canon(parent.cpt_params) if parent else "{}"
+    return VariantKey(run.method, run.dim, run.source, params, cpt, run.seed if per_seed else None)
+
+
+def variant_labels(keys: list[VariantKey]) -> dict[VariantKey, str]:
+    """``method d=dim`` (+ ``src=`` when sources differ, + the parameters or CPT budget that tell apart two
+    variants of one method, + ``s=seed`` for per-seed rows)."""
+    sources = {k.source for k in keys}
+    out = {}
+    for k in keys:
+        label = f"{k.method} d={k.dim}"
+        if len(sources) > 1:
+            label += f" src={k.source}"
+        same = [o for o in keys if (o.method, o.dim, o.source) == (k.method, k.dim, k.source)]
+        if len({o.params for o in same}) > 1:
+            p = json.loads(k.params)
+            label += " [" + ", ".join(f"{a}={b}" for a, b in p.items()) + "]" if p else " [defaults]"
+        if len({o.cpt for o in same if o.params == k.params}) > 1:
+            label += f" cpt={json.loads(k.cpt).get('steps', '?')}"
+        if k.seed is not None:
+            label += f" s={k.seed}"
+        out[k] = label
+    return out
+
+
+def _seed_order(s: str) -> tuple[int, str]:
+    return (int(s), s) if s.lstrip("-").isdigit() else (1 << 30, s)
+
+
+def _mean_curve(curves: list[list[tuple[int, float]]]) -> list[tuple[int, float]]:
+    by: dict[int, list[float]] = {}
+    for c in curves:
+        for s, v in c:
+            by.setdefault(s, []).append(v)
+    return [(s, statistics.fmean(v)) for s, v in sorted(by.items())]
+
+
+class _Builder:
+    def __init__(self, data: ExperimentData, *, per_seed: bool, bootstrap: int, bootstrap_seed: int, level: float,
+                 progress: Any = None):
+        self.data = data
+        self.per_seed = per_seed
+        self.bootstrap = bootstrap
+        self.bootstrap_seed = bootstrap_seed
+        self.level = level
+        self.progress = progress
+
+    def value(self, run: TaskRun, metric: str, lang: str, step: int | None) -> float | None:
+        if step is None:
+            return None
+        return run.scores.get(step, {}).get(metric, {}).get(lang)
+
+    def sample(self, run: TaskRun, metric: str, lang: str, step: int, value: float) -> SeedSample:
+        it = self.data.items(run, step).get(metric, {}).get(lang) if self.bootstrap > 0 else None
+        return SeedSample(value, [(1.0, ItemSample.from_dict(it))] if it and it.get("num") else [])
+
+    def delta_sample(self, run: TaskRun, metric: str, lang: str, step: int, value: float) -> SeedSample:
+        if self.bootstrap <= 0:
+            return SeedSample(value)
+        a = self.data.items(run, step).get(metric, {}).get(lang)
+        b = self.data.items(run, 0).get(metric, {}).get(lang)
+        if a and b and a.get("num") and len(a["num"]) == len(b.get("num", [])):
+            return SeedSample(value, [(1.0, ItemSample.from_dict(a)), (-1.0, ItemSample.from_dict(b))])
+        return SeedSample(value)
+
+    def board(self, task: str, metric: str, profile: str, kind: str, step: int | None,
+              groups: dict[VariantKey, list[TaskRun]], labels: dict[VariantKey, str], hib: bool) -> Board:
+        data = self.data
+        rows: list[Row] = []
+        finals = sorted({f for runs in groups.values() for r in runs if (f := data.final_step(r)) is not None})
+        for key, runs in groups.items():
+            entries: dict[str, Entry] = {}
+            per_lang: dict[str, tuple[list[float], list[str], list[SeedSample]]] = {}
+            for run in sorted(runs, key=lambda r: _seed_order(r.seed)):
+                fin = data.final_step(run)
+                langs = set()
+                for st in {fin, 0, step} - {None}:
+                    langs |= set(run.scores.get(st, {}).get(metric, {}))  # type: ignore[arg-type]
+                for lang in sorted(langs):
+                    if kind == "delta":
+                        if fin is None or fin == 0:
+                            continue
+                        a, b = self.value(run, metric, lang, fin), self.value(run, metric, lang, 0)
+                        if a is None or b is None:
+                            continue
+                        v = a - b
+                        smp = self.delta_sample(run, metric, lang, fin, v)
+                    else:
+                        st = fin if kind == "final" else step
+                        v = self.value(run, metric, lang, st)
+                        if v is None:
+                            continue
+                        smp = self.sample(run, metric, lang, st, v)  # type: ignore[arg-type]
+                    vals, seeds, smps = per_lang.setdefault(lang, ([], [], []))
+                    vals.append(v)
+                    seeds.append(run.seed)
+                    smps.append(smp)
+            for lang, (vals, seeds, smps) in per_lang.items():
+                ci = bootstrap_ci(smps, resamples=self.bootstrap, level=self.level, seed=self.bootstrap_seed,
+                                  key=(data.name, task, metric, profile, kind, step, labels[key], lang))
+                entries[lang] = Entry(vals, seeds, ci)
+            if not entries:
                 continue
-            t = TASKS.get(tname)
-            prefix = metric_key(tname, t.headline) + "/"
-            parent = client.get_run(tags["parent"]) if tags.get("parent") else None
-            final = int(parent.data.tags.get(f"{TAG}final_step", 0)) if parent else 0
-            want = final if step == "final" else int(step)
-            values: dict[str, float] = {}
-            for key in run.data.metrics:
-                if not key.startswith(prefix) or key.endswith("/avg"):
-                    continue
-                hist = [m for m in client.get_metric_history(run.info.run_id, key) if m.step == want]
-                if hist:
-                    values[key[len(prefix):]] = hist[-1].value
-            if not values:
+            seeds_all = sorted({r.seed for r in runs}, key=_seed_order)
+            rows.append(Row(labels[key], entries, "ours", key, seeds_all, self.init_of(runs)))
+        b = Board(data.name, task, metric, profile, hib, kind, step if kind == "step" else
+                  (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals)
+        finish_board(b)
+        if kind in ("final", "delta") and len(finals) > 1:
+            b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
+        return b
+
+    def init_of(self, runs: list[TaskRun]) -> dict[str, float]:
+        vals: dict[str, list[float]] = {}
+        for r in runs:
+            p = self.data.parent(r)
+            if p is None:
                 continue
-            label = f"{tags.get('method')} d={tags.get('dim')} s={tags.get('seed')}"
-            bkey = (exp.name, tname, tags.get("profile"), want)
-            b = boards.setdefault(bkey, Board(tname, t.headline, want, tags.get("profile", "?"), exp.name, [], {},
-                                              t.higher_is_better))
-            b.rows[label] = values
-    for b in boards.values():
-        b.languages = sorted({lang for v in b.rows.values() for lang in v})
-    return sorted(boards.values(), key=lambda b: (b.experiment, b.task, b.profile, str(b.step)))
+            for k, _ in INIT_COLUMNS:
+                if k in p.metrics:
+                    vals.setdefault(k, []).append(p.metrics[k])
+        return {k: statistics.fmean(v) for k, v in vals.items()}
 
 
-def render(board: Board, console: Console) -> None:
-    t = Table(title=f"{board.experiment} · {board.task} · {board.metric} · step {board.step} · profile "
-                    f"{board.profile}", title_justify="left")
-    t.add_column("method")
-    for lang in board.languages:
-        t.add_column(lang, justify="right")
-    t.add_column("avg", justify="right")
-    best = {}
-    for lang in board.languages:
-        vals = [r[lang] for r in board.rows.values() if lang in r]
-        if vals:
-            best[lang] = max(vals) if board.higher_is_better else min(vals)
-    for label, vals in sorted(board.rows.items()):
-        cells = []
-        for lang in board.languages:
-            if lang not in vals:
-                cells.append("[dim]—[/dim]")
-                continue
-            s = f"{vals[lang]:.3f}"
-            cells.append(f"[bold green]{s}[/bold green]" if vals[lang] == best.get(lang) else s)
-        avg = board.average(label)
-        cells.append(f"{avg:.3f}" if avg is not None else "[dim]gaps[/dim]")
-        t.add_row(label, *cells)
-    console.print(t)
+def finish_board(b: Board) -> None:
+    """Languages, averages (complete rows only), the common language set, mean ranks, row order, pair tests."""
+    b.languages = sorted({lang for r in b.rows for lang in r.entries})
+    b.common = [lang for lang in b.languages if all(lang in r.entries for r in b.rows)]
+    table = {r.label: r.values() for r in b.rows}
+    ranks = mean_ranks(table, b.common, b.higher_is_better)
+    for r in b.rows + b.paper_rows:
+        vals = r.values()
+        r.avg = statistics.fmean(vals[lang] for lang in b.languages) if b.languages and all(
+            lang in vals for lang in b.languages) else None
+        r.avg_common = statistics.fmean(vals[lang] for lang in b.common) if b.common and all(
+            lang in vals for lang in b.common) else None
+        r.mean_rank = ranks.get(r.label) if r.kind == "ours" else None
+    sign = -1.0 if b.higher_is_better else 1.0
+    b.rows.sort(key=lambda r: (r.mean_rank is None, r.mean_rank or 0.0,
+                               r.avg_common is None, sign * (r.avg_common or 0.0), r.label))
+    b.pairs = pairwise_tests({r.label: r.values() for r in b.rows}, b.higher_is_better) if len(b.rows) > 1 else []
 
 
-def print_leaderboard(tracking_uri: str | None = None, experiment: str | None = None, task: str | None = None,
-                      step: str = "final", world: str | None = None) -> int:
-    import sys
+def _metric_order(task: str, present: set[str]) -> list[str]:
+    headline, _, metrics = task_info(task)
+    order = ([headline] if headline else []) + [m for m in metrics if m != headline]
+    return [m for m in order if m in present] + sorted(present - set(order))
 
-    # piped output (a file, a test) gets the full table instead of wrapped columns
-    console = Console(width=None if sys.stdout.isatty() else 400)
-    boards = collect(Tracker(tracking_uri), experiment=experiment, world=world, task=task, step=step)
-    if not boards:
-        console.print("no results yet: run `harness run ...` first")
-        return 0
+
+def build_leaderboard(data: ExperimentData, *, per_seed: bool = False, bootstrap: int = 1000,
+                      bootstrap_seed: int = 0, level: float = 0.95, papers: bool = True,
+                      progress: Any = None) -> Leaderboard:
+    """Every board of an experiment: per (task, profile), each metric at each step, the final step and the delta."""
+    from leaderboard.slices import language_table, slice_board
+
+    bld = _Builder(data, per_seed=per_seed, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, level=level,
+                   progress=progress)
+    by_group: dict[tuple[str, str], list[TaskRun]] = {}
+    for run in data.tasks:
+        by_group.setdefault((run.task, run.profile), []).append(run)
+    labels = profile_labels(data, per_seed)
+    jobs = []
+    for (task, profile), runs in sorted(by_group.items()):
+        headline, hib, _ = task_info(task)
+        groups: dict[VariantKey, list[TaskRun]] = {}
+        for run in runs:
+            groups.setdefault(_variant(run, data.parent(run), per_seed), []).append(run)
+        steps = sorted({s for r in runs for s in r.scores})
+        finals = {f for r in runs if (f := data.final_step(r)) is not None}
+        common_final = next(iter(finals)) if len(finals) == 1 else None
+        present = {m for r in runs for per in r.scores.values() for m in per}
+        for metric in _metric_order(task, present):
+            specs: list[tuple[str, int | None]] = [("step", s) for s in steps if s != common_final]
+            if finals:
+                specs.append(("final", common_final))
+            if any(f > 0 for f in finals) and 0 in steps:
+                specs.append(("delta", common_final))
+            for kind, step in specs:
+                jobs.append((task, metric, profile, kind, step, groups, labels, hib, metric == headline))
+    bar = progress.add_task(f"tables {data.name}", total=len(jobs)) if progress and jobs else None
+    boards = []
+    for task, metric, profile, kind, step, groups, labels, hib, is_head in jobs:
+        b = bld.board(task, metric, profile, kind, step, groups, labels, hib)
+        b.headline = is_head
+        boards.append(b)
+        if bar is not None:
+            progress.advance(bar)
+    if bar is not None:
+        progress.remove_task(bar)
+    langs = language_table(data)
+    worlds = sorted({r.world for r in data.tasks})
+    if papers:
+        from leaderboard.papers import attach_paper_rows
+
+        for b in boards:
+            attach_paper_rows(b, data)
     for b in boards:
-        render(b, console)
-    return 0
+        slice_board(b, data, langs)
+    return Leaderboard(data.name, boards, variant_infos(data, per_seed), langs, worlds,
+                       {"resamples": bootstrap, "seed": bootstrap_seed, "level": level})
+
+
+def profile_labels(data: ExperimentData, per_seed: bool) -> dict[VariantKey, str]:
+    """Row labels, made unique within each profile over every cell and task run of the experiment (so that a row
+    has the same label on every board and in the settings table)."""
+    keys: dict[str, set[VariantKey]] = {}
+    for cell in data.cells.values():
+        keys.setdefault(cell.profile, set()).add(_variant(cell, cell, per_seed))
+    for run in data.tasks:
+        keys.setdefault(run.profile, set()).add(_variant(run, data.parent(run), per_seed))
+    out: dict[VariantKey, str] = {}
+    for ks in keys.values():
+        out.update(variant_labels(sorted(ks, key=lambda k: (k.method, k.dim, k.source, k.params, k.cpt,
+                                                            str(k.seed)))))
+    return out
+
+
+def variant_infos(data: ExperimentData, per_seed: bool = False) -> list[VariantInfo]:
+    groups: dict[tuple[str, VariantKey], list[CellRun]] = {}
+    for cell in data.cells.values():
+        groups.setdefault((cell.profile, _variant(cell, cell, per_seed)), []).append(cell)
+    labels = profile_labels(data, per_seed)
+    out = []
+    for profile in sorted({p for p, _ in groups}):
+        keys = [k for p, k in groups if p == profile]
+        for key in keys:
+            cells = sorted(groups[(profile, key)], key=lambda c: _seed_order(c.seed))
+            init = {k: statistics.fmean(c.metrics[k] for c in cells if k in c.metrics)
+                    for k, _ in INIT_COLUMNS if any(k in c.metrics for c in cells)}
+            curves = {k: _mean_curve([c.curves[k] for c in cells if k in c.curves])
+                      for k in ("cpt/train_loss", "cpt/heldout_loss") if any(k in c.curves for c in cells)}
+            conv = {k: statistics.fmean(c.metrics[k] for c in cells if k in c.metrics)
+                    for k in ("cpt/heldout_auc", "cpt/steps_to_threshold") if any(k in c.metrics for c in cells)}
+            out.append(VariantInfo(labels[key], profile, key, [c.seed for c in cells], settings_of(cells), init,
+                                   curves, conv))
+    return sorted(out, key=lambda v: (v.profile, v.label))
+
+
+def settings_of(cells: list[CellRun]) -> dict[str, str]:
+    """The explicit decisions behind a row (spec/methods.md Appendix B), from its runs' params and init reports."""
+
+    def one(get) -> str:
+        vals = []
+        for c in cells:
+            try:
+                v = get(c)
+            except (KeyError, TypeError, AttributeError):
+                v = None
+            if v is not None and str(v) not in vals:
+                vals.append(str(v))
+        return " / ".join(vals) if vals else "-"
+
+    s = {
+        "method": one(lambda c: c.method),
+        "source": one(lambda c: c.source),
+        "factorized dim": one(lambda c: c.dim),
+        "seeds": ", ".join(c.seed for c in cells),
+        "profile": one(lambda c: c.profile),
+        "world": one(lambda c: f"{c.world} ({c.params.get('world_hash', '?')})"),
+        "overlap rule": one(lambda c: c.init_report.get("overlap_rule")),
+        "mode": one(lambda c: c.init_report["surgery"]["mode"]),
+        "LM-head bias": one(lambda c: c.init_report["surgery"]["bias_policy"]),
+        "method params": one(lambda c: ", ".join(f"{k}={v}" for k, v in c.method_params.items()) or "defaults"),
+        "CPT": one(lambda c: ", ".join(f"{k}={v}" for k, v in c.cpt_params.items()) or "none"),
+        "final step": one(lambda c: c.final_step),
+        "git": one(lambda c: c.params.get("git_revision", "")[:10] or None),
+    }
+    return s
+
+
+# -- the first version's entry points, kept -------------------------------------------------------------
+def collect(tracker: Any, experiment: str | None = None, world: str | None = None, task: str | None = None,
+            step: str = "final", per_seed: bool = False, bootstrap: int = 0) -> list[Board]:
+    """The boards of every experiment (or one), restricted to a task and a step (``0``, ``N``, ``final``,
+    ``delta`` or ``all``), for every metric."""
+    from leaderboard.collect import collect_experiment, experiments
+
+    out = []
+    for exp in experiments(tracker.client, experiment):
+        data = collect_experiment(tracker.client, exp, world=world, task=task)
+        if not data.tasks:
+            continue
+        lb = build_leaderboard(data, per_seed=per_seed, bootstrap=bootstrap)
+        out.extend(select_boards(lb.boards, step=step))
+    return out
+
+
+def select_boards(boards: list[Board], *, task: str | None = None, step: str = "final",
+                  metric: str | None = None) -> list[Board]:
+    """Boards matching a task, a step (``final``, ``delta``, ``all`` or a number) and a metric (None: headline)."""
+    out = []
+    for b in boards:
+        if task and b.task != task:
+            continue
+        if metric is None and not b.headline:
+            continue
+        if metric not in (None, "all") and b.metric != metric:
+            continue
+        if step == "all":
+            pass
+        elif step in ("final", "delta"):
+            if b.kind != step:
+                continue
+        else:
+            try:
+                want = int(step)
+            except ValueError:
+                from harness.errors import ConfigError
+
+                raise ConfigError(f"--step must be 0, a CPT step, 'final', 'delta' or 'all', not {step!r}") from None
+            if b.kind == "delta" or b.step != want:
+                continue
+        out.append(b)
+    return out
 
 
 def board_dict(b: Board) -> dict[str, Any]:
-    return {"task": b.task, "metric": b.metric, "step": b.step, "profile": b.profile, "experiment": b.experiment,
-            "languages": b.languages, "rows": b.rows, "averages": {r: b.average(r) for r in b.rows}}
+    """A board as plain data (the JSON artifact and the HTML page's numbers come from here)."""
+
+    def row(r: Row) -> dict[str, Any]:
+        return {"label": r.label, "kind": r.kind, "seeds": r.seeds, "avg": r.avg, "avg_common": r.avg_common,
+                "mean_rank": r.mean_rank, "init": r.init,
+                "values": {lang: {"mean": e.mean, "std": e.std, "n": e.n, "ci": list(e.ci) if e.ci else None,
+                                  "seeds": dict(zip(e.seeds, e.values, strict=True))}
+                           for lang, e in sorted(r.entries.items())}}
+
+    return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,
+            "profile": b.profile, "kind": b.kind, "step": b.step, "higher_is_better": b.higher_is_better,
+            "languages": b.languages, "common_languages": b.common, "rows": [row(r) for r in b.rows],
+            "paper_rows": [row(r) for r in b.paper_rows], "pairs": [p.as_dict() for p in b.pairs],
+            "slices": [{"dimension": s.dimension, "value": s.value, "languages": s.languages,
+                        "averages": s.averages} for s in b.slices], "notes": b.notes}
+
+
+def print_leaderboard(tracking_uri: str | None = None, experiment: str | None = None, task: str | None = None,
+                      step: str = "final", world: str | None = None, **kwargs: Any) -> int:
+    """``harness leaderboard``: print the per-language tables, write md / csv / html, log them to MLflow."""
+    from leaderboard.publish import run_leaderboard
+
+    return run_leaderboard(tracking_uri=tracking_uri, experiment=experiment, task=task, step=step, world=world,
+                           **kwargs)

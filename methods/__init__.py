@@ -6,7 +6,7 @@ Each module registers its classes with ``@METHODS.register(name)``; third-party 
 
 import importlib
 
-_BUILTIN = ("methods.random_init",)
+_BUILTIN = ("methods.random_init", "methods.ofa", "methods.hyperofa", "methods.focus", "methods.wechsel", "methods.tiktotok")
 
 for _mod in _BUILTIN:
     try:

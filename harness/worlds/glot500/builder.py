@@ -1,0 +1,814 @@
+"""The `glot500` world builder: the papers' real inputs -> the world layout (:mod:`harness.worlds.base`).
+
+The spec (``spec.toml`` beside this module, optionally overridden by ``$HARNESS_GLOT500_SPEC``) names every input;
+:meth:`Glot500World.check` reports which are present locally and how to provide the others, and
+:meth:`Glot500World.build` reads them with :mod:`harness.worlds.glot500.loaders` and writes:
+
+* ``sources/<name>/``: each source model (config + safetensors weights, tokenizer re-saved as ``tokenizer.json``);
+* ``target_tokenizer/``: the Glot500-m tokenizer;
+* ``resources/word_vectors.vec``: ColexNet+ converted to word2vec text;
+* ``resources/cpt/<lang>.txt`` (and ``resources/text/<lang>.txt``, the same file): the first N Glot500-c train
+  sentences of each CPT language (Table 7), held-out sentences excluded;
+* ``tasks/mlm/<lang>.txt``: held-out Glot500-c sentences (the test split, else the tail of train);
+* ``tasks/sr-b``, ``tasks/sr-t``: English queries in ``eng_Latn.jsonl``, each language's aligned sentences by id;
+* ``tasks/ner``, ``tasks/pos``: test sets of every language, train/dev of English, IOB2 / UPOS string tags.
+
+The same code builds ``glot500-fixture`` from tiny files in the sources' schemas (``tests/fixtures/glot500``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import random
+import shutil
+import tomllib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.paths import harness_home
+from harness.worlds import CheckRow
+from harness.worlds.base import write_jsonl
+from harness.worlds.glot500 import langcodes as lc
+from harness.worlds.glot500 import loaders as ld
+
+log = logging.getLogger(__name__)
+
+SPEC_PATH = Path(__file__).with_name("spec.toml")
+SPEC_ENV = "HARNESS_GLOT500_SPEC"
+TASKS = ("sr-b", "sr-t", "ner", "pos", "mlm")
+_LIST_KEYS = {"sr-b": "srb", "sr-t": "srt", "ner": "ner", "pos": "pos"}
+_PATH_KEYS = ("path", "conllu_path")
+
+
+# -- spec -----------------------------------------------------------------------------------------------------
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _absolutize(d: Any, base: Path) -> Any:
+    """Resolve relative ``path`` / ``conllu_path`` values against the folder of the file that names them."""
+    if isinstance(d, dict):
+        out = {}
+        for k, v in d.items():
+            if k in _PATH_KEYS and isinstance(v, str) and v:
+                p = Path(v).expanduser()
+                out[k] = str(p if p.is_absolute() else (base / p).resolve())
+            else:
+                out[k] = _absolutize(v, base)
+        return out
+    return d
+
+
+def load_spec(path: Path, override: Path | None = None) -> dict[str, Any]:
+    def read(p: Path) -> dict[str, Any]:
+        try:
+            with open(p, "rb") as f:
+                return _absolutize(tomllib.load(f), p.parent)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"world spec {p}: {exc}") from exc
+
+    if not path.is_file():
+        raise MissingResourceError(f"world spec {path} does not exist")
+    spec = read(path)
+    if override is not None:
+        if not override.is_file():
+            raise ConfigError(f"${SPEC_ENV} points at {override}, which does not exist")
+        spec = _merge(spec, read(override))
+    for key in ("world", "languages", "inputs", "cpt"):
+        if key not in spec:
+            raise ConfigError(f"world spec {path}: section [{key}] missing")
+    return spec
+
+
+@dataclass
+class SourceSpec:
+    name: str
+    ref: ld.HubRef
+    files: list[str]
+    seen: list[str]
+    size: str = ""
+    licence: str = ""
+    description: str = ""
+
+
+@dataclass
+class Needs:
+    """What a build needs: languages per task (after exclusions) and CPT languages."""
+
+    tasks: dict[str, list[str]]
+    cpt: list[str]
+    excluded: dict[str, list[str]] = field(default_factory=dict)
+
+
+# -- the builder ----------------------------------------------------------------------------------------------
+class Glot500World:
+    """Builds the `glot500` world layout from a spec (the real inputs, or the fixture files)."""
+
+    def __init__(self, name: str = "glot500", spec_path: Path = SPEC_PATH, *, env_override: bool = True,
+                 description: str | None = None):
+        self.name = name
+        self.spec_path = spec_path
+        self.env_override = env_override
+        self._description = description
+
+    # The spec is read at each use, so an override file set after import is honoured.
+    @property
+    def spec(self) -> dict[str, Any]:
+        override = os.environ.get(SPEC_ENV) if self.env_override else None
+        return load_spec(self.spec_path, Path(override).expanduser() if override else None)
+
+    @property
+    def version(self) -> str:
+        try:
+            spec = self.spec
+        except (ConfigError, MissingResourceError):
+            return "1"
+        return f"{spec['world'].get('version', '1')}-{_spec_hash(spec)[:8]}"
+
+    @property
+    def description(self) -> str:
+        if self._description:
+            return self._description
+        try:
+            return str(self.spec["world"].get("description", ""))
+        except (ConfigError, MissingResourceError) as exc:
+            return f"(spec unreadable: {exc})"
+
+    # -- spec views -------------------------------------------------------------------------------------------
+    def sources(self, spec: dict[str, Any]) -> list[SourceSpec]:
+        out = []
+        langs = spec["languages"]
+        for name, s in spec.get("sources", {}).items():
+            seen = s.get("seen", [])
+            if isinstance(seen, str):
+                seen = langs.get(seen, [])
+            out.append(SourceSpec(name, _ref(s, "model"), list(s.get("files", [])), [lc.normalize(c) for c in seen],
+                                  s.get("size", ""), s.get("licence", ""), s.get("description", "")))
+        if not out:
+            raise ConfigError(f"world spec {self.spec_path}: no sources.* section")
+        return out
+
+    def needs(self, spec: dict[str, Any]) -> Needs:
+        langs = spec["languages"]
+        mode = spec["world"].get("language_set", "all")
+        if mode not in ("all", "cpt"):
+            raise ConfigError(f"world.language_set must be 'all' or 'cpt', not {mode!r}")
+        pivot = lc.normalize(spec["world"].get("pivot", "eng_Latn"))
+        exclude = {k: [lc.normalize(c) for c in v] for k, v in spec["world"].get("exclude", {}).items()}
+        unknown = set(exclude) - set(TASKS) - {"cpt"}
+        if unknown:
+            raise ConfigError(f"world.exclude: unknown task(s) {sorted(unknown)}; use {', '.join(TASKS)}, cpt")
+        tasks: dict[str, list[str]] = {}
+        for task, key in _LIST_KEYS.items():
+            codes = langs.get(key if mode == "all" else f"cpt_{key}", [])
+            codes = [lc.normalize(c) for c in codes]
+            if task in ("ner", "pos") and pivot not in codes:
+                codes = [pivot, *codes]
+            tasks[task] = [c for c in dict.fromkeys(codes) if c not in exclude.get(task, [])]
+        cpt = [lc.normalize(row[0]) for row in spec["cpt"].get("languages", [])]
+        cpt = [c for c in cpt if c not in exclude.get("cpt", [])]
+        tasks["mlm"] = [c for c in cpt if c not in exclude.get("mlm", [])]
+        return Needs(tasks, cpt, exclude)
+
+    def inputs(self, spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return spec["inputs"]
+
+    # -- check ------------------------------------------------------------------------------------------------
+    def check(self) -> list[CheckRow]:
+        spec = self.spec
+        needs = self.needs(spec)
+        rows = [self._access_row(spec)]
+        for src in self.sources(spec):
+            rows.append(self._model_row(f"source model {src.name}", src.ref, src.files, src.size))
+        t = spec["target_tokenizer"]
+        rows.append(self._model_row("target tokenizer (Glot500-m)", _ref(t, "model"), list(t.get("files", [])),
+                                    t.get("size", "")))
+        rows.append(self._wikiann_row(spec, needs))
+        rows.append(self._ud_row(spec, needs))
+        rows.append(self._tatoeba_row(spec, needs))
+        rows.append(self._bible_row(spec, needs))
+        rows.append(self._glot500c_row(spec, needs))
+        rows.append(self._colexnet_row(spec))
+        return rows
+
+    def _access_row(self, spec: dict[str, Any]) -> CheckRow:
+        offline = os.environ.get("HF_HUB_OFFLINE", "") in ("1", "true", "True", "YES", "yes")
+        spec_note = str(self.spec_path) + (f" + {os.environ[SPEC_ENV]}" if self.env_override and
+                                           os.environ.get(SPEC_ENV) else "")
+        where = (f"Hub cache {ld.hub_cache_dir()}; " + ("offline (HF_HUB_OFFLINE=1): nothing is downloaded here"
+                                                         if offline else "the harness never downloads these inputs"))
+        how = (f"spec: {spec_note}. On a machine with Hub access run the `hf download` commands below and copy the "
+               f"Hub cache here (or set HF_HOME / HF_HUB_CACHE), or set `path` keys in ${SPEC_ENV}")
+        return CheckRow("hub access / spec", True, where, "", how)
+
+    def _model_row(self, label: str, ref: ld.HubRef, files: list[str], size: str) -> CheckRow:
+        folder = ld.resolve_repo(ref)
+        missing = files if folder is None else [f for f in files if not (folder / f).exists()]
+        present = folder is not None and not missing
+        where = str(ref.path) if ref.path is not None else ref.label
+        if present and folder is not None:
+            return CheckRow(label, True, f"{where} -> {folder}", ld.human_size(
+                sum(ld.folder_size(folder / f) for f in files)), "present")
+        what = f"missing {', '.join(missing)}" if folder is not None else "not in the local Hub cache"
+        how = (f"put {', '.join(files)} in {ref.path}" if ref.path is not None
+               else ld.hf_download_command(ref, files))
+        return CheckRow(label, False, f"{where} ({what})", f"≈ {size}" if size else "", how)
+
+    def _dataset_row(self, label: str, ref: ld.HubRef, missing: list[str], total: int, size_hint: str,
+                     include: Callable[[list[str]], list[str]], folder: Path | None, extra: str = "",
+                     max_includes: int | None = 12) -> CheckRow:
+        """A row for a Hub dataset; the command downloads the missing configs only (or the whole repository when
+        more than ``max_includes`` are missing and the repository is small)."""
+        where = str(ref.path) if ref.path is not None else ref.label
+        if folder is not None and not missing:
+            return CheckRow(label, True, f"{where} -> {folder}", ld.human_size(ld.folder_size(folder)),
+                            f"present ({total} language(s)){extra}")
+        state = "not in the local Hub cache" if folder is None else \
+            f"missing {len(missing)} of {total}: {_short(missing)}"
+        if ref.path is not None:
+            how = f"put the repository files ({', '.join(include(missing)[:3])} ...) under {ref.path}"
+        else:
+            pats = include(missing)
+            whole = max_includes is not None and len(pats) > max_includes
+            how = ld.hf_download_command(ref, include=[] if whole else pats)
+        return CheckRow(label, False, f"{where} ({state})", f"≈ {size_hint}" if size_hint else "", how + extra)
+
+    def _wikiann_row(self, spec: dict[str, Any], needs: Needs) -> CheckRow:
+        inp = spec["inputs"]["wikiann"]
+        ref = _ref(inp, "dataset")
+        folder = ld.resolve_repo(ref)
+        pivot = lc.normalize(spec["world"].get("pivot", "eng_Latn"))
+        cfgs = {code: self._wikiann_config(spec, code) for code in needs.tasks["ner"]}
+        missing = []
+        for code, cfg in cfgs.items():
+            splits = ("train", "dev", "test") if code == pivot else ("test",)
+            if folder is None or not all(ld.has_split(folder, cfg, s) for s in splits):
+                missing.append(cfg)
+        return self._dataset_row("NER: WikiANN", ref, missing, len(cfgs), inp.get("size", ""),
+                                 lambda ms: [f"{m}/*" for m in ms], folder)
+
+    def _ud_row(self, spec: dict[str, Any], needs: Needs) -> CheckRow:
+        inp = spec["inputs"]["ud"]
+        prefixes = {code: self._ud_prefix(spec, code) for code in needs.tasks["pos"]}
+        if inp.get("format", "hub") == "conllu":
+            root = Path(inp["conllu_path"]) if inp.get("conllu_path") else None
+            label = "POS: Universal Dependencies (CoNLL-U release)"
+            if root is None or not root.exists():
+                return CheckRow(label, False, f"{root or '(conllu_path not set)'}", "≈ 0.5 GB",
+                                "download ud-treebanks-v2.11.tgz from https://lindat.mff.cuni.cz/repository/xmlui/"
+                                f"handle/11234/1-4923 and set inputs.ud.conllu_path in ${SPEC_ENV}")
+            have = ld.ud_conllu_prefixes(root) if root.is_dir() else {}
+            missing = [p for p in prefixes.values() if p not in have] if root.is_dir() else []
+            if missing:
+                return CheckRow(label, False, f"{root} (missing {_short(missing)})", "",
+                                "use a release that has these treebanks, or exclude the languages in "
+                                "world.exclude.pos")
+            return CheckRow(label, True, str(root), ld.human_size(ld.folder_size(root)),
+                            f"present ({len(prefixes)} language(s))")
+        ref = _ref(inp, "dataset")
+        folder = ld.resolve_repo(ref)
+        have = ld.ud_configs(folder) if folder is not None else {}
+        missing = [p for p in prefixes.values() if p not in have]
+        return self._dataset_row("POS: Universal Dependencies", ref, missing, len(prefixes), inp.get("size", ""),
+                                 lambda ms: [f"{m}_*" for m in ms], folder)
+
+    def _tatoeba_row(self, spec: dict[str, Any], needs: Needs) -> CheckRow:
+        inp = spec["inputs"]["tatoeba"]
+        ref = _ref(inp, "dataset")
+        folder = ld.resolve_repo(ref)
+        layout = inp.get("layout", "mteb")
+        split = "test" if layout == "mteb" else "dev"
+        cfgs = [self._tatoeba_config(spec, code, layout) for code in needs.tasks["sr-t"]]
+        missing = [c for c in cfgs if folder is None or not ld.has_split(folder, c, split)]
+        return self._dataset_row("SR-T: Tatoeba", ref, missing, len(cfgs), inp.get("size", ""),
+                                 lambda ms: [f"{m}/*" for m in ms], folder)
+
+    def _glot500c_row(self, spec: dict[str, Any], needs: Needs) -> CheckRow:
+        inp = spec["inputs"]["glot500c"]
+        ref = _ref(inp, "dataset")
+        folder = ld.resolve_repo(ref)
+        cfgs = [lc.to_glot500_config(c) for c in needs.cpt]
+        missing = [c for c in cfgs if folder is None or not ld.has_split(folder, c, "train")]
+        return self._dataset_row("CPT + MLM: Glot500-c", ref, missing, len(cfgs), inp.get("size", ""),
+                                 lambda ms: [f"{m}/train/*" for m in ms] + [f"{m}/test/*" for m in ms], folder,
+                                 max_includes=None)
+
+    def _colexnet_row(self, spec: dict[str, Any]) -> CheckRow:
+        inp = spec["inputs"]["colexnet"]
+        path = self._colexnet_path(spec)
+        label = "word vectors: ColexNet+"
+        if path.is_file():
+            npy = Path(f"{path}.vectors.npy")
+            size = path.stat().st_size + (npy.stat().st_size if npy.is_file() else 0)
+            return CheckRow(label, True, str(path), ld.human_size(size), "present")
+        return CheckRow(label, False, f"{path} (missing; Zenodo {inp.get('url', '')})",
+                        f"≈ {inp.get('size', '')}",
+                        f"download {inp['file']} (and {inp['file']}.vectors.npy if the record lists it) from "
+                        f"{inp.get('url', '')} into {path.parent}, or set inputs.colexnet.path in ${SPEC_ENV}")
+
+    def _bible_row(self, spec: dict[str, Any], needs: Needs) -> CheckRow:
+        inp = spec["inputs"]["bible"]
+        folder = self._bible_path(spec)
+        label = "SR-B: Bible" + ("" if inp.get("comparable", True) else " (stand-in, not comparable)")
+        how = (f"{inp.get('source', 'the Parallel Bible Corpus')}; put its files in {folder} (or set inputs.bible.path "
+               f"in ${SPEC_ENV}). Public stand-in: {inp.get('standin', '-')} (set comparable = false)")
+        if not folder.is_dir():
+            return CheckRow(label, False, f"{folder} (missing)", f"≈ {inp.get('size', '')}", how)
+        missing = self._bible_missing(spec, needs, folder)
+        if missing:
+            return CheckRow(label, False, f"{folder} (missing {len(missing)}: {_short(missing)})", "", how)
+        return CheckRow(label, True, str(folder), ld.human_size(ld.folder_size(folder)),
+                        f"present ({len(needs.tasks['sr-b'])} language(s))")
+
+    # -- per-input helpers ----------------------------------------------------------------------------------------
+    def _wikiann_config(self, spec: dict[str, Any], code: str) -> str:
+        over = {lc.normalize(v): k for k, v in spec["languages"].get("overrides", {}).get("wikiann", {}).items()}
+        return over.get(code) or lc.to_wikiann(code)
+
+    def _ud_prefix(self, spec: dict[str, Any], code: str) -> str:
+        over = {lc.normalize(v): k for k, v in spec["languages"].get("overrides", {}).get("ud", {}).items()}
+        return over.get(code) or lc.to_ud_prefix(code)
+
+    def _tatoeba_config(self, spec: dict[str, Any], code: str, layout: str) -> str:
+        over = {lc.normalize(v): k for k, v in spec["languages"].get("overrides", {}).get("tatoeba", {}).items()}
+        code3 = over.get(code) or lc.to_tatoeba(code)
+        return f"{code3}-eng" if layout == "mteb" else f"tatoeba.{code3}"
+
+    def _colexnet_path(self, spec: dict[str, Any]) -> Path:
+        inp = spec["inputs"]["colexnet"]
+        if inp.get("path"):
+            return Path(inp["path"])
+        return harness_home() / "inputs" / "glot500" / "colexnet" / inp["file"]
+
+    def _bible_path(self, spec: dict[str, Any]) -> Path:
+        inp = spec["inputs"]["bible"]
+        return Path(inp["path"]) if inp.get("path") else harness_home() / "inputs" / "glot500" / "pbc"
+
+    def _bible_missing(self, spec: dict[str, Any], needs: Needs, folder: Path) -> list[str]:
+        inp = spec["inputs"]["bible"]
+        pivot = lc.normalize(spec["world"].get("pivot", "eng_Latn"))
+        if inp.get("format", "pbc") == "glot500":
+            return [c for c in needs.tasks["sr-b"]
+                    if not (folder / f"bible.{c}-{pivot}.{c}").is_file()]
+        files = ld.pbc_files(folder)
+        fixed = {lc.normalize(k): v for k, v in inp.get("files", {}).items()}
+        missing = [] if (inp.get("english_file") and (folder / inp["english_file"]).is_file()) or \
+            pivot[:3] in files else [pivot]
+        for c in needs.tasks["sr-b"]:
+            if c in fixed:
+                if not (folder / fixed[c]).is_file():
+                    missing.append(c)
+            elif c[:3] not in files:
+                missing.append(c)
+        return missing
+
+    # -- build ------------------------------------------------------------------------------------------------
+    def build(self, out: Path) -> None:
+        spec = self.spec
+        missing = [r for r in self.check() if not r.present]
+        if missing:
+            lines = "\n".join(f"  - {r.name}: {r.where}\n    how: {r.how}" for r in missing)
+            raise MissingResourceError(f"world {self.name!r} cannot be built; {len(missing)} input(s) missing:\n"
+                                       f"{lines}\n(`harness world check {self.name}` shows them all)")
+        b = _Build(self, spec, out)
+        b.run()
+
+
+def _ref(section: dict[str, Any], default_type: str) -> ld.HubRef:
+    if "hub_id" not in section:
+        raise ConfigError(f"world spec: a Hub input needs hub_id (section {section})")
+    path = Path(section["path"]) if section.get("path") else None
+    return ld.HubRef(section["hub_id"], str(section.get("revision", "main")),
+                     section.get("repo_type", default_type), path)
+
+
+def _short(items: list[str], n: int = 8) -> str:
+    return ", ".join(items[:n]) + (f" and {len(items) - n} more" if len(items) > n else "")
+
+
+def _spec_hash(spec: dict[str, Any]) -> str:
+    from harness.hashing import hash_obj
+
+    return hash_obj(spec, length=16)
+
+
+def _seed_for(seed: int, code: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{code}".encode()).digest()[:8], "little")
+
+
+@contextlib.contextmanager
+def _progress() -> Iterator[Callable[[str, int], Callable[[int], None]]]:
+    """``task(description, total) -> advance(n)``: rich bars on an interactive terminal, nothing otherwise."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        yield lambda desc, total: (lambda n: None)
+        return
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        def task(desc: str, total: int) -> Callable[[int], None]:
+            tid = bar.add_task(desc, total=total)
+            return lambda n: bar.advance(tid, n)
+        yield task
+
+
+class _Build:
+    """One build of the world layout into ``out`` (a fresh folder)."""
+
+    def __init__(self, world: Glot500World, spec: dict[str, Any], out: Path):
+        self.world = world
+        self.spec = spec
+        self.out = out
+        self.needs = world.needs(spec)
+        self.pivot = lc.normalize(spec["world"].get("pivot", "eng_Latn"))
+        self.inputs: dict[str, dict[str, Any]] = {}  # manifest records
+        self.used: dict[str, set[Path]] = {}  # input -> files read
+        self.meta: dict[str, dict[str, Any]] = {t: {} for t in TASKS}
+        self.stats: dict[str, Any] = {}
+
+    def use(self, name: str, files: list[Path] | set[Path]) -> None:
+        self.used.setdefault(name, set()).update(files)
+
+    def run(self) -> None:
+        with _progress() as progress:
+            self.progress = progress
+            self.sources()
+            self.target_tokenizer()
+            self.cpt_and_mlm()
+            self.ner()
+            self.pos()
+            self.srt()
+            self.srb()
+            self.word_vectors()
+            self.languages_and_manifest()
+
+    # -- models -------------------------------------------------------------------------------------------------
+    def sources(self) -> None:
+        self.source_specs = self.world.sources(self.spec)
+        for src in self.source_specs:
+            folder = ld.resolve_repo(src.ref)
+            assert folder is not None
+            files = ld.source_model_files(folder)
+            dest = self.out / "sources" / src.name
+            for f in files:
+                if f.name in ("config.json", "model.safetensors.index.json") or f.suffix == ".safetensors":
+                    ld.link_or_copy(f, dest / f.name)
+            tok = _load_source_tokenizer(folder)
+            tok.save_pretrained(dest)
+            from transformers import AutoConfig
+
+            cfg = AutoConfig.from_pretrained(dest)
+            if getattr(cfg, "vocab_size", len(tok)) != len(tok):
+                raise ld.SchemaError(f"{folder}: config vocab_size {cfg.vocab_size} but the tokenizer has "
+                                     f"{len(tok)} entries")
+            self.use(f"source:{src.name}", files)
+            self.inputs[f"source:{src.name}"] = self._record(src.ref, folder, src.licence)
+            self.stats.setdefault("sources", {})[src.name] = {"vocab_size": len(tok),
+                                                              "layers": getattr(cfg, "num_hidden_layers", None)}
+
+    def target_tokenizer(self) -> None:
+        t = self.spec["target_tokenizer"]
+        ref = _ref(t, "model")
+        folder = ld.resolve_repo(ref)
+        assert folder is not None
+        tok = ld.load_target_tokenizer(folder)
+        want = int(t.get("vocab_size") or 0)
+        if want and len(tok) != want:
+            raise ld.SchemaError(f"{folder}: the target tokenizer has {len(tok)} entries, the spec expects {want} "
+                                 f"(Glot500-m); check the revision")
+        tok.save_pretrained(self.out / "target_tokenizer")
+        files = [folder / f for f in ("tokenizer.json", "sentencepiece.bpe.model", "tokenizer_config.json",
+                                      "special_tokens_map.json") if (folder / f).is_file()]
+        self.use("target_tokenizer", files)
+        self.inputs["target_tokenizer"] = self._record(ref, folder, t.get("licence", ""))
+        self.stats["target_vocab_size"] = len(tok)
+
+    # -- Glot500-c -----------------------------------------------------------------------------------------------
+    def cpt_and_mlm(self) -> None:
+        inp = self.spec["inputs"]["glot500c"]
+        ref = _ref(inp, "dataset")
+        repo = ld.resolve_repo(ref)
+        assert repo is not None
+        cap = int(self.spec["cpt"].get("max_sentences", 5_000_000))
+        k = int(self.spec["cpt"].get("heldout_sentences", 1000))
+        table7 = {lc.normalize(r[0]): r for r in self.spec["cpt"].get("languages", [])}
+        res = self.out / "resources"
+        (res / "cpt").mkdir(parents=True, exist_ok=True)
+        (res / "text").mkdir(parents=True, exist_ok=True)
+        (self.out / "tasks" / "mlm").mkdir(parents=True, exist_ok=True)
+        for code in self.needs.cpt:
+            cfg = lc.to_glot500_config(code)
+            n_train = ld.glot500c_rows(repo, cfg, "train")
+            if ld.has_split(repo, cfg, "test"):
+                heldout = list(ld.iter_glot500c(repo, cfg, "test", stop=k))
+                held_from, stop = "test split", min(cap, n_train)
+                self.use("glot500c", ld.split_files(repo, cfg, "test"))
+            else:
+                kk = min(k, n_train // 10)
+                heldout = list(ld.iter_glot500c(repo, cfg, "train", start=n_train - kk))
+                held_from, stop = f"last {kk} train rows", min(cap, n_train - kk)
+            if not heldout:
+                raise MissingResourceError(f"Glot500-c {cfg}: no held-out sentences for the mlm task")
+            advance = self.progress(f"CPT text {code}", stop)
+            path = res / "cpt" / f"{code}.txt"
+            n = 0
+            with open(path, "w", encoding="utf-8") as f:
+                for s in ld.iter_glot500c(repo, cfg, "train", stop=stop):
+                    f.write(s + "\n")
+                    n += 1
+                    if n % 10_000 == 0:
+                        advance(10_000)
+            ld.link_or_copy(path, res / "text" / f"{code}.txt")
+            (self.out / "tasks" / "mlm" / f"{code}.txt").write_text("\n".join(heldout) + "\n", encoding="utf-8")
+            self.use("glot500c", ld.split_files(repo, cfg, "train"))
+            row = table7.get(code)
+            self.meta["mlm"][code] = {"label_source": "gold", "sentences": len(heldout), "from": held_from,
+                                      "glot500c_config": cfg}
+            self.stats.setdefault("cpt", {})[code] = {
+                "glot500c_train_rows": n_train, "used_rows": stop, "sentences_written": n,
+                "table7_glot500c": row[2] if row else None, "table7_subsampled": row[3] if row else None,
+                "category": row[1] if row else None}
+        self.inputs["glot500c"] = self._record(ref, repo, inp.get("licence", ""))
+
+    # -- NER ------------------------------------------------------------------------------------------------------
+    def ner(self) -> None:
+        inp = self.spec["inputs"]["wikiann"]
+        ref = _ref(inp, "dataset")
+        repo = ld.resolve_repo(ref)
+        assert repo is not None
+        d = self.out / "tasks" / "ner"
+        for code in self.needs.tasks["ner"]:
+            cfg = self.world._wikiann_config(self.spec, code)
+            splits = ("train", "dev", "test") if code == self.pivot else ("test",)
+            counts = {}
+            for split in splits:
+                rows = ld.read_wikiann(repo, cfg, split)
+                write_jsonl(d / code / f"{split}.jsonl", [r.row() for r in rows])
+                self.use("wikiann", ld.split_files(repo, cfg, split))
+                counts[split] = len(rows)
+            self.meta["ner"][code] = {"label_source": "silver", "wikiann_config": cfg, "sentences": counts}
+        self.inputs["wikiann"] = self._record(ref, repo, inp.get("licence", ""))
+        self._write_meta("ner", {"labels": list(ld.NER_LABELS), "train_language": self.pivot,
+                                 "description": "WikiANN (Rahimi et al. 2019 splits; silver labels from Wikipedia "
+                                                "links) IOB2 PER/LOC/ORG; train/dev in English, zero-shot test"})
+
+    # -- POS ------------------------------------------------------------------------------------------------------
+    def pos(self) -> None:
+        inp = self.spec["inputs"]["ud"]
+        d = self.out / "tasks" / "pos"
+        fmt = inp.get("format", "hub")
+        if fmt == "conllu":
+            root = Path(inp["conllu_path"])
+            if root.is_file():  # a release archive: extract with path checks
+                root = ld.extract_tgz(root, self.out / ".ud-extract")
+            source = {"format": "conllu", "path": str(inp["conllu_path"])}
+        elif fmt == "hub":
+            ref = _ref(inp, "dataset")
+            repo = ld.resolve_repo(ref)
+            assert repo is not None
+            by_prefix = ld.ud_configs(repo)
+            source = {"format": "hub"}
+        else:
+            raise ConfigError(f"inputs.ud.format must be 'hub' or 'conllu', not {fmt!r}")
+        for code in self.needs.tasks["pos"]:
+            prefix = self.world._ud_prefix(self.spec, code)
+            splits = ("train", "dev", "test") if code == self.pivot else ("test",)
+            counts = {}
+            for split in splits:
+                if fmt == "conllu":
+                    rows = ld.read_ud_conllu(root, prefix, split)
+                    self.use("ud", ld.conllu_files(root, prefix, split))
+                    treebanks = sorted({p.name.split("-", 1)[0] for p in ld.conllu_files(root, prefix, "test")})
+                else:
+                    cfgs = by_prefix.get(prefix, [])
+                    rows = ld.read_ud_hub(repo, cfgs, split)
+                    self.use("ud", [f for c in cfgs for f in ld.split_files(repo, c, split)])
+                    treebanks = sorted(c for c in cfgs if ld.has_split(repo, c, "test"))
+                if not rows:
+                    raise MissingResourceError(
+                        f"UD: no {split} sentences for {code} (prefix {prefix!r}); exclude it in world.exclude.pos "
+                        f"or use a UD release that has it")
+                write_jsonl(d / code / f"{split}.jsonl", [r.row() for r in rows])
+                counts[split] = len(rows)
+            self.meta["pos"][code] = {"label_source": "gold", "ud_prefix": prefix, "treebanks": treebanks,
+                                      "sentences": counts}
+        if fmt == "conllu":
+            shutil.rmtree(self.out / ".ud-extract", ignore_errors=True)
+            self.inputs["ud"] = {"name": "ud", "path": source["path"], "format": "conllu",
+                                 "licence": inp.get("licence", "")}
+        else:
+            self.inputs["ud"] = self._record(ref, repo, inp.get("licence", ""))
+        tokenization = ("fused forms for multiword tokens (span-head UPOS), as Glot500's UD 2.11 conversion"
+                        if fmt == "conllu" else
+                        "syntactic words (multiword-token range lines dropped); Glot500 used fused forms")
+        self._write_meta("pos", {"labels": list(ld.UPOS), "train_language": self.pivot, "tokenization": tokenization,
+                                 "description": "Universal Dependencies UPOS, treebanks merged per language; "
+                                                "train/dev in English, zero-shot test"})
+
+    # -- SR-T -----------------------------------------------------------------------------------------------------
+    def srt(self) -> None:
+        inp = self.spec["inputs"]["tatoeba"]
+        ref = _ref(inp, "dataset")
+        repo = ld.resolve_repo(ref)
+        assert repo is not None
+        layout = inp.get("layout", "mteb")
+        cap = int(inp.get("max_pairs", 1000))
+        d = self.out / "tasks" / "sr-t"
+        pivot_rows: list[dict[str, str]] = []
+        for code in self.needs.tasks["sr-t"]:
+            if code == self.pivot:
+                continue
+            cfg = self.world._tatoeba_config(self.spec, code, layout)
+            code3 = cfg[:-4] if layout == "mteb" else cfg[len("tatoeba."):]
+            pairs = ld.read_tatoeba(repo, code3, layout)[:cap]
+            if not pairs:
+                raise MissingResourceError(f"Tatoeba {cfg}: no sentence pairs")
+            write_jsonl(d / f"{code}.jsonl", [{"id": f"{code}/{i}", "text": x} for i, (x, _) in enumerate(pairs)])
+            pivot_rows += [{"id": f"{code}/{i}", "text": e} for i, (_, e) in enumerate(pairs)]
+            self.use("tatoeba", ld.split_files(repo, cfg, "test" if layout == "mteb" else "dev"))
+            self.meta["sr-t"][code] = {"label_source": "gold", "pairs": len(pairs), "config": cfg}
+        write_jsonl(d / f"{self.pivot}.jsonl", pivot_rows)
+        self.meta["sr-t"][self.pivot] = {"label_source": "gold", "role": "queries", "sentences": len(pivot_rows)}
+        self.inputs["tatoeba"] = self._record(ref, repo, inp.get("licence", ""))
+        self._write_meta("sr-t", {"description": "Tatoeba (LASER v1 test pairs), English queries, at most "
+                                                 f"{cap} pairs per language", "layout": layout})
+
+    # -- SR-B -----------------------------------------------------------------------------------------------------
+    def srb(self) -> None:
+        inp = self.spec["inputs"]["bible"]
+        folder = self.world._bible_path(self.spec)
+        fmt = inp.get("format", "pbc")
+        cap = int(inp.get("max_verses", 500))
+        seed = int(self.spec["world"].get("seed", 1))
+        d = self.out / "tasks" / "sr-b"
+        langs = [c for c in self.needs.tasks["sr-b"] if c != self.pivot]
+        pivot_rows: dict[str, str] = {}
+        if fmt == "glot500":
+            for code in langs:
+                pairs = ld.read_glot500_bible_pair(folder, code, self.pivot)[:cap]
+                write_jsonl(d / f"{code}.jsonl", [{"id": f"{code}/{i}", "text": x} for i, (x, _) in enumerate(pairs)])
+                pivot_rows.update({f"{code}/{i}": e for i, (_, e) in enumerate(pairs)})
+                self.use("bible", [folder / f"bible.{code}-{self.pivot}.{code}",
+                                   folder / f"bible.{code}-{self.pivot}.{self.pivot}"])
+                self.meta["sr-b"][code] = {"label_source": "gold", "pairs": len(pairs)}
+        elif fmt == "pbc":
+            files = ld.pbc_files(folder)
+            fixed = {lc.normalize(k): v for k, v in inp.get("files", {}).items()}
+            eng_path = folder / inp["english_file"] if inp.get("english_file") else \
+                max(files[self.pivot[:3]], key=lambda p: (len(ld.read_pbc_file(p)), p.name))
+            english = ld.read_pbc_file(eng_path)
+            self.use("bible", [eng_path])
+            for code in langs:
+                path = folder / fixed[code] if code in fixed else _pick_pbc_file(files.get(code[:3], []), code,
+                                                                                  english)
+                verses = ld.read_pbc_file(path)
+                shared = sorted(set(verses) & set(english))
+                if not shared:
+                    raise MissingResourceError(f"Bible: {path.name} shares no verse with {eng_path.name}")
+                rng = random.Random(_seed_for(seed, code))
+                chosen = sorted(rng.sample(shared, cap)) if len(shared) > cap else shared
+                write_jsonl(d / f"{code}.jsonl", [{"id": v, "text": verses[v]} for v in chosen])
+                pivot_rows.update({v: english[v] for v in chosen})
+                self.use("bible", [path])
+                self.meta["sr-b"][code] = {"label_source": "gold", "pairs": len(chosen), "file": path.name,
+                                           "shared_verses": len(shared)}
+        else:
+            raise ConfigError(f"inputs.bible.format must be 'pbc' or 'glot500', not {fmt!r}")
+        write_jsonl(d / f"{self.pivot}.jsonl", [{"id": k, "text": v} for k, v in sorted(pivot_rows.items())])
+        self.meta["sr-b"][self.pivot] = {"label_source": "gold", "role": "queries", "sentences": len(pivot_rows)}
+        comparable = bool(inp.get("comparable", True))
+        self.inputs["bible"] = {"name": "bible", "path": str(folder), "format": fmt, "comparable": comparable,
+                                "licence": inp.get("licence", "")}
+        self._write_meta("sr-b", {"description": f"Bible verses ({fmt}), English queries, at most {cap} verses per "
+                                                 "language, sampled with a seeded generator", "seed": seed,
+                                  "comparable_to_papers": comparable,
+                                  "source": inp.get("source", "") if comparable else inp.get("standin", "")})
+
+    # -- word vectors ------------------------------------------------------------------------------------------
+    def word_vectors(self) -> None:
+        path = self.world._colexnet_path(self.spec)
+        kv = ld.read_keyed_vectors(path)
+        advance = self.progress("ColexNet+ -> word2vec text", len(kv.keys))
+        info = ld.write_word2vec_text(kv, self.out / "resources" / "word_vectors.vec", progress=advance)
+        self.use("colexnet", kv.files)
+        inp = self.spec["inputs"]["colexnet"]
+        self.inputs["colexnet"] = {"name": "colexnet", "path": str(path), "url": inp.get("url", ""),
+                                   "gensim_class": kv.gensim_class, "licence": inp.get("licence", "")}
+        want = inp.get("sha256")
+        if want and ld.file_sha256(path) != want:
+            raise ld.SchemaError(f"{path}: sha256 differs from the spec's {want}")
+        self.stats["word_vectors"] = info
+
+    # -- languages and manifest ------------------------------------------------------------------------------------
+    def _write_meta(self, task: str, extra: dict[str, Any]) -> None:
+        d = self.out / "tasks" / task
+        d.mkdir(parents=True, exist_ok=True)
+        meta = {**extra, "languages": self.meta[task]}
+        (d / "meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False))
+
+    def _record(self, ref: ld.HubRef, folder: Path, licence: str) -> dict[str, Any]:
+        return {"name": ref.hub_id, "hub_id": ref.hub_id, "revision": ref.revision,
+                "commit": ld.snapshot_commit(folder), "path": str(ref.path) if ref.path else None,
+                "licence": licence}
+
+    def languages_and_manifest(self) -> None:
+        self._write_meta("mlm", {"description": "held-out Glot500-c sentences per CPT language (its test split, "
+                                                "else the tail of train, excluded from the CPT text)"})
+        table7 = {lc.normalize(r[0]): r for r in self.spec["cpt"].get("languages", [])}
+        xlmr = {lc.normalize(c) for c in self.spec["languages"].get("xlmr", [])}
+        codes = sorted({self.pivot, *self.needs.cpt, *(c for t in TASKS for c in self.meta[t])})
+        languages = {}
+        for code in codes:
+            text = self.out / "resources" / "text" / f"{code}.txt"
+            row = table7.get(code)
+            languages[code] = {
+                "script": code[4:],
+                "seen": {s.name: code in s.seen for s in self.source_specs},
+                "resource_level": row[1] if row else "unknown",
+                "text_chars": _count_chars(text) if text.is_file() else 0,
+                "xlmr": code in xlmr,
+                "tasks": [t for t in TASKS if code in self.meta[t]],
+                "glot500c_config": lc.to_glot500_config(code),
+            }
+        (self.out / "languages.json").write_text(json.dumps(languages, indent=1, ensure_ascii=False))
+        advance = self.progress("hashing inputs", sum(len(v) for v in self.used.values()))
+        for name, files in sorted(self.used.items()):
+            key = name if name in self.inputs else name
+            rec = self.inputs.setdefault(key, {"name": name})
+            base = _common_root(files)
+            hashes = {}
+            for f in sorted(files):
+                hashes[str(f.relative_to(base)) if base else f.name] = ld.file_sha256(f)
+                advance(1)
+            rec["files"] = hashes
+        manifest = {
+            "name": self.world.name,
+            "version": self.world.version,
+            "pivot_language": self.pivot,
+            "sources": {s.name: {"description": s.description, "hub_id": s.ref.hub_id, "revision": s.ref.revision,
+                                 "languages": s.seen} for s in self.source_specs},
+            "default_source": self.spec["world"].get("default_source", self.source_specs[0].name),
+            "inputs": [self.inputs[k] for k in sorted(self.inputs)],
+            "language_sets": {t: self.needs.tasks[t] for t in TASKS},
+            "excluded": self.needs.excluded,
+            "spec_hash": _spec_hash(self.spec),
+            "stats": self.stats,
+            "notes": ("the papers' setting (seed 000 / 002); SR-B comparable with the papers: "
+                      f"{bool(self.spec['inputs']['bible'].get('comparable', True))}; POS data: "
+                      f"{self.spec['inputs']['ud'].get('format', 'hub')}"),
+        }
+        (self.out / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+
+
+def _common_root(files: set[Path]) -> Path | None:
+    try:
+        return Path(os.path.commonpath([str(f.parent) for f in files])) if files else None
+    except ValueError:
+        return None
+
+
+def _count_chars(path: Path) -> int:
+    n = 0
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            n += len(line) - 1
+    return n
+
+
+def _load_source_tokenizer(folder: Path) -> Any:
+    from transformers import AutoTokenizer, XLMRobertaTokenizer
+
+    if (folder / "tokenizer.json").is_file() or (folder / "vocab.json").is_file():
+        return AutoTokenizer.from_pretrained(folder)
+    if (folder / "sentencepiece.bpe.model").is_file():
+        return XLMRobertaTokenizer.from_pretrained(folder)
+    raise MissingResourceError(f"{folder}: no tokenizer files (tokenizer.json, vocab.json or sentencepiece.bpe.model)")
+
+
+def _pick_pbc_file(candidates: list[Path], code: str, english: dict[str, str]) -> Path:
+    """The PBC edition of ``code``: files of its ISO 639-3 code whose script is the code's script, most verses
+    shared with the English edition first (ties by name). The spec's inputs.bible.files map fixes the choice."""
+    script = code[4:]
+    ok = []
+    for p in candidates:
+        verses = ld.read_pbc_file(p)
+        sample = " ".join(list(verses.values())[:20])
+        if sample and lc.detect_script(sample) == script:
+            ok.append((len(set(verses) & set(english)), p))
+    if not ok:
+        raise MissingResourceError(f"Bible: no {code[:3]}-x-bible-*.txt file in {script} script; name the file in "
+                                   f"inputs.bible.files")
+    ok.sort(key=lambda t: (-t[0], t[1].name))
+    return ok[0][1]

@@ -1,0 +1,212 @@
+"""``harness leaderboard``: read the runs, build the boards, write the renderings, log them to MLflow, print.
+
+Files (per experiment, in ``--out DIR`` or ``<HARNESS_HOME>/leaderboards/<experiment>/``): ``leaderboard.html``
+(self-contained page), ``leaderboard.md``, ``leaderboard.csv`` (every cell, long format), ``csv/<board>.csv`` (one
+wide table per board), ``leaderboard.txt`` (the terminal rendering) and ``leaderboard.json`` (the boards as data).
+
+MLflow: one run per experiment it summarizes, tagged ``harness.kind=leaderboard``, found again by that tag and
+updated on every render (its previous artifacts are replaced, never duplicated). It holds the files above as
+artifacts, every board through ``MlflowClient.log_table`` (``tables/<board>.json``, shown by the UI's artifact
+view), and the headline tables in Markdown as the run's description.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+
+from harness.tracking import TAG, Tracker
+from leaderboard.tables import Board, Leaderboard, board_dict, build_leaderboard, select_boards
+
+log = logging.getLogger(__name__)
+NOTE_LIMIT = 60000  # characters of Markdown in the run description
+
+
+@dataclass
+class Published:
+    experiment: str
+    out_dir: Path
+    files: dict[str, Path] = field(default_factory=dict)
+    run_id: str | None = None
+
+
+def safe_dir_name(experiment: str) -> Path:
+    """``world/source`` -> ``world/source`` with every part reduced to safe characters (no ``..``)."""
+    parts = [re.sub(r"[^\w.-]", "_", p) for p in experiment.split("/") if p not in ("", ".", "..")]
+    return Path(*[p if p.strip(".") else "_" for p in parts]) if parts else Path("_")
+
+
+def out_dir_for(experiment: str, out: Path | None, several: bool) -> Path:
+    if out is not None:
+        return Path(out) / safe_dir_name(experiment) if several else Path(out)
+    from harness.paths import harness_home
+
+    return harness_home() / "leaderboards" / safe_dir_name(experiment)
+
+
+def board_frame(board: Board) -> Any:
+    """A board as a DataFrame for ``log_table`` (means per language, averages, rank, init columns)."""
+    import pandas as pd
+
+    inits = board.init_columns()
+    recs = []
+    for r in board.rows + board.paper_rows:
+        rec: dict[str, Any] = {"row": r.label, "kind": r.kind, "seeds": " ".join(r.seeds)}
+        rec.update({lang: r.value(lang) for lang in board.languages})
+        rec.update({"avg": r.avg, "avg_common": r.avg_common, "mean_rank": r.mean_rank})
+        rec.update({name: r.init.get(k) for k, name in inits})
+        recs.append(rec)
+    cols = ["row", "kind", "seeds", *board.languages, "avg", "avg_common", "mean_rank", *[n for _, n in inits]]
+    return pd.DataFrame.from_records(recs, columns=cols)
+
+
+def write_files(lb: Leaderboard, out_dir: Path, *, generated: str, tracking_uri: str = "") -> dict[str, Path]:
+    from leaderboard.render_csv import board_csv, long_csv
+    from leaderboard.render_html import leaderboard_html
+    from leaderboard.render_markdown import leaderboard_md
+    from leaderboard.render_terminal import render_text
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    csv_dir = out_dir / "csv"
+    csv_dir.mkdir(exist_ok=True)
+    for stale in csv_dir.glob("*.csv"):  # boards of an earlier render that may no longer exist
+        stale.unlink()
+    files = {
+        "html": out_dir / "leaderboard.html",
+        "md": out_dir / "leaderboard.md",
+        "csv": out_dir / "leaderboard.csv",
+        "txt": out_dir / "leaderboard.txt",
+        "json": out_dir / "leaderboard.json",
+    }
+    files["html"].write_text(leaderboard_html(lb, generated=generated, tracking_uri=tracking_uri), encoding="utf-8")
+    files["md"].write_text(leaderboard_md(lb, generated=generated), encoding="utf-8")
+    files["csv"].write_text(long_csv(lb), encoding="utf-8")
+    files["txt"].write_text(render_text(lb.boards), encoding="utf-8")
+    files["json"].write_text(json.dumps({
+        "experiment": lb.experiment, "generated": generated, "worlds": lb.worlds, "bootstrap": lb.bootstrap,
+        "boards": [board_dict(b) for b in lb.boards], "languages": lb.languages,
+        "variants": [{"label": v.label, "profile": v.profile, "seeds": v.seeds, "settings": v.settings,
+                      "init": v.init, "convergence": v.convergence, "curves": v.curves} for v in lb.variants],
+    }, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+    for b in lb.boards:
+        p = csv_dir / f"{b.id}.csv"
+        p.write_text(board_csv(b), encoding="utf-8")
+        files[f"csv:{b.id}"] = p
+    return files
+
+
+def _clear_artifacts(client: Any, run_id: str) -> None:
+    """Remove a leaderboard run's previous artifacts so that a re-render replaces them (log_table would append)."""
+    from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
+
+    run = client.get_run(run_id)
+    try:
+        get_artifact_repository(run.info.artifact_uri).delete_artifacts()
+    except Exception as exc:  # a store without deletion: files are overwritten, tables could be appended to
+        log.warning("could not clear the previous leaderboard artifacts of run %s: %s", run_id, exc)
+    client.set_tag(run_id, "mlflow.loggedArtifacts", "[]")
+
+
+def leaderboard_run(tracker: Tracker, experiment_id: str) -> tuple[str, bool]:
+    """The experiment's leaderboard run (created when absent). Returns (run_id, existed)."""
+    found = tracker.find_runs(experiment_id, {"kind": "leaderboard"})
+    if found:
+        return found[0].info.run_id, True
+    run = tracker.client.create_run(experiment_id, tags={f"{TAG}kind": "leaderboard"}, run_name="leaderboard")
+    return run.info.run_id, False
+
+
+def log_to_mlflow(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, generated: str) -> str:
+    from leaderboard.render_markdown import board_md, slices_md
+
+    client = tracker.client
+    exp = client.get_experiment_by_name(lb.experiment)
+    run_id, existed = leaderboard_run(tracker, exp.experiment_id)
+    if existed:
+        _clear_artifacts(client, run_id)
+        client.update_run(run_id, status="RUNNING")
+    client.log_artifacts(run_id, str(out_dir))
+    for b in lb.boards:
+        client.log_table(run_id, board_frame(b), f"tables/{b.id}.json")
+    note = [f"# Leaderboard · {lb.experiment}", "", f"Rendered {generated}. Artifacts: `leaderboard.html` "
+            "(the page), `leaderboard.md`, `leaderboard.csv`, `csv/`, and every board as a table under `tables/`.",
+            ""]
+    for b in lb.headline_boards():
+        note += board_md(b) + slices_md(b)
+    text = "\n".join(note)
+    if len(text) > NOTE_LIMIT:
+        text = text[:NOTE_LIMIT] + "\n\n(truncated: see leaderboard.md)"
+    tags = {f"{TAG}kind": "leaderboard", f"{TAG}rendered_at": generated, f"{TAG}boards": str(len(lb.boards)),
+            f"{TAG}worlds": ",".join(lb.worlds), f"{TAG}profiles": ",".join(sorted({b.profile for b in lb.boards})),
+            f"{TAG}tasks": ",".join(sorted({b.task for b in lb.boards})), "mlflow.note.content": text}
+    for k, v in tags.items():
+        client.set_tag(run_id, k, v)
+    client.set_terminated(run_id, status="FINISHED")
+    return run_id
+
+
+def publish(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, log_run: bool = True) -> Published:
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
+    files = write_files(lb, out_dir, generated=generated, tracking_uri=tracker.uri)
+    pub = Published(lb.experiment, out_dir, files)
+    if log_run:
+        pub.run_id = log_to_mlflow(tracker, lb, out_dir, generated=generated)
+    return pub
+
+
+def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = None, task: str | None = None,
+                    step: str = "final", world: str | None = None, *, metric: str | None = None,
+                    per_seed: bool = False, out: Path | None = None, log_run: bool = True, write: bool = True,
+                    bootstrap: int = 1000, bootstrap_seed: int = 0, console: Console | None = None) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from leaderboard.collect import collect_experiment, experiments
+    from leaderboard.render_terminal import render
+
+    # piped output (a file, a test) gets the full table instead of wrapped columns
+    console = console or Console(width=None if sys.stdout.isatty() else 400)
+    err = Console(stderr=True)
+    tracker = Tracker(tracking_uri)
+    exps = experiments(tracker.client, experiment)
+    results: list[tuple[Leaderboard, Leaderboard | None]] = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
+                  transient=True) as prog:
+        for exp in exps:
+            data = collect_experiment(tracker.client, exp, world=world, progress=prog)
+            if not data.tasks:
+                continue
+            lb = build_leaderboard(data, bootstrap=bootstrap if write else 0, bootstrap_seed=bootstrap_seed,
+                                   progress=prog)
+            per = build_leaderboard(data, per_seed=True, bootstrap=0) if per_seed else None
+            results.append((lb, per))
+    if not results:
+        where = f" in experiment {experiment!r}" if experiment else ""
+        console.print(f"no results yet{where}: run `harness run ...` first")
+        return 0
+    shown = 0
+    for lb, per in results:
+        boards = select_boards((per or lb).boards, task=task, step=step, metric=metric)
+        for b in boards:
+            render(b, console)
+        shown += len(boards)
+    if shown == 0:
+        console.print(f"no table for task={task or 'any'} step={step} metric={metric or 'headline'}; "
+                      "`--step all --metric all` lists every table")
+    if write:
+        several = len(results) > 1
+        for lb, _ in results:
+            pub = publish(tracker, lb, out_dir_for(lb.experiment, out, several), log_run=log_run)
+            err.print(f"[bold]{lb.experiment}[/bold]: {len(lb.boards)} tables written to {pub.out_dir}")
+            if pub.run_id:
+                err.print(f"  MLflow: leaderboard run {pub.run_id} in experiment {lb.experiment!r} "
+                          f"({tracker.uri}); browse with `harness ui`")
+            console.print(f"HTML: {pub.files['html']}", soft_wrap=True)
+    return 0

@@ -1,0 +1,429 @@
+"""One self-contained static HTML page: sortable tables (a few lines of inline JS; the page reads fine without
+it), per-language bar charts and CPT loss curves per method as inline SVG. No network at view time: no CDN, no
+fonts, no images outside the page."""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Iterable
+
+from leaderboard import fmt
+from leaderboard.tables import Board, Leaderboard, Row, VariantInfo
+
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
+           "#17becf")
+MAX_BAR_LANGUAGES = 60  # above this, the bar chart shows the slices instead of every language
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}
+header{background:#0b3d62;color:#fff;padding:14px 24px}header h1{margin:0;font-size:22px}
+header p{margin:4px 0 0;opacity:.9}nav{padding:6px 24px;background:#e8eef4;font-size:13px}
+nav a{margin-right:14px;color:#0b3d62}main{padding:8px 24px 40px}h2{margin:28px 0 6px;font-size:19px;
+border-bottom:2px solid #0b3d62}h3{margin:18px 0 4px;font-size:15px}p.hint{margin:2px 0 8px;color:#555;font-size:12px}
+.wrap{overflow-x:auto;max-width:100%}table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}
+th,td{border:1px solid #d0d7de;padding:3px 7px;white-space:nowrap}th{background:#f3f6f9;position:sticky;top:0}
+table.sortable th{cursor:pointer}table.sortable th:hover{background:#dde7f0}td{text-align:right}
+td.label{text-align:left;font-weight:600}td.best{background:#d8f5d0;font-weight:700;color:#145214}
+td.gap{color:#aaa;text-align:center}tbody.paper td{font-style:italic;color:#555;background:#fafafa}
+tbody.paper td.label{font-weight:400}.sd{color:#777;font-size:11px;margin-left:2px}
+.ci{display:none;color:#555;font-size:11px;margin-left:3px}body.show-ci .ci{display:inline}
+.note{color:#8a5300;font-size:12px}details{margin:6px 0}summary{cursor:pointer;color:#0b3d62;font-weight:600}
+svg{font:11px system-ui,sans-serif;background:#fff}.charts{display:flex;flex-wrap:wrap;gap:18px}
+footer{color:#555;font-size:12px;padding:10px 24px;border-top:1px solid #ddd}
+"""
+
+JS = """
+document.querySelectorAll('table.sortable').forEach(function (t) {
+  t.querySelectorAll('thead th').forEach(function (th, i) {
+    th.addEventListener('click', function () {
+      var asc = th.dataset.dir !== 'asc'; th.dataset.dir = asc ? 'asc' : 'desc';
+      var key = function (tr) { var c = tr.cells[i], v = c ? c.dataset.v : '';
+        return (v === undefined || v === '') ? null : (isNaN(+v) ? v : +v); };
+      var body = t.tBodies[0];
+      Array.from(body.rows).sort(function (a, b) { var x = key(a), y = key(b);
+        if (x === null) return 1; if (y === null) return -1;
+        return (x < y ? -1 : x > y ? 1 : 0) * (asc ? 1 : -1); }).forEach(function (r) { body.appendChild(r); });
+    });
+  });
+});
+var ci = document.getElementById('show-ci');
+if (ci) ci.addEventListener('change', function () { document.body.classList.toggle('show-ci', ci.checked); });
+"""
+
+
+def esc(s: object) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def colors_for(labels: Iterable[str]) -> dict[str, str]:
+    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(dict.fromkeys(labels))}
+
+
+# -- tables -----------------------------------------------------------------------------------------------
+def _td(text: str, v: object = "", cls: str = "", title: str = "") -> str:
+    attrs = f' data-v="{esc(v)}"'
+    if cls:
+        attrs += f' class="{cls}"'
+    if title:
+        attrs += f' title="{esc(title)}"'
+    return f"<td{attrs}>{text}</td>"
+
+
+def _value_td(board: Board, row: Row, lang: str) -> str:
+    e = row.entries.get(lang)
+    if e is None:
+        return _td(fmt.MISSING, "", "gap", f"{row.label}: no {lang}")
+    delta = board.kind == "delta"
+    text = esc(fmt.cell(board, e.mean))
+    if e.std is not None:
+        text += f'<span class="sd">±{esc(fmt.std(e.std))}</span>'
+    if e.ci:
+        text += f'<span class="ci">{esc(fmt.ci(e.ci, delta))}</span>'
+    tip = f"{row.label} · {lang}: {e.mean:.6g}"
+    if e.std is not None:
+        tip += f" ± {e.std:.3g} (n={e.n} seeds: " + ", ".join(f"s{s}={v:.4g}" for s, v in zip(
+            e.seeds, e.values, strict=True)) + ")"
+    if e.ci:
+        tip += f"; 95% CI {fmt.ci(e.ci, delta)}"
+    best = row.kind == "ours" and e.mean == board.best(lang)
+    return _td(text, repr(e.mean), "best" if best else "", tip)
+
+
+def _lang_title(lb: Leaderboard, board: Board, lang: str) -> str:
+    m = lb.languages.get(lang, {})
+    bits = [f"script {m.get('script', '?')}"]
+    seen = m.get("seen") or {}
+    bits += [f"{'seen' if v else 'unseen'} by {s}" for s, v in sorted(seen.items())]
+    if m.get("resource_level"):
+        bits.append(f"{m['resource_level']} resource")
+    ls = (m.get("label_source") or {}).get(board.task)
+    if ls:
+        bits.append(f"{ls} labels")
+    return " · ".join(bits)
+
+
+def board_html(lb: Leaderboard, board: Board) -> str:
+    show_common = board.common != board.languages
+    inits = board.init_columns()
+    heads = ['<th title="model variant (method, factorized dim); mean over seeds">row</th>']
+    heads += [f'<th title="{esc(_lang_title(lb, board, lang))}">{esc(lang)}</th>' for lang in board.languages]
+    heads.append('<th title="mean over all languages; only rows with every language">avg</th>')
+    if show_common:
+        heads.append(f'<th title="mean over the {len(board.common)} languages every row has">avg∩</th>')
+    heads.append('<th title="mean rank over the common languages (1 = best; ties share their average rank)">'
+                 'rank</th>')
+    heads += [f"<th>{esc(name)}</th>" for _, name in inits]
+    best_avg = board.best_of([r.avg for r in board.rows])
+    best_common = board.best_of([r.avg_common for r in board.rows])
+    best_rank = board.best_of([r.mean_rank for r in board.rows], lower_is_better=True)
+
+    def tr(r: Row) -> str:
+        ours = r.kind == "ours"
+        seeds = f"seeds {', '.join(r.seeds)}" if r.seeds else "published figure"
+        cells = [_td(esc(r.label), r.label, "label", seeds)]
+        cells += [_value_td(board, r, lang) for lang in board.languages]
+        if r.avg is None:
+            cells.append(_td("gaps" if ours else fmt.MISSING, "", "gap", "missing languages: no average"))
+        else:
+            cells.append(_td(esc(fmt.cell(board, r.avg)), repr(r.avg), "best" if ours and r.avg == best_avg else ""))
+        if show_common:
+            cells.append(_td(esc(fmt.cell(board, r.avg_common)), "" if r.avg_common is None else repr(r.avg_common),
+                             "best" if ours and r.avg_common is not None and r.avg_common == best_common else ""))
+        cells.append(_td(esc(fmt.rank(r.mean_rank)), "" if r.mean_rank is None else repr(r.mean_rank),
+                         "best" if ours and r.mean_rank is not None and r.mean_rank == best_rank else ""))
+        cells += [_td(esc(fmt.init(k, r.init.get(k))), "" if r.init.get(k) is None else repr(r.init[k]))
+                  for k, _ in inits]
+        return "<tr>" + "".join(cells) + "</tr>"
+
+    body = "".join(tr(r) for r in board.rows)
+    paper = "".join(tr(r) for r in board.paper_rows)
+    notes = "".join(f'<p class="note">note: {esc(n)}</p>' for n in board.notes)
+    return (f'<h3 id="{esc(board.id)}">{esc(board.title)}</h3><p class="hint">{esc(fmt.direction(board))}; '
+            "mean ± std over seeds (hover a cell for the seeds and the 95% bootstrap interval); best per column "
+            f'in green; click a header to sort.</p><div class="wrap"><table class="board sortable" '
+            f'data-board="{esc(board.id)}"><thead><tr>{"".join(heads)}</tr></thead><tbody>{body}</tbody>'
+            + (f'<tbody class="paper">{paper}</tbody>' if paper else "") + f"</table></div>{notes}")
+
+
+def slices_html(board: Board) -> str:
+    if not board.slices:
+        return ""
+    heads = ["<th>row</th>"] + [f'<th title="{esc(s.dimension)}">{esc(s.dimension)}: {esc(s.header)}</th>'
+                                for s in board.slices]
+    rows = []
+    for r in board.rows + board.paper_rows:
+        cells = [_td(esc(r.label), r.label, "label")]
+        for s in board.slices:
+            v = s.averages.get(r.label)
+            best = board.best_of([s.averages.get(o.label) for o in board.rows])
+            cells.append(_td(esc(fmt.cell(board, v)), "" if v is None else repr(v),
+                             "best" if r.kind == "ours" and v is not None and v == best else ("gap" if v is None
+                                                                                              else "")))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (f"<h3>Slices · {esc(board.task)} · {esc(board.metric)} · {esc(board.step_label)}</h3>"
+            '<p class="hint">average over the slice\'s languages (complete rows only); seen = seen by the row\'s '
+            'source model.</p><div class="wrap"><table class="slices sortable"><thead><tr>'
+            + "".join(heads) + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+
+
+def pairs_html(board: Board) -> str:
+    if not board.pairs:
+        return ""
+    heads = "".join(f"<th>{h}</th>" for h in ("A", "B", "langs", "A wins", "ties", "A losses", "median A−B", "p",
+                                              "p Holm"))
+    rows = []
+    for p in board.pairs:
+        rows.append("<tr>" + "".join([
+            _td(esc(p.a), p.a, "label"), _td(esc(p.b), p.b, "label"), _td(str(p.n), p.n), _td(str(p.wins), p.wins),
+            _td(str(p.ties), p.ties), _td(str(p.losses), p.losses),
+            _td(esc(fmt.value(p.median_diff, True)), "" if p.median_diff is None else repr(p.median_diff)),
+            _td(esc(fmt.p(p.p_value)), "" if p.p_value is None else repr(p.p_value)),
+            _td(esc(fmt.p(p.p_holm)), "" if p.p_holm is None else repr(p.p_holm))]) + "</tr>")
+    return (f"<details><summary>Paired tests · {esc(board.step_label)} ({len(board.pairs)} pairs)</summary>"
+            '<p class="hint">Wilcoxon signed-rank over the languages both rows have (two-sided; equal values are '
+            "ties and leave the test); wins/losses in the metric's direction; Holm-adjusted across the pairs.</p>"
+            '<div class="wrap"><table class="pairs sortable"><thead><tr>' + heads + "</tr></thead><tbody>"
+            + "".join(rows) + "</tbody></table></div></details>")
+
+
+# -- charts -----------------------------------------------------------------------------------------------
+def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
+    start = math.ceil(lo / step) * step
+    out, v = [], start
+    while v <= hi + 1e-12:
+        out.append(round(v, 12))
+        v += step
+    return out
+
+
+def _legend(labels: list[str], colors: dict[str, str], x: int, y: int, width: int) -> tuple[str, int]:
+    parts, cx, cy = [], x, y
+    for label in labels:
+        w = 22 + 7 * len(label)
+        if cx + w > x + width and cx > x:
+            cx, cy = x, cy + 16
+        parts.append(f'<rect x="{cx}" y="{cy - 9}" width="12" height="10" fill="{colors[label]}"/>'
+                     f'<text x="{cx + 16}" y="{cy}">{esc(label)}</text>')
+        cx += w
+    return "".join(parts), cy + 14
+
+
+def bar_chart(board: Board, colors: dict[str, str]) -> str:
+    """Grouped horizontal bars: one group per language (or per slice when there are many), one bar per row, with
+    the bootstrap interval (or ± std) as a whisker."""
+    rows = board.rows
+    if not rows or not board.languages:
+        return ""
+    cats: list[tuple[str, dict[str, tuple[float, tuple[float, float] | None]]]] = []
+    if len(board.languages) <= MAX_BAR_LANGUAGES:
+        for lang in board.languages:
+            cats.append((lang, {r.label: (e.mean, e.ci or ((e.mean - e.std, e.mean + e.std) if e.std else None))
+                                for r in rows if (e := r.entries.get(lang)) is not None}))
+    else:
+        for s in board.slices:
+            cats.append((f"{s.dimension}: {s.value}", {r.label: (v, None) for r in rows
+                                                        if (v := s.averages.get(r.label)) is not None}))
+    vals = [x for _, d in cats for v, c in d.values() for x in ([v] + (list(c) if c else []))]
+    if not vals:
+        return ""
+    lo, hi = min(0.0, min(vals)), max(0.0, max(vals))
+    if hi == lo:
+        hi = lo + 1.0
+    width, left, right = 760, 150, 70
+    plot_w = width - left - right
+    legend, top = _legend([r.label for r in rows], colors, left, 16, plot_w)
+    bar_h, gap = 11, 9
+    group_h = len(rows) * bar_h + gap
+    height = top + len(cats) * group_h + 30
+
+    def x(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * plot_w
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="{esc(board.title)}">', legend]
+    for t in _ticks(lo, hi):
+        parts.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{height - 24}" stroke="#eee"/>'
+                     f'<text x="{x(t):.1f}" y="{height - 10}" text-anchor="middle">{t:g}</text>')
+    parts.append(f'<line x1="{x(0):.1f}" y1="{top - 4}" x2="{x(0):.1f}" y2="{height - 24}" stroke="#888"/>')
+    for i, (name, d) in enumerate(cats):
+        y0 = top + i * group_h
+        parts.append(f'<text x="{left - 6}" y="{y0 + len(rows) * bar_h / 2 + 4:.1f}" text-anchor="end">'
+                     f"{esc(name)}</text>")
+        for j, r in enumerate(rows):
+            if r.label not in d:
+                continue
+            v, c = d[r.label]
+            y = y0 + j * bar_h
+            x0, x1 = sorted((x(0), x(v)))
+            parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.5):.1f}" height="{bar_h - 2}" '
+                         f'fill="{colors[r.label]}"><title>{esc(r.label)} · {esc(name)}: {fmt.cell(board, v)}'
+                         f"</title></rect>")
+            if c:
+                parts.append(f'<line x1="{x(c[0]):.1f}" y1="{y + (bar_h - 2) / 2}" x2="{x(c[1]):.1f}" '
+                             f'y2="{y + (bar_h - 2) / 2}" stroke="#222" stroke-width="1"/>')
+            parts.append(f'<text x="{max(x1, x(c[1]) if c else x1) + 3:.1f}" y="{y + bar_h - 3}" '
+                         f'font-size="9">{esc(fmt.cell(board, v))}</text>')
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def line_chart(series: dict[str, list[tuple[int, float]]], colors: dict[str, str], title: str,
+               ylabel: str) -> str:
+    series = {k: v for k, v in series.items() if v}
+    if not series:
+        return ""
+    xs = [s for pts in series.values() for s, _ in pts]
+    ys = [v for pts in series.values() for _, v in pts]
+    x_lo, x_hi = min(xs), max(xs)
+    y_lo, y_hi = min(ys), max(ys)
+    pad = (y_hi - y_lo) * 0.06 or abs(y_hi) * 0.05 or 1.0
+    y_lo, y_hi = y_lo - pad, y_hi + pad
+    if x_hi == x_lo:
+        x_hi = x_lo + 1
+    width, height, left, right, bottom = 560, 320, 64, 16, 44
+    legend, top = _legend(list(series), colors, left, 34, width - left - right)
+    plot_h = height - top - bottom
+
+    def px(s: float) -> float:
+        return left + (s - x_lo) / (x_hi - x_lo) * (width - left - right)
+
+    def py(v: float) -> float:
+        return top + (1 - (v - y_lo) / (y_hi - y_lo)) * plot_h
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'aria-label="{esc(title)}"><text x="{left}" y="16" font-size="13" font-weight="600">{esc(title)}'
+             f"</text>", legend]
+    for t in _ticks(y_lo, y_hi):
+        parts.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{width - right}" y2="{py(t):.1f}" stroke="#eee"/>'
+                     f'<text x="{left - 4}" y="{py(t) + 4:.1f}" text-anchor="end">{t:g}</text>')
+    for t in _ticks(x_lo, x_hi):
+        parts.append(f'<text x="{px(t):.1f}" y="{height - bottom + 16}" text-anchor="middle">{t:g}</text>')
+    parts.append(f'<line x1="{left}" y1="{top + plot_h}" x2="{width - right}" y2="{top + plot_h}" stroke="#888"/>'
+                 f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#888"/>'
+                 f'<text x="{(left + width - right) / 2:.0f}" y="{height - 8}" text-anchor="middle">CPT step</text>'
+                 f'<text x="14" y="{top + plot_h / 2:.0f}" transform="rotate(-90 14 {top + plot_h / 2:.0f})" '
+                 f'text-anchor="middle">{esc(ylabel)}</text>')
+    for label, pts in series.items():
+        c = colors.get(label, "#333")
+        path = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in pts)
+        parts.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"><title>{esc(label)}'
+                     "</title></polyline>")
+        if len(pts) <= 40:
+            parts += [f'<circle cx="{px(s):.1f}" cy="{py(v):.1f}" r="3" fill="{c}"><title>{esc(label)} · step {s}: '
+                      f"{v:.4f}</title></circle>" for s, v in pts]
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+# -- page -------------------------------------------------------------------------------------------------
+def _settings_html(variants: list[VariantInfo]) -> str:
+    if not variants:
+        return ""
+    keys = list(variants[0].settings)
+    head = "<th>row</th>" + "".join(f"<th>{esc(k)}</th>" for k in keys)
+    rows = "".join("<tr>" + _td(esc(v.label), v.label, "label") + "".join(
+        f'<td style="text-align:left">{esc(v.settings.get(k, "-"))}</td>' for k in keys) + "</tr>" for v in variants)
+    return ('<h2 id="settings">Settings of each row</h2><p class="hint">The explicit decisions behind each row '
+            "(overlap rule, factorization, LM-head bias, CPT budget, seeds), from its runs' params and init "
+            'reports.</p><div class="wrap"><table class="sortable"><thead><tr>' + head + "</tr></thead><tbody>"
+            + rows + "</tbody></table></div>")
+
+
+def _cpt_html(lb: Leaderboard, colors: dict[str, str]) -> str:
+    out = []
+    for profile in sorted({v.profile for v in lb.variants}):
+        vs = [v for v in lb.variants if v.profile == profile]
+        held = {v.label: v.curves.get("cpt/heldout_loss", []) for v in vs}
+        train = {v.label: v.curves.get("cpt/train_loss", []) for v in vs}
+        charts = line_chart(held, colors, f"held-out MLM loss · profile {profile}", "loss") + line_chart(
+            train, colors, f"training loss · profile {profile}", "loss")
+        if not charts:
+            continue
+        rows = []
+        for v in vs:
+            h = v.curves.get("cpt/heldout_loss") or []
+            rows.append("<tr>" + _td(esc(v.label), v.label, "label") + "".join(
+                _td(esc(fmt.value(x)), "" if x is None else repr(x)) for x in (
+                    h[0][1] if h else None, h[-1][1] if h else None, v.convergence.get("cpt/heldout_auc"))) + _td(
+                esc(fmt.init("", v.convergence.get("cpt/steps_to_threshold"))),
+                v.convergence.get("cpt/steps_to_threshold", "")) + "</tr>")
+        out.append(f'<h3>Profile {esc(profile)}</h3><div class="charts">{charts}</div><div class="wrap">'
+                   '<table class="sortable"><thead><tr><th>row</th><th>held-out loss step 0</th><th>held-out loss '
+                   "final</th><th>AUC (mean loss over the curve)</th><th>steps to threshold</th></tr></thead><tbody>"
+                   + "".join(rows) + "</tbody></table></div>")
+    if not out:
+        return ""
+    return ('<h2 id="cpt">Continued pre-training</h2><p class="hint">Mean over seeds at each step; the held-out '
+            "loss is evaluated at step 0, each checkpoint and the final step.</p>" + "".join(out))
+
+
+def _languages_html(lb: Leaderboard) -> str:
+    if not lb.languages:
+        return ""
+    srcs = sorted({s for m in lb.languages.values() for s in (m.get("seen") or {})})
+    tasks = sorted({t for m in lb.languages.values() for t in (m.get("label_source") or {})})
+    head = "".join(f"<th>{esc(h)}</th>" for h in ["language", "script", "resource level", "text chars",
+                                                  *[f"seen by {s}" for s in srcs], *[f"{t} labels" for t in tasks]])
+    rows = []
+    for lang, m in lb.languages.items():
+        cells = [lang, m.get("script", "-"), m.get("resource_level", "-"), m.get("text_chars", "-"),
+                 *[{True: "seen", False: "unseen"}.get((m.get("seen") or {}).get(s), "-") for s in srcs],
+                 *[(m.get("label_source") or {}).get(t, "-") for t in tasks]]
+        rows.append("<tr>" + "".join(_td(esc(c), c, "label" if i == 0 else "") for i, c in enumerate(cells))
+                    + "</tr>")
+    return ('<h2 id="languages">Languages</h2><div class="wrap"><table class="sortable"><thead><tr>' + head
+            + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
+
+
+def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str = "") -> str:
+    colors = colors_for(v.label for v in lb.variants)
+    for b in lb.boards:
+        colors.update({k: c for k, c in colors_for([*colors, *(r.label for r in b.rows)]).items() if k not in colors})
+    groups: dict[tuple[str, str], list[Board]] = {}
+    for b in lb.boards:
+        groups.setdefault((b.task, b.profile), []).append(b)
+    nav, sections = [], []
+    for (task, profile), boards in groups.items():
+        sid = f"task-{task}-{profile}"
+        nav.append(f'<a href="#{esc(sid)}">{esc(task)} ({esc(profile)})</a>')
+        head = next((b for b in boards if b.headline and b.kind == "final"), boards[0])
+        delta = next((b for b in boards if b.kind == "delta" and b.metric == head.metric), None)
+        parts = [f'<h2 id="{esc(sid)}">{esc(task)} · {esc(head.metric)} · profile {esc(profile)}</h2>',
+                 board_html(lb, head), slices_html(head),
+                 f'<h3>Per language · {esc(head.metric)} · {esc(head.step_label)}</h3><div class="charts">'
+                 f"{bar_chart(head, colors)}</div>", pairs_html(head)]
+        if delta is not None:
+            parts += [board_html(lb, delta), slices_html(delta)]
+        rest = [b for b in boards if b is not head and b is not delta]
+        if rest:
+            parts.append(f"<details><summary>All steps and metrics of {esc(task)} ({len(rest)} more tables)"
+                         "</summary>" + "".join(board_html(lb, b) + slices_html(b) + pairs_html(b) for b in rest)
+                         + "</details>")
+        sections.append("".join(parts))
+    for anchor, name in (("cpt", "CPT curves"), ("settings", "settings"), ("languages", "languages")):
+        nav.append(f'<a href="#{anchor}">{name}</a>')
+    info = [f"worlds: {', '.join(lb.worlds) or '-'}", f"{len(lb.variants)} variant(s)"]
+    bs = lb.bootstrap or {}
+    boot = (f"{int(bs.get('level', 0.95) * 100)}% intervals resample seeds, then test items within each seed "
+            f"({bs.get('resamples', 1000)} resamples, seed {bs.get('seed', 0)})" if bs.get("resamples", 1000)
+            else "no bootstrap intervals (disabled)")
+    if generated:
+        info.append(f"generated {generated}")
+    if tracking_uri:
+        info.append(f"from {tracking_uri}")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            '<meta name="viewport" content="width=device-width, initial-scale=1">'
+            f"<title>Leaderboard · {esc(lb.experiment)}</title><style>{CSS}</style></head><body>"
+            f"<header><h1>Leaderboard · {esc(lb.experiment)}</h1><p>{esc(' · '.join(info))}</p></header>"
+            f'<nav>{"".join(nav)}<label style="float:right"><input type="checkbox" id="show-ci"> show 95% '
+            "bootstrap intervals</label></nav><main>" + "".join(sections) + _cpt_html(lb, colors)
+            + _settings_html(lb.variants) + _languages_html(lb) + "</main><footer>Averages are over complete "
+            "language sets only (a row with gaps shows them and gets no average); avg∩ and ranks use the "
+            f"languages every row has; {esc(boot)}; paired tests are Wilcoxon signed-rank over languages. Rows "
+            "labelled 'paper:' are published figures and take no part in ranks or tests.</footer><script>{JS}</script></body></html>\n")

@@ -1,0 +1,199 @@
+"""Statistics of the leaderboard: ranks with ties, the hierarchical bootstrap, the paired Wilcoxon test.
+
+Ranks
+    Per language, rows are ranked 1 (best) .. n with the metric's direction; tied values share the average of the
+    ranks they span (1, 2.5, 2.5, 4). A row's *mean rank* is the mean of its ranks over the languages that every
+    ranked row has (MTEB's rule: a partial set would bias the mean). With complete data the mean rank orders rows
+    exactly as a Borda count does (Borda points = n - rank).
+
+Bootstrap confidence interval (per row and language)
+    Two levels, as the data were produced: first the seeds of the row are resampled with replacement, then, inside
+    each drawn seed, its test items (the ``items/{task}_step{N}.json`` artifact: per-item sufficient statistics, the
+    metric is ``transform(sum(num) / sum(den))``) are resampled with replacement. A replicate is the mean over the
+    drawn seeds; the interval is the percentile interval of ``resamples`` replicates (default 1000, 95 %). A seed
+    without an items artifact contributes its logged value unchanged, so with one seed and no items there is no
+    interval. The generator is seeded from an explicit seed and a stable hash of what is being resampled, so the
+    same data and seed give the same interval in any order and in any process.
+    For step deltas (final − step 0) both steps of a seed are resampled with the same item indices (paired).
+
+Paired test between two rows
+    Over the languages both rows have, the per-language values (means over seeds) are paired and
+    ``scipy.stats.wilcoxon`` is applied to the differences: two-sided, ``zero_method="wilcox"`` (languages with equal
+    values are dropped from the test and reported as ties), exact null distribution for small samples (scipy's
+    ``method="auto"``). Wins / ties / losses count languages where the first row is better / equal / worse in the
+    metric's direction. Across all pairs of a table, Holm's step-down adjustment controls the family-wise error.
+    With few languages the test cannot reach small p-values (5 languages: p >= 0.0625); the counts still show the
+    direction.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+# -- ranks ------------------------------------------------------------------------------------------------
+def ranks_with_ties(values: Sequence[float], higher_is_better: bool) -> list[float]:
+    """Rank 1 = best; ties get the average of the ranks they span."""
+    from scipy.stats import rankdata
+
+    arr = np.asarray(values, dtype=float)
+    return [float(r) for r in rankdata(-arr if higher_is_better else arr, method="average")]
+
+
+def mean_ranks(table: dict[str, dict[str, float]], languages: Sequence[str],
+               higher_is_better: bool) -> dict[str, float | None]:
+    """Mean rank of each row over ``languages`` (rows missing one of them get None and are not ranked)."""
+    ranked = [r for r, vals in table.items() if languages and all(lang in vals for lang in languages)]
+    out: dict[str, float | None] = {r: None for r in table}
+    if not ranked:
+        return out
+    sums = dict.fromkeys(ranked, 0.0)
+    for lang in languages:
+        for r, rk in zip(ranked, ranks_with_ties([table[r][lang] for r in ranked], higher_is_better), strict=True):
+            sums[r] += rk
+    for r in ranked:
+        out[r] = sums[r] / len(languages)
+    return out
+
+
+# -- bootstrap --------------------------------------------------------------------------------------------
+@dataclass
+class ItemSample:
+    """Per-item sufficient statistics of one metric, language and step for one seed."""
+
+    num: np.ndarray
+    den: np.ndarray
+    transform: str = "identity"
+
+    @classmethod
+    def from_dict(cls, d: dict) -> ItemSample:
+        return cls(np.asarray(d["num"], dtype=float), np.asarray(d["den"], dtype=float),
+                   d.get("transform", "identity"))
+
+    def __len__(self) -> int:
+        return len(self.num)
+
+    def value(self) -> float:
+        return float(self.stat(np.arange(len(self))[None, :])[0])
+
+    def stat(self, idx: np.ndarray) -> np.ndarray:
+        """The metric on each row of resampled item indices ``idx`` (shape m x n)."""
+        num = self.num[idx].sum(axis=1)
+        den = self.den[idx].sum(axis=1)
+        v = np.divide(num, den, out=np.zeros_like(num), where=den != 0)
+        return np.exp(np.minimum(v, 50.0)) if self.transform == "exp" else v
+
+
+@dataclass
+class SeedSample:
+    """What one seed contributes: a linear combination of item statistics on shared item indices (one part for a
+    score, two for a paired delta), or its logged value when it has no items."""
+
+    value: float
+    parts: list[tuple[float, ItemSample]] = field(default_factory=list)
+
+    def resampled(self, rng: np.random.Generator, m: int, chunk: int = 256) -> np.ndarray:
+        if not self.parts:
+            return np.full(m, self.value)
+        n = len(self.parts[0][1])
+        out = np.empty(m)
+        for i in range(0, m, chunk):
+            k = min(chunk, m - i)
+            idx = rng.integers(0, n, size=(k, n))
+            out[i: i + k] = sum(c * part.stat(idx) for c, part in self.parts)
+        return out
+
+
+def stable_seed(*parts: object) -> int:
+    """A 63-bit integer from the text of ``parts`` (never Python's salted ``hash``)."""
+    h = hashlib.sha256("\x1f".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(h[:8], "big") >> 1
+
+
+def bootstrap_ci(samples: Sequence[SeedSample], *, resamples: int = 1000, level: float = 0.95, seed: int = 0,
+                 key: object = "") -> tuple[float, float] | None:
+    """Percentile interval of the mean over seeds, resampling seeds and then items within each drawn seed.
+
+    ``key`` names what is resampled (task, metric, step, row, language): it is mixed into the generator's seed so
+    that every cell of a table has its own, reproducible stream. None when nothing varies (one seed, no items)."""
+    k = len(samples)
+    if k == 0 or resamples <= 0 or (k == 1 and not samples[0].parts):
+        return None
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed(key)])
+    drawn = rng.integers(0, k, size=(resamples, k))
+    values = np.empty((resamples, k))
+    for s, sample in enumerate(samples):
+        pos = np.nonzero(drawn == s)
+        if len(pos[0]):
+            values[pos] = sample.resampled(rng, len(pos[0]))
+    reps = values.mean(axis=1)
+    alpha = (1.0 - level) / 2
+    lo, hi = np.quantile(reps, [alpha, 1.0 - alpha])
+    return float(lo), float(hi)
+
+
+# -- paired test ------------------------------------------------------------------------------------------
+@dataclass
+class PairTest:
+    a: str
+    b: str
+    n: int  # languages both rows have
+    wins: int  # languages where a is better than b
+    ties: int
+    losses: int
+    median_diff: float | None  # median of a - b over the paired languages (metric units)
+    statistic: float | None
+    p_value: float | None
+    p_holm: float | None = None
+
+    def as_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+def paired_test(a: str, b: str, va: dict[str, float], vb: dict[str, float], higher_is_better: bool,
+                tol: float = 1e-12) -> PairTest:
+    """Wilcoxon signed-rank test of row ``a`` against row ``b`` over the languages both have."""
+    from scipy.stats import wilcoxon
+
+    langs = sorted(set(va) & set(vb))
+    diffs = np.array([va[lang] - vb[lang] for lang in langs], dtype=float)
+    diffs[np.abs(diffs) <= tol] = 0.0
+    better = diffs > 0 if higher_is_better else diffs < 0
+    worse = diffs < 0 if higher_is_better else diffs > 0
+    ties = int((diffs == 0).sum())
+    stat = p = None
+    if len(langs) and (diffs != 0).any():
+        res = wilcoxon(diffs, zero_method="wilcox", alternative="two-sided")
+        stat, p = float(res.statistic), float(res.pvalue)
+    elif len(langs):
+        p = 1.0  # identical on every language
+    return PairTest(a, b, len(langs), int(better.sum()), ties, int(worse.sum()),
+                    float(np.median(diffs)) if len(langs) else None, stat, p)
+
+
+def holm(p_values: Sequence[float | None]) -> list[float | None]:
+    """Holm's step-down adjusted p-values (None stays None and does not count)."""
+    idx = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]
+    order = sorted(idx, key=lambda i: p_values[i])  # type: ignore[arg-type,return-value]
+    m = len(order)
+    out: list[float | None] = [None] * len(p_values)
+    running = 0.0
+    for j, i in enumerate(order):
+        running = max(running, min(1.0, (m - j) * float(p_values[i])))  # type: ignore[arg-type]
+        out[i] = running
+    return out
+
+
+def pairwise_tests(table: dict[str, dict[str, float]], higher_is_better: bool) -> list[PairTest]:
+    """Every unordered pair of rows (in the given row order), with Holm-adjusted p-values."""
+    rows = list(table)
+    tests = [paired_test(a, b, table[a], table[b], higher_is_better)
+             for i, a in enumerate(rows) for b in rows[i + 1:]]
+    for t, ph in zip(tests, holm([t.p_value for t in tests]), strict=True):
+        t.p_holm = ph
+    return tests

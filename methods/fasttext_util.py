@@ -1,0 +1,227 @@
+"""fastText for FOCUS, WECHSEL and Tik-to-Tok: deterministic training, a content-addressed model cache, vectors.
+
+Determinism
+-----------
+Training is single-threaded (``thread=1``) and seeded (fastText's own ``seed`` argument, which the Python
+wrapper's ``train_unsupervised`` does not accept; :func:`train_model` passes it through the same argument builder).
+That alone is not enough: fastText initializes its input matrix in ten blocks, one per thread, and with fewer than
+ten threads only the first block(s) are drawn (fastText issue #1061); the other rows keep whatever the allocator
+returns. For a large matrix that is fresh zeroed pages, for a small one it can be leftover heap memory (observed:
+values of 1e23, different on every run). :func:`zeroed_allocations` makes glibc hand out zero-filled memory
+while fastText trains (``mallopt(M_PERTURB, 255)``), so the rows outside the first tenth start at exactly zero,
+which is what fastText does with fresh memory and fewer than ten threads; training then is bit-for-bit
+reproducible. On a platform without glibc the trainer warns that results may vary between runs.
+
+The price: n-gram rows that start at zero make training converge more slowly. On a tiny corpus (the synthetic
+world's 10k tokens per language) a few epochs leave the vectors nearly parallel (median cosine 0.999 at 3 epochs,
+where a fully initialized model gives 0.89; at 10 epochs both give about 0.37). Every method therefore takes a
+``threads`` parameter: 10 or more initializes every row (as the reference code does on a machine with 10+
+cores) at the cost of reproducibility.
+
+Cache
+-----
+A trained model lives at ``<cache_dir>/fasttext/<kind>-<key>.bin`` with a ``.json`` beside it, where ``key`` is
+the hash of everything that went into it (the content hashes of its input files, the tokenizer fingerprint, the
+corpus recipe and every training setting). It is written to a temporary file and renamed into place, so a killed
+run leaves no half model behind. Models are large: ``(words + bucket) x dim`` floats (fastText's default
+``bucket`` of 2,000,000 at dim 300 is 2.4 GB); the ``bucket`` setting of each method makes them smaller.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import hashlib
+import json
+import logging
+import os
+import re
+import tempfile
+import threading
+import uuid
+from collections.abc import Callable, Iterable
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.hashing import hash_obj
+
+log = logging.getLogger(__name__)
+
+FASTTEXT_VERSION = 1  # bump when training or corpus writing changes: cached models are then retrained
+M_PERTURB = -6  # glibc mallopt parameter
+_ALLOC_LOCK = threading.Lock()
+
+# settings a method may pass (fastText's names); everything else is an error
+TRAIN_KEYS = ("model", "dim", "epoch", "minCount", "minn", "maxn", "neg", "ws", "lr", "bucket", "t",
+              "lrUpdateRate", "wordNgrams", "loss", "seed", "thread")
+
+
+def _libc() -> Any | None:
+    name = ctypes.util.find_library("c")
+    if not name:
+        return None
+    try:
+        lib = ctypes.CDLL(name)
+        return lib if hasattr(lib, "mallopt") else None
+    except OSError:
+        return None
+
+
+@contextmanager
+def zeroed_allocations():
+    """While inside, glibc's ``malloc`` returns zero-filled memory (see the module docstring)."""
+    lib = _libc()
+    with _ALLOC_LOCK:
+        if lib is None or not lib.mallopt(M_PERTURB, 255):
+            log.warning("fastText: cannot make allocations zero-filled on this platform (no glibc mallopt); "
+                        "models trained with fewer than 10 threads may differ between runs")
+            yield
+            return
+        try:
+            yield
+        finally:
+            lib.mallopt(M_PERTURB, 0)
+
+
+def train_model(corpus: Path, settings: dict[str, Any]) -> Any:
+    """Train an unsupervised fastText model on ``corpus`` (one text per line, tokens separated by spaces),
+    seeded, with zero-filled allocations; single-threaded unless ``settings["thread"]`` says otherwise (more than
+    one thread is not reproducible: fastText's threads update the model without locks). ``settings`` use
+    fastText's names."""
+    from fasttext import FastText as _ft
+
+    unknown = set(settings) - set(TRAIN_KEYS)
+    if unknown:
+        raise ConfigError(f"fastText settings {sorted(unknown)} are not supported; use {list(TRAIN_KEYS)}")
+    args = dict(_ft.unsupervised_default)
+    args.update({k: v for k, v in settings.items() if v is not None})
+    args.update(input=str(corpus), verbose=0, pretrainedVectors="")
+    args["thread"] = int(settings.get("thread") or 1)
+    for key in ("dim", "epoch", "minCount", "minn", "maxn", "neg", "ws", "bucket", "seed", "lrUpdateRate",
+                "wordNgrams"):
+        args[key] = int(args[key])
+    for key in ("lr", "t"):
+        args[key] = float(args[key])
+    built = _ft._build_args(args, set(args))
+    model = _ft._FastText(args=built)
+    with zeroed_allocations():
+        _ft.fasttext.train(model.f, built)  # the pybind module, as train_unsupervised calls it
+    model.set_args(model.f.getArgs())
+    return model
+
+
+def load_model(path: Path | str) -> Any:
+    """A fastText ``.bin`` model (trained by us or the user's ``cc.xx.300.bin``)."""
+    from fasttext import FastText as _ft
+
+    p = Path(path).expanduser()
+    if not p.is_file():
+        raise MissingResourceError(f"fastText model {p} does not exist; give the path of a fastText .bin file")
+    return _ft._FastText(model_path=str(p))
+
+
+def sha256_of(path: Path, chunk: int = 1 << 20) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def tokenizer_fingerprint(tokenizer: Any) -> str:
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    text = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+@dataclass
+class CachedModel:
+    model: Any
+    path: Path | None  # None when trained without a cache
+    key: str
+    cached: bool  # found in the cache rather than trained now
+    corpus_lines: int | None = None
+
+
+def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], settings: dict[str, Any],
+                 write_corpus: Callable[[Any], int], *, keep_corpus: Path | None = None) -> CachedModel:
+    """The model trained on the corpus ``write_corpus(file)`` writes (it returns the number of lines), with
+    ``settings``; looked up in / stored into ``cache_dir`` under the hash of ``(kind, inputs, settings)``.
+
+    ``inputs`` must identify the corpus completely (content hashes, tokenizer fingerprint, recipe options).
+    ``keep_corpus``: also write the corpus to that path (e.g. for inspection or for another tool).
+    """
+    key = hash_obj({"v": FASTTEXT_VERSION, "kind": kind, "inputs": inputs, "settings": settings})
+    path = Path(cache_dir) / "fasttext" / f"{kind}-{key}.bin" if cache_dir is not None else None
+    if path is not None and path.is_file() and keep_corpus is None:
+        log.info("fastText %s: cached at %s", kind, path)
+        return CachedModel(load_model(path), path, key, cached=True)
+    workdir = path.parent if path is not None else Path(tempfile.gettempdir())
+    workdir.mkdir(parents=True, exist_ok=True)
+    corpus = workdir / f".corpus-{kind}-{key}-{uuid.uuid4().hex[:8]}.txt"
+    try:
+        with open(corpus, "w", encoding="utf-8") as f:
+            n_lines = write_corpus(f)
+        if keep_corpus is not None:
+            Path(keep_corpus).parent.mkdir(parents=True, exist_ok=True)
+            Path(keep_corpus).write_bytes(corpus.read_bytes())
+        if n_lines == 0:
+            raise MissingResourceError(f"fastText {kind}: the training corpus is empty")
+        if path is not None and path.is_file():
+            return CachedModel(load_model(path), path, key, cached=True, corpus_lines=n_lines)
+        model = train_model(corpus, settings)
+    finally:
+        corpus.unlink(missing_ok=True)
+    if not model.get_words():
+        raise MissingResourceError(f"fastText {kind}: no word reached minCount={settings.get('minCount')}; "
+                                   f"give more text or a lower minCount")
+    if path is not None:
+        tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.bin")
+        model.save_model(str(tmp))
+        os.replace(tmp, path)
+        path.with_suffix(".json").write_text(json.dumps(
+            {"kind": kind, "key": key, "inputs": inputs, "settings": settings, "lines": n_lines,
+             "words": len(model.get_words())}, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
+        log.info("fastText %s: trained on %d lines, %d words; cached at %s", kind, n_lines,
+                 len(model.get_words()), path)
+    return CachedModel(model, path, key, cached=False, corpus_lines=n_lines)
+
+
+def word_vectors(model: Any, words: Iterable[str]) -> np.ndarray:
+    """``get_word_vector`` of each word (fastText's subword composition for out-of-vocabulary words; zeros when
+    no n-gram of the word is known) as a float32 matrix."""
+    words = list(words)
+    out = np.zeros((len(words), model.get_dimension()), dtype=np.float32)
+    for i, w in enumerate(words):
+        out[i] = model.get_word_vector(w)
+    return out
+
+
+def in_vocabulary(model: Any, words: Iterable[str]) -> np.ndarray:
+    """Whether each word is in the model's vocabulary (it reached minCount)."""
+    return np.array([model.get_word_id(w) != -1 for w in words], dtype=bool)
+
+
+_WORD_RE = re.compile(r"\w+(?:['’\-]\w+)*|[^\w\s]", re.UNICODE)
+
+
+def split_words(line: str) -> list[str]:
+    """The word tokenizer used to train word-level vectors on a world's text: runs of word characters (with
+    inner apostrophes and hyphens), and every other non-space character on its own. (WECHSEL's helper uses
+    NLTK's ``word_tokenize``, which needs per-language Punkt data; this needs nothing.)"""
+    return _WORD_RE.findall(line)
+
+
+def read_text_lines(path: Path, max_lines: int | None = None) -> Iterable[str]:
+    with open(path, encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if max_lines is not None and i >= max_lines:
+                break
+            line = line.strip()
+            if line:
+                yield line

@@ -1,0 +1,635 @@
+"""HyperOFA's hypernetwork: a set encoder from matched word vectors to source coordinates (spec ``methods.md`` §2.3).
+
+Model
+-----
+``bilstm`` (the paper's): the matched word vectors of a token, as a sequence, go through a bidirectional LSTM
+(``layers`` layers, ``hidden`` units per direction, dropout between layers, packed sequences, so padding never
+enters the recurrence); the final hidden states of the last layer's two directions are concatenated (2H) and mapped
+by ``Linear(2H -> 2D') -> GELU -> Dropout -> Linear(2D' -> D')`` to the token's coordinates (D' = the width of the
+source matrix, F_s when factorized). The word-vector lookup is frozen and holds no trainable parameter, so the
+trainable parameter count is, with I the word-vector dimension::
+
+    LSTM:  sum over layers l of  2 directions * 4 gates * H * (I_l + H + 2)     I_0 = I, I_l = 2H for l > 0
+           (PyTorch keeps two bias vectors per gate, b_ih and b_hh: the "+ 2")
+    head:  2H * 2D' + 2D'  +  2D' * D' + D'
+
+With I = 200 (ColexNet+) this gives the paper's counts (seed 001 Table 1, seed 000 Table 6):
+HN-R-100 22,125,900 (22.1M), HN-R-200 22,506,200 (22.5M), HN-R-400 87,412,400 (87.4M), HN-X-100 52,871,500
+(52.9M), HN-X-400 210,343,600 (210.3M). HN-X-200 is 53,251,800 (53.3M); the seeds print 54M (000) and 52.3M
+(001), two different typos (spec §7 item 5): 4 layers of hidden 800 cannot give either.
+
+``setformer`` (the ablation of seed 000 App. A.1 / seed 001 App. A.2): "a Transformer encoder without positional
+encodings". Following the reference code's layout: each word vector goes through an input transform
+(``Linear(I -> 2d) -> GELU -> Linear(2d -> d)`` plus a linear skip ``Linear(I -> d)``, padding zeroed), then a
+``TransformerEncoder`` (``layers`` layers, width d = ``hidden``, ``heads`` heads, feed-forward 4d, the given
+dropout, key-padding mask), then pooling: ``mean`` over the real (non-padding) positions (the reference code's
+choice) or ``cls`` (a learned vector prepended to the set, its output taken). Unlike the reference (which sets
+d = D' and returns the pooled vector), the pooled vector goes through the same output MLP as the BiLSTM's, so that
+the two architectures differ only in the set encoder. Without positions the Setformer is permutation-invariant up
+to floating-point rounding; the BiLSTM is not (the paper compensates with per-epoch shuffling).
+
+Training (seed 000 §3.4, App. A.2/A.3; seed 001 §4; reference code where the seeds are silent)
+-------------------------------------------------------------------------------------------------------------
+Loss ``lambda * L_c + (1 - lambda) * L_1`` with lambda = 0.1. ``L_c``: in-batch InfoNCE on cosine similarities,
+``cross_entropy(normalize(pred) @ normalize(target).T / tau, arange(N))`` (seed 000's formula; the code's). ``L_1``:
+``mean |target - pred| / mean |target|`` over the batch (the code's; seed 001's formula with an L1 norm in the
+denominator is the same number; seed 000 prints the L1 without the normalization). ``loss_form`` selects:
+``"code"`` (default: 000's contrastive + normalized L1), ``"paper-000"`` (000 as printed: L1 not normalized),
+``"report-001"`` (001 as printed: the denominator of the contrastive term sums the positive pairs of all items,
+which is almost certainly a typo; kept for the ablation).
+
+Adam, lr 1e-4, ``StepLR(10 epochs, 0.95)`` (the seeds' "decays linearly by a factor of 0.95 every 10 epochs" is the
+code's step decay), weight decay 0, dropout 0.4, batch 256 (code). Every epoch each training set is shuffled
+(seed 000 A.3: explicit, not only as a side effect of the sub-sampling as in the code), and with probability 0.5 a
+set of more than ``augment_min_set`` (code: 4) vectors keeps a random 50-100 % of them (``max(1, int(n * f))``, so
+never fewer than one). Batches are grouped by length (seed 001 §4; code: shuffle, groups of 40 x batch sorted by
+length) on the augmented lengths, and the order of the batches is shuffled too. The last partial batch is dropped
+when there is at least one full batch (code: ``drop_last=True``). Early stopping on the validation loss (patience in
+epochs); the checkpoint with the best validation loss is kept and returned. Mixed precision: bf16 autocast when
+asked (``amp="bf16"``; the method's ``auto`` turns it on for CUDA devices with bf16 support); the loss is computed
+in float32.
+
+Every random draw is seeded: the data order and augmentation from a numpy generator, the parameter initialization
+and dropout (which has no generator argument in torch) inside ``torch.random.fork_rng`` with the global generator
+seeded from the given seed, so the caller's global RNG state is neither used nor changed. On the CPU the result is
+bit for bit the same for the same inputs and seed (and thread count).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+log = logging.getLogger(__name__)
+
+HN_VERSION = 1  # bump when training or the model changes in a way that changes results (cached networks rebuilt)
+ARCHS = ("bilstm", "setformer")
+POOLINGS = ("mean", "cls")
+LOSS_FORMS = ("code", "paper-000", "report-001")
+
+
+# -- configuration and presets ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class HypernetConfig:
+    input_dim: int  # word-vector dimension (200 for ColexNet+)
+    output_dim: int  # D', the width of the source (coordinate) matrix
+    hidden: int = 800
+    layers: int = 2
+    dropout: float = 0.4
+    arch: str = "bilstm"
+    heads: int = 4  # setformer only
+    pooling: str = "mean"  # setformer only
+    ffn_mult: int = 4  # setformer only
+
+    def __post_init__(self) -> None:
+        if self.arch not in ARCHS:
+            raise ValueError(f"hypernetwork arch must be one of {ARCHS}, not {self.arch!r}")
+        if self.pooling not in POOLINGS:
+            raise ValueError(f"setformer pooling must be one of {POOLINGS}, not {self.pooling!r}")
+        if min(self.input_dim, self.output_dim, self.hidden, self.layers) < 1:
+            raise ValueError(f"hypernetwork sizes must be positive: {self}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), not {self.dropout}")
+        if self.arch == "setformer" and self.hidden % self.heads:
+            raise ValueError(f"setformer width {self.hidden} is not divisible by {self.heads} heads")
+
+
+@dataclass(frozen=True)
+class Preset:
+    """A named hypernetwork size. The paper's presets (seed 000 Table 6, seed 001 Table 1) fix layers, hidden size,
+    the output dimension D' and the ColexNet+ input dimension 200; ``printed`` holds the parameter counts as the
+    two documents print them. The CPU presets (``cpu``, ``tiny``) take their input and output widths from the data
+    and carry their own epoch budget."""
+
+    name: str
+    layers: int
+    hidden: int
+    output_dim: int | None = None  # None: from the source matrix
+    input_dim: int | None = 200  # None: from the word vectors
+    source_kind: str | None = None  # "mono" (RoBERTa) / "multi" (XLM-R) for the paper's presets
+    train_pairs: str | None = None  # as printed (Table 6)
+    converged_epoch: int | None = None  # as printed (Table 6)
+    printed: dict[str, str] = field(default_factory=dict)  # {"000": "22M", "001": "22.1M"}
+    max_epochs: int = 500
+    patience: int = 30
+    batch_size: int = 256
+    max_set: int = 256
+    lr: float = 1e-4
+    note: str = ""
+
+    def config(self, input_dim: int, output_dim: int, **overrides: Any) -> HypernetConfig:
+        return HypernetConfig(input_dim=input_dim, output_dim=output_dim, hidden=self.hidden, layers=self.layers,
+                              **overrides)
+
+
+def _paper(kind: str, dim: int, layers: int, hidden: int, pairs: str, epoch: int, p000: str, p001: str) -> Preset:
+    name = f"HN-{'R' if kind == 'mono' else 'X'}-{dim}"
+    return Preset(name=name, layers=layers, hidden=hidden, output_dim=dim, input_dim=200, source_kind=kind,
+                  train_pairs=pairs, converged_epoch=epoch, printed={"000": p000, "001": p001},
+                  note=f"seed 000 Table 6 / seed 001 Table 1 ({'RoBERTa' if kind == 'mono' else 'XLM-R'}-{dim})")
+
+
+PRESETS: dict[str, Preset] = {p.name: p for p in (
+    _paper("mono", 100, 2, 800, "22K", 370, "22M", "22.1M"),
+    _paper("mono", 200, 2, 800, "22K", 470, "23M", "22.5M"),
+    _paper("mono", 400, 2, 1600, "22K", 400, "87M", "87.4M"),
+    _paper("multi", 100, 4, 800, "103K", 120, "53M", "52.9M"),
+    _paper("multi", 200, 4, 800, "103K", 230, "54M", "52.3M"),  # both printed counts are typos (spec §7 item 5)
+    _paper("multi", 400, 4, 1600, "103K", 80, "210M", "210.3M"),
+    # Sized by measurement for the main job on 2 CPU cores (benchmarks/bench_hypernetwork.py): ~10k training
+    # pairs of sets up to 256 vectors train in well under two minutes together with the shuffled-target control.
+    # The CPU presets run ~100x fewer optimizer steps than the paper's, and at the paper's lr 1e-4 Adam barely
+    # leaves its initialization in that budget; their lr was chosen by the same measurement.
+    Preset(name="cpu", layers=1, hidden=128, output_dim=None, input_dim=None, max_epochs=40, patience=6,
+           batch_size=64, max_set=256, lr=1e-3, note="CPU budget of the main job (bible and synthetic worlds)"),
+    Preset(name="tiny", layers=1, hidden=32, output_dim=None, input_dim=None, max_epochs=8, patience=4,
+           batch_size=32, max_set=64, lr=3e-3, note="unit tests"),
+)}
+
+
+def paper_preset(source_kind: str, dim: int) -> Preset:
+    """The paper's preset for a source kind and D'; for a D' the paper did not use, the paper's sizing rule
+    (2 layers mono / 4 multi; hidden 800 up to D' = 200, 1600 above) under the name ``HN-R-<dim>`` / ``HN-X-<dim>``."""
+    if source_kind not in ("mono", "multi"):
+        raise ValueError(f"source kind must be 'mono' or 'multi', not {source_kind!r}")
+    name = f"HN-{'R' if source_kind == 'mono' else 'X'}-{dim}"
+    if name in PRESETS:
+        return PRESETS[name]
+    return Preset(name=name, layers=2 if source_kind == "mono" else 4, hidden=800 if dim <= 200 else 1600,
+                  output_dim=dim, input_dim=200, source_kind=source_kind,
+                  note="the paper's sizing rule for a D' outside {100, 200, 400}")
+
+
+def bilstm_parameter_count(input_dim: int, hidden: int, layers: int, output_dim: int) -> int:
+    """Trainable parameters of the BiLSTM hypernetwork (closed form; see the module docstring)."""
+    lstm = sum(2 * 4 * hidden * ((input_dim if layer == 0 else 2 * hidden) + hidden + 2) for layer in range(layers))
+    head = 2 * hidden * 2 * output_dim + 2 * output_dim + 2 * output_dim * output_dim + output_dim
+    return lstm + head
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# -- models -------------------------------------------------------------------------------------------------
+def _head(width: int, output_dim: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(width, 2 * output_dim), nn.GELU(), nn.Dropout(dropout),
+                         nn.Linear(2 * output_dim, output_dim))
+
+
+class BiLSTMHypernetwork(nn.Module):
+    def __init__(self, cfg: HypernetConfig):
+        super().__init__()
+        self.cfg = cfg
+        self.lstm = nn.LSTM(cfg.input_dim, cfg.hidden, num_layers=cfg.layers, batch_first=True, bidirectional=True,
+                            dropout=cfg.dropout if cfg.layers > 1 else 0.0)
+        self.head = _head(2 * cfg.hidden, cfg.output_dim, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """``x`` (B, L, I) padded word vectors, ``lengths`` (B,) >= 1 -> (B, D')."""
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.to("cpu", torch.int64), batch_first=True,
+                                                   enforce_sorted=False)
+        _, (h_n, _) = self.lstm(packed)
+        return self.head(torch.cat((h_n[-2], h_n[-1]), dim=-1))
+
+
+class _InputTransform(nn.Module):
+    def __init__(self, input_dim: int, width: int):
+        super().__init__()
+        self.fc1 = nn.Linear(input_dim, 2 * width)
+        self.fc2 = nn.Linear(2 * width, width)
+        self.skip = nn.Linear(input_dim, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(F.gelu(self.fc1(x))) + self.skip(x)
+
+
+class SetformerHypernetwork(nn.Module):
+    def __init__(self, cfg: HypernetConfig):
+        super().__init__()
+        self.cfg = cfg
+        d = cfg.hidden
+        self.inp = _InputTransform(cfg.input_dim, d)
+        layer = nn.TransformerEncoderLayer(d, cfg.heads, cfg.ffn_mult * d, cfg.dropout, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, cfg.layers, enable_nested_tensor=False)
+        self.cls = nn.Parameter(torch.randn(1, 1, d) * 0.02) if cfg.pooling == "cls" else None
+        self.head = _head(d, cfg.output_dim, cfg.dropout)
+
+    def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        b, n, _ = x.shape
+        lengths = lengths.to(x.device)
+        pad = torch.arange(n, device=x.device)[None, :] >= lengths[:, None]  # True = padding
+        h = self.inp(x).masked_fill(pad[..., None], 0.0)
+        if self.cls is not None:
+            h = torch.cat((self.cls.expand(b, 1, -1).to(h.dtype), h), dim=1)
+            pad = torch.cat((torch.zeros(b, 1, dtype=torch.bool, device=x.device), pad), dim=1)
+        h = self.encoder(h, src_key_padding_mask=pad)
+        if self.cls is not None:
+            z = h[:, 0]
+        else:
+            z = h.masked_fill(pad[..., None], 0.0).sum(dim=1) / lengths.clamp_min(1)[:, None].to(h.dtype)
+        return self.head(z)
+
+
+def build_hypernetwork(cfg: HypernetConfig) -> nn.Module:
+    return BiLSTMHypernetwork(cfg) if cfg.arch == "bilstm" else SetformerHypernetwork(cfg)
+
+
+# -- data ---------------------------------------------------------------------------------------------------
+@dataclass
+class WordSets:
+    """Matched word sets per token in CSR form: the words of token ``i`` are ``words[indptr[i]:indptr[i+1]]``
+    (indices into the word-vector file, ascending)."""
+
+    indptr: np.ndarray  # (n_tokens + 1,) int64
+    words: np.ndarray  # (nnz,) int64
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.indptr) - 1
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.diff(self.indptr)
+
+    def get(self, i: int) -> np.ndarray:
+        return self.words[self.indptr[i]:self.indptr[i + 1]]
+
+    @classmethod
+    def from_edges(cls, token_ids: np.ndarray, word_ids: np.ndarray, n_tokens: int, n_words: int) -> WordSets:
+        """Deduplicate (token, word) edges (a word reached through several surface variants counts once, as the
+        reference's ``list(set(...))``) and group them by token."""
+        if len(token_ids) == 0:
+            return cls(indptr=np.zeros(n_tokens + 1, dtype=np.int64), words=np.zeros(0, dtype=np.int64))
+        code = np.unique(np.asarray(token_ids, np.int64) * np.int64(n_words) + np.asarray(word_ids, np.int64))
+        tok, wrd = np.divmod(code, np.int64(n_words))
+        indptr = np.zeros(n_tokens + 1, dtype=np.int64)
+        np.add.at(indptr, tok + 1, 1)
+        return cls(indptr=np.cumsum(indptr), words=wrd.astype(np.int64))
+
+
+TRUNCATIONS = ("random", "first")
+
+
+def truncate_set(words: np.ndarray, max_set: int, how: str, seed: int, token_id: int) -> np.ndarray:
+    """At most ``max_set`` words of one set. ``random``: a random subset drawn from a generator seeded by
+    (seed, token id), so a token's subset depends on nothing else; ``first``: the first ``max_set`` in word-file
+    order. The kept words stay in ascending (file) order."""
+    if len(words) <= max_set:
+        return words
+    if how == "first":
+        return words[:max_set]
+    if how != "random":
+        raise ValueError(f"truncate must be one of {TRUNCATIONS}, not {how!r}")
+    rng = np.random.default_rng([int(seed), 0x7E7, int(token_id)])
+    return np.sort(words[rng.choice(len(words), size=max_set, replace=False)])
+
+
+def split_pairs(n: int, ratios: Sequence[float], min_eval: int, rng: np.random.Generator
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Seeded train / validation / test split of ``n`` pairs (reference code: 97 / 2.5 / 0.5 %). Validation and
+    test each get at least ``min(min_eval, n // 10)`` pairs, so that a small vocabulary still has a usable
+    validation set."""
+    if len(ratios) != 3 or min(ratios) < 0 or not math.isclose(sum(ratios), 1.0, abs_tol=1e-6):
+        raise ValueError(f"split must be three non-negative ratios summing to 1, not {list(ratios)}")
+    floor = min(int(min_eval), n // 10)
+    n_val = max(int(round(ratios[1] * n)), floor)
+    n_test = max(int(round(ratios[2] * n)), floor)
+    if n - n_val - n_test < 2:
+        raise ValueError(f"{n} pairs are too few to split into train/validation/test ({n_val} + {n_test} held out)")
+    perm = rng.permutation(n)
+    return np.sort(perm[n_val + n_test:]), np.sort(perm[:n_val]), np.sort(perm[n_val:n_val + n_test])
+
+
+def augment_set(words: np.ndarray, rng: np.random.Generator, *, shuffle: bool, prob: float, min_fraction: float,
+                min_set: int) -> np.ndarray:
+    """One epoch's view of a training set: shuffled; with probability ``prob`` (when it has more than ``min_set``
+    vectors) cut to a random fraction in [min_fraction, 1) of its vectors, never fewer than one."""
+    out = words[rng.permutation(len(words))] if shuffle else words
+    if prob > 0 and rng.random() < prob and len(out) > min_set:
+        frac = rng.uniform(min_fraction, 1.0)
+        keep = max(1, int(len(out) * frac))
+        if not shuffle:  # a random subset even when the order is kept
+            out = np.sort(rng.choice(out, size=keep, replace=False))
+        else:
+            out = out[:keep]
+    return out
+
+
+def bucket_batches(lengths: np.ndarray, batch_size: int, group_factor: int, rng: np.random.Generator,
+                   drop_last: bool) -> list[np.ndarray]:
+    """Length-grouped batches (seed 001 §4; reference sampler): a random permutation, cut into groups of
+    ``group_factor * batch_size``, each sorted by length, cut into batches; the batch order is then shuffled. The
+    last partial batch is dropped if ``drop_last`` and there is at least one full batch."""
+    n = len(lengths)
+    perm = rng.permutation(n)
+    group = max(1, group_factor) * batch_size
+    ordered = np.concatenate([perm[s:s + group][np.argsort(lengths[perm[s:s + group]], kind="stable")]
+                              for s in range(0, n, group)]) if n else perm
+    batches = [ordered[s:s + batch_size] for s in range(0, n, batch_size)]
+    if drop_last and len(batches) > 1 and len(batches[-1]) < batch_size:
+        batches.pop()
+    return [batches[i] for i in rng.permutation(len(batches))]
+
+
+def pad_batch(sets: Sequence[np.ndarray], pad_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(indices (B, L_max) padded with pad_index, lengths (B,))``."""
+    lengths = np.fromiter((len(s) for s in sets), dtype=np.int64, count=len(sets))
+    if (lengths < 1).any():
+        raise ValueError("every word set needs at least one vector")
+    idx = np.full((len(sets), int(lengths.max())), pad_index, dtype=np.int64)
+    for row, s in enumerate(sets):
+        idx[row, :len(s)] = s
+    return torch.from_numpy(idx), torch.from_numpy(lengths)
+
+
+# -- loss ---------------------------------------------------------------------------------------------------
+def hyperofa_loss(pred: torch.Tensor, target: torch.Tensor, *, lam: float, temperature: float, form: str = "code"
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loss, contrastive, l1)`` in float32; see the module docstring for the three forms."""
+    if form not in LOSS_FORMS:
+        raise ValueError(f"loss_form must be one of {LOSS_FORMS}, not {form!r}")
+    pred, target = pred.float(), target.float()
+    p, t = F.normalize(pred, dim=1), F.normalize(target, dim=1)
+    if form == "report-001":
+        pos = (p * t).sum(dim=1) / temperature
+        contrastive = -(pos - torch.logsumexp(pos, dim=0)).mean()
+    else:
+        logits = p @ t.T / temperature  # rows: predictions, columns: ground-truth targets (as the code)
+        contrastive = F.cross_entropy(logits, torch.arange(len(pred), device=pred.device))
+    l1 = (pred - target).abs().mean()
+    if form != "paper-000":
+        l1 = l1 / target.abs().mean().clamp_min(torch.finfo(torch.float32).tiny)
+    return lam * contrastive + (1.0 - lam) * l1, contrastive, l1
+
+
+# -- training -----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TrainConfig:
+    max_epochs: int = 500
+    patience: int = 30
+    min_delta: float = 0.0
+    batch_size: int = 256
+    lr: float = 1e-4
+    lr_step_epochs: int = 10
+    lr_gamma: float = 0.95
+    weight_decay: float = 0.0
+    loss_lambda: float = 0.1
+    temperature: float = 0.5
+    loss_form: str = "code"
+    shuffle_sets: bool = True
+    augment_prob: float = 0.5
+    augment_min_fraction: float = 0.5
+    augment_min_set: int = 4
+    bucket_factor: int = 40
+    drop_last: bool = True
+    amp: str = "off"  # "bf16" | "off"
+    eval_batch_size: int = 1024
+
+    def __post_init__(self) -> None:
+        if self.amp not in ("bf16", "off"):
+            raise ValueError(f"amp must be 'bf16' or 'off', not {self.amp!r}")
+        if self.loss_form not in LOSS_FORMS:
+            raise ValueError(f"loss_form must be one of {LOSS_FORMS}, not {self.loss_form!r}")
+        if self.max_epochs < 1 or self.patience < 1 or self.batch_size < 1 or self.lr_step_epochs < 1:
+            raise ValueError(f"max_epochs, patience, batch_size and lr_step_epochs must be >= 1: {self}")
+        if self.temperature <= 0 or not 0 <= self.loss_lambda <= 1:
+            raise ValueError(f"temperature must be > 0 and loss_lambda in [0, 1]: {self}")
+        if not 0 < self.augment_min_fraction <= 1 or not 0 <= self.augment_prob <= 1:
+            raise ValueError(f"augment_prob must be in [0, 1] and augment_min_fraction in (0, 1]: {self}")
+
+
+@dataclass
+class TrainOutcome:
+    state_dict: dict[str, torch.Tensor]
+    curves: dict[str, list[list[float]]]  # name -> [[epoch, value], ...]
+    best_epoch: int
+    epochs_run: int
+    best_val_loss: float
+    val_cosine: float  # at the kept (best validation loss) checkpoint
+    val_cosine_max: float  # the highest over the epochs
+    test_cosine: float | None
+    seconds: float
+    pairs_per_second: float
+    stopped_early: bool
+
+    def summary(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("state_dict")
+        d.pop("curves")
+        return d
+
+
+def _autocast(device: torch.device, amp: str) -> Any:
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=(amp == "bf16"))
+
+
+class SetData:
+    """Training pairs on a device: the (compact) word-vector matrix with a zero padding row at the end, the word
+    sets as indices into it, and the targets."""
+
+    def __init__(self, vectors: torch.Tensor, sets: Sequence[np.ndarray], targets: torch.Tensor,
+                 device: torch.device):
+        if len(sets) != len(targets):
+            raise ValueError(f"{len(sets)} word sets but {len(targets)} targets")
+        self.pad = int(vectors.shape[0])
+        self.vectors = torch.cat([vectors.float(), torch.zeros(1, vectors.shape[1])]).to(device)
+        self.sets = list(sets)
+        self.targets = targets.float().to(device)
+        self.device = device
+
+    def batch(self, sets: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
+        idx, lengths = pad_batch(sets, self.pad)
+        return self.vectors[idx.to(self.device)], lengths
+
+
+@torch.no_grad()
+def predict(model: nn.Module, vectors: torch.Tensor, sets: Sequence[np.ndarray], *, device: torch.device | str,
+            batch_size: int = 1024, amp: str = "off") -> torch.Tensor:
+    """Predictions (n, D') float32 on the CPU, in eval mode, sets in their given order (batched by length)."""
+    device = torch.device(device)
+    model.eval()
+    data = SetData(vectors, sets, torch.zeros(len(sets), 1), device)
+    out = torch.empty((len(sets), model.cfg.output_dim), dtype=torch.float32)
+    order = np.argsort(np.fromiter((len(s) for s in sets), np.int64, len(sets)), kind="stable")
+    for s in range(0, len(order), batch_size):
+        b = order[s:s + batch_size]
+        x, lengths = data.batch([sets[i] for i in b])
+        with _autocast(device, amp):
+            y = model(x, lengths)
+        out[torch.from_numpy(b)] = y.float().cpu()
+    return out
+
+
+@torch.no_grad()
+def _evaluate(model: nn.Module, data: SetData, idx: np.ndarray, tcfg: TrainConfig) -> tuple[float, float]:
+    """(loss, mean cosine) over ``idx``, in batches of ``batch_size`` in length order (deterministic)."""
+    if len(idx) == 0:
+        return float("nan"), float("nan")
+    model.eval()
+    order = idx[np.argsort(np.fromiter((len(data.sets[i]) for i in idx), np.int64, len(idx)), kind="stable")]
+    tot_loss = tot_cos = 0.0
+    for s in range(0, len(order), tcfg.batch_size):
+        b = order[s:s + tcfg.batch_size]
+        x, lengths = data.batch([data.sets[i] for i in b])
+        with _autocast(data.device, tcfg.amp):
+            pred = model(x, lengths)
+        y = data.targets[torch.from_numpy(b).to(data.device)]
+        loss, _, _ = hyperofa_loss(pred, y, lam=tcfg.loss_lambda, temperature=tcfg.temperature,
+                                   form=tcfg.loss_form)
+        tot_loss += float(loss) * len(b)
+        tot_cos += float(F.cosine_similarity(pred.float(), y, dim=1).sum())
+    return tot_loss / len(order), tot_cos / len(order)
+
+
+def train_hypernetwork(cfg: HypernetConfig, tcfg: TrainConfig, vectors: torch.Tensor, sets: Sequence[np.ndarray],
+                       targets: torch.Tensor, split: tuple[np.ndarray, np.ndarray, np.ndarray], *, seed: int,
+                       device: str | torch.device = "cpu",
+                       progress: Callable[[int], None] | None = None,
+                       on_epoch: Callable[[int, dict[str, float]], None] | None = None
+                       ) -> tuple[nn.Module, TrainOutcome]:
+    """Train a hypernetwork on (word set, target) pairs; returns the model holding the best checkpoint (by
+    validation loss) and the outcome. ``vectors``: (n_words, I) word vectors the sets index; ``split``: index arrays
+    (train, validation, test) into ``sets``/``targets``. ``progress(n)`` advances by epochs; ``on_epoch(epoch,
+    values)`` sees each epoch's curve values."""
+    device = torch.device(device)
+    train_idx, val_idx, test_idx = (np.asarray(a, dtype=np.int64) for a in split)
+    if len(train_idx) < 2:
+        raise ValueError("a hypernetwork needs at least two training pairs")
+    data = SetData(vectors, sets, targets, device)
+    rng = np.random.default_rng([int(seed), 0xDA7A])
+    torch_seed = int(np.random.default_rng([int(seed), 0x70C4]).integers(0, 2**62))
+    cuda = [device.index or 0] if device.type == "cuda" else []
+    t0 = time.perf_counter()
+    seen = 0
+    with torch.random.fork_rng(devices=cuda):
+        torch.manual_seed(torch_seed)
+        model = build_hypernetwork(cfg).to(device)
+        opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=tcfg.lr_step_epochs, gamma=tcfg.lr_gamma)
+        curves: dict[str, list[list[float]]] = {k: [] for k in ("train_loss", "val_loss", "val_cosine", "lr")}
+        best = (math.inf, 0, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, float("nan"))
+        bad = 0
+        epoch = 0
+        stopped = False
+        for epoch in range(1, tcfg.max_epochs + 1):
+            model.train()
+            lr = opt.param_groups[0]["lr"]
+            views = [augment_set(sets[i], rng, shuffle=tcfg.shuffle_sets, prob=tcfg.augment_prob,
+                                 min_fraction=tcfg.augment_min_fraction, min_set=tcfg.augment_min_set)
+                     for i in train_idx]
+            lengths = np.fromiter((len(v) for v in views), np.int64, len(views))
+            tot, cnt = 0.0, 0
+            for b in bucket_batches(lengths, tcfg.batch_size, tcfg.bucket_factor, rng, tcfg.drop_last):
+                x, lens = data.batch([views[j] for j in b])
+                y = data.targets[torch.from_numpy(train_idx[b]).to(device)]
+                with _autocast(device, tcfg.amp):
+                    pred = model(x, lens)
+                loss, _, _ = hyperofa_loss(pred, y, lam=tcfg.loss_lambda, temperature=tcfg.temperature,
+                                           form=tcfg.loss_form)
+                opt.zero_grad(set_to_none=True)
+                loss.backward()
+                opt.step()
+                tot += float(loss) * len(b)
+                cnt += len(b)
+            seen += cnt
+            sched.step()
+            val_loss, val_cos = _evaluate(model, data, val_idx, tcfg)
+            values = {"train_loss": tot / max(cnt, 1), "val_loss": val_loss, "val_cosine": val_cos, "lr": lr}
+            for k, v in values.items():
+                curves[k].append([epoch, float(v)])
+            if on_epoch is not None:
+                on_epoch(epoch, values)
+            if progress is not None:
+                progress(1)
+            score = val_loss if len(val_idx) else values["train_loss"]
+            if score < best[0] - tcfg.min_delta:
+                best = (score, epoch, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, val_cos)
+                bad = 0
+            else:
+                bad += 1
+                if bad >= tcfg.patience:
+                    stopped = epoch < tcfg.max_epochs
+                    break
+        if progress is not None and epoch < tcfg.max_epochs:
+            progress(tcfg.max_epochs - epoch)
+        model.load_state_dict(best[2])
+        seconds = time.perf_counter() - t0
+        _, test_cos = _evaluate(model, data, test_idx, tcfg)
+    model.eval()
+    val_cos_curve = [v for _, v in curves["val_cosine"] if not math.isnan(v)]
+    outcome = TrainOutcome(
+        state_dict=best[2], curves=curves, best_epoch=best[1], epochs_run=epoch, best_val_loss=float(best[0]),
+        val_cosine=float(best[3]), val_cosine_max=float(max(val_cos_curve)) if val_cos_curve else float("nan"),
+        test_cosine=None if len(test_idx) == 0 else float(test_cos), seconds=round(seconds, 3),
+        pairs_per_second=round(seen / seconds, 1) if seconds > 0 else 0.0, stopped_early=stopped)
+    return model, outcome
+
+
+# -- persistence and plots ----------------------------------------------------------------------------------
+def save_hypernetwork(folder: Path, model: nn.Module, meta: dict[str, Any]) -> None:
+    """``model.safetensors`` + ``config.json`` ({"config": HypernetConfig, **meta}) in ``folder``."""
+    from safetensors.torch import save_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file({k: v.detach().cpu().contiguous() for k, v in model.state_dict().items()},
+              str(folder / "model.safetensors"))
+    (folder / "config.json").write_text(json.dumps({"config": asdict(model.cfg), **meta}, indent=1, default=str))
+
+
+def load_hypernetwork(folder: Path, device: str | torch.device = "cpu") -> tuple[nn.Module, dict[str, Any]]:
+    from safetensors.torch import load_file
+
+    folder = Path(folder)
+    meta = json.loads((folder / "config.json").read_text())
+    cfg = HypernetConfig(**meta["config"])
+    with torch.random.fork_rng(devices=[]):  # construction draws initial weights; they are overwritten
+        model = build_hypernetwork(cfg)
+    model.load_state_dict(load_file(str(folder / "model.safetensors")))
+    return model.to(device).eval(), meta
+
+
+def plot_curves(curves: dict[str, list[list[float]]], path: Path, title: str = "hypernetwork") -> Path:
+    """Loss (train / validation) and validation cosine per epoch; series named ``control_*`` (the same network on
+    shuffled targets) are drawn dashed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_loss, ax_cos) = plt.subplots(1, 2, figsize=(10, 3.8))
+    for name, points in sorted(curves.items()):
+        if not points:
+            continue
+        xs, ys = zip(*points, strict=True)
+        control = name.startswith("control_")
+        base = name.removeprefix("control_")
+        style = {"linestyle": "--" if control else "-", "label": name}
+        if base in ("train_loss", "val_loss"):
+            ax_loss.plot(xs, ys, **style)
+        elif base == "val_cosine":
+            ax_cos.plot(xs, ys, **style)
+    ax_loss.set_xlabel("epoch")
+    ax_loss.set_ylabel("loss")
+    ax_loss.legend(fontsize=8)
+    ax_cos.set_xlabel("epoch")
+    ax_cos.set_ylabel("validation cosine")
+    ax_cos.legend(fontsize=8)
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,472 @@
+"""HyperOFA (Özeren, Liu, Schütze; spec ``methods.md`` §2.3, seeds 000 and 001, reference ``enesozeren/hyper-ofa``).
+
+OFA's pipeline with the convex combination replaced by a trained hypernetwork (:mod:`methods.hypernetwork`):
+
+1. ``ctx.source_matrix`` is F_s (the harness factorizes E_s ~= F_s P when a dim is given) or E_s.
+2. Matching (seed 000 §3.3): a token is matched with a word when the word's tokenization contains it; the same
+   bipartite graph as OFA (:func:`methods.ofa.subword_word_edges`, the reference's surface variants ``w``,
+   ``" " + w`` and a capitalized one), with each (token, word) edge counted once (the reference's ``list(set())``).
+3. Training pairs (seed 000 §3.4, fn. 5): (matched word vectors of source token i, F_s[i]) for every source token
+   with at least one matched word; split train / validation / test with a seeded permutation (reference code
+   97 / 2.5 / 0.5 %; validation and test get at least ``min(min_eval_pairs, n // 10)`` pairs each so that small
+   vocabularies keep a usable validation set).
+4. Sets longer than ``max_set`` (256, "maximum context size") are cut once, on both sides, to a random subset drawn
+   from a generator seeded by (seed, token id) (``truncate="random"``, the default). The reference takes the first
+   256 ids of a Python ``set``, an arbitrary but hash-ordered choice; ``truncate="first"`` takes the first 256 in
+   word-file order instead. Augmentation (shuffle, 50-100 % sub-sampling) then works within the kept subset.
+5. The hypernetwork is trained (loss, optimizer, schedule, augmentation, bucketing, early stopping: see
+   :mod:`methods.hypernetwork`), and, unless ``control=False``, the same network with the same seed on the same
+   split with the training targets permuted among the training tokens (the shuffled-target control). Both
+   validation cosines go into the stats: ``val_cosine`` (the kept checkpoint's) and ``control_val_cosine``.
+6. Initialization (seed 000 §3.5): overlapping tokens copy their source row (``ofa`` overlap rule); every other
+   target token with at least one matched word is predicted by the hypernetwork (eval mode, no augmentation, the
+   set in word-file order); the rest take the per-dimension Gaussian of the source matrix -- the same rows as
+   ``ofa`` and ``random`` give them with the same seed. So the copied / method / random counts equal OFA's.
+
+Sizing (``preset``): ``"auto"`` picks the paper's preset (seed 000 Table 6) for the ``glot500`` worlds by source
+kind and D' (``HN-R-100`` ... ``HN-X-400``; the paper's rule for other dims), and the ``cpu`` preset (sized by
+measurement for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``) for every other world.
+Any preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden`` / ``layers`` / ``epochs`` /
+``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it.
+
+Contrastive temperature (seed 000 A.2): 0.5 for the monolingual (RoBERTa) and 0.25 for the multilingual (XLM-R)
+source. ``temperature=None`` derives it from ``source_kind``; ``source_kind="auto"`` reads the world: the source
+model is the one whose folder the source tokenizer was loaded from, and it is monolingual when its manifest entry
+lists one language (``languages``) or says ``kind``/``multilingual``, or when ``languages.json`` marks exactly one
+language as seen by it.
+
+Caching: the trained network (``model.safetensors`` + ``config.json`` with its curve) is a product under
+``ctx.cache_dir/products/hypernetwork/<key>``, the key hashing the word vectors' identity, the source matrix, the
+source tokenizer, every hyperparameter, the device type and the seed. A cached network is reused and its curve
+written to the workdir again. Artifacts in ``ctx.workdir``: ``curves.json`` (``hypernetwork/<series>`` per epoch,
+logged by the runner as ``init/hypernetwork/<series>``), ``hypernetwork_curve.png``, ``hypernetwork.json``.
+
+Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset``, ``arch`` ("bilstm" |
+"setformer"), ``hidden``, ``layers``, ``heads``, ``pooling`` ("mean" | "cls"), ``dropout`` (0.4), ``max_set`` (256),
+``truncate``, ``split`` ([0.97, 0.025, 0.005]), ``min_eval_pairs`` (32), ``epochs`` (max epochs), ``patience``,
+``min_delta``, ``batch_size``, ``lr`` (1e-4), ``lr_step_epochs`` (10), ``lr_gamma`` (0.95), ``weight_decay`` (0),
+``loss_lambda`` (0.1), ``temperature``, ``source_kind``, ``loss_form`` ("code" | "paper-000" | "report-001"),
+``augment_prob`` (0.5), ``augment_min_fraction`` (0.5), ``augment_min_set`` (4), ``shuffle_sets`` (True),
+``bucket_factor`` (40), ``amp`` ("auto" | "bf16" | "off"), ``control`` (True), ``source_languages`` /
+``target_languages`` / ``max_words`` (as OFA), ``cache`` (True).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.hashing import hash_obj
+from harness.registry import METHODS
+from methods.base import InitContext, InitResult, Provenance
+from methods.hypernetwork import (
+    ARCHS,
+    HN_VERSION,
+    LOSS_FORMS,
+    POOLINGS,
+    PRESETS,
+    TRUNCATIONS,
+    HypernetConfig,
+    Preset,
+    TrainConfig,
+    TrainOutcome,
+    WordSets,
+    load_hypernetwork,
+    paper_preset,
+    parameter_count,
+    plot_curves,
+    predict,
+    save_hypernetwork,
+    split_pairs,
+    train_hypernetwork,
+    truncate_set,
+)
+from methods.ofa import _tokenizer_fingerprint, subword_word_edges
+from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
+from methods.wordvectors import WordVectors, load_word_vectors
+
+log = logging.getLogger(__name__)
+
+WORDSETS_VERSION = 1
+SPLIT_SALT, TRAIN_SALT, CONTROL_SALT, PERMUTE_SALT = 31, 32, 33, 34
+TEMPERATURE = {"mono": 0.5, "multi": 0.25}  # seed 000 App. A.2
+
+
+# -- word sets ----------------------------------------------------------------------------------------------
+def word_sets(tokenizer: Any, wv: WordVectors, *, languages: set[str] | None = None,
+              progress: Callable[[int], None] | None = None) -> WordSets:
+    """The matched word set of every token of ``tokenizer`` (OFA's tokenization-based matching, deduplicated)."""
+    s_ids, w_ids = subword_word_edges(tokenizer, wv.keys, languages=languages, progress=progress)
+    if len(s_ids) and int(s_ids.max()) >= len(tokenizer):
+        raise ValueError("the tokenizer produced ids beyond its own length")
+    return WordSets.from_edges(s_ids, w_ids, len(tokenizer), len(wv))
+
+
+def cached_word_sets(tokenizer: Any, wv: WordVectors, wv_ident: str, *, languages: set[str] | None,
+                     cache_dir: Path | None, progress: Callable[[int], None] | None = None) -> WordSets:
+    if cache_dir is None:
+        return word_sets(tokenizer, wv, languages=languages, progress=progress)
+    key = hash_obj({"v": WORDSETS_VERSION, "tok": _tokenizer_fingerprint(tokenizer), "wv": wv_ident,
+                    "langs": sorted(languages) if languages is not None else None})
+    path = Path(cache_dir) / f"wordsets-{key}.npz"
+    if path.is_file():
+        with np.load(path, allow_pickle=False) as z:
+            return WordSets(indptr=z["indptr"], words=z["words"])
+    ws = word_sets(tokenizer, wv, languages=languages, progress=progress)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.npz")
+    np.savez(tmp, indptr=ws.indptr, words=ws.words)
+    tmp.replace(path)
+    return ws
+
+
+# -- source kind --------------------------------------------------------------------------------------------
+def _kind_of_entry(entry: Any) -> str | None:
+    if not isinstance(entry, dict):
+        return None
+    kind = entry.get("kind")
+    if kind in TEMPERATURE:
+        return str(kind)
+    if isinstance(entry.get("multilingual"), bool):
+        return "multi" if entry["multilingual"] else "mono"
+    langs = entry.get("languages")
+    if isinstance(langs, list) and langs:
+        return "mono" if len(langs) == 1 else "multi"
+    return None
+
+
+def detect_source_kind(world: Any, source_tokenizer: Any) -> tuple[str | None, str]:
+    """``(kind or None, how it was decided)`` for the source model the tokenizer belongs to."""
+    manifest = getattr(world, "manifest", None) or {}
+    sources = manifest.get("sources") or {}
+    name = None
+    tok_path = getattr(source_tokenizer, "name_or_path", None)
+    if tok_path and hasattr(world, "source_dir"):
+        for s in sources:
+            try:
+                if Path(tok_path).resolve() == Path(world.source_dir(s)).resolve():
+                    name = s
+                    break
+            except (ConfigError, OSError, TypeError):
+                continue
+    if name is None and len(sources) == 1:
+        name = next(iter(sources))
+    if name is None:
+        return None, "the source model could not be identified from the world"
+    kind = _kind_of_entry(sources.get(name))
+    if kind is not None:
+        return kind, f"manifest entry of source {name!r}"
+    seen = [code for code, lang in (getattr(world, "languages", None) or {}).items()
+            if bool(getattr(lang, "seen", {}).get(name))]
+    if seen:
+        return ("mono" if len(seen) == 1 else "multi"), f"languages seen by source {name!r} ({len(seen)})"
+    if name in TEMPERATURE:
+        return name, f"source name {name!r}"
+    return None, f"source {name!r} says nothing about its languages"
+
+
+# -- the method ---------------------------------------------------------------------------------------------
+def _hash_tensor(t: torch.Tensor) -> str:
+    a = t.detach().to("cpu", torch.float32).contiguous().numpy()
+    h = hashlib.sha256(str(a.shape).encode())
+    h.update(a.tobytes())
+    return h.hexdigest()[:16]
+
+
+def _finite(points: list[list[float]]) -> list[list[float]]:
+    return [[int(s), float(v)] for s, v in points if math.isfinite(v)]
+
+
+@METHODS.register("hyperofa")
+class HyperOFAInit:
+    """HyperOFA: copy overlap, a trained hypernetwork (word-vector set -> coordinates) for tokens with matched words,
+    per-dimension Gaussian for the rest."""
+
+    name: ClassVar[str] = "hyperofa"
+    description: ClassVar[str] = ("HyperOFA: a BiLSTM hypernetwork trained to map a source token's matched "
+                                  "multilingual word vectors to its source (coordinate) row predicts the new "
+                                  "tokens; overlap copied (OFA rule); per-dimension Gaussian for tokens without "
+                                  "a matched word")
+    requires: ClassVar[frozenset[str]] = frozenset({"word_vectors"})
+    overlap_rule: ClassVar[str] = "ofa"
+    supports_factorized: ClassVar[bool] = True
+    defaults: ClassVar[dict[str, Any]] = {
+        "preset": "auto", "arch": "bilstm", "hidden": None, "layers": None, "heads": 4, "pooling": "mean",
+        "dropout": 0.4, "max_set": None, "truncate": "random", "split": [0.97, 0.025, 0.005], "min_eval_pairs": 32,
+        "epochs": None, "patience": None, "min_delta": 0.0, "batch_size": None, "lr": None, "lr_step_epochs": 10,
+        "lr_gamma": 0.95, "weight_decay": 0.0, "loss_lambda": 0.1, "temperature": None, "source_kind": "auto",
+        "loss_form": "code", "augment_prob": 0.5, "augment_min_fraction": 0.5, "augment_min_set": 4,
+        "shuffle_sets": True, "bucket_factor": 40, "amp": "auto", "control": True, "source_languages": None,
+        "target_languages": None, "max_words": None, "cache": True,
+    }
+
+    # -- parameters ------------------------------------------------------------------------------------------
+    def _params(self, ctx: InitContext) -> dict[str, Any]:
+        unknown = set(ctx.params) - set(self.defaults)
+        if unknown:
+            raise ConfigError(f"method 'hyperofa' has no parameter(s) {sorted(unknown)}; "
+                              f"it takes {sorted(self.defaults)}")
+        p = {**self.defaults, **ctx.params}
+        checks = [
+            (p["arch"] in ARCHS, f"arch must be one of {ARCHS}"),
+            (p["pooling"] in POOLINGS, f"pooling must be one of {POOLINGS}"),
+            (p["truncate"] in TRUNCATIONS, f"truncate must be one of {TRUNCATIONS}"),
+            (p["loss_form"] in LOSS_FORMS, f"loss_form must be one of {LOSS_FORMS}"),
+            (p["amp"] in ("auto", "bf16", "off"), "amp must be 'auto', 'bf16' or 'off'"),
+            (p["source_kind"] in ("auto", "mono", "multi"), "source_kind must be 'auto', 'mono' or 'multi'"),
+            (p["preset"] == "auto" or p["preset"] in PRESETS or str(p["preset"]).startswith("HN-"),
+             f"preset must be 'auto' or one of {sorted(PRESETS)}"),
+        ]
+        for ok, msg in checks:
+            if not ok:
+                raise ConfigError(f"hyperofa: {msg} (params: {ctx.params})")
+        return p
+
+    def _preset(self, p: dict[str, Any], ctx: InitContext, kind: str | None, dim: int) -> tuple[Preset, str]:
+        name = p["preset"]
+        if name == "auto":
+            if str(getattr(ctx.world, "name", "")).startswith("glot500"):
+                if kind is None:
+                    raise ConfigError("hyperofa: the paper's preset depends on whether the source model is "
+                                      "monolingual; pass source_kind ('mono' or 'multi') or a preset name")
+                return paper_preset(kind, dim), "auto: the paper's preset for the glot500 world (seed 000 Table 6)"
+            return PRESETS["cpu"], "auto: the CPU preset (sized for the main job's 2-core budget)"
+        if name in PRESETS:
+            return PRESETS[name], "named"
+        parts = str(name).split("-")  # HN-R-<dim> / HN-X-<dim> for a dim the paper did not use
+        if len(parts) == 3 and parts[1] in ("R", "X") and parts[2].isdigit():
+            return paper_preset("mono" if parts[1] == "R" else "multi", int(parts[2])), "named (paper's rule)"
+        raise ConfigError(f"hyperofa: unknown preset {name!r}; choose 'auto' or one of {sorted(PRESETS)}")
+
+    # -- main ------------------------------------------------------------------------------------------------
+    def initialize(self, ctx: InitContext) -> InitResult:
+        p = self._params(ctx)
+        mapping = ctx.mapping_for(self.overlap_rule)
+        check_mapping(ctx, mapping)
+        files = ctx.world.resource_files("word_vectors")
+        if not files:
+            raise MissingResourceError("method 'hyperofa' needs word vectors, and the world provides none")
+
+        def bar(label: str, total: int) -> Callable[[int], None] | None:
+            return ctx.progress(label, total) if ctx.progress is not None else None
+
+        src = ctx.source_matrix.detach().float().cpu()
+        n_s, dim = src.shape
+        n_t = mapping.target_size
+        device = torch.device(ctx.device)
+
+        # resolve the sizing, the temperature and the precision
+        if p["source_kind"] != "auto":
+            kind, kind_how = p["source_kind"], "parameter"
+        else:
+            kind, kind_how = detect_source_kind(ctx.world, ctx.source_tokenizer)
+        preset, sizing = self._preset(p, ctx, kind, dim)
+        if p["temperature"] is not None:
+            temperature, temp_how = float(p["temperature"]), "parameter"
+        elif kind is not None:
+            temperature, temp_how = TEMPERATURE[kind], f"{kind} source ({kind_how})"
+        else:
+            raise ConfigError(f"hyperofa: cannot tell whether the source model is monolingual ({kind_how}); pass "
+                              f"source_kind ('mono' -> temperature 0.5, 'multi' -> 0.25) or temperature")
+        if p["amp"] == "auto":
+            amp = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "off"
+        else:
+            amp = p["amp"]
+        max_set = int(p["max_set"] if p["max_set"] is not None else preset.max_set)
+        if max_set < 1:
+            raise ConfigError(f"hyperofa: max_set must be >= 1, not {max_set}")
+
+        # word vectors and matched word sets
+        wv = load_word_vectors(files, cache_dir=ctx.cache_dir, max_words=p["max_words"])
+        wv_ident = hash_obj([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files] + [p["max_words"]])
+        src_langs = set(p["source_languages"]) if p["source_languages"] is not None else None
+        tgt_langs = set(p["target_languages"]) if p["target_languages"] is not None else None
+        ws_s = cached_word_sets(ctx.source_tokenizer, wv, wv_ident, languages=src_langs, cache_dir=ctx.cache_dir,
+                                progress=bar("HyperOFA: source word sets", len(wv)))
+        ws_t = cached_word_sets(ctx.target_tokenizer, wv, wv_ident, languages=tgt_langs, cache_dir=ctx.cache_dir,
+                                progress=bar("HyperOFA: target word sets", len(wv)))
+        if ws_s.n_tokens != n_s:
+            raise ValueError(f"source tokenizer has {ws_s.n_tokens} tokens, the source matrix {n_s} rows")
+        if ws_t.n_tokens != n_t:
+            raise ValueError(f"target tokenizer has {ws_t.n_tokens} tokens, the mapping {n_t}")
+
+        copied = np.zeros(n_t, dtype=bool)
+        copied[list(mapping.copy)] = True
+        train_tokens = np.flatnonzero(ws_s.lengths > 0)
+        wise = np.flatnonzero(~copied & (ws_t.lengths > 0))
+        src_sets = [truncate_set(ws_s.get(i), max_set, p["truncate"], ctx.seed, int(i)) for i in train_tokens]
+        tgt_sets = [truncate_set(ws_t.get(i), max_set, p["truncate"], ctx.seed, int(i)) for i in wise]
+        used = np.unique(np.concatenate([*src_sets, *tgt_sets, np.zeros(0, np.int64)]))
+        vectors = torch.from_numpy(np.asarray(wv.vectors[used], dtype=np.float32))
+        src_sets = [np.searchsorted(used, s) for s in src_sets]
+        tgt_sets = [np.searchsorted(used, s) for s in tgt_sets]
+
+        try:
+            split = split_pairs(len(train_tokens), p["split"], int(p["min_eval_pairs"]), ctx.rng(SPLIT_SALT))
+        except ValueError as exc:
+            raise ConfigError(f"hyperofa: {exc} (only {len(train_tokens)} source tokens match a word; the "
+                              f"hypernetwork needs word vectors covering the source vocabulary)") from exc
+        try:
+            cfg = preset.config(input_dim=wv.dim, output_dim=dim, dropout=float(p["dropout"]), arch=p["arch"],
+                                heads=int(p["heads"]), pooling=p["pooling"])
+            if p["hidden"] is not None or p["layers"] is not None:
+                cfg = HypernetConfig(**{**asdict(cfg), "hidden": int(p["hidden"] or cfg.hidden),
+                                        "layers": int(p["layers"] or cfg.layers)})
+            tcfg = TrainConfig(
+                max_epochs=int(p["epochs"] or preset.max_epochs), patience=int(p["patience"] or preset.patience),
+                min_delta=float(p["min_delta"]), batch_size=int(p["batch_size"] or preset.batch_size),
+                lr=float(p["lr"] if p["lr"] is not None else preset.lr),
+                lr_step_epochs=int(p["lr_step_epochs"]), lr_gamma=float(p["lr_gamma"]),
+                weight_decay=float(p["weight_decay"]), loss_lambda=float(p["loss_lambda"]), temperature=temperature,
+                loss_form=p["loss_form"], shuffle_sets=bool(p["shuffle_sets"]), augment_prob=float(p["augment_prob"]),
+                augment_min_fraction=float(p["augment_min_fraction"]), augment_min_set=int(p["augment_min_set"]),
+                bucket_factor=int(p["bucket_factor"]), amp=amp)
+        except ValueError as exc:
+            raise ConfigError(f"hyperofa: {exc}") from exc
+        targets = src[torch.from_numpy(train_tokens)]
+
+        ident = {"v": HN_VERSION, "wv": wv_ident, "source_matrix": _hash_tensor(src),
+                 "source_tokenizer": _tokenizer_fingerprint(ctx.source_tokenizer), "model": asdict(cfg),
+                 "train": asdict(tcfg), "data": {"max_set": max_set, "truncate": p["truncate"],
+                                                 "split": [float(r) for r in p["split"]],
+                                                 "min_eval_pairs": int(p["min_eval_pairs"]),
+                                                 "languages": sorted(src_langs) if src_langs else None},
+                 "seed": int(ctx.seed), "device": device.type}
+        model, main, main_cached = self._train_or_load(ctx, p, ident, cfg, tcfg, vectors, src_sets, targets, split,
+                                                       control=False, label="HyperOFA: hypernetwork epochs")
+        control = None
+        control_cached = None
+        if p["control"]:
+            _, control, control_cached = self._train_or_load(ctx, p, ident, cfg, tcfg, vectors, src_sets, targets,
+                                                             split, control=True,
+                                                             label="HyperOFA: control (shuffled targets) epochs")
+
+        # initialize: Gaussian everywhere, hypernetwork predictions, then the copies
+        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
+        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        if len(wise):
+            advance = bar("HyperOFA: predicting", len(wise))
+            pred = predict(model, vectors, tgt_sets, device=device, batch_size=tcfg.eval_batch_size, amp=amp)
+            if not torch.isfinite(pred).all():
+                raise ConfigError("hyperofa: the hypernetwork predicted non-finite values; lower lr or use amp='off'")
+            matrix[torch.from_numpy(wise)] = pred.to(matrix.dtype)
+            provenance[wise] = Provenance.METHOD
+            if advance is not None:
+                advance(len(wise))
+        copy_rows(matrix, src, mapping, provenance)
+
+        artifacts = self._write_artifacts(ctx, main, control, cfg, preset)
+        stats: dict[str, Any] = {
+            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "val_cosine": main.val_cosine,
+            "control_val_cosine": None if control is None else control.val_cosine,
+            "val_cosine_gain": None if control is None else main.val_cosine - control.val_cosine,
+            "val_cosine_max": main.val_cosine_max,
+            "test_cosine": main.test_cosine,
+            "control_test_cosine": None if control is None else control.test_cosine,
+            "best_val_loss": main.best_val_loss,
+            "best_epoch": main.best_epoch, "epochs": main.epochs_run, "stopped_early": main.stopped_early,
+            "train_seconds": main.seconds, "control_train_seconds": None if control is None else control.seconds,
+            "pairs_per_second": main.pairs_per_second,
+            "hypernetwork_cached": main_cached, "control_cached": control_cached,
+            "train_pairs": int(len(split[0])), "val_pairs": int(len(split[1])), "test_pairs": int(len(split[2])),
+            "hn_parameters": parameter_count(model),
+            "preset": preset.name, "sizing": sizing, "source_kind": kind, "source_kind_from": kind_how,
+            "temperature": temperature, "temperature_from": temp_how, "amp": amp, "max_set": max_set,
+            "truncate": p["truncate"], "loss_form": tcfg.loss_form,
+            "hypernetwork": asdict(cfg), "training": asdict(tcfg),
+            "words": len(wv), "word_dim": wv.dim,
+            "source_subwords_matched": int(len(train_tokens)), "target_subwords_matched": int((ws_t.lengths > 0).sum()),
+            "source_sets_truncated": int((ws_s.lengths[train_tokens] > max_set).sum()),
+            "target_sets_truncated": int((ws_t.lengths[wise] > max_set).sum()) if len(wise) else 0,
+            "mean_source_set": float(ws_s.lengths[train_tokens].mean()) if len(train_tokens) else 0.0,
+            "wise": int(len(wise)), "no_word_match": int((~copied & (ws_t.lengths == 0)).sum()),
+        }
+        return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats,
+                          artifacts=artifacts)
+
+    # -- training with the product cache ---------------------------------------------------------------------
+    def _train_or_load(self, ctx: InitContext, p: dict[str, Any], ident: dict[str, Any], cfg: HypernetConfig,
+                       tcfg: TrainConfig, vectors: torch.Tensor, sets: list[np.ndarray], targets: torch.Tensor,
+                       split: tuple[np.ndarray, np.ndarray, np.ndarray], *, control: bool, label: str
+                       ) -> tuple[torch.nn.Module, TrainOutcome, bool]:
+        salt = CONTROL_SALT if control else TRAIN_SALT
+        seed = int(ctx.rng(salt).integers(0, 2**62))
+        if control:  # the training targets permuted among the training tokens; validation and test stay true
+            targets = targets.clone()
+            tr = torch.from_numpy(split[0])
+            perm = torch.from_numpy(ctx.rng(PERMUTE_SALT).permutation(len(tr)))
+            targets[tr] = targets[tr[perm]]
+        inputs = {**ident, "control": control}
+
+        def run() -> tuple[torch.nn.Module, TrainOutcome]:
+            advance = ctx.progress(label, tcfg.max_epochs) if ctx.progress is not None else None
+            name = "control" if control else "main"
+
+            def on_epoch(epoch: int, values: dict[str, float]) -> None:
+                if ctx.log_metric is not None:
+                    for k, v in values.items():
+                        if math.isfinite(v):
+                            ctx.log_metric(f"hypernetwork/{'control_' if control else ''}{k}", float(v), epoch)
+
+            model, outcome = train_hypernetwork(cfg, tcfg, vectors, sets, targets, split, seed=seed,
+                                                device=ctx.device, progress=advance, on_epoch=on_epoch)
+            log.info("hyperofa %s hypernetwork: val cosine %.4f (best epoch %d of %d, %.1fs)", name,
+                     outcome.val_cosine, outcome.best_epoch, outcome.epochs_run, outcome.seconds)
+            return model, outcome
+
+        if ctx.cache_dir is None or not p["cache"]:
+            model, outcome = run()
+            return model, outcome, False
+        from harness.cache import ProductCache
+
+        cache = ProductCache(Path(ctx.cache_dir))
+        built: dict[str, Any] = {}
+
+        def build(folder: Path) -> dict[str, Any]:
+            model, outcome = run()
+            save_hypernetwork(folder, model, {"outcome": outcome.summary(), "curves": outcome.curves})
+            built["model"], built["outcome"] = model, outcome
+            return {"val_cosine": outcome.val_cosine}
+
+        prod = cache.get_or_build("hypernetwork", inputs, build)
+        if "model" in built:
+            return built["model"], built["outcome"], False
+        model, meta = load_hypernetwork(prod.path, device=ctx.device)
+        o = meta["outcome"]
+        outcome = TrainOutcome(state_dict={}, curves=meta["curves"], **o)
+        return model, outcome, True
+
+    def _write_artifacts(self, ctx: InitContext, main: TrainOutcome, control: TrainOutcome | None,
+                         cfg: HypernetConfig, preset: Preset) -> dict[str, Path]:
+        if ctx.workdir is None:
+            return {}
+        wd = Path(ctx.workdir)
+        wd.mkdir(parents=True, exist_ok=True)
+        curves = {f"hypernetwork/{k}": _finite(v) for k, v in main.curves.items()}
+        if control is not None:
+            curves.update({f"hypernetwork/control_{k}": _finite(v) for k, v in control.curves.items() if k != "lr"})
+        cpath = wd / "curves.json"
+        existing = json.loads(cpath.read_text()) if cpath.is_file() else {}
+        cpath.write_text(json.dumps({**existing, **curves}))
+        plot = {k.removeprefix("hypernetwork/"): v for k, v in curves.items() if not k.endswith("/lr")}
+        title = (f"HyperOFA hypernetwork {preset.name} ({cfg.arch}, {cfg.layers}x{cfg.hidden}): val cosine "
+                 f"{main.val_cosine:.3f}" + ("" if control is None else f", shuffled-target control "
+                                              f"{control.val_cosine:.3f}"))
+        png = plot_curves(plot, wd / "hypernetwork_curve.png", title=title)
+        info = wd / "hypernetwork.json"
+        info.write_text(json.dumps({"preset": preset.name, "config": asdict(cfg), "outcome": main.summary(),
+                                    "control": None if control is None else control.summary()}, indent=1))
+        return {"curves": cpath, "curve_plot": png, "hypernetwork": info}
+

@@ -1,0 +1,580 @@
+"""Token overlap ("copy") rules: which target tokens copy the row of which source token.
+
+The rules differ per method (spec ``methods.md`` §1.1), so each is a separate, named, tested function registered
+in :data:`RULES`:
+
+``ofa``       OFA, HyperOFA and the ``random`` baseline (``cisnlp/ofa`` ``get_overlapping_tokens``,
+              ``fuzzy_search=True, fuzzy_whitespace=False``): exact match on canonical strings, then, for target
+              tokens still unmatched, a case-insensitive match against the lowercased source vocabulary.
+``focus``     FOCUS, paper setting (``exact_match_all=True, match_symbols=True``): exact match including case and
+              the beginning-of-word marker; fuzzy (case- and BOW-insensitive) match only for tokens made entirely
+              of numbers, punctuation or whitespace; special tokens count as symbols.
+``wechsel``   WECHSEL: special tokens only.
+``tiktotok``  Tik-to-Tok: shared non-alphabetic tokens are copied; non-alphabetic tokens the source lacks are
+              reported as to-be-UNK (``stats["unk"]``); alphabetic tokens are never copied.
+
+Canonical strings
+-----------------
+Every token id of a tokenizer gets one canonical string: the token's surface text as it appears in running text,
+with a leading space when the token starts a word (the reference code's convention):
+
+* SentencePiece (``▁``): every ``▁`` becomes a space; byte-fallback tokens ``<0xNN>`` stay as they are.
+* byte-level BPE (``Ġ``): the token's bytes are decoded as UTF-8 (``Ġ`` is the byte 0x20, a space); bytes that
+  are not valid UTF-8 on their own (a piece of a multi-byte character) are written ``<0xNN>``, which is the form a
+  SentencePiece byte-fallback token has. The reference code decodes with ``tokenizer.decode``, which turns every
+  such piece into U+FFFD, so all of them would share one canonical string; ours keeps them apart.
+* WordPiece (``##``): ``##x`` becomes ``x`` (inside a word); every other token ``x`` becomes ``" " + x``. Whether a
+  WordPiece vocabulary is uncased (its normalizer lowercases, and strips accents) is recorded; the ``focus`` and
+  ``tiktotok`` rules then fold the target strings the same way before the exact comparison, because an uncased
+  source model only ever sees folded text. The ``ofa`` rule follows the reference code and only adds its
+  case-insensitive step.
+* anything else: ``tokenizer.decode([id])``.
+
+The kind is read from the tokenizer's backend (model, pre-tokenizer and decoder types); when that says nothing,
+the reference code's heuristic (how many vocabulary entries start with ``▁`` / ``##`` / ``Ġ``) decides.
+
+Special tokens
+--------------
+Special tokens are matched by role, never by string: beginning/classification (``bos``/``cls``), end/separator
+(``eos``/``sep``), ``pad``, ``unk`` and ``mask``. A target ``cls`` token copies the source ``cls`` token, or the
+source ``bos`` token when the source has no ``cls``; likewise ``sep``/``eos``. So a BERT ``[CLS]`` row initializes
+an XLM-R ``<s>`` row. Special tokens without a role (additional special tokens) match a source special token with
+the same string. Special tokens never take part in the string matching (on either side), and their canonical
+string is ``"\\x00" + role``. A target special token without a counterpart is left to the method.
+
+Ties
+----
+When several source ids share one canonical string, the highest id wins (the reference code builds
+``{canonical: id for id in sorted(ids)}``; FOCUS's vocabulary view puts the last id first). For ``ofa``'s
+case-insensitive step the lowercased table is built by iterating the canonical strings in sorted order, so the
+last canonical string (in code-point order) with a given lowercase form wins. Several target tokens may copy the
+same source token, so the copy count can exceed the source vocabulary size.
+
+Differences from the reference code, all without effect on SentencePiece targets (our worlds' targets): the
+reference keeps only the highest target id per canonical string (the others are left to the method); we match
+every target id. The reference skips a case-insensitive match whose source id is 0 (a truthiness slip); source
+id 0 is a special token in every tokenizer we use, which never takes part in string matching here.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import logging
+import os
+import string
+import unicodedata
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from harness.hashing import hash_obj
+from methods.base import TokenMapping
+
+log = logging.getLogger(__name__)
+
+OVERLAP_VERSION = 1  # bump when canonicalization or a rule changes: cached mappings are then recomputed
+SPM_SPACE = "▁"
+BPE_SPACE = "Ġ"
+WORDPIECE_PREFIX = "##"
+SPECIAL_PREFIX = "\x00"
+
+# role -> tokenizer attributes, preferred first
+ROLE_ATTRS: dict[str, tuple[str, ...]] = {
+    "bos/cls": ("cls_token", "bos_token"),
+    "eos/sep": ("sep_token", "eos_token"),
+    "pad": ("pad_token",),
+    "unk": ("unk_token",),
+    "mask": ("mask_token",),
+}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# canonical vocabularies
+# --------------------------------------------------------------------------------------------------------------
+@dataclass
+class CanonicalVocab:
+    """One tokenizer's vocabulary in canonical form (see the module docstring)."""
+
+    kind: str  # "sentencepiece" | "bytelevel" | "wordpiece" | "other"
+    tokens: list[str]  # raw token strings by id
+    canonical: list[str]  # canonical strings by id
+    specials: dict[int, str]  # special token id -> role ("bos/cls", ..., or "added:<content>")
+    special_attrs: dict[str, int]  # e.g. {"cls_token": 0, "bos_token": 0, ...}
+    uncased: bool = False  # the normalizer lowercases
+    strip_accents: bool = False  # the normalizer strips accents
+
+    def __len__(self) -> int:
+        return len(self.tokens)
+
+    def identity(self) -> dict[str, Any]:
+        """Everything the canonical strings and the rules depend on (the cache key)."""
+        return {"kind": self.kind, "tokens": hash_obj(self.tokens, 32), "specials": self.specials,
+                "special_attrs": self.special_attrs, "uncased": self.uncased, "strip_accents": self.strip_accents}
+
+    def fold(self, text: str) -> str:
+        """``text`` as this (uncased) tokenizer's normalizer would see it; identity for cased tokenizers."""
+        if self.uncased:
+            text = text.lower()
+        if self.strip_accents:
+            text = "".join(c for c in unicodedata.normalize("NFD", text) if unicodedata.category(c) != "Mn")
+        return text
+
+
+def _backend_json(tokenizer: Any) -> dict[str, Any]:
+    """``{"model": {"type": ...}, "normalizer": ..., "pre_tokenizer": ..., "decoder": ...}`` of the tokenizers
+    backend, each component serialized on its own (the whole tokenizer's JSON holds the vocabulary: slow)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None:
+        return {}
+    out: dict[str, Any] = {"model": {"type": type(backend.model).__name__}}
+    for name in ("normalizer", "pre_tokenizer", "decoder"):
+        comp = getattr(backend, name, None)
+        try:
+            out[name] = json.loads(comp.__getstate__()) if comp is not None else None
+        except Exception:  # noqa: BLE001 - a component that cannot serialize: the heuristics decide
+            out[name] = None
+    return out
+
+
+def _component_types(node: Any) -> list[str]:
+    """All ``type`` values in a (possibly nested ``Sequence``) tokenizers component."""
+    out: list[str] = []
+    if isinstance(node, dict):
+        if "type" in node:
+            out.append(str(node["type"]))
+        for v in node.values():
+            if isinstance(v, (dict, list)):
+                out.extend(_component_types(v))
+    elif isinstance(node, list):
+        for v in node:
+            out.extend(_component_types(v))
+    return out
+
+
+def detect_kind(tokenizer: Any, tokens: list[str] | None = None) -> str:
+    """``sentencepiece``, ``bytelevel``, ``wordpiece`` or ``other``, from the backend, else from the vocabulary."""
+    cfg = _backend_json(tokenizer)
+    model_type = (cfg.get("model") or {}).get("type")
+    parts = _component_types(cfg.get("pre_tokenizer")) + _component_types(cfg.get("decoder"))
+    if model_type == "WordPiece" or "WordPiece" in _component_types(cfg.get("decoder")):
+        return "wordpiece"
+    if "ByteLevel" in parts:
+        return "bytelevel"
+    if "Metaspace" in parts:
+        return "sentencepiece"
+    if tokens is None:
+        tokens = _id_tokens(tokenizer)
+    n = max(len(tokens), 1)
+    # the reference heuristic counts > 100 entries; a share works for tiny vocabularies too
+    shares = {
+        "sentencepiece": sum(t.startswith(SPM_SPACE) for t in tokens) / n,
+        "wordpiece": sum(t.startswith(WORDPIECE_PREFIX) for t in tokens) / n,
+        "bytelevel": sum(t.startswith(BPE_SPACE) for t in tokens) / n,
+    }
+    best = max(shares, key=lambda k: shares[k])
+    return best if shares[best] >= 0.05 else "other"
+
+
+def _normalizer_flags(tokenizer: Any) -> tuple[bool, bool]:
+    norm = _backend_json(tokenizer).get("normalizer")
+    lower = strip = False
+
+    def walk(node: Any) -> None:
+        nonlocal lower, strip
+        if isinstance(node, dict):
+            t = node.get("type")
+            if t == "BertNormalizer":
+                lc = bool(node.get("lowercase", False))
+                lower = lower or lc
+                sa = node.get("strip_accents")
+                strip = strip or (lc if sa is None else bool(sa))
+            elif t == "Lowercase":
+                lower = True
+            elif t == "StripAccents":
+                strip = True
+            for v in node.values():
+                if isinstance(v, (dict, list)):
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(norm)
+    return lower, strip
+
+
+def _id_tokens(tokenizer: Any) -> list[str]:
+    n = len(tokenizer)
+    vocab = tokenizer.get_vocab()
+    tokens: list[str | None] = [None] * n
+    for tok, i in vocab.items():
+        if not 0 <= i < n:
+            raise ValueError(f"tokenizer id {i} ({tok!r}) is outside 0..{n - 1}: its ids are not contiguous")
+        tokens[i] = tok
+    missing = [i for i, t in enumerate(tokens) if t is None]
+    if missing:
+        raise ValueError(f"tokenizer has no token for ids {missing[:5]}...: its ids are not contiguous")
+    return tokens  # type: ignore[return-value]
+
+
+@lru_cache(maxsize=1)
+def _byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's ``bytes_to_unicode`` table (byte-level BPE writes every byte as a printable char)."""
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs, strict=True)}
+
+
+def _hexbyte_errors(exc: UnicodeError) -> tuple[str, int]:
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    bad = exc.object[exc.start:exc.end]
+    return "".join(f"<0x{b:02X}>" for b in bad), exc.end
+
+
+codecs.register_error("harness_hexbyte", _hexbyte_errors)
+
+
+def canonical_token(kind: str, token: str, tokenizer: Any = None, token_id: int | None = None) -> str:
+    """The canonical string of one (non-special) token; see the module docstring."""
+    if kind == "sentencepiece":
+        return token.replace(SPM_SPACE, " ")
+    if kind == "wordpiece":
+        return token[len(WORDPIECE_PREFIX):] if token.startswith(WORDPIECE_PREFIX) else " " + token
+    if kind == "bytelevel":
+        table = _byte_decoder()
+        if token and all(c in table for c in token):
+            return bytes(table[c] for c in token).decode("utf-8", errors="harness_hexbyte")
+        return token  # an added token holds plain text
+    if tokenizer is not None and token_id is not None:
+        return tokenizer.decode([token_id])
+    return token
+
+
+def special_tokens(tokenizer: Any) -> tuple[dict[int, str], dict[str, int]]:
+    """``({id: role}, {attribute: id})`` for the tokenizer's special tokens (roles as in :data:`ROLE_ATTRS`)."""
+    by_id: dict[int, str] = {}
+    attrs: dict[str, int] = {}
+    for role, names in ROLE_ATTRS.items():
+        for name in names:
+            tid = getattr(tokenizer, f"{name}_id", None)
+            if isinstance(tid, int) and tid >= 0:
+                attrs[name] = tid
+                by_id.setdefault(tid, role)
+    for tid in getattr(tokenizer, "all_special_ids", []) or []:
+        if tid not in by_id:
+            by_id[int(tid)] = "added:" + str(tokenizer.convert_ids_to_tokens(int(tid)))
+    return by_id, attrs
+
+
+def canonical_vocab(tokenizer: Any) -> CanonicalVocab:
+    tokens = _id_tokens(tokenizer)
+    kind = detect_kind(tokenizer, tokens)
+    specials, attrs = special_tokens(tokenizer)
+    lower, strip = _normalizer_flags(tokenizer)
+    if kind == "sentencepiece":
+        canon = [t.replace(SPM_SPACE, " ") for t in tokens]
+    elif kind == "wordpiece":
+        n = len(WORDPIECE_PREFIX)
+        canon = [t[n:] if t.startswith(WORDPIECE_PREFIX) else " " + t for t in tokens]
+    else:
+        canon = [canonical_token(kind, t, tokenizer, i) for i, t in enumerate(tokens)]
+    for i, role in specials.items():
+        canon[i] = SPECIAL_PREFIX + role
+    return CanonicalVocab(kind=kind, tokens=tokens, canonical=canon, specials=specials, special_attrs=attrs,
+                          uncased=lower, strip_accents=strip)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# shared pieces of the rules
+# --------------------------------------------------------------------------------------------------------------
+def match_specials(source: CanonicalVocab, target: CanonicalVocab) -> dict[int, int]:
+    """Target special id -> source special id, by role (see the module docstring)."""
+    out: dict[int, int] = {}
+    for names in ROLE_ATTRS.values():
+        for name in names:
+            tid = target.special_attrs.get(name)
+            if tid is None or tid in out:
+                continue
+            sid = source.special_attrs.get(name)
+            if sid is None:  # the other attribute of the same role
+                sid = next((source.special_attrs[n] for n in names if n in source.special_attrs), None)
+            if sid is not None:
+                out[tid] = sid
+    added_src = {r: i for i, r in sorted(source.specials.items()) if r.startswith("added:")}
+    for tid, r in target.specials.items():
+        if tid not in out and r in added_src:
+            out[tid] = added_src[r]
+    return out
+
+
+def exact_table(vocab: CanonicalVocab) -> dict[str, int]:
+    """Canonical string -> source id over the non-special tokens; the highest id wins a tie."""
+    return {vocab.canonical[i]: i for i in range(len(vocab)) if i not in vocab.specials}
+
+
+def bow_free(canonical: str) -> str:
+    """The canonical string without its beginning-of-word marker (one leading space)."""
+    return canonical[1:] if canonical.startswith(" ") else canonical
+
+
+def is_symbol_token(text: str, *, symbols: str = "code") -> bool:
+    """A token made entirely of numbers, punctuation or whitespace (``text`` without its BOW marker).
+
+    ``symbols="code"`` is FOCUS's own test (``deepfocus.vocab_helper.is_numerical_symbol_etc``):
+    ``str.isnumeric()``, or every character in ASCII ``string.punctuation``, or ``str.isspace()``; the empty
+    string (a bare BOW marker) counts. ``symbols="unicode"`` reads the paper's words with Unicode categories:
+    every character is a number (N*), punctuation (P*), symbol (S*) or whitespace.
+    """
+    if symbols == "code":
+        return text.isnumeric() or all(c in string.punctuation for c in text) or text.isspace()
+    if symbols == "unicode":
+        return all(c.isspace() or unicodedata.category(c)[0] in "NPS" for c in text)
+    raise ValueError(f"symbols must be 'code' or 'unicode', not {symbols!r}")
+
+
+def is_alphabetic_token(text: str) -> bool:
+    """Tik-to-Tok's "alphabetic": the token holds at least one letter (``str.isalpha``)."""
+    return any(c.isalpha() for c in text)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the rules
+# --------------------------------------------------------------------------------------------------------------
+RuleFn = Callable[..., tuple[dict[int, int], dict[str, Any]]]
+RULES: dict[str, RuleFn] = {}
+
+
+def register_rule(name: str) -> Callable[[RuleFn], RuleFn]:
+    def deco(fn: RuleFn) -> RuleFn:
+        if name in RULES and RULES[name] is not fn:
+            raise ValueError(f"overlap rule {name!r} is registered twice")
+        RULES[name] = fn
+        return fn
+
+    return deco
+
+
+@register_rule("ofa")
+def ofa_rule(source: CanonicalVocab, target: CanonicalVocab) -> tuple[dict[int, int], dict[str, Any]]:
+    """OFA/HyperOFA/random: specials by role, exact canonical match, then case-insensitive match.
+
+    The case-insensitive table is ``{canonical.lower(): id}`` built over the exact table sorted by canonical
+    string, so the last canonical string in code-point order wins (``" apple"`` beats ``" Apple"``).
+    """
+    copy = match_specials(source, target)
+    n_special = len(copy)
+    exact = exact_table(source)
+    lower = {k.lower(): v for k, v in sorted(exact.items())}
+    n_exact = n_fuzzy = 0
+    for tid in range(len(target)):
+        if tid in target.specials:
+            continue
+        c = target.canonical[tid]
+        if c in exact:
+            copy[tid] = exact[c]
+            n_exact += 1
+        elif c.lower() in lower:
+            copy[tid] = lower[c.lower()]
+            n_fuzzy += 1
+    return copy, {"special": n_special, "exact": n_exact, "case_insensitive": n_fuzzy}
+
+
+@register_rule("focus")
+def focus_rule(source: CanonicalVocab, target: CanonicalVocab, *, symbols: str = "code",
+               fold_uncased_source: bool = True) -> tuple[dict[int, int], dict[str, Any]]:
+    """FOCUS, paper setting: specials by role (they are symbols), exact match incl. case and BOW marker, and a
+    fuzzy match (BOW marker dropped, lowercased) for symbol tokens only (:func:`is_symbol_token`).
+
+    Source choice for a fuzzy key (FOCUS's ``construct_vocab_view``): a source token whose canonical string
+    already equals the key comes first (the highest such id), otherwise the lowest id with that key. With
+    ``fold_uncased_source`` the target string is folded like an uncased source's normalizer before the exact
+    comparison (see the module docstring).
+    """
+    copy = match_specials(source, target)
+    n_special = len(copy)
+    exact = exact_table(source)
+    fuzzy: dict[str, int] = {}
+    for sid in range(len(source)):
+        if sid in source.specials:
+            continue
+        c = source.canonical[sid]
+        key = bow_free(c).lower()
+        if key == c:
+            fuzzy[key] = sid
+        elif key not in fuzzy:
+            fuzzy[key] = sid
+    fold = fold_uncased_source and (source.uncased or source.strip_accents)
+    n_exact = n_symbol = 0
+    for tid in range(len(target)):
+        if tid in target.specials:
+            continue
+        c = target.canonical[tid]
+        if fold:
+            c = source.fold(c)
+        key = bow_free(c).lower()
+        if is_symbol_token(bow_free(c), symbols=symbols) and (c in exact or key in fuzzy):
+            copy[tid] = exact[c] if c in exact else fuzzy[key]
+            n_symbol += 1
+        elif c in exact:
+            copy[tid] = exact[c]
+            n_exact += 1
+    return copy, {"special": n_special, "exact": n_exact, "symbol": n_symbol, "symbols": symbols,
+                  "folded_for_uncased_source": fold}
+
+
+@register_rule("wechsel")
+def wechsel_rule(source: CanonicalVocab, target: CanonicalVocab) -> tuple[dict[int, int], dict[str, Any]]:
+    """WECHSEL: only special tokens are copied (matched by role); every other token goes through the method."""
+    copy = match_specials(source, target)
+    return copy, {"special": len(copy)}
+
+
+@register_rule("tiktotok")
+def tiktotok_rule(source: CanonicalVocab, target: CanonicalVocab, *, fold_uncased_source: bool = True,
+                  bow_insensitive: bool = True) -> tuple[dict[int, int], dict[str, Any]]:
+    """Tik-to-Tok: non-alphabetic target tokens that the source shares are copied; non-alphabetic ones it lacks
+    are listed in ``stats["unk"]`` (they take the source UNK row). Alphabetic tokens, shared or not, are left to
+    the method (no false friends such as "of").
+
+    "Shared" is an exact canonical match; with ``bow_insensitive`` (default), a non-alphabetic token that the
+    source has only with the other beginning-of-word status also counts (``","`` and ``"▁,"`` are the same
+    comma; a WordPiece source writes every punctuation mark as a word of its own). The exact form wins when both
+    exist. The seed only says "shared with the source tokenizer".
+
+    Special tokens are copied by role; a target special token without a source counterpart is put on the UNK
+    list (the seed leaves specials unstated; they are non-alphabetic, spec §1.4).
+    """
+    copy = match_specials(source, target)
+    n_special = len(copy)
+    unk = sorted(t for t in target.specials if t not in copy)
+    exact = exact_table(source)
+    fold = fold_uncased_source and (source.uncased or source.strip_accents)
+    n_shared = 0
+    for tid in range(len(target)):
+        if tid in target.specials:
+            continue
+        c = target.canonical[tid]
+        if fold:
+            c = source.fold(c)
+        if is_alphabetic_token(c):
+            continue
+        bare = bow_free(c)
+        candidates = [c, bare, " " + bare] if bow_insensitive else [c]
+        sid = next((exact[k] for k in candidates if k in exact), None)
+        if sid is not None:
+            copy[tid] = sid
+            n_shared += 1
+        else:
+            unk.append(tid)
+    return copy, {"special": n_special, "shared_non_alphabetic": n_shared, "unk": sorted(unk),
+                  "bow_insensitive": bow_insensitive}
+
+
+# --------------------------------------------------------------------------------------------------------------
+# API
+# --------------------------------------------------------------------------------------------------------------
+def build_mapping_from_vocabs(source: CanonicalVocab, target: CanonicalVocab, rule: str,
+                              **options: Any) -> TokenMapping:
+    if rule not in RULES:
+        raise ValueError(f"unknown overlap rule {rule!r}; known: {', '.join(sorted(RULES))}")
+    copy, stats = RULES[rule](source, target, **options)
+    stats = {**stats, "copied": len(copy), "distinct_sources": len(set(copy.values())),
+             "source_kind": source.kind, "target_kind": target.kind, "source_uncased": source.uncased,
+             "options": dict(options)}
+    stats.setdefault("unk", [])
+    return TokenMapping(rule=rule, source_size=len(source), target_size=len(target), copy=dict(sorted(copy.items())),
+                        source_tokens=list(source.canonical), target_tokens=list(target.canonical), stats=stats)
+
+
+def build_mapping(source_tokenizer: Any, target_tokenizer: Any, rule: str, **options: Any) -> TokenMapping:
+    """The overlap of ``target_tokenizer`` with ``source_tokenizer`` under ``rule`` (a name in :data:`RULES`).
+
+    ``copy`` maps target id -> source id; ``source_tokens``/``target_tokens`` hold the canonical strings by id;
+    ``stats`` holds per-kind counts, ``copied`` and, for ``tiktotok``, ``unk`` (target ids to take the UNK row).
+    """
+    return build_mapping_from_vocabs(canonical_vocab(source_tokenizer), canonical_vocab(target_tokenizer), rule,
+                                     **options)
+
+
+def _mapping_to_json(m: TokenMapping) -> dict[str, Any]:
+    d = asdict(m)
+    d["copy"] = [[int(t), int(s)] for t, s in m.copy.items()]
+    return d
+
+
+def _mapping_from_json(d: dict[str, Any]) -> TokenMapping:
+    d = dict(d)
+    d["copy"] = {int(t): int(s) for t, s in d["copy"]}
+    return TokenMapping(**d)
+
+
+@dataclass
+class _Vocabs:
+    source_tokenizer: Any
+    target_tokenizer: Any
+    _src: CanonicalVocab | None = None
+    _tgt: CanonicalVocab | None = None
+    memo: dict[str, TokenMapping] = field(default_factory=dict)
+
+    @property
+    def source(self) -> CanonicalVocab:
+        if self._src is None:
+            self._src = canonical_vocab(self.source_tokenizer)
+        return self._src
+
+    @property
+    def target(self) -> CanonicalVocab:
+        if self._tgt is None:
+            self._tgt = canonical_vocab(self.target_tokenizer)
+        return self._tgt
+
+
+def vocab_pair_key(source: CanonicalVocab, target: CanonicalVocab) -> str:
+    return hash_obj({"version": OVERLAP_VERSION, "source": source.identity(), "target": target.identity()})
+
+
+def mapping_cache(source_tokenizer: Any, target_tokenizer: Any,
+                  cache_dir: Path | None) -> Callable[..., TokenMapping]:
+    """``rule -> TokenMapping``, computed once per (source, target, rule, options) and kept in memory and, when
+    ``cache_dir`` is given, on disk as ``<cache_dir>/<rule>-<key>.json`` (``key`` = hash of both vocabularies,
+    their special tokens and normalizer flags, the rule, its options and :data:`OVERLAP_VERSION`)."""
+    v = _Vocabs(source_tokenizer, target_tokenizer)
+
+    def get(rule: str, **options: Any) -> TokenMapping:
+        if rule not in RULES:
+            raise ValueError(f"unknown overlap rule {rule!r}; known: {', '.join(sorted(RULES))}")
+        key = hash_obj({"pair": vocab_pair_key(v.source, v.target), "rule": rule, "options": options})
+        if key in v.memo:
+            return v.memo[key]
+        path = Path(cache_dir) / f"{rule}-{key}.json" if cache_dir is not None else None
+        mapping: TokenMapping | None = None
+        if path is not None and path.is_file():
+            try:
+                mapping = _mapping_from_json(json.loads(path.read_text(encoding="utf-8")))
+            except (ValueError, KeyError, TypeError) as exc:
+                log.warning("ignoring unreadable cached token mapping %s (%s)", path, exc)
+        if mapping is None:
+            mapping = build_mapping_from_vocabs(v.source, v.target, rule, **options)
+            if path is not None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}")
+                tmp.write_text(json.dumps(_mapping_to_json(mapping), ensure_ascii=False), encoding="utf-8")
+                os.replace(tmp, path)
+        mapping.stats.setdefault("cache_key", key)
+        v.memo[key] = mapping
+        return mapping
+
+    get.source_vocab = lambda: v.source  # type: ignore[attr-defined]
+    get.target_vocab = lambda: v.target  # type: ignore[attr-defined]
+    return get

@@ -1,0 +1,486 @@
+"""Tik-to-Tok (Remy, Delobelle et al., "Translating Language Models One Token at a Time"; seed 004, spec
+``methods.md`` §2.6): the dictionary + bilingual fastText version. The parallel-corpus / fast_align variant
+("trans-tokenization", §2.7) is out of scope.
+
+Per target language ``L`` with a word translation dictionary ``pivot -> L``:
+
+1. **Symmetric bigram corpus** (§3.1). Every dictionary pair ``(s, t)`` becomes the four two-word lines
+   ``T(t) T(t)``, ``T(t) S(s)``, ``S(s) T(t)``, ``S(s) S(s)``, so a word is paired equally often with itself and
+   with its translation. ``S(w)`` / ``T(w)`` put the source / target language tag before *and* after the word
+   (tags: ``source_tag`` "Ⓢ", ``target_tag`` "Ⓣ", characters that do not occur in text). **Compound
+   augmentation** (``compound_augmentation``, default on as in all of the seed's experiments): the same four
+   lines again with both words carrying only the start tag, and again with only the end tag ("partial
+   compounds"). Exact duplicate pairs are dropped, pairs with whitespace inside a word are skipped (the seed has
+   no way to use multiword expressions), and the lines are shuffled with ``fasttext_seed`` (fastText reads its
+   corpus in order and decays the learning rate along it).
+2. **fastText** (§3.2): skip-gram, minn 4, maxn 7, dim 64, 5 epochs, other settings fastText's defaults except
+   minCount = 1: "all words from both languages are included in the fastText output space", and a word occurs
+   only 4 times per pair in the corpus, under fastText's default minCount of 5. Cached.
+3. **Token matching** (§3.3), in this order:
+
+   a. non-alphabetic target tokens (``tiktotok`` overlap rule): shared with the source -> the source row is
+      reused (copied); not shared -> the source **UNK** row. Special tokens are copied by role.
+   b. word-start tokens whose word (the token without its beginning-of-word marker, exact string) is a target
+      word of the dictionary: its translations, **sorted by frequency** (``frequency="source_text"``: how often
+      the translation occurs as a word in the source-language text, ties in dictionary order;
+      ``"dictionary"``: dictionary order), each represented by its **first source sub-token** (which is the
+      translation itself when it is one source token; a bare beginning-of-word marker that SentencePiece emits
+      before an unknown first character is skipped, and a translation whose tokenization is only UNK is
+      dropped). Candidates are the translations, so two translations with the same first sub-token give that
+      row two weights.
+   c. every other alphabetic token (in-word tokens; word-start tokens not in the dictionary; alphabetic tokens
+      the source shares -- no false friends such as "of"): its fastText vector "after prepending and/or
+      appending the language tags, as appropriate for that token" (``tag_policy="bow"``: a word-start token
+      gets the start tag, an in-word token the end tag -- the two partial forms the compound augmentation
+      trains; ``"start"``: only word-start tokens get a (start) tag; ``"none"``: no tags), the 3 best source
+      tokens by cosine (source tokens embedded the same way with the source tag; special tokens and tokens
+      with a zero vector are not candidates). A target token whose vector is zero (no known n-gram) takes the
+      UNK row.
+
+4. **Weights** (§3.3) over a ranked list of ``n`` candidates: 30% extra to the first, 10% extra to the second,
+   60% spread evenly over all ``n``: ``(0.3 + 0.6/n, 0.1 + 0.6/n, 0.6/n, ...)``; for ``n = 1`` the formula gives
+   0.9, and the seed is silent, so the single candidate gets ``single_weight`` = 1.0 (a convex combination,
+   as for every other n). ``e_t = sum_k w_k e_s[k]`` (float64, stored as float32).
+5. No random rows anywhere ("Tik-to-Tok initializes all embeddings using the source model").
+
+Many target languages (:mod:`methods.multilang`): each token goes through the dictionary and fastText model of
+the language that uses it most. Tokens assigned to the **source language** itself (the pivot;
+``source_language="identity"``): the translation of a source-language word is the word itself, so an alphabetic
+token that the source vocabulary has (exact canonical string) is copied (the false-friend argument does not apply
+within one language); every other one follows the rules above with the identity dictionary (a word-start token
+translates to its own word, represented by the word's first source sub-token) and, for in-word tokens, a fastText
+model trained the same way on the identity pairs ``(s, s)`` of all source-side dictionary words (both sides with
+the source tag). ``source_language="none"`` treats them as tokens of no language. Alphabetic tokens of no
+language, or of a language without a dictionary, take the UNK row (Tik-to-Tok's only fallback).
+
+Parameters (``ctx.params``): ``dim`` (64), ``epochs`` (5), ``minn`` (4), ``maxn`` (7), ``min_count`` (1),
+``model`` ("skipgram"), ``bucket`` (2,000,000), ``lr`` (0.05), ``fasttext_seed`` (0), ``threads`` (1),
+``neighbors`` (3), ``weights`` ([0.3, 0.1, 0.6]: first bonus, second bonus, even share), ``single_weight``
+(1.0), ``source_tag`` ("Ⓢ"), ``target_tag`` ("Ⓣ"), ``tag_policy`` ("bow"), ``compound_augmentation`` (true),
+``shuffle`` (true), ``frequency`` ("source_text"), ``source_language`` ("identity"), ``languages`` (``null`` =
+all), ``max_lines`` (``null``), ``assign_rule`` ("relative"), ``assign_min_count`` (1), ``block_size`` (1024),
+``save_plan`` (write every row's route, source ids and weights to ``ctx.workdir/tiktotok_plan.jsonl``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.registry import METHODS
+from methods.base import InitContext, InitResult, Provenance, TokenMapping
+from methods.fasttext_util import cached_model, read_text_lines, split_words, word_vectors
+from methods.multilang import (
+    assign_languages,
+    dictionary_for,
+    dictionary_files,
+    language_token_counts,
+    per_language_counts,
+    read_dictionary,
+    text_files,
+    world_languages,
+)
+from methods.overlap import SPECIAL_PREFIX, detect_kind
+from methods.random_init import check_mapping
+
+log = logging.getLogger(__name__)
+CORPUS_RECIPE = "tiktotok-bigrams-v1"
+TAG_POLICIES = ("bow", "start", "none")
+ROUTES = ("copy", "unk", "dictionary", "fasttext")
+
+
+def rank_weights(n: int, first: float = 0.3, second: float = 0.1, share: float = 0.6,
+                 single: float = 1.0) -> list[float]:
+    """The seed's weights for ``n`` ranked candidates: ``first`` / ``second`` extra to the two best, ``share``
+    spread evenly over all; ``single`` for one candidate (the formula's 0.9 is undefined by the seed)."""
+    if n < 1:
+        return []
+    if n == 1:
+        return [float(single)]
+    w = [share / n] * n
+    w[0] += first
+    w[1] += second
+    return w
+
+
+def tag_word(text: str, tag: str, *, start: bool, end: bool) -> str:
+    return (tag if start else "") + text + (tag if end else "")
+
+
+def token_form(canonical: str, tag: str, policy: str) -> str:
+    """A token's string for the fastText model (see ``tag_policy`` in the module docstring)."""
+    bow = canonical.startswith(" ")
+    text = canonical[1:] if bow else canonical
+    if policy == "bow":
+        return tag_word(text, tag, start=bow, end=not bow)
+    if policy == "start":
+        return tag_word(text, tag, start=bow, end=False)
+    if policy == "none":
+        return text
+    raise ConfigError(f"tiktotok: tag_policy must be one of {TAG_POLICIES}, not {policy!r}")
+
+
+def clean_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Dictionary pairs without exact duplicates and without words that contain whitespace."""
+    seen: set[tuple[str, str]] = set()
+    out = []
+    for s, t in pairs:
+        if not s or not t or any(c.isspace() for c in s + t) or (s, t) in seen:
+            continue
+        seen.add((s, t))
+        out.append((s, t))
+    return out
+
+
+def bigram_corpus(pairs: list[tuple[str, str]], source_tag: str, target_tag: str, *,
+                  compound_augmentation: bool = True, shuffle_seed: int | None = 0) -> list[str]:
+    """The symmetric bigram corpus of ``(source_word, target_word)`` pairs (see the module docstring)."""
+    variants = [(True, True)] + ([(True, False), (False, True)] if compound_augmentation else [])
+    lines: list[str] = []
+    for s, t in pairs:
+        for start, end in variants:
+            a = tag_word(t, target_tag, start=start, end=end)
+            b = tag_word(s, source_tag, start=start, end=end)
+            lines += [f"{a} {a}", f"{a} {b}", f"{b} {a}", f"{b} {b}"]
+    if shuffle_seed is not None:
+        random.Random(shuffle_seed).shuffle(lines)
+    return lines
+
+
+@dataclass
+class Plan:
+    """How every target row is built: ``route[i]`` and the weighted source ids (``None``: not planned yet)."""
+
+    n: int
+    route: list[str | None] = field(default_factory=list)
+    sources: list[list[int]] = field(default_factory=list)
+    weights: list[list[float]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if not self.route:
+            self.route = [None] * self.n
+            self.sources = [[] for _ in range(self.n)]
+            self.weights = [[] for _ in range(self.n)]
+
+    def set(self, i: int, route: str, sources: list[int], weights: list[float]) -> None:
+        self.route[i] = route
+        self.sources[i] = [int(s) for s in sources]
+        self.weights[i] = [float(w) for w in weights]
+
+    def matrix(self, source: torch.Tensor) -> torch.Tensor:
+        src = source.detach().cpu().double()
+        out = torch.zeros((self.n, src.shape[1]), dtype=torch.float64)
+        for i in range(self.n):
+            if self.sources[i]:
+                out[i] = torch.tensor(self.weights[i], dtype=torch.float64) @ src[self.sources[i]]
+        return out.to(source.dtype)
+
+
+class FastTextSpace:
+    """One bilingual fastText model and the source tokens embedded in it (the candidates of route c)."""
+
+    def __init__(self, model: Any, source_canonical: list[str], source_tag: str, policy: str):
+        self.model = model
+        self.policy = policy
+        cand = [i for i, c in enumerate(source_canonical) if not c.startswith(SPECIAL_PREFIX)]
+        vecs = word_vectors(model, [token_form(source_canonical[i], source_tag, policy) for i in cand])
+        keep = np.abs(vecs).sum(axis=1) > 0
+        self.source_ids = np.array(cand, dtype=np.int64)[keep]
+        v = torch.from_numpy(vecs[keep]).double()
+        self.source_unit = v / v.norm(dim=1, keepdim=True)
+
+    def nearest(self, canonical: list[str], tag: str, k: int, block_size: int = 1024
+                ) -> list[tuple[list[int], list[float]] | None]:
+        """Top-``k`` source ids (best first) and cosines for each token; ``None`` for a zero vector."""
+        vecs = torch.from_numpy(word_vectors(self.model, [token_form(c, tag, self.policy) for c in canonical]))
+        vecs = vecs.double()
+        out: list[tuple[list[int], list[float]] | None] = []
+        k = min(k, len(self.source_ids))
+        for start in range(0, len(canonical), block_size):
+            block = vecs[start:start + block_size]
+            norm = block.norm(dim=1, keepdim=True)
+            sims = (block / norm.clamp_min(1e-300)) @ self.source_unit.T
+            vals, idx = torch.topk(sims, k, dim=1) if k > 0 else (None, None)
+            for r in range(block.shape[0]):
+                if float(norm[r]) == 0 or k == 0:
+                    out.append(None)
+                else:
+                    out.append((self.source_ids[idx[r].numpy()].tolist(), vals[r].tolist()))
+        return out
+
+
+@METHODS.register("tiktotok")
+class TikToTokInit:
+    """Tik-to-Tok (seed 004): dictionary translations, else 3 nearest source tokens in a bilingual fastText."""
+
+    name: ClassVar[str] = "tiktotok"
+    description: ClassVar[str] = ("Tik-to-Tok (dictionary + bilingual fastText): shared non-alphabetic tokens copied, "
+                                  "unshared ones UNK; dictionary words the ranked mean of their translations, other "
+                                  "tokens of their 3 nearest source tokens (30/10/60 weights); no random rows")
+    requires: ClassVar[frozenset[str]] = frozenset({"dictionary", "target_text"})
+    overlap_rule: ClassVar[str] = "tiktotok"
+    supports_factorized: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {
+        "dim": 64, "epochs": 5, "minn": 4, "maxn": 7, "min_count": 1, "model": "skipgram", "bucket": 2_000_000,
+        "lr": 0.05, "fasttext_seed": 0, "threads": 1, "neighbors": 3, "weights": [0.3, 0.1, 0.6],
+        "single_weight": 1.0, "source_tag": "Ⓢ", "target_tag": "Ⓣ", "tag_policy": "bow",
+        "compound_augmentation": True, "shuffle": True, "frequency": "source_text", "source_language": "identity",
+        "languages": None, "max_lines": None, "assign_rule": "relative", "assign_min_count": 1,
+        "block_size": 1024, "save_plan": False,
+    }
+
+    def _params(self, ctx: InitContext) -> dict[str, Any]:
+        unknown = set(ctx.params) - set(self.defaults)
+        if unknown:
+            raise ConfigError(f"method 'tiktotok' has no parameter(s) {sorted(unknown)}; it takes "
+                              f"{sorted(self.defaults)}")
+        p = {**self.defaults, **ctx.params}
+        if p["tag_policy"] not in TAG_POLICIES:
+            raise ConfigError(f"tiktotok: tag_policy must be one of {TAG_POLICIES}, not {p['tag_policy']!r}")
+        if p["frequency"] not in ("source_text", "dictionary"):
+            raise ConfigError(f"tiktotok: frequency must be 'source_text' or 'dictionary', not {p['frequency']!r}")
+        if p["source_language"] not in ("identity", "none"):
+            raise ConfigError(f"tiktotok: source_language must be 'identity' or 'none', not "
+                              f"{p['source_language']!r}")
+        if len(p["weights"]) != 3 or any(float(w) < 0 for w in p["weights"]):
+            raise ConfigError(f"tiktotok: weights must be three non-negative numbers [first, second, share], not "
+                              f"{p['weights']}")
+        for key in ("dim", "epochs", "neighbors", "min_count", "threads", "block_size"):
+            if int(p[key]) < 1:
+                raise ConfigError(f"tiktotok: {key} must be >= 1, not {p[key]}")
+        tags = (p["source_tag"], p["target_tag"])
+        if any(not t or any(c.isspace() for c in t) for t in tags) or tags[0] == tags[1]:
+            raise ConfigError("tiktotok: source_tag and target_tag must be distinct, non-empty and without spaces")
+        return p
+
+    def fasttext_settings(self, p: dict[str, Any]) -> dict[str, Any]:
+        return {"model": p["model"], "dim": int(p["dim"]), "epoch": int(p["epochs"]), "minCount": int(p["min_count"]),
+                "minn": int(p["minn"]), "maxn": int(p["maxn"]), "bucket": int(p["bucket"]), "lr": float(p["lr"]),
+                "seed": int(p["fasttext_seed"]), "thread": int(p["threads"])}
+
+    def train_space(self, ctx: InitContext, p: dict[str, Any], pairs: list[tuple[str, str]], target_tag: str,
+                    source_canonical: list[str], label: str) -> tuple[FastTextSpace, dict[str, Any]]:
+        settings = self.fasttext_settings(p)
+        seed = int(p["fasttext_seed"]) if p["shuffle"] else None
+        inputs = {"recipe": CORPUS_RECIPE, "pairs": _pairs_digest(pairs), "source_tag": p["source_tag"],
+                  "target_tag": target_tag, "compound": bool(p["compound_augmentation"]), "shuffle": seed}
+
+        def write(f: Any) -> int:
+            lines = bigram_corpus(pairs, p["source_tag"], target_tag,
+                                  compound_augmentation=bool(p["compound_augmentation"]), shuffle_seed=seed)
+            for line in lines:
+                f.write(line + "\n")
+            return len(lines)
+
+        cm = cached_model(ctx.cache_dir, f"tiktotok-{label}", inputs, settings, write)
+        info = {"path": str(cm.path) if cm.path else None, "cached": cm.cached, "pairs": len(pairs),
+                "words": len(cm.model.get_words())}
+        return FastTextSpace(cm.model, source_canonical, p["source_tag"], p["tag_policy"]), info
+
+    def initialize(self, ctx: InitContext) -> InitResult:
+        p = self._params(ctx)
+        if ctx.factorized:
+            raise ConfigError("tiktotok is defined on full-dimension embeddings (spec Appendix B); use dim: null")
+        mapping = ctx.mapping_for(self.overlap_rule)
+        check_mapping(ctx, mapping)
+        plan, stats = self.plan(ctx, p, mapping)
+        matrix = plan.matrix(ctx.source_matrix.detach().float().cpu())
+        code = {"copy": Provenance.COPIED, "unk": Provenance.UNK, "dictionary": Provenance.METHOD,
+                "fasttext": Provenance.METHOD}
+        provenance = np.array([code[r] for r in plan.route], dtype=np.int8)  # type: ignore[index]
+        copy = {i: plan.sources[i][0] for i in range(plan.n) if plan.route[i] == "copy"}
+        artifacts: dict[str, Path] = {}
+        if p["save_plan"] and ctx.workdir is not None:
+            path = Path(ctx.workdir) / "tiktotok_plan.jsonl"
+            with open(path, "w", encoding="utf-8") as f:
+                for i in range(plan.n):
+                    f.write(json.dumps({"id": i, "route": plan.route[i], "sources": plan.sources[i],
+                                        "weights": plan.weights[i]}) + "\n")
+            artifacts["plan"] = path
+        stats["per_language"] = per_language_counts(stats.pop("_lang_of"), provenance, stats["assignment"]["languages"])
+        return InitResult(matrix=matrix, provenance=provenance, copy=copy, stats=stats, artifacts=artifacts)
+
+    # ----------------------------------------------------------------------------------------------------------
+    def plan(self, ctx: InitContext, p: dict[str, Any], mapping: TokenMapping) -> tuple[Plan, dict[str, Any]]:
+        world = ctx.world
+        n_t = mapping.target_size
+        pivot = getattr(world, "pivot", None)
+        if not pivot:
+            raise ConfigError("tiktotok: the world names no pivot (source) language")
+        unk_id = getattr(ctx.source_tokenizer, "unk_token_id", None)
+        if unk_id is None:
+            raise ConfigError("tiktotok: the source tokenizer has no UNK token, which Tik-to-Tok falls back to")
+        first_w, second_w, share = (float(w) for w in p["weights"])
+
+        def weights(n: int) -> list[float]:
+            return rank_weights(n, first_w, second_w, share, float(p["single_weight"]))
+
+        def bar(label: str, total: int) -> Callable[[int], None] | None:
+            return ctx.progress(label, total) if ctx.progress is not None else None
+
+        plan = Plan(n_t)
+        # a. non-alphabetic tokens and specials (overlap rule)
+        for t, s in mapping.copy.items():
+            plan.set(t, "copy", [s], [1.0])
+        for t in mapping.stats.get("unk", []):
+            plan.set(int(t), "unk", [unk_id], [1.0])
+
+        # languages, dictionaries, assignment
+        texts = text_files(world)
+        wanted = list(p["languages"]) if p["languages"] is not None else world_languages(world)
+        if pivot not in wanted:
+            wanted.append(pivot)
+        missing: dict[str, list[str]] = {}
+        dicts: dict[str, list[tuple[str, str]]] = {}
+        for lang in wanted:
+            need = []
+            if lang not in texts:
+                need.append("target_text")
+            if lang != pivot:
+                found = dictionary_for(world, pivot, lang)
+                if found is None:
+                    need.append("dictionary")
+                else:
+                    dicts[lang] = clean_pairs(read_dictionary(found[0], reverse=found[1]))
+            if need:
+                missing[lang] = need
+        if not any(dicts.values()):
+            raise MissingResourceError(f"tiktotok needs a non-empty dictionary {pivot}-<lang>.tsv for at least one "
+                                       f"language; the world has {sorted(dictionary_files(world))}")
+        counted = {la: path for la, path in texts.items() if la in wanted}
+        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=ctx.cache_dir,
+                                       max_lines=p["max_lines"], progress=bar("Tik-to-Tok: token counts",
+                                                                              len(counted)))
+        assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
+
+        # frequencies of source words (for sorting translations)
+        freq: Counter[str] = Counter()
+        if p["frequency"] == "source_text" and pivot in texts:
+            for line in read_text_lines(texts[pivot], p["max_lines"]):
+                freq.update(split_words(line))
+
+        src_canon = mapping.source_tokens
+        tgt_canon = mapping.target_tokens
+        exact_src = {c: i for i, c in enumerate(src_canon) if not c.startswith(SPECIAL_PREFIX)}
+        source_kind = detect_kind(ctx.source_tokenizer)
+        first_token_cache: dict[str, int | None] = {}
+
+        def first_source_token(word: str) -> int | None:
+            if word not in first_token_cache:
+                text = " " + word if source_kind == "bytelevel" else word
+                ids = ctx.source_tokenizer(text, add_special_tokens=False)["input_ids"]
+                toks = [i for i in ids if src_canon[i] != " "]  # skip a bare beginning-of-word marker
+                first_token_cache[word] = toks[0] if toks and toks[0] != unk_id else None
+            return first_token_cache[word]
+
+        per_lang: dict[str, dict[str, Any]] = {}
+        source_words = sorted({s for pairs in dicts.values() for s, _ in pairs})
+        for lang in assignment.languages:
+            ids = [i for i in assignment.ids_of(lang).tolist() if plan.route[i] is None]
+            info: dict[str, Any] = {"tokens": len(ids)}
+            per_lang[lang] = info
+            if not ids or lang in missing and "dictionary" in missing[lang]:
+                continue
+            identity = lang == pivot
+            if identity and p["source_language"] == "none":
+                continue
+            todo: list[int] = []
+            if identity:
+                t2s = None
+                for i in ids:
+                    c = tgt_canon[i]
+                    if c in exact_src:
+                        plan.set(i, "copy", [exact_src[c]], [1.0])
+                    else:
+                        todo.append(i)
+                info["copied_identity"] = len(ids) - len(todo)
+            else:
+                t2s = {}
+                for s, t in dicts[lang]:
+                    t2s.setdefault(t, []).append(s)
+                todo = ids
+            # b. dictionary route (word-start tokens whose word is in the dictionary)
+            rest: list[int] = []
+            n_dict = 0
+            for i in todo:
+                c = tgt_canon[i]
+                if c.startswith(" ") and len(c) > 1:
+                    word = c[1:]
+                    translations = [word] if identity else t2s.get(word)  # type: ignore[union-attr]
+                    if translations:
+                        if p["frequency"] == "source_text":
+                            translations = sorted(translations, key=lambda w: -freq[w])  # stable: ties keep order
+                        cands = [s for s in (first_source_token(w) for w in translations) if s is not None]
+                        if cands:
+                            plan.set(i, "dictionary", cands, weights(len(cands)))
+                            n_dict += 1
+                            continue
+                rest.append(i)
+            info["dictionary"] = n_dict
+            # c. fastText route for the remaining alphabetic tokens
+            if rest:
+                if identity:
+                    pairs = [(s, s) for s in source_words]
+                    space, ft_info = self.train_space(ctx, p, pairs, p["source_tag"], src_canon, "identity")
+                    tag = p["source_tag"]
+                else:
+                    space, ft_info = self.train_space(ctx, p, dicts[lang], p["target_tag"], src_canon, lang)
+                    tag = p["target_tag"]
+                info["fasttext_model"] = ft_info
+                found = space.nearest([tgt_canon[i] for i in rest], tag, int(p["neighbors"]),
+                                      int(p["block_size"]))
+                n_ft = 0
+                for i, hit in zip(rest, found, strict=True):
+                    if hit is None:
+                        plan.set(i, "unk", [unk_id], [1.0])
+                    else:
+                        plan.set(i, "fasttext", hit[0], weights(len(hit[0])))
+                        n_ft += 1
+                info["fasttext"] = n_ft
+                info["no_vector_unk"] = len(rest) - n_ft
+        # tokens still unplanned: no language, a language without resources, or source_language="none"
+        n_fallback = 0
+        for i in range(n_t):
+            if plan.route[i] is None:
+                plan.set(i, "unk", [unk_id], [1.0])
+                n_fallback += 1
+        if not any(r in ("dictionary", "fasttext") for r in plan.route) and n_t > len(mapping.copy):
+            log.warning("tiktotok: no token went through the dictionary or fastText route; check the world's "
+                        "dictionaries and text")
+        routes = Counter(r for r in plan.route)
+        stats = {
+            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "source_language": pivot,
+            "routes": {r: int(routes.get(r, 0)) for r in ROUTES},
+            "unk_fallback_unassigned": n_fallback,
+            "settings": self.fasttext_settings(p),
+            "tags": {"source": p["source_tag"], "target": p["target_tag"], "policy": p["tag_policy"]},
+            "weights": {"first": first_w, "second": second_w, "share": share,
+                        "single": float(p["single_weight"])},
+            "frequency": p["frequency"] if (p["frequency"] != "source_text" or freq) else "dictionary (no text)",
+            "languages": per_lang,
+            "assignment": {"rule": assignment.rule, "min_count": assignment.min_count,
+                           "languages": assignment.languages, "sizes": assignment.sizes()},
+            "missing": missing,
+            "_lang_of": assignment.lang_of,
+        }
+        return plan, stats
+
+
+def _pairs_digest(pairs: list[tuple[str, str]]) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    for s, t in pairs:
+        h.update(s.encode("utf-8") + b"\t" + t.encode("utf-8") + b"\n")
+    return h.hexdigest()

@@ -1,0 +1,308 @@
+"""WECHSEL (Minixhofer, Paischer & Rekabsaz, NAACL 2022; spec ``methods.md`` §2.5, reference code ``CPJKU/wechsel``).
+
+1. **Word vectors**: fastText word vectors for the source language (the world's pivot) and for each target
+   language. A user who has fastText's crawl vectors passes them (``source_vectors``: path of ``cc.en.300.bin``;
+   ``target_vectors``: ``{lang: path}``); otherwise they are trained on the world's text with the settings of the
+   reference code's ``train_embeddings`` helper (CBOW, dim 100, minn = maxn = 5, neg 10, 20 epochs, fastText's
+   other defaults; words split by :func:`methods.fasttext_util.split_words` instead of NLTK) and cached. With
+   a user's source vectors, trained target vectors take the source's dimension.
+2. **Alignment** (per target language, reference code ``_compute_align_matrix_from_dictionary``): for every
+   dictionary pair ``(s, t)`` of ``resources/dictionaries/<pivot>-<lang>.tsv``, each case variant pair (original,
+   lower, title on both sides; duplicates kept, as the reference code does) where both words are in their model's
+   vocabulary contributes one row pair; ``R = argmin_{R^T R = I} ||X_s R - X_t||`` (scipy
+   ``orthogonal_procrustes``); source vectors are mapped as ``X_s R``, target vectors stay.
+3. **Token vectors** (``use_subword_info=True``, the reference default): ``get_word_vector(tokenizer.decode(i)
+   .strip())`` for every token of either tokenizer -- fastText's subword composition. The decoded string of a
+   SentencePiece token drops its ``▁``: a word-start token and the same piece inside a word get the same vector
+   (the reference code's behaviour, which we keep). A token with no known n-gram (e.g. a bare ``▁``, which
+   decodes to the empty string) gets a zero vector.
+4. Both sides L2-normalized; for every target token: cosine to **all** source tokens (special tokens included,
+   as in the reference code), the ``neighbors`` = 10 best, ``softmax(sim / temperature)`` with temperature 0.1
+   over those, ``e_t = sum_k w_k e_s[k]``. Computed in float64 (the reference works in numpy float64).
+5. Target tokens with a zero vector get the per-dimension Gaussian of E_s (population std, as the reference's
+   numpy ``std``): row ``i`` of :func:`methods.random_init.fallback_matrix` with ``ctx.generator(0)``. The
+   reference draws ``RandomState(1234).normal(mean, std, (|V_t|, d))``; random rows are not compared in the
+   parity test.
+6. **No copying** except special tokens (``wechsel`` overlap rule: by role). A target token identical to a source
+   token is initialized by the similarity procedure like every other token.
+
+Many target languages: :mod:`methods.multilang` (each target token goes through the alignment of the language
+that uses it most; tokens of the pivot language use the source vectors without alignment; tokens of no language,
+or of a language without a dictionary or without text/vectors, fall back to the Gaussian).
+``stats["per_language"]`` and ``stats["missing"]`` report it.
+
+Reference-code details we deliberately do not reproduce: the reference's ``__init__`` reduces the *source* model
+twice when dimensions differ (``fasttext.util.reduce_model(source_embeddings.model, ...)`` in the target branch):
+we require equal dimensions instead. It downloads dictionaries and vectors at run time; we read the world's
+files and the user's paths only.
+
+Parameters (``ctx.params``): ``neighbors`` (10), ``temperature`` (0.1), ``source_vectors`` (path), ``target_vectors``
+({lang: path}), ``dim`` (100), ``epochs`` (20), ``min_count`` (5), ``model`` ("cbow"), ``neg`` (10), ``minn`` (5),
+``maxn`` (5), ``bucket`` (2,000,000), ``lr`` (0.05), ``fasttext_seed`` (0), ``threads`` (1), ``max_lines`` (per
+language, ``null`` = all), ``languages`` (target languages handled; ``null`` = all with text), ``source_language``
+(``null`` = the world's pivot), ``assign_rule`` ("relative"), ``assign_min_count`` (1), ``block_size`` (1024).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+import torch
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.registry import METHODS
+from methods.base import InitContext, InitResult, Provenance
+from methods.fasttext_util import (
+    CachedModel,
+    cached_model,
+    load_model,
+    read_text_lines,
+    sha256_of,
+    split_words,
+    word_vectors,
+)
+from methods.multilang import (
+    assign_languages,
+    dictionary_for,
+    language_token_counts,
+    per_language_counts,
+    read_dictionary,
+    text_files,
+    world_languages,
+)
+from methods.ofa import knn_softmax_combine
+from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
+
+log = logging.getLogger(__name__)
+WORD_CORPUS_RECIPE = "split_words-v1"
+
+
+def decoded_tokens(tokenizer: Any) -> list[str]:
+    """``tokenizer.decode(i).strip()`` for every id: the strings the reference code embeds."""
+    return [tokenizer.decode(i).strip() for i in range(len(tokenizer))]
+
+
+def alignment_pairs(source_model: Any, target_model: Any, pairs: list[tuple[str, str]]
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The row pairs Procrustes is fitted on: every case variant pair (original, lower, title on both sides)
+    whose words are both in their model's vocabulary, duplicates kept (reference code)."""
+    src_rows: list[np.ndarray] = []
+    tgt_rows: list[np.ndarray] = []
+    src_cache: dict[str, np.ndarray | None] = {}
+    tgt_cache: dict[str, np.ndarray | None] = {}
+
+    def vec(model: Any, cache: dict[str, np.ndarray | None], w: str) -> np.ndarray | None:
+        if w not in cache:
+            cache[w] = model.get_word_vector(w) if model.get_word_id(w) != -1 else None
+        return cache[w]
+
+    for s, t in pairs:
+        for sw in (s, s.lower(), s.title()):
+            for tw in (t, t.lower(), t.title()):
+                a, b = vec(source_model, src_cache, sw), vec(target_model, tgt_cache, tw)
+                if a is not None and b is not None:
+                    src_rows.append(a)
+                    tgt_rows.append(b)
+    d = source_model.get_dimension()
+    if not src_rows:
+        return np.zeros((0, d), np.float32), np.zeros((0, target_model.get_dimension()), np.float32)
+    return np.asarray(src_rows, dtype=np.float32), np.asarray(tgt_rows, dtype=np.float32)
+
+
+def procrustes(x_s: np.ndarray, x_t: np.ndarray) -> np.ndarray:
+    """``R = argmin_{R^T R = I} ||x_s R - x_t||_F`` (scipy, as the reference)."""
+    from scipy.linalg import orthogonal_procrustes
+
+    r, _ = orthogonal_procrustes(x_s, x_t)
+    return r
+
+
+@METHODS.register("wechsel")
+class WechselInit:
+    """WECHSEL: aligned fastText spaces, top-10 source tokens by cosine, softmax(sim/0.1); specials copied."""
+
+    name: ClassVar[str] = "wechsel"
+    description: ClassVar[str] = ("WECHSEL: fastText word vectors per language aligned to the source by Procrustes "
+                                  "on a bilingual dictionary; token vectors by subword composition; top-10 source "
+                                  "tokens, softmax(sim/0.1); only specials copied; Gaussian for tokens without a "
+                                  "vector")
+    requires: ClassVar[frozenset[str]] = frozenset({"target_text", "dictionary"})
+    overlap_rule: ClassVar[str] = "wechsel"
+    supports_factorized: ClassVar[bool] = False
+    defaults: ClassVar[dict[str, Any]] = {
+        "neighbors": 10, "temperature": 0.1, "source_vectors": None, "target_vectors": None, "dim": 100,
+        "epochs": 20, "min_count": 5, "model": "cbow", "neg": 10, "minn": 5, "maxn": 5, "bucket": 2_000_000,
+        "lr": 0.05, "fasttext_seed": 0, "threads": 1, "max_lines": None, "languages": None,
+        "source_language": None, "assign_rule": "relative", "assign_min_count": 1, "block_size": 1024,
+    }
+
+    def _params(self, ctx: InitContext) -> dict[str, Any]:
+        unknown = set(ctx.params) - set(self.defaults)
+        if unknown:
+            raise ConfigError(f"method 'wechsel' has no parameter(s) {sorted(unknown)}; it takes "
+                              f"{sorted(self.defaults)}")
+        p = {**self.defaults, **ctx.params}
+        if int(p["neighbors"]) < 1 or float(p["temperature"]) <= 0:
+            raise ConfigError(f"wechsel: neighbors must be >= 1 and temperature > 0 (got {p['neighbors']}, "
+                              f"{p['temperature']})")
+        for key in ("dim", "epochs", "min_count", "block_size", "threads"):
+            if int(p[key]) < 1:
+                raise ConfigError(f"wechsel: {key} must be >= 1, not {p[key]}")
+        if p["target_vectors"] is not None and not isinstance(p["target_vectors"], dict):
+            raise ConfigError("wechsel: target_vectors must be a mapping {language: path of a fastText .bin}")
+        return p
+
+    def fasttext_settings(self, p: dict[str, Any], seed: int, dim: int) -> dict[str, Any]:
+        return {"model": p["model"], "dim": int(dim), "epoch": int(p["epochs"]), "minCount": int(p["min_count"]),
+                "neg": int(p["neg"]), "minn": int(p["minn"]), "maxn": int(p["maxn"]), "bucket": int(p["bucket"]),
+                "lr": float(p["lr"]), "seed": int(seed if p["fasttext_seed"] is None else p["fasttext_seed"]),
+                "thread": int(p["threads"])}
+
+    @staticmethod
+    def train_word_vectors(cache_dir: Path | None, text: Path, settings: dict[str, Any],
+                           max_lines: int | None) -> CachedModel:
+        """Word-level fastText on one language's text (cached by the text's sha256 and the settings)."""
+        inputs = {"text": sha256_of(text), "max_lines": max_lines, "recipe": WORD_CORPUS_RECIPE}
+
+        def write(f: Any) -> int:
+            n = 0
+            for line in read_text_lines(text, max_lines):
+                words = split_words(line)
+                if words:
+                    f.write(" ".join(words) + "\n")
+                    n += 1
+            return n
+
+        return cached_model(cache_dir, "wechsel-words", inputs, settings, write)
+
+    def initialize(self, ctx: InitContext) -> InitResult:
+        p = self._params(ctx)
+        if ctx.factorized:
+            raise ConfigError("wechsel is defined on full-dimension embeddings (spec Appendix B); use dim: null")
+        mapping = ctx.mapping_for(self.overlap_rule)
+        check_mapping(ctx, mapping)
+        n_t = mapping.target_size
+        world = ctx.world
+        pivot = p["source_language"] or getattr(world, "pivot", None)
+        if not pivot:
+            raise ConfigError("wechsel: the world names no pivot (source) language; set source_language")
+
+        def bar(label: str, total: int) -> Callable[[int], None] | None:
+            return ctx.progress(label, total) if ctx.progress is not None else None
+
+        texts = text_files(world)
+        user_vectors = {str(k): v for k, v in (p["target_vectors"] or {}).items()}
+        all_langs = world_languages(world) + [la for la in user_vectors if la not in world_languages(world)]
+        wanted = [la for la in (p["languages"] or all_langs)]
+        if pivot not in wanted:
+            wanted.append(pivot)
+
+        # source word vectors
+        if p["source_vectors"] is not None:
+            src_model = load_model(p["source_vectors"])
+            src_info: dict[str, Any] = {"path": str(p["source_vectors"]), "trained": False}
+            dim = src_model.get_dimension()
+        else:
+            if pivot not in texts:
+                raise MissingResourceError(
+                    f"wechsel needs source-language word vectors: give source_vectors (a fastText .bin such as "
+                    f"cc.en.300.bin) or a world with text for the source language {pivot!r}")
+            dim = int(p["dim"])
+            cm = self.train_word_vectors(ctx.cache_dir, texts[pivot], self.fasttext_settings(p, ctx.seed, dim),
+                                         p["max_lines"])
+            src_model, src_info = cm.model, {"path": str(cm.path) if cm.path else None, "cached": cm.cached,
+                                             "trained": not cm.cached}
+        src_info["words"] = len(src_model.get_words())
+        settings = self.fasttext_settings(p, ctx.seed, dim)
+
+        # assignment of target tokens to languages
+        counted = {la: path for la, path in texts.items() if la in wanted}
+        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=ctx.cache_dir,
+                                       max_lines=p["max_lines"], progress=bar("WECHSEL: token counts", len(counted)))
+        assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
+
+        src = ctx.source_matrix.detach().float().cpu()
+        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
+        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        copied = np.zeros(n_t, dtype=bool)
+        copied[list(mapping.copy)] = True
+
+        u_s = word_vectors(src_model, decoded_tokens(ctx.source_tokenizer)).astype(np.float64)
+        tgt_strings = decoded_tokens(ctx.target_tokenizer)
+        missing: dict[str, list[str]] = {}
+        per_lang: dict[str, dict[str, Any]] = {}
+        for lang in wanted:
+            need = []
+            if lang != pivot:
+                if dictionary_for(world, pivot, lang) is None:
+                    need.append("dictionary")
+                if lang not in user_vectors and lang not in texts:
+                    need.append("target_text")
+            if need:
+                missing[lang] = need
+        for lang in assignment.languages:
+            ids = np.array([i for i in assignment.ids_of(lang) if not copied[i]], dtype=np.int64)
+            info: dict[str, Any] = {"tokens": int(len(ids))}
+            per_lang[lang] = info
+            if lang in missing or len(ids) == 0:
+                continue
+            if lang == pivot:
+                tgt_model, r = src_model, None
+                info["alignment"] = "identity (source language)"
+            else:
+                if lang in user_vectors:
+                    tgt_model = load_model(user_vectors[lang])
+                    info["vectors"] = {"path": str(user_vectors[lang]), "trained": False}
+                else:
+                    cm = self.train_word_vectors(ctx.cache_dir, texts[lang], settings, p["max_lines"])
+                    tgt_model = cm.model
+                    info["vectors"] = {"path": str(cm.path) if cm.path else None, "cached": cm.cached}
+                if tgt_model.get_dimension() != dim:
+                    raise ConfigError(f"wechsel: the vectors of {lang} have dimension {tgt_model.get_dimension()}, "
+                                      f"the source vectors {dim}; give vectors of equal dimension")
+                dict_path, reverse = dictionary_for(world, pivot, lang)  # type: ignore[misc]
+                pairs = read_dictionary(dict_path, reverse=reverse)
+                x_s, x_t = alignment_pairs(src_model, tgt_model, pairs)
+                info["dictionary_pairs"] = len(pairs)
+                info["alignment_pairs"] = int(len(x_s))
+                if len(x_s) == 0:
+                    missing[lang] = ["dictionary (no pair with both words in the vectors' vocabularies)"]
+                    continue
+                r = procrustes(x_s, x_t)
+                info["alignment_residual"] = float(np.linalg.norm(x_s @ r - x_t) / max(np.linalg.norm(x_t), 1e-12))
+            u_t = word_vectors(tgt_model, [tgt_strings[i] for i in ids]).astype(np.float64)
+            has = np.abs(u_t).sum(axis=1) > 0
+            wise = ids[has]
+            info["method"] = int(has.sum())
+            info["no_vector"] = int((~has).sum())
+            if len(wise) == 0:
+                continue
+            u_src = u_s @ r if r is not None else u_s
+            combined, _nb, wts = knn_softmax_combine(
+                torch.from_numpy(u_t[has]), torch.from_numpy(u_src), src, k=int(p["neighbors"]),
+                temperature=float(p["temperature"]), block_size=int(p["block_size"]), device=ctx.device,
+                dtype=torch.float64, progress=bar(f"WECHSEL: {lang}", len(wise)))
+            matrix[torch.from_numpy(wise)] = combined
+            provenance[wise] = Provenance.METHOD
+            info["mean_top1_weight"] = float(wts[:, 0].mean())
+        copy_rows(matrix, src, mapping, provenance)
+
+        stats = {
+            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "source_language": pivot,
+            "source_vectors": src_info,
+            "settings": settings,
+            "neighbors": int(p["neighbors"]), "temperature": float(p["temperature"]),
+            "source_tokens_without_vector": int((np.abs(u_s).sum(axis=1) == 0).sum()),
+            "languages": per_lang,
+            "per_language": per_language_counts(assignment.lang_of, provenance, assignment.languages),
+            "assignment": {"rule": assignment.rule, "min_count": assignment.min_count,
+                           "sizes": assignment.sizes()},
+            "fallback": "per-dimension normal, mean/std (ddof=0) of E_s",
+            "missing": missing,
+        }
+        return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats)
