@@ -52,17 +52,22 @@ def out_dir_for(experiment: str, out: Path | None, several: bool) -> Path:
     return harness_home() / "leaderboards" / safe_dir_name(experiment)
 
 
+def _round(v: float | None, digits: int = 4) -> float | None:
+    return None if v is None else round(float(v), digits)
+
+
 def board_frame(board: Board) -> Any:
-    """A board as a DataFrame for ``log_table`` (means per language, averages, rank, init columns)."""
+    """A board as a DataFrame for ``log_table`` (means per language, averages, rank, init columns), rounded to 4
+    decimals for the UI's table view (``leaderboard.csv`` and ``csv/`` keep full precision)."""
     import pandas as pd
 
     inits = board.init_columns()
     recs = []
     for r in board.rows + board.paper_rows:
         rec: dict[str, Any] = {"row": r.label, "kind": r.kind, "seeds": " ".join(r.seeds)}
-        rec.update({lang: r.value(lang) for lang in board.languages})
-        rec.update({"avg": r.avg, "avg_common": r.avg_common, "mean_rank": r.mean_rank})
-        rec.update({name: r.init.get(k) for k, name in inits})
+        rec.update({lang: _round(r.value(lang)) for lang in board.languages})
+        rec.update({"avg": _round(r.avg), "avg_common": _round(r.avg_common), "mean_rank": _round(r.mean_rank)})
+        rec.update({name: _round(r.init.get(k)) for k, name in inits})
         recs.append(rec)
     cols = ["row", "kind", "seeds", *board.languages, "avg", "avg_common", "mean_rank", *[n for _, n in inits]]
     return pd.DataFrame.from_records(recs, columns=cols)

@@ -49,6 +49,7 @@ document.querySelectorAll('table.sortable').forEach(function (t) {
 });
 var ci = document.getElementById('show-ci');
 if (ci) ci.addEventListener('change', function () { document.body.classList.toggle('show-ci', ci.checked); });
+document.documentElement.setAttribute('data-sortable', 'ready');
 """
 
 
@@ -233,6 +234,12 @@ def bar_chart(board: Board, colors: dict[str, str]) -> str:
     if not vals:
         return ""
     lo, hi = min(0.0, min(vals)), max(0.0, max(vals))
+    base = 0.0
+    vmin, vmax = min(vals), max(vals)
+    if vmin > 0 and vmax - vmin < 0.5 * vmax:  # e.g. losses 5.2 .. 6.5: bars from 0 would all look alike
+        span = vmax - vmin or 0.1 * vmax
+        step = _ticks(0.0, span)[1] if len(_ticks(0.0, span)) > 1 else span
+        base = lo = max(0.0, math.floor((vmin - 0.2 * span) / step) * step)
     if hi == lo:
         hi = lo + 1.0
     width, left, right = 760, 150, 70
@@ -250,7 +257,10 @@ def bar_chart(board: Board, colors: dict[str, str]) -> str:
     for t in _ticks(lo, hi):
         parts.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{height - 24}" stroke="#eee"/>'
                      f'<text x="{x(t):.1f}" y="{height - 10}" text-anchor="middle">{t:g}</text>')
-    parts.append(f'<line x1="{x(0):.1f}" y1="{top - 4}" x2="{x(0):.1f}" y2="{height - 24}" stroke="#888"/>')
+    parts.append(f'<line x1="{x(base):.1f}" y1="{top - 4}" x2="{x(base):.1f}" y2="{height - 24}" stroke="#888"/>')
+    if base:
+        parts.append(f'<text x="{left}" y="{height - 10}" text-anchor="end" fill="#8a5300">axis from {base:g}'
+                     "</text>")
     for i, (name, d) in enumerate(cats):
         y0 = top + i * group_h
         parts.append(f'<text x="{left - 6}" y="{y0 + len(rows) * bar_h / 2 + 4:.1f}" text-anchor="end">'
@@ -260,7 +270,7 @@ def bar_chart(board: Board, colors: dict[str, str]) -> str:
                 continue
             v, c = d[r.label]
             y = y0 + j * bar_h
-            x0, x1 = sorted((x(0), x(v)))
+            x0, x1 = sorted((x(base), x(v)))
             parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.5):.1f}" height="{bar_h - 2}" '
                          f'fill="{colors[r.label]}"><title>{esc(r.label)} · {esc(name)}: {fmt.cell(board, v)}'
                          f"</title></rect>")
@@ -426,4 +436,5 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
             + _settings_html(lb.variants) + _languages_html(lb) + "</main><footer>Averages are over complete "
             "language sets only (a row with gaps shows them and gets no average); avg∩ and ranks use the "
             f"languages every row has; {esc(boot)}; paired tests are Wilcoxon signed-rank over languages. Rows "
-            "labelled 'paper:' are published figures and take no part in ranks or tests.</footer><script>{JS}</script></body></html>\n")
+            "labelled 'paper:' are published figures and take no part in ranks or tests.</footer>"
+            f"<script>{JS}</script></body></html>\n")

@@ -125,8 +125,10 @@ def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "le
             out += ["CPT convergence (held-out MLM loss; area under the curve per step, lower is better):", ""]
             out += _table(["row", "heldout loss step 0", "heldout loss final", "AUC", "steps to threshold"],
                           [[_esc(v.label),
-                            fmt.value(v.curves.get("cpt/heldout_loss", [(0, None)])[0][1]),
-                            fmt.value(v.curves.get("cpt/heldout_loss", [(0, None)])[-1][1]),
+                            fmt.value(v.curves["cpt/heldout_loss"][0][1] if v.curves.get("cpt/heldout_loss")
+                                      else None),
+                            fmt.value(v.curves["cpt/heldout_loss"][-1][1] if v.curves.get("cpt/heldout_loss")
+                                      else None),
                             fmt.value(v.convergence.get("cpt/heldout_auc")),
                             fmt.init("", v.convergence.get("cpt/steps_to_threshold"))] for v in conv])
             out += [""]

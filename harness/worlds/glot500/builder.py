@@ -300,8 +300,7 @@ class Glot500World:
         cfgs = [lc.to_glot500_config(c) for c in needs.cpt]
         missing = [c for c in cfgs if folder is None or not ld.has_split(folder, c, "train")]
         return self._dataset_row("CPT + MLM: Glot500-c", ref, missing, len(cfgs), inp.get("size", ""),
-                                 lambda ms: [f"{m}/train/*" for m in ms] + [f"{m}/test/*" for m in ms], folder,
-                                 max_includes=None)
+                                 lambda ms: [f"{m}/*" for m in ms], folder, max_includes=None)
 
     def _colexnet_row(self, spec: dict[str, Any]) -> CheckRow:
         inp = spec["inputs"]["colexnet"]

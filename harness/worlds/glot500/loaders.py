@@ -581,6 +581,7 @@ _GENSIM_CLASSES = {name: _stub(name) for name in ("KeyedVectors", "Word2VecKeyed
 
 def _allowed_globals() -> dict[tuple[str, str], Any]:
     import builtins
+    import codecs
     import collections
     import copyreg
 
@@ -591,6 +592,7 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
         ("collections", "OrderedDict"): collections.OrderedDict,
         ("collections", "defaultdict"): collections.defaultdict,
         ("copyreg", "_reconstructor"): copyreg._reconstructor, ("builtins", "object"): object,
+        ("_codecs", "encode"): codecs.encode,  # protocol-2 pickles carry array bytes through it
     }
     for mod in ("numpy.core.multiarray", "numpy._core.multiarray"):
         allowed[(mod, "_reconstruct")] = multiarray._reconstruct

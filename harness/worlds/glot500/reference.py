@@ -49,14 +49,19 @@ class ReferenceCell:
         return "FLAG" in self.note
 
 
-def model_setting(source: str, dim: int | None) -> str:
-    """The papers' model name for a source model and factorized dimension: (roberta-base, 100) -> mono-100."""
+def model_setting(source: str, dim: int | str | None) -> str | None:
+    """The papers' model name for a source model and factorized dimension: (roberta-base, 100) -> ``mono-100``,
+    (xlm-roberta-base, "400") -> ``multi-400``; None when the papers publish nothing for that pair."""
+    try:
+        d = int(dim) if dim is not None else None
+    except (TypeError, ValueError):
+        return None
+    if d not in (100, 200, 400):
+        return None
     for kind, src in SOURCE_OF_SETTING.items():
         if source == src or source.endswith("/" + src):
-            if dim not in (100, 200, 400):
-                raise ConfigError(f"the papers report D' = 100, 200, 400 only, not {dim}")
-            return f"{kind}-{dim}"
-    raise ConfigError(f"no published numbers for source {source!r}; sources: {', '.join(SOURCE_OF_SETTING.values())}")
+            return f"{kind}-{d}"
+    return None
 
 
 def _float(s: str) -> float | None:

@@ -1,0 +1,148 @@
+"""The leaderboard where researchers browse: the MLflow UI (served on 127.0.0.1) and the static HTML page, loaded in
+headless Chromium. Screenshots are saved under ``tests/output/browser/`` (or ``$HARNESS_TEST_OUTPUT/browser``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from harness.ui import start_server, stop_server
+from tests.conftest import REPO
+
+CHROMIUM = Path("/usr/bin/chromium")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars"]
+
+
+def _output_dir() -> Path:
+    root = Path(os.environ.get("HARNESS_TEST_OUTPUT") or REPO / "tests" / "output")
+    out = root / "browser"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+def _ensure_chromium() -> str:
+    """Debian's chromium; installed with apt-get when missing (apt-get update first if the package is unknown)."""
+    if CHROMIUM.exists():
+        return str(CHROMIUM)
+    if shutil.which("apt-get") is None:
+        pytest.skip("chromium is missing and apt-get is not available: install Debian's `chromium` package")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    r = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True, env=env,
+                       timeout=900)
+    if r.returncode != 0:
+        subprocess.run(["apt-get", "update"], capture_output=True, text=True, env=env, timeout=600)
+        r = subprocess.run(["apt-get", "install", "-y", "chromium"], capture_output=True, text=True, env=env,
+                           timeout=900)
+    if not CHROMIUM.exists():
+        pytest.skip(f"could not install chromium with apt-get (run it as root): {r.stderr[-500:]}")
+    return str(CHROMIUM)
+
+
+def _chromium(binary: str, profile: Path, url: str, *, dump: bool = False, screenshot: Path | None = None,
+              size: str = "1400,1000", budget_ms: int = 30000) -> str:
+    args = [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size}",
+            f"--virtual-time-budget={budget_ms}"]
+    if dump:
+        args.append("--dump-dom")
+    if screenshot is not None:
+        args.append(f"--screenshot={screenshot}")
+    r = subprocess.run([*args, url], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return r.stdout
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    return struct.unpack(">II", data[16:24])
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> bytes:
+    with urllib.request.urlopen(url, timeout=30) as r:
+        assert r.status == 200
+        return r.read()
+
+
+@pytest.mark.slow
+def test_leaderboard_in_the_mlflow_ui_and_as_a_static_page(run_cli, tracking_uri, tmp_path):
+    chromium = _ensure_chromium()
+    shots = _output_dir()
+    exp = "t-browser"
+    run_cli("run", "--world", "synthetic", "--methods", "random,ofa", "--tasks", "mlm", "--seeds", "1,2",
+            "--cpt-steps", "4", "--experiment", exp, check=True)
+    r = run_cli("leaderboard", "--experiment", exp, check=True)
+    assert "ofa d=full" in r.stdout and "random d=full" in r.stdout and "qad_Cyrl" in r.stdout
+    page = Path(re.search(r"^HTML: (.+)$", r.stdout, re.M).group(1).strip())
+    assert page.is_file() and page.parent.name == exp
+
+    client = MlflowClient(tracking_uri)
+    exp_id = client.get_experiment_by_name(exp).experiment_id
+    (board_run,) = client.search_runs([exp_id], "tags.`harness.kind` = 'leaderboard'")
+    run_id = board_run.info.run_id
+    table = "tables/mlm__loss__final__cpu.json"
+
+    port = _free_port()
+    proc = start_server(tracking_uri, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        # REST: the artifacts are listed and served
+        listed = json.loads(_get(f"{base}/api/2.0/mlflow/artifacts/list?run_id={run_id}"))
+        assert {"leaderboard.html", "leaderboard.md", "leaderboard.csv", "tables"} <= {
+            f["path"] for f in listed["files"]}
+        tables = json.loads(_get(f"{base}/api/2.0/mlflow/artifacts/list?run_id={run_id}&path=tables"))
+        assert table in {f["path"] for f in tables["files"]}
+        q = urllib.parse.urlencode({"path": "leaderboard.html", "run_uuid": run_id})
+        served = _get(f"{base}/get-artifact?{q}").decode()
+        assert served == page.read_text(encoding="utf-8")
+        q = urllib.parse.urlencode({"path": table, "run_uuid": run_id})
+        doc = json.loads(_get(f"{base}/get-artifact?{q}"))
+        assert {"row", "qaa_Latn", "qae_Grek", "avg", "mean_rank"} <= set(doc["columns"])
+        assert sorted(row[0] for row in doc["data"]) == ["ofa d=full", "random d=full"]
+        got = json.loads(_get(f"{base}/api/2.0/mlflow/runs/get?run_id={run_id}"))
+        tags = {t["key"]: t["value"] for t in got["run"]["data"]["tags"]}
+        assert tags["harness.kind"] == "leaderboard"
+        assert {"path": table, "type": "table"} in json.loads(tags["mlflow.loggedArtifacts"])
+
+        # the UI (a JS app): the run's artifact tree, the table view, the page in the artifact viewer
+        run_url = f"{base}/#/experiments/{exp_id}/runs/{run_id}"
+        dom = _chromium(chromium, tmp_path / "p1", f"{run_url}/artifacts", dump=True)
+        assert "leaderboard.html" in dom and "leaderboard.csv" in dom and "tables" in dom
+        dom = _chromium(chromium, tmp_path / "p2", f"{run_url}/artifactPath/{table}", dump=True)
+        assert "ofa d=full" in dom and "random d=full" in dom and "qab_Latn" in dom
+        for name, url in (("ui-leaderboard-page.png", f"{run_url}/artifactPath/leaderboard.html"),
+                          ("ui-table.png", f"{run_url}/artifactPath/{table}"),
+                          ("ui-run-overview.png", run_url)):
+            shot = shots / name
+            shot.unlink(missing_ok=True)
+            _chromium(chromium, tmp_path / "p3", url, screenshot=shot)
+            assert shot.is_file() and _png_size(shot) == (1400, 1000) and shot.stat().st_size > 20_000
+    finally:
+        stop_server(proc)
+    assert proc.poll() is not None
+
+    # the static page, from disk with the network unused: the inline JS runs, tables and charts are there
+    dom = _chromium(chromium, tmp_path / "p4", page.as_uri(), dump=True, budget_ms=5000)
+    assert 'data-sortable="ready"' in dom
+    assert dom.count("<svg") >= 3 and "ofa d=full" in dom and "held-out MLM loss" in dom
+    shot = shots / "static-page.png"
+    shot.unlink(missing_ok=True)
+    _chromium(chromium, tmp_path / "p5", page.as_uri(), screenshot=shot, size="1400,2600", budget_ms=5000)
+    assert _png_size(shot) == (1400, 2600) and shot.stat().st_size > 50_000

@@ -1,0 +1,166 @@
+"""WECHSEL: Procrustes and its dictionary pairs by hand, token strings, rows recomputed in the aligned space,
+invariants, determinism, user-provided vectors and missing dictionaries on the synthetic world."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from harness.registry import METHODS
+from methods.base import Provenance
+from methods.fasttext_util import load_model, word_vectors
+from methods.multilang import dictionary_for, read_dictionary
+from methods.wechsel import alignment_pairs, decoded_tokens, procrustes
+from tests.test_focus import HidingWorld, check_invariants, synthetic_ctx
+
+TINY = {"dim": 16, "epochs": 2, "bucket": 20_000, "minn": 3, "maxn": 5, "min_count": 2}
+
+
+class FakeVectors:
+    """A stand-in fastText model: a fixed vocabulary of word vectors."""
+
+    def __init__(self, vectors: dict[str, list[float]]):
+        self.vectors = {w: np.asarray(v, dtype=np.float32) for w, v in vectors.items()}
+
+    def get_word_id(self, w: str) -> int:
+        return list(self.vectors).index(w) if w in self.vectors else -1
+
+    def get_word_vector(self, w: str) -> np.ndarray:
+        return self.vectors[w]
+
+    def get_dimension(self) -> int:
+        return len(next(iter(self.vectors.values())))
+
+
+def test_alignment_pairs_case_variants_by_hand():
+    src = FakeVectors({"cat": [1, 0], "Cat": [0, 1], "dog": [1, 1]})
+    tgt = FakeVectors({"paka": [2, 0], "Paka": [0, 2], "mbwa": [3, 3]})
+    # ("cat", "paka"): source variants cat, cat, Cat; target variants paka, paka, Paka -> 3 x 3 = 9 pairs, all in
+    # both vocabularies (duplicates kept as the reference code does). ("Dog", "mbwa"): source variants Dog (no),
+    # dog, Dog (no); target variants mbwa, mbwa, Mbwa (no) -> 2 pairs. ("cow", "ng'ombe"): none.
+    x_s, x_t = alignment_pairs(src, tgt, [("cat", "paka"), ("Dog", "mbwa"), ("cow", "ng'ombe")])
+    assert len(x_s) == len(x_t) == 11
+    assert (x_s == np.array([1, 0], np.float32)).all(axis=1).sum() == 6  # "cat" (twice) x 3 target variants
+    assert (x_s == np.array([0, 1], np.float32)).all(axis=1).sum() == 3  # "Cat" x 3 target variants
+    assert (x_t == np.array([0, 2], np.float32)).all(axis=1).sum() == 3  # "Paka" with each source variant
+    assert (x_s == np.array([1, 1], np.float32)).all(axis=1).sum() == 2
+
+
+def test_procrustes_recovers_a_rotation():
+    g = np.random.default_rng(0)
+    q, _ = np.linalg.qr(g.standard_normal((8, 8)))
+    x_s = g.standard_normal((50, 8)).astype(np.float32)
+    r = procrustes(x_s, x_s @ q.astype(np.float32))
+    assert np.allclose(r, q, atol=1e-4)
+    assert np.allclose(r.T @ r, np.eye(8), atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def wechsel_run(synthetic_world, tmp_path_factory):
+    cache = tmp_path_factory.mktemp("wechsel-cache")
+    ctx = synthetic_ctx(synthetic_world, cache, TINY)
+    return ctx, METHODS.get("wechsel")().initialize(ctx), cache
+
+
+def test_wechsel_token_strings_drop_the_word_start_marker(wechsel_run):
+    ctx, _, _ = wechsel_run
+    tt = ctx.target_tokenizer
+    strings = decoded_tokens(tt)
+    for i, tok in enumerate(tt.convert_ids_to_tokens(list(range(len(tt))))):
+        if tok.startswith("▁") and i not in tt.all_special_ids:
+            assert strings[i] == tok[1:].strip()
+    assert strings[tt.convert_tokens_to_ids("▁")] == ""
+
+
+def test_wechsel_invariants_only_specials_copied(wechsel_run):
+    ctx, result, _ = wechsel_run
+    mapping = ctx.mapping_for("wechsel")
+    check_invariants(result, ctx, mapping.copy)
+    assert set(result.copy) == set(ctx.target_tokenizer.all_special_ids)
+    c = result.counts()
+    assert c["copied"] == 5 and c["unk"] == 0 and c["method"] > 0 and c["random"] > 0
+    s = result.stats
+    assert s["missing"] == {}
+    assert s["languages"]["qaa_Latn"]["alignment"].startswith("identity")
+    for lang in ("qab_Latn", "qac_Latn", "qad_Cyrl", "qae_Grek"):
+        assert s["languages"][lang]["alignment_pairs"] > 0
+        assert s["per_language"][lang]["method"] == s["languages"][lang]["method"]
+    # tokens of no language fall back (or are specials)
+    assert s["per_language"]["none"]["method"] == 0
+
+
+def test_wechsel_rows_recomputed_in_the_aligned_space(wechsel_run, synthetic_world):
+    ctx, result, _ = wechsel_run
+    s = result.stats
+    src_model = load_model(s["source_vectors"]["path"])
+    u_s = word_vectors(src_model, decoded_tokens(ctx.source_tokenizer)).astype(np.float64)
+    tgt_strings = decoded_tokens(ctx.target_tokenizer)
+    lang_counts = {}
+    for lang in ("qab_Latn", "qaa_Latn"):
+        if lang == "qaa_Latn":
+            tgt_model, u_src = src_model, u_s
+        else:
+            tgt_model = load_model(s["languages"][lang]["vectors"]["path"])
+            path, rev = dictionary_for(synthetic_world, "qaa_Latn", lang)
+            x_s, x_t = alignment_pairs(src_model, tgt_model, read_dictionary(path, reverse=rev))
+            u_src = u_s @ procrustes(x_s, x_t)
+        u_src = u_src / (np.linalg.norm(u_src, axis=1, keepdims=True) + 1e-8)
+        ids = [i for i, p in enumerate(result.provenance) if p == Provenance.METHOD
+               and result.stats["per_language"] and _lang_of(ctx, i, lang)]
+        lang_counts[lang] = len(ids)
+        for i in ids[:15]:
+            v = tgt_model.get_word_vector(tgt_strings[i]).astype(np.float64)
+            sims = u_src @ (v / np.linalg.norm(v))
+            top = np.argsort(-sims, kind="stable")[:10]  # ties: the lower source id first
+            w = np.exp(sims[top] / 0.1) / np.exp(sims[top] / 0.1).sum()
+            expected = w @ ctx.source_matrix.double().numpy()[top]
+            assert np.allclose(result.matrix[i].double().numpy(), expected, atol=1e-5), (lang, i)
+    assert all(n > 0 for n in lang_counts.values())
+
+
+_ASSIGN: dict = {}
+
+
+def _lang_of(ctx, i: int, lang: str) -> bool:
+    if "a" not in _ASSIGN:
+        from methods.multilang import assign_languages, language_token_counts, text_files
+
+        counts = language_token_counts(ctx.target_tokenizer, text_files(ctx.world))
+        _ASSIGN["a"] = assign_languages(counts, len(ctx.target_tokenizer)).lang_of
+    return _ASSIGN["a"][i] == lang
+
+
+def test_wechsel_zero_vector_tokens_fall_back(wechsel_run):
+    ctx, result, _ = wechsel_run
+    ids = np.flatnonzero(result.provenance == Provenance.RANDOM)
+    from methods.random_init import fallback_matrix
+
+    expected = fallback_matrix(ctx.source_matrix, len(ctx.target_tokenizer), ctx.generator(0))
+    assert torch.equal(result.matrix[ids], expected[ids])
+    assert result.stats["per_language"]["none"]["random"] > 0
+
+
+def test_wechsel_deterministic_global_rng_and_user_vectors(wechsel_run, synthetic_world, tmp_path):
+    ctx, result, cache = wechsel_run
+    torch.manual_seed(99)
+    np.random.seed(99)
+    _ = torch.randn(10), np.random.rand(10)
+    fresh = METHODS.get("wechsel")().initialize(synthetic_ctx(synthetic_world, tmp_path / "fresh", TINY))
+    assert torch.equal(fresh.matrix, result.matrix)
+    # the same vectors given as paths (the route for cc.*.300.bin files) give the same matrix
+    paths = {lang: v["vectors"]["path"] for lang, v in result.stats["languages"].items() if "vectors" in v}
+    given = METHODS.get("wechsel")().initialize(synthetic_ctx(
+        synthetic_world, tmp_path / "given",
+        {**TINY, "source_vectors": result.stats["source_vectors"]["path"], "target_vectors": paths}))
+    assert torch.equal(given.matrix, result.matrix)
+    assert given.stats["source_vectors"]["trained"] is False
+
+
+def test_wechsel_missing_dictionary_falls_back_and_is_reported(synthetic_world, tmp_path):
+    world = HidingWorld(synthetic_world, {"qaa_Latn-qac_Latn.tsv"})
+    result = METHODS.get("wechsel")().initialize(synthetic_ctx(world, tmp_path, TINY))
+    assert result.stats["missing"] == {"qac_Latn": ["dictionary"]}
+    row = result.stats["per_language"]["qac_Latn"]
+    assert row["method"] == 0 and row["random"] + row["copied"] == row["tokens"] > 0
+    assert result.stats["per_language"]["qab_Latn"]["method"] > 0
