@@ -10,6 +10,8 @@ MISSING = "—"
 def value(v: float | None, delta: bool = False) -> str:
     if v is None:
         return MISSING
+    if abs(v) < 0.0005:
+        v = 0.0  # no "-0.000"
     return f"{v:+.3f}" if delta else f"{v:.3f}"
 
 

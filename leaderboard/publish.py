@@ -23,7 +23,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.tracking import TAG, Tracker
+from harness.tracking import TAG, Tracker, metric_key
 from leaderboard.tables import Board, Leaderboard, board_dict, build_leaderboard, select_boards
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,18 @@ def log_to_mlflow(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, generated
     text = "\n".join(note)
     if len(text) > NOTE_LIMIT:
         text = text[:NOTE_LIMIT] + "\n\n(truncated: see leaderboard.md)"
-    tags = {f"{TAG}kind": "leaderboard", f"{TAG}rendered_at": generated, f"{TAG}boards": str(len(lb.boards)),
+    summary: dict[str, float] = {}
+    for b in lb.headline_boards():
+        for r in b.rows:
+            for name, v in (("avg", r.avg), ("avg_common", r.avg_common), ("mean_rank", r.mean_rank)):
+                if v is not None:
+                    summary[metric_key("leaderboard", b.profile, b.task, b.metric, r.label, name)] = v
+    if summary:
+        tracker.log_metrics(run_id, summary, step=0)
+    bs = lb.bootstrap or {}
+    tags = {f"{TAG}kind": "leaderboard",
+            f"{TAG}bootstrap": f"{bs.get('resamples', 0)} resamples, seed {bs.get('seed', 0)}, "
+                               f"level {bs.get('level', 0.95)}", f"{TAG}rendered_at": generated, f"{TAG}boards": str(len(lb.boards)),
             f"{TAG}worlds": ",".join(lb.worlds), f"{TAG}profiles": ",".join(sorted({b.profile for b in lb.boards})),
             f"{TAG}tasks": ",".join(sorted({b.task for b in lb.boards})), "mlflow.note.content": text}
     for k, v in tags.items():

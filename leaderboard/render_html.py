@@ -259,8 +259,8 @@ def bar_chart(board: Board, colors: dict[str, str]) -> str:
                      f'<text x="{x(t):.1f}" y="{height - 10}" text-anchor="middle">{t:g}</text>')
     parts.append(f'<line x1="{x(base):.1f}" y1="{top - 4}" x2="{x(base):.1f}" y2="{height - 24}" stroke="#888"/>')
     if base:
-        parts.append(f'<text x="{left}" y="{height - 10}" text-anchor="end" fill="#8a5300">axis from {base:g}'
-                     "</text>")
+        parts.append(f'<text x="{width - 4}" y="{height - 10}" text-anchor="end" fill="#8a5300">axis from '
+                     f"{base:g}</text>")
     for i, (name, d) in enumerate(cats):
         y0 = top + i * group_h
         parts.append(f'<text x="{left - 6}" y="{y0 + len(rows) * bar_h / 2 + 4:.1f}" text-anchor="end">'

@@ -78,15 +78,13 @@ class ItemSample:
     def __len__(self) -> int:
         return len(self.num)
 
-    def value(self) -> float:
-        return float(self.stat(np.arange(len(self))[None, :])[0])
-
-    def stat(self, idx: np.ndarray) -> np.ndarray:
-        """The metric on each row of resampled item indices ``idx`` (shape m x n)."""
-        num = self.num[idx].sum(axis=1)
-        den = self.den[idx].sum(axis=1)
-        v = np.divide(num, den, out=np.zeros_like(num), where=den != 0)
+    def finish(self, num: np.ndarray, den: np.ndarray) -> np.ndarray:
+        """The metric from summed statistics: ``transform(num / den)``, element-wise."""
+        v = np.divide(num, den, out=np.zeros_like(num, dtype=float), where=den != 0)
         return np.exp(np.minimum(v, 50.0)) if self.transform == "exp" else v
+
+    def value(self) -> float:
+        return float(self.finish(np.array([self.num.sum()]), np.array([self.den.sum()]))[0])
 
 
 @dataclass
@@ -98,15 +96,29 @@ class SeedSample:
     parts: list[tuple[float, ItemSample]] = field(default_factory=list)
 
     def resampled(self, rng: np.random.Generator, m: int, chunk: int = 256) -> np.ndarray:
+        """``m`` bootstrap replicates of this seed's value (items drawn with replacement, all parts alike).
+
+        Items are sums of per-item (num, den) columns, so a resample is fully described by how many times each
+        *distinct* item row is drawn: when there are few distinct rows (0/1 accuracies, small entity counts) the
+        counts are drawn from the multinomial distribution that resampling induces (the same distribution, in
+        O(distinct) instead of O(items) per replicate); otherwise indices are drawn directly."""
         if not self.parts:
             return np.full(m, self.value)
-        n = len(self.parts[0][1])
-        out = np.empty(m)
-        for i in range(0, m, chunk):
-            k = min(chunk, m - i)
-            idx = rng.integers(0, n, size=(k, n))
-            out[i: i + k] = sum(c * part.stat(idx) for c, part in self.parts)
-        return out
+        cols = np.column_stack([a for _, p in self.parts for a in (p.num, p.den)])
+        n = len(cols)
+        uniq, counts = np.unique(cols, axis=0, return_counts=True)
+        if len(uniq) * 4 <= n:
+            draws = rng.multinomial(n, counts / counts.sum(), size=m)
+            sums = draws @ uniq
+        else:
+            by_col = np.ascontiguousarray(cols.T)
+            sums = np.empty((m, cols.shape[1]))
+            for i in range(0, m, chunk):
+                k = min(chunk, m - i)
+                idx = rng.integers(0, n, size=(k, n))
+                for c in range(by_col.shape[0]):  # one contiguous gather per column (4x faster than on rows)
+                    sums[i: i + k, c] = by_col[c][idx].sum(axis=1)
+        return sum(c * p.finish(sums[:, 2 * j], sums[:, 2 * j + 1]) for j, (c, p) in enumerate(self.parts))
 
 
 def stable_seed(*parts: object) -> int:

@@ -66,7 +66,13 @@ from methods.fasttext_util import (
     tokenizer_fingerprint,
     word_vectors,
 )
-from methods.multilang import assign_languages, language_token_counts, per_language_counts, text_files, world_languages
+from methods.multilang import (
+    assign_languages,
+    language_token_counts,
+    per_language_counts,
+    text_files,
+    world_languages,
+)
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 from methods.sparsemax import sparsemax_topk
 

@@ -317,6 +317,9 @@ class HyperOFAInit:
         except ValueError as exc:
             raise ConfigError(f"hyperofa: {exc} (only {len(train_tokens)} source tokens match a word; the "
                               f"hypernetwork needs word vectors covering the source vocabulary)") from exc
+        batch_size = int(p["batch_size"] or preset.batch_size)
+        if p["batch_size"] is None and preset.min_batches:  # small vocabularies: enough steps per epoch
+            batch_size = max(8, min(batch_size, len(split[0]) // preset.min_batches))
         try:
             cfg = preset.config(input_dim=wv.dim, output_dim=dim, dropout=float(p["dropout"]), arch=p["arch"],
                                 heads=int(p["heads"]), pooling=p["pooling"])
@@ -325,7 +328,7 @@ class HyperOFAInit:
                                         "layers": int(p["layers"] or cfg.layers)})
             tcfg = TrainConfig(
                 max_epochs=int(p["epochs"] or preset.max_epochs), patience=int(p["patience"] or preset.patience),
-                min_delta=float(p["min_delta"]), batch_size=int(p["batch_size"] or preset.batch_size),
+                min_delta=float(p["min_delta"]), batch_size=batch_size,
                 lr=float(p["lr"] if p["lr"] is not None else preset.lr),
                 lr_step_epochs=int(p["lr_step_epochs"]), lr_gamma=float(p["lr_gamma"]),
                 weight_decay=float(p["weight_decay"]), loss_lambda=float(p["loss_lambda"]), temperature=temperature,

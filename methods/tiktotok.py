@@ -82,8 +82,8 @@ from methods.base import InitContext, InitResult, Provenance, TokenMapping
 from methods.fasttext_util import cached_model, read_text_lines, split_words, word_vectors
 from methods.multilang import (
     assign_languages,
-    dictionary_for,
     dictionary_files,
+    dictionary_for,
     language_token_counts,
     per_language_counts,
     read_dictionary,

@@ -166,6 +166,24 @@ def test_ud_hub_merges_treebanks_and_drops_range_lines():
     assert len(ld.read_ud_hub(UD, groups["yue"], "train")) == 0  # test-only treebank
 
 
+def test_ud_hub_drops_tokens_without_a_basic_head(tmp_path):
+    """An enhanced-UD empty node in a Hub row has a UPOS but no basic head ("None"): not a word."""
+    import datasets
+
+    src = datasets.Dataset.from_parquet(str(UD / "en_ewt" / "test" / "0000.parquet"))
+    row = dict(src[0])
+    n = len(row["tokens"])
+    for key in ("tokens", "lemmas", "xpos", "feats", "deprel", "deps", "misc"):
+        row[key] = row[key] + ["gone"]
+    row["upos"] = row["upos"] + [ld.UD_HF_UPOS.index("VERB")]
+    row["head"] = row["head"] + ["None"]
+    out = tmp_path / "en_x" / "test" / "0000.parquet"
+    out.parent.mkdir(parents=True)
+    datasets.Dataset.from_list([row], features=src.features).to_parquet(str(out))
+    (sent,) = ld.read_ud_hub(tmp_path, ["en_x"], "test")
+    assert "gone" not in sent.tokens and len(sent.tokens) == n - row["upos"].count(ld.UD_HF_UPOS.index("_"))
+
+
 def test_ud_cleaning_rules():
     assert ld.clean_ud_sentence(["_", "_", "_"], ["NOUN"] * 3) is None
     assert ld.clean_ud_sentence(["a", "_", "_"], ["NOUN"] * 3) is None  # n_empty >= len - 1

@@ -84,6 +84,7 @@ def test_check_names_every_missing_input_and_how(tmp_path, monkeypatch):
     rows = {r.name: r for r in Glot500World("glot500", SPEC_PATH).check()}
     missing = [r for r in rows.values() if not r.present]
     assert len(missing) == 9 and rows["hub access / spec"].present
+    assert "none of the inputs is on this machine" in rows["hub access / spec"].where
     xlmr = rows["source model xlm-roberta-base"]
     assert xlmr.how == ("hf download FacebookAI/xlm-roberta-base config.json model.safetensors "
                         "sentencepiece.bpe.model tokenizer.json --revision 42d8930d2fa6e51784fc924d37943d1cb89ec0de")
@@ -404,3 +405,77 @@ def test_reference_files_are_well_formed():
     assert all(0 <= c.value <= 100 for c in cells if c.value is not None)
     data = json.dumps([c.__dict__ for c in ref.average_cells()])
     assert "Liu et al. (2024a)" in data  # OFA rows of Table 3 are marked as copied
+
+
+def test_tatoeba_column_order_is_checked():
+    from harness.worlds.glot500.builder import _check_direction
+    from harness.worlds.glot500.loaders import SchemaError, read_tatoeba
+
+    pairs = read_tatoeba(FIX / "hub/mteb/tatoeba-bitext-mining", "kat", "mteb")
+    _check_direction(pairs, "kat_Geor", "kat-eng")
+    with pytest.raises(SchemaError, match="not in the expected order"):
+        _check_direction([(e, x) for x, e in pairs], "kat_Geor", "kat-eng")
+
+
+def _cache_repo(hub: Path, repo_type: str, hub_id: str, revision: str, src: Path) -> str:
+    """Put ``src``'s files into a Hub-cache layout (blobs + snapshot symlinks + refs), as `hf download` does."""
+    import hashlib
+    import os
+
+    commit = revision if len(revision) == 40 else hashlib.sha1(f"{hub_id}@{revision}".encode()).hexdigest()
+    folder = hub / f"{repo_type}s--{hub_id.replace('/', '--')}"
+    for f in sorted(p for p in src.rglob("*") if p.is_file()):
+        data = f.read_bytes()
+        blob = folder / "blobs" / hashlib.sha256(data).hexdigest()
+        blob.parent.mkdir(parents=True, exist_ok=True)
+        blob.write_bytes(data)
+        dst = folder / "snapshots" / commit / f.relative_to(src)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(os.path.relpath(blob, dst.parent), dst)
+    if revision != commit:
+        ref = folder / "refs" / revision
+        ref.parent.mkdir(parents=True, exist_ok=True)
+        ref.write_text(commit)
+    return commit
+
+
+def test_world_builds_offline_from_the_hub_cache(tmp_path, monkeypatch):
+    """Every Hub input only in the Hub cache (no paths), HF_HUB_OFFLINE=1: check passes and the world builds,
+    recording the snapshot commits."""
+    from harness.worlds.base import load_world_dir
+
+    hub = tmp_path / "hub"
+    spec = tomllib.loads(FIXTURE_SPEC.read_text())
+    commits = {}
+    for key, section, kind in (("xlmr", spec["sources"]["xlm-roberta-base"], "model"),
+                               ("tok", spec["target_tokenizer"], "model"),
+                               *((k, spec["inputs"][k], "dataset") for k in ("wikiann", "ud", "tatoeba", "glot500c"))):
+        commits[key] = _cache_repo(hub, kind, section["hub_id"], section["revision"], FIX / section["path"])
+    over = tmp_path / "over.toml"
+    over.write_text('[sources.xlm-roberta-base]\npath = ""\n[target_tokenizer]\npath = ""\n' +
+                    "".join(f'[inputs.{k}]\npath = ""\n' for k in ("wikiann", "ud", "tatoeba", "glot500c")))
+    monkeypatch.setenv("HARNESS_GLOT500_SPEC", str(over))
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    world = Glot500World("glot500-cached", FIXTURE_SPEC)
+    rows = world.check()
+    assert all(r.present for r in rows), [(r.name, r.where) for r in rows if not r.present]
+    assert "every input is present" in rows[0].where and str(hub) in rows[2].where
+    out = tmp_path / "built"
+    out.mkdir()
+    world.build(out)
+    w = load_world_dir("glot500-cached", out)
+    inputs = {i["name"]: i for i in w.manifest["inputs"]}
+    assert inputs["unimelb-nlp/wikiann"]["commit"] == commits["wikiann"] == spec["inputs"]["wikiann"]["revision"]
+    assert inputs["cis-lmu/Glot500"]["commit"] == commits["glot500c"] and inputs["cis-lmu/Glot500"]["path"] is None
+    assert inputs["universal-dependencies/universal_dependencies"]["revision"] == "refs/convert/parquet"
+    assert len(read_jsonl(out / "tasks/ner/eng_Latn/train.jsonl")) == 60
+    # a partial cache: one Glot500-c config gone -> check names it, build refuses with the command to fetch it
+    snap = hub / "datasets--cis-lmu--Glot500" / "snapshots" / commits["glot500c"]
+    shutil.rmtree(snap / "kat_Geor")
+    row = next(r for r in world.check() if r.name.startswith("CPT"))
+    assert not row.present and "kat_Geor" in row.where and row.how.endswith("--include 'kat_Geor/*'")
+    from harness.errors import MissingResourceError
+
+    with pytest.raises(MissingResourceError, match="kat_Geor"):
+        world.build(tmp_path / "again")

@@ -474,6 +474,11 @@ def test_publish_logs_one_leaderboard_run_and_updates_it(fake_exp, tracking_uri,
     logged = json.loads(runs[0].data.tags["mlflow.loggedArtifacts"])
     assert {"path": table, "type": "table"} in logged and len(logged) == len(lb.boards)
     assert "alpha d=full" in runs[0].data.tags["mlflow.note.content"]
+    # headline summaries as metrics of the run, for the UI's charts and run comparison
+    m = runs[0].data.metrics
+    assert m["leaderboard/cpu/sr-t/acc_at_10/alpha d_full/avg"] == pytest.approx(b.row("alpha d=full").avg)
+    assert m["leaderboard/cpu/sr-t/acc_at_10/gamma d_full/mean_rank"] == pytest.approx(5 / 3)
+    assert "leaderboard/cpu/sr-t/acc_at_10/gamma d_full/avg" not in m  # gaps: no average
     assert (tmp_path / "out" / "leaderboard.html").is_file()
     assert len(list((tmp_path / "out" / "csv").glob("*.csv"))) == len(lb.boards)
 

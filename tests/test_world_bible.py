@@ -888,3 +888,20 @@ def test_real_world_end_to_end():
     assert len([x for x in w.task_languages("ner") if x != "eng_Latn"]) >= 5
     assert len([x for x in w.task_languages("pos") if x != "eng_Latn"]) >= 3
     assert w.manifest["default_source"] in w.sources
+
+
+def test_english_entity_cleaning():
+    lines = ["And Yahweh said: behold, the spirit of Yahweh.", "He said, behold the Spirit moved.",
+             "The spirit and the spirit came; behold.", "They went to Egypt and Yahweh."]
+    common = ner.common_words(lines)
+    assert {"behold", "spirit"} <= common and "yahweh" not in common and "egypt" not in common
+    tagged = {
+        "a": Tagged(["Behold", "Yahweh", "spoke"], ["X"] * 3, [(0, 1, "PERSON"), (1, 2, "GPE")]),
+        "b": Tagged(["Yahweh", "and", "Spirit"], ["X"] * 3, [(0, 1, "PERSON"), (2, 3, "ORG")]),
+        "c": Tagged(["Yahweh", "in", "Egypt"], ["X"] * 3, [(0, 1, "PERSON"), (2, 3, "GPE"), (0, 1, "DATE")]),
+    }
+    out, stats = ner.clean_entities(tagged, common)
+    assert out["a"].ents == [(1, 2, "PER")]  # "Behold" dropped; Yahweh relabelled to its majority PER
+    assert out["b"].ents == [(0, 1, "PER")]  # "Spirit" is a common word
+    assert out["c"].ents == [(0, 1, "PER"), (2, 3, "LOC")]
+    assert stats == {"dropped_common": 2, "relabelled": 1, "kept": 4}

@@ -427,7 +427,10 @@ class BibleBuild:
                            key=bt.parse_verse_id)
         test_ids = [vid for vid in self.split.tagging if vid in eng]
         task = self.progress.task("silver tagging (spaCy)", 2)
-        eng_tags = self.tagger.tag(PIVOT, [(vid, eng[vid]) for vid in tag_train + test_ids])
+        raw_tags = self.tagger.tag(PIVOT, [(vid, eng[vid]) for vid in tag_train + test_ids])
+        # consistency pass: entities made of common words are dropped, each name gets its majority label
+        eng_tags, clean_stats = ner.clean_entities(raw_tags, ner.common_words(self.train_primary[PIVOT].values()))
+        self.info["ner_english_cleaning"] = clean_stats
         self.progress.advance(task)
         fra_tags: dict[str, Tagged] = {}
         if "fra_Latn" in self.langs and "fra_Latn" in self.tagger.languages():
@@ -505,7 +508,8 @@ class BibleBuild:
         self._task_meta("ner", {
             "description": ("WikiANN-proxy NER (PER/LOC/ORG, IOB2), zero-shot from English. English train/dev/test: "
                             "Bible verses with at least one entity, tagged by spaCy's English pipeline (silver; "
-                            "PERSON->PER, GPE/LOC/FAC->LOC, ORG->ORG, other types dropped). Other languages: the "
+                            "PERSON->PER, GPE/LOC/FAC->LOC, ORG->ORG, other types dropped; entities made only of words usually "
+                            "written in lower case dropped; each name given its majority label). Other languages: the "
                             "English entities of held-out verses projected through the verse alignment with a name "
                             "lexicon learned on training verses (silver), and gold Japanese news sentences from "
                             "hironsancorpus. Silver quality is modest on Bible names; see agreement_with_spacy_fr."),

@@ -136,3 +136,53 @@ def span_prf(gold: list[set], pred: list[set]) -> dict[str, float]:
     f1 = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
     return {"precision": round(prec, 4), "recall": round(rec, 4), "f1": round(f1, 4), "gold_spans": ng,
             "predicted_spans": npred}
+
+
+def common_words(lines: Iterable[str]) -> set[str]:
+    """Lower-cased words that are written in lower case at least as often as capitalized (sentence-initial
+    tokens not counted): a capitalized occurrence of one of them is not a name ("Behold", "Spirit")."""
+    lower: dict[str, int] = {}
+    upper: dict[str, int] = {}
+    for line in lines:
+        toks = [t for t, _s, _e in tokenize(line)]
+        for i, t in enumerate(toks):
+            if not t[:1].isalpha() or (i == 0 or toks[i - 1] in {".", "!", "?", "\u201c", '"', ":"}):
+                continue
+            key = t.lower()
+            if t[:1].isupper():
+                upper[key] = upper.get(key, 0) + 1
+            else:
+                lower[key] = lower.get(key, 0) + 1
+    return {w for w, n in lower.items() if n >= upper.get(w, 0)}
+
+
+def clean_entities(tagged: dict[str, Tagged], common: set[str]) -> tuple[dict[str, Tagged], dict[str, int]]:
+    """Make a tagger's entities consistent over a corpus: drop entities made only of common words, and give
+    every surface form its majority label (PER/LOC/ORG after :data:`ENT_MAP`)."""
+    from collections import Counter
+
+    votes: dict[str, Counter] = {}
+    for t in tagged.values():
+        for s, e, label in t.ents:
+            lab = ENT_MAP.get(label)
+            if lab is not None:
+                votes.setdefault(" ".join(t.tokens[s:e]).lower(), Counter())[lab] += 1
+    majority = {form: c.most_common(1)[0][0] for form, c in votes.items()}
+    stats = {"dropped_common": 0, "relabelled": 0, "kept": 0}
+    out: dict[str, Tagged] = {}
+    for rid, t in tagged.items():
+        ents = []
+        for s, e, label in t.ents:
+            lab = ENT_MAP.get(label)
+            if lab is None:
+                continue
+            alpha = [w.lower() for w in t.tokens[s:e] if w[:1].isalpha()]
+            if not alpha or all(w in common for w in alpha):
+                stats["dropped_common"] += 1
+                continue
+            new = majority[" ".join(t.tokens[s:e]).lower()]
+            stats["relabelled"] += int(new != lab)
+            stats["kept"] += 1
+            ents.append((s, e, new))
+        out[rid] = Tagged(t.tokens, t.pos, ents, t.offsets)
+    return out, stats

@@ -43,6 +43,7 @@ class HeadSettings:
     max_length: int = 128
     mlm_probability: float = 0.15
     seed: int = 1234
+    bf16: bool = True  # bfloat16 autocast for the training steps' vocabulary projection (evaluation stays fp32)
 
 
 XLMR_MASK_ID = 250001
@@ -91,6 +92,8 @@ def _masked_states(model, seqs: list[list[int]], labels: list[list[int]], pad_id
     import torch
 
     hs, ys = [], []
+    order = sorted(range(len(seqs)), key=lambda i: len(seqs[i]))  # length buckets: little padding
+    seqs, labels = [seqs[i] for i in order], [labels[i] for i in order]
     with torch.no_grad():
         for k in range(0, len(seqs), batch):
             chunk, lchunk = seqs[k:k + batch], labels[k:k + batch]
@@ -172,7 +175,9 @@ def train_mlm_head(model, tokenizer, train_lines: Sequence[str], eval_lines: Seq
     n = h_train.shape[0]
     for step in range(settings.steps):
         idx = torch.randint(0, n, (min(settings.batch_positions, n),), generator=gen)
-        loss = F.cross_entropy(F.linear(head.transform(h_train[idx]), emb, head.bias), y_train[idx])
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=settings.bf16):
+            logits = F.linear(head.transform(h_train[idx]), emb, head.bias)
+        loss = F.cross_entropy(logits.float(), y_train[idx])
         opt.zero_grad()
         loss.backward()
         opt.step()

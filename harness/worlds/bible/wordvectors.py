@@ -147,7 +147,7 @@ def ppmi_svd_vectors(texts: dict[str, dict[str, str]], *, dim: int = 200, min_co
 
 
 def ppmi_svd_from_indexes(indexes: dict[str, VerseIndex], *, dim: int = 200, min_count: int = 5,
-                          alpha: float = 0.75, seed: int = 0, oversample: int = 20, niter: int = 2) -> WordVectors:
+                          alpha: float = 0.75, seed: int = 0, oversample: int = 20, niter: int = 1) -> WordVectors:
     """PPMI + truncated SVD over the stacked occurrence matrices (all indexes share their verse columns).
 
     Words in fewer than ``min_count`` verses of their language are left out. The SVD is a randomized range

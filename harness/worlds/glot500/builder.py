@@ -41,6 +41,7 @@ from harness.worlds.glot500 import loaders as ld
 log = logging.getLogger(__name__)
 
 SPEC_PATH = Path(__file__).with_name("spec.toml")
+BUILD_VERSION = 1  # bump when the build writes a different layout from the same inputs
 SPEC_ENV = "HARNESS_GLOT500_SPEC"
 TASKS = ("sr-b", "sr-t", "ner", "pos", "mlm")
 _LIST_KEYS = {"sr-b": "srb", "sr-t": "srt", "ner": "ner", "pos": "pos"}
@@ -133,7 +134,7 @@ class Glot500World:
             spec = self.spec
         except (ConfigError, MissingResourceError):
             return "1"
-        return f"{spec['world'].get('version', '1')}-{_spec_hash(spec)[:8]}"
+        return f"{spec['world'].get('version', '1')}.{BUILD_VERSION}-{_spec_hash(spec)[:8]}"
 
     @property
     def description(self) -> str:
@@ -180,14 +181,11 @@ class Glot500World:
         tasks["mlm"] = [c for c in cpt if c not in exclude.get("mlm", [])]
         return Needs(tasks, cpt, exclude)
 
-    def inputs(self, spec: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        return spec["inputs"]
-
     # -- check ------------------------------------------------------------------------------------------------
     def check(self) -> list[CheckRow]:
         spec = self.spec
         needs = self.needs(spec)
-        rows = [self._access_row(spec)]
+        rows: list[CheckRow] = []
         for src in self.sources(spec):
             rows.append(self._model_row(f"source model {src.name}", src.ref, src.files, src.size))
         t = spec["target_tokenizer"]
@@ -199,14 +197,20 @@ class Glot500World:
         rows.append(self._bible_row(spec, needs))
         rows.append(self._glot500c_row(spec, needs))
         rows.append(self._colexnet_row(spec))
-        return rows
+        return [self._access_row(spec, sum(not r.present for r in rows), len(rows)), *rows]
 
-    def _access_row(self, spec: dict[str, Any]) -> CheckRow:
+    def _access_row(self, spec: dict[str, Any], n_missing: int, n_inputs: int) -> CheckRow:
         offline = os.environ.get("HF_HUB_OFFLINE", "") in ("1", "true", "True", "YES", "yes")
         spec_note = str(self.spec_path) + (f" + {os.environ[SPEC_ENV]}" if self.env_override and
                                            os.environ.get(SPEC_ENV) else "")
         where = (f"Hub cache {ld.hub_cache_dir()}; " + ("offline (HF_HUB_OFFLINE=1): nothing is downloaded here"
                                                          if offline else "the harness never downloads these inputs"))
+        if n_missing == n_inputs:
+            where += "; none of the inputs is on this machine: it cannot build this world as it is"
+        elif n_missing:
+            where += f"; {n_missing} of {n_inputs} inputs missing"
+        else:
+            where += "; every input is present: the world builds offline"
         how = (f"spec: {spec_note}. On a machine with Hub access run the `hf download` commands below and copy the "
                f"Hub cache here (or set HF_HOME / HF_HUB_CACHE), or set `path` keys in ${SPEC_ENV}")
         return CheckRow("hub access / spec", True, where, "", how)
@@ -634,6 +638,7 @@ class _Build:
             pairs = ld.read_tatoeba(repo, code3, layout)[:cap]
             if not pairs:
                 raise MissingResourceError(f"Tatoeba {cfg}: no sentence pairs")
+            _check_direction(pairs, code, cfg)
             write_jsonl(d / f"{code}.jsonl", [{"id": f"{code}/{i}", "text": x} for i, (x, _) in enumerate(pairs)])
             pivot_rows += [{"id": f"{code}/{i}", "text": e} for i, (_, e) in enumerate(pairs)]
             self.use("tatoeba", ld.split_files(repo, cfg, "test" if layout == "mteb" else "dev"))
@@ -744,8 +749,7 @@ class _Build:
         (self.out / "languages.json").write_text(json.dumps(languages, indent=1, ensure_ascii=False))
         advance = self.progress("hashing inputs", sum(len(v) for v in self.used.values()))
         for name, files in sorted(self.used.items()):
-            key = name if name in self.inputs else name
-            rec = self.inputs.setdefault(key, {"name": name})
+            rec = self.inputs.setdefault(name, {"name": name})
             base = _common_root(files)
             hashes = {}
             for f in sorted(files):
@@ -769,6 +773,18 @@ class _Build:
                       f"{self.spec['inputs']['ud'].get('format', 'hub')}"),
         }
         (self.out / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+
+
+def _check_direction(pairs: list[tuple[str, str]], code: str, where: str) -> None:
+    """The target side must be in the language's script and the other side in English's (Latin): a swapped
+    column order (a schema change) is caught for every language not written in Latin script."""
+    if code[4:] == "Latn":
+        return
+    xs = lc.detect_script(" ".join(x for x, _ in pairs[:20]))
+    es = lc.detect_script(" ".join(e for _, e in pairs[:20]))
+    if xs != code[4:] or es != "Latn":
+        raise ld.SchemaError(f"{where}: the {code} side reads as {xs} script and the English side as {es}; the "
+                             f"columns are not in the expected order")
 
 
 def _common_root(files: set[Path]) -> Path | None:

@@ -303,8 +303,8 @@ def ud_configs(repo: Path) -> dict[str, list[str]]:
 def read_ud_hub(repo: Path, configs: Sequence[str], split: str) -> list[Tagged]:
     """All treebanks ``configs`` of one language, ``split`` concatenated (Glot500 merges treebanks per language).
 
-    Rows of the Hub conversion hold multiword-token range lines as tokens with UPOS ``_``; they are dropped, so a
-    sentence is its syntactic words (UD 2.11 CoNLL-U with :func:`read_ud_conllu` gives Glot500's fused forms).
+    Rows of the Hub conversion hold multiword-token range lines as tokens with UPOS ``_`` (and enhanced-UD empty
+    nodes, if any, as tokens without a basic head); both are dropped, so a sentence is its syntactic words (UD 2.11 CoNLL-U with :func:`read_ud_conllu` gives Glot500's fused forms).
     """
     out: list[Tagged] = []
     for cfg in sorted(configs):
@@ -318,8 +318,12 @@ def read_ud_hub(repo: Path, configs: Sequence[str], split: str) -> list[Tagged]:
         unknown = set(names) - set(UPOS) - {"_"}
         if unknown:
             raise SchemaError(f"{where}: unexpected UPOS labels {sorted(unknown)}")
-        for tokens, upos in zip(ds["tokens"], ds["upos"], strict=True):
-            pairs = [(str(t), names[u]) for t, u in zip(tokens, upos, strict=True) if names[u] != "_"]
+        heads = ds["head"] if "head" in ds.column_names else [None] * len(ds)
+        for tokens, upos, head in zip(ds["tokens"], ds["upos"], heads, strict=True):
+            # a word has a basic head; range lines (UPOS "_") and enhanced-UD empty nodes have none ("None")
+            has_head = [True] * len(tokens) if head is None else [h not in ("None", "_", None) for h in head]
+            pairs = [(str(t), names[u]) for t, u, h in zip(tokens, upos, has_head, strict=True)
+                     if names[u] != "_" and h]
             sent = clean_ud_sentence([t for t, _ in pairs], [u for _, u in pairs])
             if sent is not None:
                 out.append(sent)

@@ -1,0 +1,166 @@
+"""Initialization time and peak memory of FOCUS, WECHSEL and Tik-to-Tok (ours), beside the authors' packages.
+
+For each world (``synthetic``, and ``bible`` when it is already built; it is never built here) and each method,
+the method runs twice through the same code path ``initialize_model`` uses: a *cold* run with an empty method
+cache (fastText training included) and a *warm* run that finds its fastText models in the cache (the cost of the
+initialization proper). Beside them, when ``deepfocus`` / ``wechsel`` are importable, their implementations run on
+the same inputs (the fastText model files our cold run trained, the world's dictionaries, the same tokenizers and
+source matrix), which is comparable with our warm run.
+
+Peak memory is the process's peak RSS while the step runs and its rise over the RSS before it
+(:class:`harness.initialize.PeakMemory`).
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_methods.py                        # small fastText settings
+    OMP_NUM_THREADS=1 python benchmarks/bench_methods.py --paper-settings       # the papers' fastText settings
+
+The default fastText settings are small (dim 32-64, few epochs, 200k buckets) so that the table comes quickly;
+``--paper-settings`` uses every method's defaults (FOCUS dim 300 / 2M buckets is a 2.4 GB model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from harness.initialize import PeakMemory  # noqa: E402
+
+SMALL = {
+    "focus": {"dim": 48, "epochs": 5, "bucket": 200_000},
+    "wechsel": {"dim": 48, "epochs": 10, "bucket": 200_000, "minn": 3, "maxn": 5, "min_count": 2},
+    "tiktotok": {"dim": 64, "epochs": 5, "bucket": 200_000},
+}
+
+
+def load_inputs(world: Any) -> dict[str, Any]:
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    src = world.source_dir(world.default_source)
+    st = AutoTokenizer.from_pretrained(src)
+    tt = AutoTokenizer.from_pretrained(world.target_tokenizer_dir)
+    e_s = AutoModelForMaskedLM.from_pretrained(src).get_input_embeddings().weight.detach()[:len(st)].float().clone()
+    return {"st": st, "tt": tt, "e_s": e_s}
+
+
+def ours(world: Any, inputs: dict[str, Any], method: str, params: dict[str, Any], cache: Path, seed: int
+         ) -> tuple[Any, dict[str, float]]:
+    from harness.registry import METHODS
+    from methods.base import InitContext
+    from methods.overlap import mapping_cache
+
+    ctx = InitContext(source_matrix=inputs["e_s"], source_tokenizer=inputs["st"], target_tokenizer=inputs["tt"],
+                      mapping_for=mapping_cache(inputs["st"], inputs["tt"], None), world=world, seed=seed,
+                      params=dict(params), cache_dir=cache)
+    gc.collect()
+    with PeakMemory(interval=0.01) as mem:
+        t0 = time.perf_counter()
+        result = METHODS.get(method)().initialize(ctx)
+        seconds = time.perf_counter() - t0
+    return result, {"seconds": seconds, **mem.as_dict()}
+
+
+def theirs_focus(inputs: dict[str, Any], result: Any) -> dict[str, float] | None:
+    try:
+        from deepfocus import FOCUS
+    except ImportError:
+        return None
+    gc.collect()
+    with PeakMemory(interval=0.01) as mem:
+        t0 = time.perf_counter()
+        FOCUS(target_tokenizer=inputs["tt"], source_tokenizer=inputs["st"], source_embeddings=inputs["e_s"].clone(),
+              fasttext_model_path=result.stats["fasttext"]["path"], exact_match_all=True, match_symbols=True,
+              fuzzy_match_all=False, verbosity="silent", processes=1)
+        seconds = time.perf_counter() - t0
+    return {"seconds": seconds, **mem.as_dict()}
+
+
+def theirs_wechsel(world: Any, inputs: dict[str, Any], result: Any) -> dict[str, float] | None:
+    try:
+        import fasttext
+        from wechsel import WECHSEL
+    except ImportError:
+        return None
+    from methods.multilang import dictionary_for
+
+    s = result.stats
+    gc.collect()
+    with PeakMemory(interval=0.01) as mem:
+        t0 = time.perf_counter()
+        for lang, info in s["languages"].items():
+            src = fasttext.load_model(s["source_vectors"]["path"])
+            if lang == s["source_language"]:
+                w = WECHSEL(src, fasttext.load_model(s["source_vectors"]["path"]), align_strategy=None)
+            elif "vectors" in info:
+                path, _ = dictionary_for(world, s["source_language"], lang)
+                w = WECHSEL(src, fasttext.load_model(info["vectors"]["path"]), bilingual_dictionary=str(path))
+            else:
+                continue
+            w.apply(inputs["st"], inputs["tt"], inputs["e_s"].numpy().copy())
+        seconds = time.perf_counter() - t0
+    return {"seconds": seconds, **mem.as_dict()}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--worlds", default="synthetic,bible")
+    ap.add_argument("--methods", default="focus,wechsel,tiktotok")
+    ap.add_argument("--paper-settings", action="store_true", help="every method's default (paper) fastText settings")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    import methods  # noqa: F401  (registers the methods)
+    from harness.worlds import get_world
+
+    rows = []
+    for name in args.worlds.split(","):
+        try:
+            world = get_world(name, build=name == "synthetic")
+        except Exception as exc:  # noqa: BLE001 - an unbuilt world is skipped, not built
+            print(f"[skip] world {name!r}: {exc}".splitlines()[0])
+            continue
+        inputs = load_inputs(world)
+        for method in args.methods.split(","):
+            params = {} if args.paper_settings else SMALL.get(method, {})
+            cache = Path(tempfile.mkdtemp(prefix=f"bench-{method}-"))
+            try:
+                result, cold = ours(world, inputs, method, params, cache, args.seed)
+                _, warm = ours(world, inputs, method, params, cache, args.seed)
+                ref = None
+                if method == "focus":
+                    ref = theirs_focus(inputs, result)
+                elif method == "wechsel":
+                    ref = theirs_wechsel(world, inputs, result)
+                rows.append((name, method, len(inputs["tt"]), result.counts(), cold, warm, ref))
+            finally:
+                shutil.rmtree(cache, ignore_errors=True)
+
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title="Initialization: ours (cold = with fastText training, warm = cached models) vs the authors' "
+                    "packages (same model files)")
+    for col in ("world", "method", "|V_t|", "copied/method/random/unk", "ours cold s", "ours warm s",
+                "ours peak RSS MB", "theirs s", "theirs peak RSS MB", "theirs / ours warm"):
+        t.add_column(col, justify="right" if col not in ("world", "method") else "left")
+    for name, method, n_t, counts, cold, warm, ref in rows:
+        c = "/".join(str(counts[k]) for k in ("copied", "method", "random", "unk"))
+        t.add_row(name, method, str(n_t), c, f"{cold['seconds']:.2f}", f"{warm['seconds']:.2f}",
+                  f"{max(cold['peak_rss_mb'], warm['peak_rss_mb']):.0f}",
+                  f"{ref['seconds']:.2f}" if ref else "-", f"{ref['peak_rss_mb']:.0f}" if ref else "-",
+                  f"{ref['seconds'] / warm['seconds']:.1f}x" if ref else "-")
+    Console(width=200).print(t)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""HyperOFA as a method: on the synthetic world (same counts as OFA, the invariants every method keeps, caching,
+artifacts, determinism) and end to end through ``initialize_model`` on a planted world whose source embeddings are a
+function of the word vectors (the hypernetwork then beats its shuffled-target control)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import torch
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.registry import METHODS
+from methods.base import InitContext, Provenance
+from methods.hyperofa import detect_source_kind
+from methods.overlap import mapping_cache
+from tests._surgery_fixtures import TinyWorld
+
+TINY = {"preset": "tiny", "epochs": 3}
+
+
+@pytest.fixture(scope="module")
+def synth(synthetic_world):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from methods.factorize import factorize
+
+    s = AutoTokenizer.from_pretrained(synthetic_world.source_dir("src"))
+    t = AutoTokenizer.from_pretrained(synthetic_world.target_tokenizer_dir)
+    m = AutoModelForMaskedLM.from_pretrained(synthetic_world.source_dir("src"))
+    e = m.get_input_embeddings().weight.detach()[: len(s)].float().clone()
+    return synthetic_world, s, t, factorize(e, 16).coords
+
+
+def ctx_for(synth, params=None, seed=0, cache_dir=None, workdir=None):
+    world, s, t, f = synth
+    return InitContext(source_matrix=f, source_tokenizer=s, target_tokenizer=t, mapping_for=mapping_cache(s, t, None),
+                       world=world, seed=seed, factorized=True, params=dict(params or TINY), cache_dir=cache_dir,
+                       workdir=workdir)
+
+
+@pytest.fixture(scope="module")
+def results(synth):
+    ofa = METHODS.get("ofa")().initialize(ctx_for(synth, params={}))
+    hyp = METHODS.get("hyperofa")().initialize(ctx_for(synth))
+    return ofa, hyp
+
+
+def test_same_counts_and_rows_as_ofa(synth, results):
+    _, s, t, f = synth
+    ofa, hyp = results
+    assert hyp.counts() == ofa.counts()
+    assert np.array_equal(hyp.provenance, ofa.provenance)  # the same tokens in each class, not only as many
+    assert sum(hyp.counts().values()) == len(t) and hyp.matrix.shape == (len(t), 16)
+    c = hyp.counts()
+    assert c["copied"] > 0 and c["method"] > 0 and c["random"] > 0 and c["unk"] == 0
+    assert hyp.stats["wise"] == c["method"] == ofa.stats["wise"]
+    assert hyp.stats["no_word_match"] == ofa.stats["no_word_match"] == c["random"]
+    st = hyp.stats
+    assert st["train_pairs"] + st["val_pairs"] + st["test_pairs"] == st["source_subwords_matched"]
+    assert st["source_subwords_matched"] == ofa.stats["source_subwords_matched"]
+    # copied rows are the source rows; the specials among them
+    for tid, sid in hyp.copy.items():
+        assert torch.equal(hyp.matrix[tid], f[sid]) and hyp.provenance[tid] == Provenance.COPIED
+    for sp in t.all_special_ids:
+        assert hyp.provenance[sp] == Provenance.COPIED
+        assert torch.equal(hyp.matrix[sp], f[s.convert_tokens_to_ids(t.convert_ids_to_tokens(sp))])
+    # fallback rows are OFA's (and random's) rows for the same tokens; predicted rows are the hypernetwork's own
+    rnd = hyp.provenance == Provenance.RANDOM
+    assert torch.equal(hyp.matrix[torch.from_numpy(rnd)], ofa.matrix[torch.from_numpy(rnd)])
+    wise = torch.from_numpy(hyp.provenance == Provenance.METHOD)
+    assert not torch.allclose(hyp.matrix[wise], ofa.matrix[wise])
+    assert torch.isfinite(hyp.matrix).all()
+
+
+def test_stats_and_temperature(results):
+    _, hyp = results
+    st = hyp.stats
+    for k in ("val_cosine", "control_val_cosine", "test_cosine", "val_cosine_max"):
+        assert isinstance(st[k], float) and -1 <= st[k] <= 1, k
+    assert st["val_cosine_gain"] == pytest.approx(st["val_cosine"] - st["control_val_cosine"])
+    assert st["source_kind"] == "mono" and st["temperature"] == 0.5  # the synthetic source knows one language
+    assert st["preset"] == "tiny" and st["hypernetwork"]["hidden"] == 32 and st["epochs"] <= 3
+    assert st["hn_parameters"] > 0 and st["hypernetwork_cached"] is False
+    assert json.loads(json.dumps(st)) == st  # JSON-safe for the init report
+
+
+def test_deterministic_and_independent_of_global_rng(synth, results):
+    _, hyp = results
+    torch.manual_seed(999)
+    np.random.seed(999)
+    torch.rand(5)
+    again = METHODS.get("hyperofa")().initialize(ctx_for(synth))
+    assert torch.equal(again.matrix, hyp.matrix)
+    other = METHODS.get("hyperofa")().initialize(ctx_for(synth, seed=1))
+    wise = torch.from_numpy(hyp.provenance == Provenance.METHOD)
+    assert not torch.equal(other.matrix[wise], hyp.matrix[wise])
+
+
+def test_cache_and_artifacts(synth, tmp_path):
+    params = {**TINY, "control": True}
+    first = METHODS.get("hyperofa")().initialize(ctx_for(synth, params, cache_dir=tmp_path / "c",
+                                                         workdir=tmp_path / "w1"))
+    assert first.stats["hypernetwork_cached"] is False and first.stats["control_cached"] is False
+    products = list((tmp_path / "c" / "products" / "hypernetwork").iterdir())
+    assert len(products) == 2  # the network and its control
+    assert all((p / "model.safetensors").is_file() and (p / "config.json").is_file() for p in products)
+    curves = json.loads((tmp_path / "w1" / "curves.json").read_text())
+    for k in ("train_loss", "val_loss", "val_cosine", "lr", "control_val_cosine", "control_train_loss"):
+        assert len(curves[f"hypernetwork/{k}"]) == first.stats["epochs"], k
+    assert [e for e, _ in curves["hypernetwork/val_cosine"]] == list(range(1, first.stats["epochs"] + 1))
+    assert (tmp_path / "w1" / "hypernetwork_curve.png").stat().st_size > 5000
+    assert set(first.artifacts) == {"curves", "curve_plot", "hypernetwork"}
+
+    second = METHODS.get("hyperofa")().initialize(ctx_for(synth, params, cache_dir=tmp_path / "c",
+                                                          workdir=tmp_path / "w2"))
+    assert second.stats["hypernetwork_cached"] is True and second.stats["control_cached"] is True
+    assert torch.equal(second.matrix, first.matrix)
+    assert second.stats["val_cosine"] == first.stats["val_cosine"]
+    assert json.loads((tmp_path / "w2" / "curves.json").read_text()) == curves  # the curve is written again
+
+    changed = METHODS.get("hyperofa")().initialize(ctx_for(synth, {**params, "lr": 1e-3, "control": False},
+                                                           cache_dir=tmp_path / "c"))
+    assert changed.stats["hypernetwork_cached"] is False and changed.stats["control_val_cosine"] is None
+    assert len(list((tmp_path / "c" / "products" / "hypernetwork").iterdir())) == 3
+
+
+def test_parameters_are_checked(synth, tmp_path):
+    m = METHODS.get("hyperofa")()
+    for bad in ({"hiden": 3}, {"arch": "gru"}, {"preset": "HN-Q-1"}, {"loss_form": "x"}, {"amp": "fp8"},
+                {**TINY, "split": [0.5, 0.5]}, {**TINY, "augment_min_fraction": 0}):
+        with pytest.raises(ConfigError):
+            m.initialize(ctx_for(synth, bad))
+    world, s, t, f = synth
+    ctx = InitContext(source_matrix=f, source_tokenizer=s, target_tokenizer=t, mapping_for=mapping_cache(s, t, None),
+                      world=TinyWorld(root=tmp_path, sources=[]), seed=0, params=TINY)
+    with pytest.raises(MissingResourceError):
+        m.initialize(ctx)
+    cls = METHODS.get("hyperofa")
+    assert cls.requires == frozenset({"word_vectors"}) and cls.supports_factorized and cls.overlap_rule == "ofa"
+
+
+def test_source_kind_detection(tmp_path):
+    tok = SimpleNamespace(name_or_path=str(tmp_path / "sources" / "b"))
+
+    def world(sources, languages=None):
+        return SimpleNamespace(manifest={"sources": sources}, languages=languages or {},
+                               source_dir=lambda s: tmp_path / "sources" / s)
+
+    assert detect_source_kind(world({"a": {"languages": ["eng_Latn"]}, "b": {"languages": ["x", "y"]}}), tok)[0] \
+        == "multi"
+    assert detect_source_kind(world({"a": {}, "b": {"kind": "mono"}}), tok)[0] == "mono"
+    assert detect_source_kind(world({"b": {"multilingual": False}}), tok)[0] == "mono"
+    seen = {"eng_Latn": SimpleNamespace(seen={"b": True}), "deu_Latn": SimpleNamespace(seen={"b": True})}
+    assert detect_source_kind(world({"a": {}, "b": {}}, seen), tok)[0] == "multi"
+    assert detect_source_kind(world({"a": {}, "b": {}}), tok)[0] is None
+    assert detect_source_kind(world({"mono": {}}), SimpleNamespace(name_or_path="elsewhere"))[0] == "mono"
+
+
+# -- end to end on a planted world --------------------------------------------------------------------------
+SYLLABLES = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+
+
+def planted_world(root: Path, seed: int = 0) -> TinyWorld:
+    """Source pieces are syllables (word-initial and inner); every syllable has a latent vector z; a word's vector
+    is a fixed linear map of the mean z of its syllables (plus noise); a source piece's embedding is another
+    linear map of its syllable's z (plus noise). The target vocabulary adds two-syllable word-initial pieces."""
+    from harness.tokenization import extend_pieces, make_xlmr_tokenizer, xlmr_vocab
+    from tests._surgery_fixtures import tiny_xlmr
+
+    rng = np.random.default_rng(seed)
+    z = {syl: rng.standard_normal(6) for syl in SYLLABLES}
+    src_pieces = [("▁" + syl, -3.0) for syl in SYLLABLES] + [(syl, -3.5) for syl in SYLLABLES]
+    st = make_xlmr_tokenizer(xlmr_vocab(src_pieces))
+    new = [("▁" + a + b, -2.0) for a, b in zip(rng.permutation(SYLLABLES)[:120], rng.permutation(SYLLABLES)[:120],
+                                               strict=True)]
+    tt = make_xlmr_tokenizer(xlmr_vocab(extend_pieces(src_pieces, new)))
+    to_word = rng.standard_normal((6, 12))
+    to_emb = rng.standard_normal((6, 16))
+    lines = set()
+    for _ in range(2500):
+        sy = list(rng.choice(SYLLABLES, size=int(rng.integers(1, 4))))
+        vec = np.mean([z[x] for x in sy], axis=0) @ to_word + 0.1 * rng.standard_normal(12)
+        lines.add(f"{rng.choice(['eng', 'deu', 'swh'])}:{''.join(sy)} " + " ".join(f"{v:.4f}" for v in vec))
+    model = tiny_xlmr(len(st), hidden=16)
+    with torch.no_grad():
+        emb = model.get_input_embeddings().weight
+        for piece, _ in src_pieces:
+            emb[st.convert_tokens_to_ids(piece)] = torch.tensor(
+                z[piece.lstrip("▁")] @ to_emb + 0.1 * rng.standard_normal(16) + (0.5 if piece[0] == "▁" else 0.0),
+                dtype=emb.dtype)
+    d = root / "sources" / "planted"
+    model.save_pretrained(d)
+    st.save_pretrained(d)
+    tt.save_pretrained(root / "target_tokenizer")
+    (root / "resources").mkdir(parents=True)
+    (root / "resources" / "word_vectors.vec").write_text("\n".join(sorted(lines)) + "\n", encoding="utf-8")
+    return TinyWorld(root=root, sources=["planted"], resources={"word_vectors"}, name="planted")
+
+
+def test_end_to_end_on_a_planted_world(tmp_path, harness_home):
+    from harness.initialize import initialize_model, load_model
+
+    world = planted_world(tmp_path / "w")
+    params = {"preset": "tiny", "epochs": 25, "patience": 25, "source_kind": "multi"}
+    rep = initialize_model(world, "planted", "hyperofa", dim=8, seed=0, params=params, out_dir=tmp_path / "o")
+    st = rep["method_stats"]
+    assert st["temperature"] == 0.25 and st["temperature_from"].startswith("multi source (parameter")
+    assert st["val_cosine"] > 0.6 and st["val_cosine"] > st["control_val_cosine"] + 0.3, st
+    assert rep["counts"]["method"] == st["wise"] > 0 and sum(rep["counts"].values()) == rep["target_vocab_size"]
+    art = tmp_path / "o" / "artifacts"
+    assert (art / "curves.json").is_file() and (art / "hypernetwork_curve.png").is_file()
+    assert load_model(tmp_path / "o")(input_ids=torch.tensor([[0, 5, 6, 2]])).logits.shape[-1] == \
+        rep["target_vocab_size"]
