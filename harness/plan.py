@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.worlds.base import ManifestView
 
 # GPU-hours on one A100/H100-class GPU for the `paper` profile (xlm-roberta-base / roberta-base size).
 # cpt: HyperOFA reports 4,000 steps of batch 512 x 512 tokens in at most 1.5 h on 4 H100 = 6 GPU-h,
@@ -32,7 +33,7 @@ PAPER_ESTIMATES: dict[str, Any] = {
 
 
 @dataclass
-class WorldSketch:
+class WorldSketch(ManifestView):
     """What planning needs of a world that is not built here (its builder's ``describe()``)."""
 
     name: str
@@ -42,22 +43,8 @@ class WorldSketch:
     resources: set[str] = field(default_factory=set)
     hash: str = "not-built"
 
-    @property
-    def pivot(self) -> str:
-        return self.manifest.get("pivot_language", "eng_Latn")
-
-    @property
-    def sources(self) -> list[str]:
-        return list(self.manifest["sources"])
-
-    @property
-    def default_source(self) -> str:
-        return self.manifest.get("default_source", self.sources[0])
-
     def source_dir(self, source: str) -> Path:
-        if source not in self.manifest["sources"]:
-            raise ConfigError(f"world {self.name!r} has no source model {source!r}; it has: "
-                              f"{', '.join(self.sources)}")
+        self.check_source(source)
         return Path("/nonexistent") / source
 
     def task_languages(self, task: str) -> list[str]:
@@ -68,11 +55,6 @@ class WorldSketch:
 
     def has_resource(self, kind: str) -> bool:
         return kind in self.resources
-
-    def check_languages(self, langs: list[str]) -> None:
-        unknown = [lang for lang in langs if lang not in self.languages]
-        if unknown:
-            raise ConfigError(f"langs: unknown language(s) {', '.join(unknown)} for world {self.name!r}")
 
 
 def world_for_planning(name: str) -> Any:

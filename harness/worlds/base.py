@@ -46,17 +46,13 @@ class Language:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-@dataclass
-class World:
-    name: str
-    root: Path
-    manifest: dict[str, Any]
-    languages: dict[str, Language]
+class ManifestView:
+    """What a world's manifest says (pivot, sources) and its language checks; shared by a built :class:`World`
+    and the description of a world that is not built here (``harness.plan.WorldSketch``)."""
 
-    # -- identity ------------------------------------------------------------------------------------------
-    @cached_property
-    def hash(self) -> str:
-        return hash_obj(self.manifest)
+    name: str
+    manifest: dict[str, Any]
+    languages: dict[str, Any]
 
     @property
     def pivot(self) -> str:
@@ -70,12 +66,42 @@ class World:
     def default_source(self) -> str:
         return self.manifest.get("default_source", self.sources[0])
 
-    # -- files ---------------------------------------------------------------------------------------------
-    def source_dir(self, source: str) -> Path:
+    def check_source(self, source: str) -> None:
         if source not in self.manifest["sources"]:
             raise ConfigError(
                 f"world {self.name!r} has no source model {source!r}; it has: {', '.join(self.sources)}"
             )
+
+    def check_languages(self, langs: list[str]) -> None:
+        unknown = [lang for lang in langs if lang not in self.languages]
+        if unknown:
+            import difflib
+
+            hints = []
+            for u in unknown:
+                close = difflib.get_close_matches(u, list(self.languages), n=1)
+                hints.append(f"{u!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
+            raise ConfigError(
+                f"langs: unknown language {', '.join(hints)} for world {self.name!r}; "
+                f"it has {', '.join(sorted(self.languages))}"
+            )
+
+
+@dataclass
+class World(ManifestView):
+    name: str
+    root: Path
+    manifest: dict[str, Any]
+    languages: dict[str, Language]
+
+    # -- identity ------------------------------------------------------------------------------------------
+    @cached_property
+    def hash(self) -> str:
+        return hash_obj(self.manifest)
+
+    # -- files ---------------------------------------------------------------------------------------------
+    def source_dir(self, source: str) -> Path:
+        self.check_source(source)
         return self.root / "sources" / source
 
     @property
@@ -121,19 +147,6 @@ class World:
         d = self.root / "tasks"
         return sorted(p.name for p in d.iterdir() if (p / "meta.json").is_file()) if d.is_dir() else []
 
-    def check_languages(self, langs: list[str]) -> None:
-        unknown = [lang for lang in langs if lang not in self.languages]
-        if unknown:
-            import difflib
-
-            hints = []
-            for u in unknown:
-                close = difflib.get_close_matches(u, list(self.languages), n=1)
-                hints.append(f"{u!r}" + (f" (did you mean {close[0]!r}?)" if close else ""))
-            raise ConfigError(
-                f"langs: unknown language {', '.join(hints)} for world {self.name!r}; "
-                f"it has {', '.join(sorted(self.languages))}"
-            )
 
 
 def load_world_dir(name: str, root: Path) -> World:
