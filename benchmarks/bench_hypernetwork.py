@@ -17,7 +17,9 @@ Two parts, each printed as a table:
     OMP_NUM_THREADS=1 python benchmarks/bench_hypernetwork.py              # 1 thread (the machine is shared)
     python benchmarks/bench_hypernetwork.py --threads 2 --presets HN-R-100,HN-X-100,HN-X-400 --batches 2
 
-Timings depend on the thread count (``--threads``, default 1) and on other load on the machine.
+Timings depend on the thread count (``--threads``, default 1) and on other load on the machine: wall-clock seconds
+(``*_s``) are printed next to the process's CPU seconds (``*_cpu_s``), which is what an unloaded machine would take
+with one thread.
 """
 
 from __future__ import annotations
@@ -79,7 +81,6 @@ def bench_preset(name: str, batches: int, args: argparse.Namespace) -> dict[str,
     sets = [rng.choice(5000, size=int(k), replace=False)
             for k in set_lengths(n, args.median_set, args.sigma_set, 256, rng)]
     targets = torch.from_numpy(rng.standard_normal((n, cfg.output_dim)).astype(np.float32))
-    tcfg = TrainConfig(batch_size=256)
     data = SetData(vectors, sets, targets, torch.device("cpu"))
     with torch.random.fork_rng():
         torch.manual_seed(0)
@@ -88,9 +89,9 @@ def bench_preset(name: str, batches: int, args: argparse.Namespace) -> dict[str,
     lengths = np.fromiter((len(s) for s in sets), np.int64, len(sets))
     order = bucket_batches(lengths, 256, 40, rng, drop_last=True)
     model.train()
-    times = []
+    times, cpu = [], []
     for i, b in enumerate(order[: batches + 1]):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         x, lens = data.batch([sets[j] for j in b])
         loss, _, _ = hyperofa_loss(model(x, lens), data.targets[torch.from_numpy(b)], lam=0.1, temperature=0.5)
         opt.zero_grad()
@@ -98,10 +99,13 @@ def bench_preset(name: str, batches: int, args: argparse.Namespace) -> dict[str,
         opt.step()
         if i > 0:  # the first batch warms up
             times.append(time.perf_counter() - t0)
+            cpu.append(time.process_time() - c0)
     per_batch = float(np.mean(times))
+    per_batch_cpu = float(np.mean(cpu))
     epoch_pairs = {"mono": 22_000, "multi": 103_000}.get(pr.source_kind or "", 0)
     return {"preset": name, "params_M": parameter_count(model) / 1e6, "s_per_batch": per_batch,
-            "pairs_per_s": 256 / per_batch, "epoch_h": epoch_pairs / (256 / per_batch) / 3600,
+            "cpu_s_per_batch": per_batch_cpu, "pairs_per_s": 256 / per_batch,
+            "pairs_per_cpu_s": 256 / per_batch_cpu, "epoch_cpu_h": epoch_pairs / (256 / per_batch_cpu) / 3600,
             "paper_epochs": pr.converged_epoch or 0}
 
 
@@ -115,21 +119,22 @@ def bench_default(args: argparse.Namespace) -> dict[str, float | str]:
     if args.epochs:
         tcfg = replace(tcfg, max_epochs=args.epochs)
     split = split_pairs(len(sets), (0.97, 0.025, 0.005), 32, np.random.default_rng(2))
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     _, main = train_hypernetwork(cfg, tcfg, vectors, sets, targets, split, seed=3)
-    t_main = time.perf_counter() - t0
+    t_main, c_main = time.perf_counter() - t0, time.process_time() - c0
     shuffled = targets.clone()
     tr = torch.from_numpy(split[0])
     shuffled[tr] = targets[tr[torch.from_numpy(np.random.default_rng(4).permutation(len(tr)))]]
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     _, control = train_hypernetwork(cfg, tcfg, vectors, sets, shuffled, split, seed=3)
-    t_control = time.perf_counter() - t1
+    t_control, c_control = time.perf_counter() - t1, time.process_time() - c1
     lengths = np.array([len(s) for s in sets])
     with torch.random.fork_rng():
         n_params = parameter_count(build_hypernetwork(cfg))
     return {"preset": pr.name, "layers x hidden": f"{cfg.layers}x{cfg.hidden}", "params_M": n_params / 1e6, "pairs": len(split[0]),
             "mean_set": float(lengths.mean()), "epochs": main.epochs_run, "best_epoch": main.best_epoch,
-            "train_s": t_main, "control_s": t_control, "pairs_per_s": main.pairs_per_second,
+            "train_s": t_main, "train_cpu_s": c_main, "control_s": t_control,
+            "control_cpu_s": c_control, "pairs_per_s": main.pairs_per_second,
             "val_cos": main.val_cosine, "control_val_cos": control.val_cosine}
 
 
@@ -169,7 +174,7 @@ def main() -> int:
     if args.presets:
         rows = [bench_preset(n.strip(), args.batches, args) for n in args.presets.split(",") if n.strip()]
         table(f"paper presets: training throughput, batch 256, {args.batches} timed batches "
-              f"(epoch_h: hours per epoch of the paper's 22K / 103K pairs at this rate)", rows)
+              f"(epoch_cpu_h: CPU hours per epoch of the paper's 22K / 103K pairs)", rows)
     if args.sizing:
         table(f"default sizing '{args.sizing}' on a planted bible-size problem ({args.pairs} pairs, "
               f"{args.words} words x 200, D'={args.dim}): network and shuffled-target control",

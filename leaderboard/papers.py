@@ -5,8 +5,9 @@ value}}`` (model settings such as ``"mono-100"`` or ``"multi-400"``: RoBERTa- or
 imported lazily; when it is absent (or has no figures for a task and setting) nothing is added. The figures become
 rows labelled ``paper: <method>`` on the task's headline-metric boards. They sit beside ours but never enter our
 rows' common language set, ranks or paired tests. If the function takes a ``step`` argument the board's CPT step is
-passed (0 before CPT); otherwise the board notes that the reference does not say at which step its figures are.
-Published percentages are divided by 100 when our metric is a fraction.
+passed (0 before CPT; the papers publish per-language figures at steps 0 and 4000 only, so other steps get none);
+otherwise the board notes that the reference does not say at which step its figures are. Published percentages
+become fractions when our metric is one (``as_fraction=True`` when the function takes it, else divided by 100).
 """
 
 from __future__ import annotations
@@ -54,23 +55,30 @@ def attach_paper_rows(board: Board, data: ExperimentData) -> None:
     settings = sorted({s for r in board.rows if r.variant is not None
                        and (s := model_setting(r.variant.source, r.variant.dim, mod)) is not None})
     try:
-        takes_step = "step" in inspect.signature(fn).parameters
+        accepted = set(inspect.signature(fn).parameters)
     except (TypeError, ValueError):
-        takes_step = False
+        accepted = set()
     ours = [v for r in board.rows for v in r.values().values()]
     fraction = bool(ours) and max(abs(v) for v in ours) <= 1.0
+    kwargs: dict[str, Any] = {}
+    if "step" in accepted:
+        kwargs["step"] = board.step
+    if "as_fraction" in accepted:
+        kwargs["as_fraction"] = fraction
     added = False
     for setting in settings:
         try:
-            ref = fn(board.task, setting, step=board.step) if takes_step else fn(board.task, setting)
-        except Exception as exc:  # no figures for this task / setting
+            ref = fn(board.task, setting, **kwargs)
+        except Exception as exc:  # no figures for this task / setting / step
             log.debug("no published figures for %s %s: %s", board.task, setting, exc)
             continue
         for method, per_lang in sorted((ref or {}).items()):
             vals = {lang: float(v) for lang, v in per_lang.items() if v is not None}
             if not vals:
                 continue
-            scale = 0.01 if fraction and max(abs(v) for v in vals.values()) > 1.0 else 1.0
+            # a reference that cannot convert: percentages (any value above 1) beside our fractions
+            scale = 0.01 if "as_fraction" not in kwargs and fraction and max(
+                abs(v) for v in vals.values()) > 1.0 else 1.0
             label = f"paper: {method}" + (f" ({setting})" if len(settings) > 1 else "")
             board.paper_rows.append(Row(label, {lang: Entry([v * scale], []) for lang, v in vals.items()},
                                         kind="paper"))
@@ -78,6 +86,6 @@ def attach_paper_rows(board: Board, data: ExperimentData) -> None:
             if scale != 1.0 and "published percentages divided by 100" not in board.notes:
                 board.notes.append("published percentages divided by 100")
     if added:
-        if not takes_step:
+        if "step" not in kwargs:
             board.notes.append("paper rows: the reference does not say at which CPT step its figures are")
         finish_board(board)

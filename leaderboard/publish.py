@@ -130,14 +130,27 @@ def leaderboard_run(tracker: Tracker, experiment_id: str) -> tuple[str, bool]:
 
 
 def log_to_mlflow(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, generated: str) -> str:
-    from leaderboard.render_markdown import board_md, slices_md
-
+    """Log the rendered files to the experiment's leaderboard run (a failure marks the run FAILED)."""
     client = tracker.client
     exp = client.get_experiment_by_name(lb.experiment)
     run_id, existed = leaderboard_run(tracker, exp.experiment_id)
+    try:
+        _log(tracker, lb, out_dir, run_id, existed, generated=generated)
+    except BaseException as exc:
+        tracker.fail(run_id, exc if isinstance(exc, Exception) else "interrupted")
+        raise
+    return run_id
+
+
+def _log(tracker: Tracker, lb: Leaderboard, out_dir: Path, run_id: str, existed: bool, *, generated: str) -> None:
+    from leaderboard.render_markdown import board_md, slices_md
+
+    client = tracker.client
     if existed:
         _clear_artifacts(client, run_id)
         client.update_run(run_id, status="RUNNING")
+        if f"{TAG}error" in client.get_run(run_id).data.tags:  # left by an interrupted earlier render
+            client.delete_tag(run_id, f"{TAG}error")
     client.log_artifacts(run_id, str(out_dir))
     for b in lb.boards:
         client.log_table(run_id, board_frame(b), f"tables/{b.id}.json")
@@ -158,15 +171,19 @@ def log_to_mlflow(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, generated
     if summary:
         tracker.log_metrics(run_id, summary, step=0)
     bs = lb.bootstrap or {}
-    tags = {f"{TAG}kind": "leaderboard",
-            f"{TAG}bootstrap": f"{bs.get('resamples', 0)} resamples, seed {bs.get('seed', 0)}, "
-                               f"level {bs.get('level', 0.95)}", f"{TAG}rendered_at": generated, f"{TAG}boards": str(len(lb.boards)),
-            f"{TAG}worlds": ",".join(lb.worlds), f"{TAG}profiles": ",".join(sorted({b.profile for b in lb.boards})),
-            f"{TAG}tasks": ",".join(sorted({b.task for b in lb.boards})), "mlflow.note.content": text}
+    tags = {
+        f"{TAG}kind": "leaderboard",
+        f"{TAG}bootstrap": f"{bs.get('resamples', 0)} resamples, seed {bs.get('seed', 0)}, level {bs.get('level')}",
+        f"{TAG}rendered_at": generated,
+        f"{TAG}boards": str(len(lb.boards)),
+        f"{TAG}worlds": ",".join(lb.worlds),
+        f"{TAG}profiles": ",".join(sorted({b.profile for b in lb.boards})),
+        f"{TAG}tasks": ",".join(sorted({b.task for b in lb.boards})),
+        "mlflow.note.content": text,
+    }
     for k, v in tags.items():
         client.set_tag(run_id, k, v)
     client.set_terminated(run_id, status="FINISHED")
-    return run_id
 
 
 def publish(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, log_run: bool = True) -> Published:

@@ -181,7 +181,8 @@ def pairs_html(board: Board) -> str:
             _td(esc(fmt.value(p.median_diff, True)), "" if p.median_diff is None else repr(p.median_diff)),
             _td(esc(fmt.p(p.p_value)), "" if p.p_value is None else repr(p.p_value)),
             _td(esc(fmt.p(p.p_holm)), "" if p.p_holm is None else repr(p.p_holm))]) + "</tr>")
-    return (f"<details><summary>Paired tests · {esc(board.step_label)} ({len(board.pairs)} pairs)</summary>"
+    n = len(board.pairs)
+    return (f"<details><summary>Paired tests · {esc(board.step_label)} ({n} pair{'s' if n != 1 else ''})</summary>"
             '<p class="hint">Wilcoxon signed-rank over the languages both rows have (two-sided; equal values are '
             "ties and leave the test); wins/losses in the metric's direction; Holm-adjusted across the pairs.</p>"
             '<div class="wrap"><table class="pairs sortable"><thead><tr>' + heads + "</tr></thead><tbody>"

@@ -303,7 +303,7 @@ class _Builder:
                     smps.append(smp)
             for lang, (vals, seeds, smps) in per_lang.items():
                 ci = bootstrap_ci(smps, resamples=self.bootstrap, level=self.level, seed=self.bootstrap_seed,
-                                  key=(data.name, task, metric, profile, kind, step, labels[key], lang))
+                                  key=(task, metric, profile, kind, step, labels[key], lang))
                 entries[lang] = Entry(vals, seeds, ci)
             if not entries:
                 continue

@@ -649,7 +649,9 @@ def plot_curves(curves: dict[str, list[list[float]]], path: Path, title: str = "
         xs, ys = zip(*points, strict=True)
         control = name.startswith("control_")
         base = name.removeprefix("control_")
-        style = {"linestyle": "--" if control else "-", "label": name}
+        colour = {"train_loss": "C0", "val_loss": "C1", "val_cosine": "C1"}.get(base, "C2")
+        style = {"linestyle": "--" if control else "-", "color": colour, "label": name,
+                 "alpha": 0.75 if control else 1.0}
         if base in ("train_loss", "val_loss"):
             ax_loss.plot(xs, ys, **style)
         elif base == "val_cosine":

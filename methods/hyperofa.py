@@ -27,7 +27,9 @@ Sizing (``preset``): ``"auto"`` picks the paper's preset (seed 000 Table 6) for 
 kind and D' (``HN-R-100`` ... ``HN-X-400``; the paper's rule for other dims), and the ``cpu`` preset (sized by
 measurement for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``) for every other world.
 Any preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden`` / ``layers`` / ``epochs`` /
-``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it.
+``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. The ``cpu`` preset trains with lr 1e-3 (at the
+paper's 1e-4 its dozen epochs barely move the network) and, when ``batch_size`` is not given, shrinks its batch of 128
+for small vocabularies so that an epoch has at least 8 batches.
 
 Contrastive temperature (seed 000 A.2): 0.5 for the monolingual (RoBERTa) and 0.25 for the multilingual (XLM-R)
 source. ``temperature=None`` derives it from ``source_kind``; ``source_kind="auto"`` reads the world: the source
@@ -228,6 +230,11 @@ class HyperOFAInit:
             (p["preset"] == "auto" or p["preset"] in PRESETS or str(p["preset"]).startswith("HN-"),
              f"preset must be 'auto' or one of {sorted(PRESETS)}"),
         ]
+        split = p["split"]
+        checks.append((isinstance(split, (list, tuple)) and len(split) == 3
+                       and all(isinstance(r, (int, float)) and r >= 0 for r in split)
+                       and math.isclose(sum(split), 1.0, abs_tol=1e-6),
+                       "split must be three non-negative ratios (train, validation, test) summing to 1"))
         for ok, msg in checks:
             if not ok:
                 raise ConfigError(f"hyperofa: {msg} (params: {ctx.params})")
@@ -315,8 +322,8 @@ class HyperOFAInit:
         try:
             split = split_pairs(len(train_tokens), p["split"], int(p["min_eval_pairs"]), ctx.rng(SPLIT_SALT))
         except ValueError as exc:
-            raise ConfigError(f"hyperofa: {exc} (only {len(train_tokens)} source tokens match a word; the "
-                              f"hypernetwork needs word vectors covering the source vocabulary)") from exc
+            raise ConfigError(f"hyperofa: {exc}: only {len(train_tokens)} source tokens match a word; the "
+                              f"hypernetwork needs word vectors covering the source vocabulary") from exc
         batch_size = int(p["batch_size"] or preset.batch_size)
         if p["batch_size"] is None and preset.min_batches:  # small vocabularies: enough steps per epoch
             batch_size = max(8, min(batch_size, len(split[0]) // preset.min_batches))

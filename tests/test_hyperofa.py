@@ -38,7 +38,7 @@ def synth(synthetic_world):
 def ctx_for(synth, params=None, seed=0, cache_dir=None, workdir=None):
     world, s, t, f = synth
     return InitContext(source_matrix=f, source_tokenizer=s, target_tokenizer=t, mapping_for=mapping_cache(s, t, None),
-                       world=world, seed=seed, factorized=True, params=dict(params or TINY), cache_dir=cache_dir,
+                       world=world, seed=seed, factorized=True, params=dict(TINY if params is None else params), cache_dir=cache_dir,
                        workdir=workdir)
 
 
@@ -180,11 +180,11 @@ def planted_world(root: Path, seed: int = 0) -> TinyWorld:
     tt = make_xlmr_tokenizer(xlmr_vocab(extend_pieces(src_pieces, new)))
     to_word = rng.standard_normal((6, 12))
     to_emb = rng.standard_normal((6, 16))
-    lines = set()
+    lines: dict[str, str] = {}
     for _ in range(2500):
         sy = list(rng.choice(SYLLABLES, size=int(rng.integers(1, 4))))
         vec = np.mean([z[x] for x in sy], axis=0) @ to_word + 0.1 * rng.standard_normal(12)
-        lines.add(f"{rng.choice(['eng', 'deu', 'swh'])}:{''.join(sy)} " + " ".join(f"{v:.4f}" for v in vec))
+        lines.setdefault(f"{rng.choice(['eng', 'deu', 'swh'])}:{''.join(sy)}", " ".join(f"{v:.4f}" for v in vec))
     model = tiny_xlmr(len(st), hidden=16)
     with torch.no_grad():
         emb = model.get_input_embeddings().weight
@@ -197,7 +197,8 @@ def planted_world(root: Path, seed: int = 0) -> TinyWorld:
     st.save_pretrained(d)
     tt.save_pretrained(root / "target_tokenizer")
     (root / "resources").mkdir(parents=True)
-    (root / "resources" / "word_vectors.vec").write_text("\n".join(sorted(lines)) + "\n", encoding="utf-8")
+    (root / "resources" / "word_vectors.vec").write_text("".join(f"{k} {v}\n" for k, v in sorted(lines.items())),
+                                                                encoding="utf-8")
     return TinyWorld(root=root, sources=["planted"], resources={"word_vectors"}, name="planted")
 
 

@@ -41,7 +41,7 @@ HITS = {
 
 def _items(hits: int, salt: int) -> dict:
     """50 queries with exactly ``hits`` correct ones, in a fixed shuffled order."""
-    rng = np.random.default_rng(salt)
+    rng = np.random.default_rng(abs(salt))
     num = np.zeros(N_ITEMS)
     num[:hits] = 1.0
     rng.shuffle(num)
@@ -92,8 +92,9 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
             k = h if step == final else h // 2
             scores["acc@10"][lang] = k / N_ITEMS
             scores["acc@1"][lang] = (k // 2) / N_ITEMS
-            its["acc@10"][lang] = _items(k, seed * 1000 + LANGS.index(lang))
-            its["acc@1"][lang] = _items(k // 2, seed * 1000 + LANGS.index(lang) + 7)
+            salt = seed * 1000 + sum(map(ord, lang))
+            its["acc@10"][lang] = _items(k, salt)
+            its["acc@1"][lang] = _items(k // 2, salt + 7)
         metrics = [Metric(metric_key(task, m, lang), v, 0, step) for m, per in scores.items()
                    for lang, v in per.items()]
         metrics += [Metric(metric_key(task, m, "avg"), float(np.mean(list(per.values()))), 0, step)
@@ -101,7 +102,7 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
         client.log_batch(trun, metrics=metrics)
         if tables:
             _log_json(client, trun, {"task": task, "step": step, "scores": scores, "averages": {},
-                                     "label_source": {lang: LABELS[lang] for lang in scores["acc@10"]},
+                                     "label_source": {lang: LABELS.get(lang, "gold") for lang in scores["acc@10"]},
                                      "extras": {}, "seconds": 0.1}, f"tables/{task}_step{step}.json")
         if items:
             _log_json(client, trun, its, f"items/{task}_step{step}.json")
@@ -449,6 +450,28 @@ def test_paper_rows_beside_ours_never_ranked(glot_exp, tracking_uri, monkeypatch
     assert '<tbody class="paper">' in leaderboard_html(with_paper)
 
 
+def test_paper_rows_from_the_glot500_reference(tracking_uri):
+    """With the glot500 world's own reference module: HyperOFA Table 13 (SR-T, multi-400) beside step-0 runs."""
+    ref = pytest.importorskip("harness.worlds.glot500")
+    if not hasattr(ref, "reference_scores"):
+        pytest.skip("the glot500 world has no reference_scores")
+    client = MlflowClient(tracking_uri)
+    name = "lb-glot-ref"
+    exp = client.get_experiment_by_name(name)
+    exp_id = exp.experiment_id if exp else client.create_experiment(name)
+    if not client.search_runs([exp_id], max_results=1):
+        for m, hits in (("ofa", {"tur_Latn": 12, "ell_Grek": 10}), ("random", {"tur_Latn": 11, "ell_Grek": 9})):
+            make_cell(client, exp_id, m, 1, world="glot500", source="xlm-roberta-base", dim="400", hits=hits,
+                      final=0)
+    lb = _build(tracking_uri, name, bootstrap=0)
+    b = _board(lb, step=0)
+    paper = {r.label: r for r in b.paper_rows}
+    assert {"paper: ofa", "paper: random", "paper: hyperofa"} <= set(paper)
+    assert paper["paper: ofa"].value("tur_Latn") == pytest.approx(0.222)  # 22.2 as printed, as a fraction
+    assert paper["paper: hyperofa"].value("ell_Grek") == pytest.approx(0.203)
+    assert [r.label for r in b.rows] == ["ofa d=400", "random d=400"] and b.rows[0].mean_rank == 1.0
+
+
 # -- MLflow publishing ------------------------------------------------------------------------------------
 def test_publish_logs_one_leaderboard_run_and_updates_it(fake_exp, tracking_uri, lb, tmp_path):
     from leaderboard.publish import publish
@@ -544,3 +567,25 @@ def test_cli_on_a_real_run(run_cli, tracking_uri, tmp_path):
         assert f"±{std:.3f}" in r.stdout
     (board_run,) = client.search_runs([exp_id], "tags.`harness.kind` = 'leaderboard'")
     assert "leaderboard.html" in {a.path for a in client.list_artifacts(board_run.info.run_id)}
+
+
+def test_an_interrupted_render_marks_the_run_failed_and_the_next_one_repairs_it(fake_exp, tracking_uri, lb,
+                                                                                  tmp_path, monkeypatch):
+    from leaderboard.publish import publish
+
+    tracker = Tracker(tracking_uri)
+
+    def broken(*a, **k):
+        raise OSError("artifact store unavailable")
+
+    with monkeypatch.context() as m:
+        m.setattr(tracker.client, "log_table", broken)
+        with pytest.raises(OSError):
+            publish(tracker, lb, tmp_path / "o")
+    exp_id = tracker.client.get_experiment_by_name(fake_exp).experiment_id
+    (run,) = tracker.client.search_runs([exp_id], "tags.`harness.kind` = 'leaderboard'")
+    assert run.info.status == "FAILED" and "artifact store unavailable" in run.data.tags["harness.error"]
+    again = publish(tracker, lb, tmp_path / "o")
+    run = tracker.client.get_run(again.run_id)
+    assert again.run_id == run.info.run_id and run.info.status == "FINISHED"
+    assert "harness.error" not in run.data.tags
