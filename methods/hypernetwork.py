@@ -3,10 +3,11 @@
 Model
 -----
 ``bilstm`` (the paper's): the matched word vectors of a token, as a sequence, go through a bidirectional LSTM
-(``layers`` layers, ``hidden`` units per direction, dropout between layers, packed sequences, so padding never
-enters the recurrence); the final hidden states of the last layer's two directions are concatenated (2H) and mapped
-by ``Linear(2H -> 2D') -> GELU -> Dropout -> Linear(2D' -> D')`` to the token's coordinates (D' = the width of the
-source matrix, F_s when factorized). The word-vector lookup is frozen and holds no trainable parameter, so the
+(``layers`` layers, ``hidden`` units per direction, dropout between layers; padding never enters the recurrence --
+the reference code packs the sequences, we run each direction on padded batches with the backward direction on the
+sequences reversed within their lengths, the same function and about 3x faster on a CPU); the final hidden states
+of the last layer's two directions are concatenated (2H) and mapped by ``Linear(2H -> 2D') -> GELU -> Dropout ->
+Linear(2D' -> D')`` to the token's coordinates (D' = the width of the source matrix, F_s when factorized). The word-vector lookup is frozen and holds no trainable parameter, so the
 trainable parameter count is, with I the word-vector dimension::
 
     LSTM:  sum over layers l of  2 directions * 4 gates * H * (I_l + H + 2)     I_0 = I, I_l = 2H for l > 0

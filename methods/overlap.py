@@ -59,6 +59,7 @@ id 0 is a special token in every tokenizer we use, which never takes part in str
 from __future__ import annotations
 
 import codecs
+import hashlib
 import json
 import logging
 import os
@@ -106,13 +107,17 @@ class CanonicalVocab:
     special_attrs: dict[str, int]  # e.g. {"cls_token": 0, "bos_token": 0, ...}
     uncased: bool = False  # the normalizer lowercases
     strip_accents: bool = False  # the normalizer strips accents
+    _tokens_hash: str | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.tokens)
 
     def identity(self) -> dict[str, Any]:
         """Everything the canonical strings and the rules depend on (the cache key)."""
-        return {"kind": self.kind, "tokens": hash_obj(self.tokens, 32), "specials": self.specials,
+        if self._tokens_hash is None:
+            blob = json.dumps(self.tokens, ensure_ascii=False).encode("utf-8")
+            self._tokens_hash = hashlib.sha256(blob).hexdigest()[:32]
+        return {"kind": self.kind, "tokens": self._tokens_hash, "specials": self.specials,
                 "special_attrs": self.special_attrs, "uncased": self.uncased, "strip_accents": self.strip_accents}
 
     def fold(self, text: str) -> str:

@@ -38,8 +38,8 @@ class HeadSettings:
     batch_positions: int = 128
     lr: float = 1e-3
     warmup: int = 20
-    train_sequences: int = 3000
-    eval_sequences: int = 400
+    train_sequences: int = 1500
+    eval_sequences: int = 300
     max_length: int = 128
     mlm_probability: float = 0.15
     seed: int = 1234
