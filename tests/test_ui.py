@@ -25,7 +25,7 @@ def test_ui_serves_the_tracking_store_and_stops(tracking_uri):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=5) as r:
             assert r.status == 200
         req = urllib.request.Request(f"http://127.0.0.1:{port}/api/2.0/mlflow/experiments/search",
-                                     data=json.dumps({"max_results": 10}).encode(),
+                                     data=json.dumps({"max_results": 1000}).encode(),
                                      headers={"Content-Type": "application/json"}, method="POST")
         with urllib.request.urlopen(req, timeout=10) as r:
             names = [e["name"] for e in json.loads(r.read())["experiments"]]

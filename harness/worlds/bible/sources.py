@@ -233,8 +233,14 @@ def save_multi_source(out: Path, e5: E5S1Model, kept: list[int], vocab: Vocab, n
 def save_mono_source(out: Path, minilm_dir: Path, train_lines, eval_lines, settings: HeadSettings,
                      prior_counts: np.ndarray | None = None, progress=None) -> dict:
     from transformers import AutoTokenizer, BertForMaskedLM
+    from transformers.utils import logging as hf_logging
 
-    model = BertForMaskedLM.from_pretrained(minilm_dir)
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # the missing head is expected: it is trained below
+    try:
+        model = BertForMaskedLM.from_pretrained(minilm_dir)
+    finally:
+        hf_logging.set_verbosity(level)
     tok = AutoTokenizer.from_pretrained(minilm_dir)
     stats = train_mlm_head(model, tok, train_lines, eval_lines, settings, prior_counts, progress)
     model.config.architectures = ["BertForMaskedLM"]
