@@ -181,6 +181,23 @@ class Glot500World:
         tasks["mlm"] = [c for c in cpt if c not in exclude.get("mlm", [])]
         return Needs(tasks, cpt, exclude)
 
+    # -- planning -------------------------------------------------------------------------------------------
+    def describe(self) -> Any:
+        """The world as the spec declares it (sources, languages per task, resources), for ``harness plan`` on a
+        machine where the inputs are not present."""
+        from harness.plan import WorldSketch
+
+        spec = self.spec
+        needs = self.needs(spec)
+        sources = self.sources(spec)
+        pivot = lc.normalize(spec["world"].get("pivot", "eng_Latn"))
+        codes = sorted({c for langs in needs.tasks.values() for c in langs} | set(needs.cpt) | {pivot})
+        manifest = {"name": self.name, "pivot_language": pivot,
+                    "default_source": spec["world"].get("default_source", sources[0].name),
+                    "sources": {s.name: {"description": s.description} for s in sources}}
+        return WorldSketch(name=self.name, manifest=manifest, languages={c: {} for c in codes}, tasks=needs.tasks,
+                           resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
+
     # -- check ------------------------------------------------------------------------------------------------
     def check(self) -> list[CheckRow]:
         spec = self.spec
