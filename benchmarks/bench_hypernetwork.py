@@ -135,7 +135,8 @@ def bench_default(args: argparse.Namespace) -> dict[str, float | str]:
     lengths = np.array([len(s) for s in sets])
     with torch.random.fork_rng():
         n_params = parameter_count(build_hypernetwork(cfg))
-    return {"preset": pr.name, "max_set": pr.max_set, "layers x hidden": f"{cfg.layers}x{cfg.hidden}", "params_M": n_params / 1e6, "pairs": len(split[0]),
+    return {"preset": pr.name, "max_set": pr.max_set, "layers x hidden": f"{cfg.layers}x{cfg.hidden}",
+            "params_M": n_params / 1e6, "pairs": len(split[0]),
             "mean_set": float(lengths.mean()), "epochs": main.epochs_run, "best_epoch": main.best_epoch,
             "train_s": t_main, "train_cpu_s": c_main, "control_s": t_control,
             "control_cpu_s": c_control, "pairs_per_s": main.pairs_per_second,

@@ -10,10 +10,11 @@ OFA's pipeline with the convex combination replaced by a trained hypernetwork (:
    with at least one matched word; split train / validation / test with a seeded permutation (reference code
    97 / 2.5 / 0.5 %; validation and test get at least ``min(min_eval_pairs, n // 10)`` pairs each so that small
    vocabularies keep a usable validation set).
-4. Sets longer than ``max_set`` (256, "maximum context size") are cut once, on both sides, to a random subset drawn
-   from a generator seeded by (seed, token id) (``truncate="random"``, the default). The reference takes the first
-   256 ids of a Python ``set``, an arbitrary but hash-ordered choice; ``truncate="first"`` takes the first 256 in
-   word-file order instead. Augmentation (shuffle, 50-100 % sub-sampling) then works within the kept subset.
+4. Sets longer than ``max_set`` (the paper's "maximum context size" 256; the ``cpu`` preset's 64) are cut once, on
+   both sides, to a random subset drawn from a generator seeded by (seed, token id) (``truncate="random"``, the
+   default). The reference takes the first 256 ids of a Python ``set``, an arbitrary but hash-ordered choice;
+   ``truncate="first"`` takes the first 256 in word-file order instead. Augmentation (shuffle, 50-100 % sub-
+   sampling) then works within the kept subset.
 5. The hypernetwork is trained (loss, optimizer, schedule, augmentation, bucketing, early stopping: see
    :mod:`methods.hypernetwork`), and, unless ``control=False``, the same network with the same seed on the same
    split with the training targets permuted among the training tokens (the shuffled-target control). Both
@@ -27,9 +28,10 @@ Sizing (``preset``): ``"auto"`` picks the paper's preset (seed 000 Table 6) for 
 kind and D' (``HN-R-100`` ... ``HN-X-400``; the paper's rule for other dims), and the ``cpu`` preset (sized by
 measurement for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``) for every other world.
 Any preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden`` / ``layers`` / ``epochs`` /
-``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. The ``cpu`` preset trains with lr 1e-3 (at the
-paper's 1e-4 its dozen epochs barely move the network) and, when ``batch_size`` is not given, shrinks its batch of 128
-for small vocabularies so that an epoch has at least 8 batches.
+``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. The ``cpu`` preset (1 layer, hidden 64, batch 128,
+at most 12 epochs, patience 3) trains with lr 1e-3 (at the paper's 1e-4 its dozen epochs barely move the network),
+cuts sets to 64 vectors instead of 256 (bounds the cost of very common pieces; no loss measured), and, when
+``batch_size`` is not given, shrinks its batch for small vocabularies so that an epoch has at least 8 batches.
 
 Contrastive temperature (seed 000 A.2): 0.5 for the monolingual (RoBERTa) and 0.25 for the multilingual (XLM-R)
 source. ``temperature=None`` derives it from ``source_kind``; ``source_kind="auto"`` reads the world: the source
@@ -44,12 +46,12 @@ written to the workdir again. Artifacts in ``ctx.workdir``: ``curves.json`` (``h
 logged by the runner as ``init/hypernetwork/<series>``), ``hypernetwork_curve.png``, ``hypernetwork.json``.
 
 Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset``, ``arch`` ("bilstm" |
-"setformer"), ``hidden``, ``layers``, ``heads``, ``pooling`` ("mean" | "cls"), ``dropout`` (0.4), ``max_set`` (256),
-``truncate``, ``split`` ([0.97, 0.025, 0.005]), ``min_eval_pairs`` (32), ``epochs`` (max epochs), ``patience``,
-``min_delta``, ``batch_size``, ``lr`` (1e-4), ``lr_step_epochs`` (10), ``lr_gamma`` (0.95), ``weight_decay`` (0),
-``loss_lambda`` (0.1), ``temperature``, ``source_kind``, ``loss_form`` ("code" | "paper-000" | "report-001"),
-``augment_prob`` (0.5), ``augment_min_fraction`` (0.5), ``augment_min_set`` (4), ``shuffle_sets`` (True),
-``bucket_factor`` (40), ``amp`` ("auto" | "bf16" | "off"), ``control`` (True), ``source_languages`` /
+"setformer"), ``hidden``, ``layers``, ``heads``, ``pooling`` ("mean" | "cls"), ``dropout`` (0.4), ``max_set``
+(preset's), ``truncate``, ``split`` ([0.97, 0.025, 0.005]), ``min_eval_pairs`` (32), ``epochs`` (max epochs),
+``patience``, ``min_delta``, ``batch_size``, ``lr`` (1e-4), ``lr_step_epochs`` (10), ``lr_gamma`` (0.95),
+``weight_decay`` (0), ``loss_lambda`` (0.1), ``temperature``, ``source_kind``, ``loss_form`` ("code" | "paper-000" |
+"report-001"), ``augment_prob`` (0.5), ``augment_min_fraction`` (0.5), ``augment_min_set`` (4), ``shuffle_sets``
+(True), ``bucket_factor`` (40), ``amp`` ("auto" | "bf16" | "off"), ``control`` (True), ``source_languages`` /
 ``target_languages`` / ``max_words`` (as OFA), ``cache`` (True).
 """
 

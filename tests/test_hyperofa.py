@@ -38,8 +38,8 @@ def synth(synthetic_world):
 def ctx_for(synth, params=None, seed=0, cache_dir=None, workdir=None):
     world, s, t, f = synth
     return InitContext(source_matrix=f, source_tokenizer=s, target_tokenizer=t, mapping_for=mapping_cache(s, t, None),
-                       world=world, seed=seed, factorized=True, params=dict(TINY if params is None else params), cache_dir=cache_dir,
-                       workdir=workdir)
+                       world=world, seed=seed, factorized=True, params=dict(TINY if params is None else params),
+                       cache_dir=cache_dir, workdir=workdir)
 
 
 @pytest.fixture(scope="module")

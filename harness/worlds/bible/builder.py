@@ -77,7 +77,7 @@ class BuildSettings:
     wv_dim: int = 200
     wv_min_count: int = 5
     target_vocab_size: int = 32000
-    target_chars_per_lang: int = 600_000
+    target_chars_per_lang: int = 300_000
     head: HeadSettings = field(default_factory=HeadSettings)
     sources: tuple[str, ...] = ("mono", "multi")
     default_source: str = "mono"
