@@ -28,6 +28,13 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "max_sentences_per_language": 2000, "precision": "fp32", "devices": 1},
         "eval_max_sentences": 200,
         "resources": {"num_cpus": 1},
+        # fastText-based methods: smaller vectors, fewer epochs and n-gram buckets (the papers' 2M buckets x 300
+        # dims is 2.4 GB per model and several per language); recorded in every run's params.
+        "method_params": {
+            "focus": {"dim": 100, "bucket": 200_000},
+            "wechsel": {"dim": 100, "epochs": 5, "bucket": 200_000},
+            "tiktotok": {"bucket": 200_000},
+        },
     },
 }
 

@@ -229,7 +229,7 @@ class Runner:
             dim_s = "full" if dim is None else str(dim)
             group = hash_obj({"source": source, "method": method, "dim": dim, "world": self.world.hash,
                               "profile": self.cfg.profile, "cpt": self.cpt,
-                              "params": self.cfg.method_params.get(method, {}),
+                              "params": self.method_params(method),
                               "seeds": sorted(c.seed for c in cells)})
             for task_name in self.plan.tasks:
                 values: dict[tuple[str, int], list[float]] = {}
@@ -262,9 +262,14 @@ class Runner:
                 tr.finish(run_id)
 
     # ------------------------------------------------------------------------------------------------------
+    def method_params(self, method: str) -> dict[str, Any]:
+        """The profile's defaults for the method, overridden by the run's ``method_params``."""
+        defaults = get_profile(self.cfg.profile).get("method_params", {}).get(method, {})
+        return {**defaults, **self.cfg.method_params.get(method, {})}
+
     def cell_identity(self, cell: Cell) -> dict[str, Any]:
         return {"world": self.world.hash, "source": cell.source, "method": cell.method,
-                "params": self.cfg.method_params.get(cell.method, {}), "dim": cell.dim, "seed": cell.seed,
+                "params": self.method_params(cell.method), "dim": cell.dim, "seed": cell.seed,
                 "profile": self.cfg.profile, "cpt": _without_devices(self.cpt), "init_version": INIT_VERSION}
 
     def experiment_name(self, source: str) -> str:
