@@ -129,6 +129,7 @@ class Preset:
     max_set: int = 256
     lr: float = 1e-4
     min_batches: int | None = None  # the batch shrinks (not below 8) so that an epoch has at least this many
+    vector_budget: int | None = None  # max epochs = this many word vectors / vectors per epoch (2 .. max_epochs)
     note: str = ""
 
     def config(self, input_dim: int, output_dim: int, **overrides: Any) -> HypernetConfig:
@@ -154,12 +155,13 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
     # pairs of sets up to 256 vectors train in well under two minutes together with the shuffled-target control.
     # The CPU presets run ~100x fewer optimizer steps than the paper's, and at the paper's lr 1e-4 Adam barely
     # leaves its initialization in that budget; their sizes, lr and epochs were chosen by measurement
-    # (benchmarks/bench_hypernetwork.py): ~10k pairs, network + shuffled-target control in about a CPU-minute on
-    # one thread. Sets are cut to 64 vectors (not 256): on a heavy-tailed set-size distribution that halves the
-    # time (144 -> 52 CPU-s) at the same validation cosine, and it bounds the cost of a vocabulary whose common
-    # pieces match thousands of words.
+    # (benchmarks/bench_hypernetwork.py and the bible world): the epochs follow a budget of word vectors fed to
+    # the network (1M: ~30 CPU-s on one thread; bible/mono: 6 epochs of ~160k vectors, bible/multi: 2 of
+    # ~410k), for the network and again for its shuffled-target control. Sets are cut to 64 vectors (not 256):
+    # on a heavy-tailed set-size distribution that halves the time (144 -> 52 CPU-s) at the same validation
+    # cosine, and it bounds the cost of the common pieces that match thousands of words.
     Preset(name="cpu", layers=1, hidden=64, output_dim=None, input_dim=None, max_epochs=12, patience=3,
-           batch_size=128, max_set=64, lr=1e-3, min_batches=8,
+           batch_size=128, max_set=64, lr=1e-3, min_batches=8, vector_budget=1_000_000,
            note="CPU budget of the main job (bible and synthetic worlds)"),
     Preset(name="tiny", layers=1, hidden=32, output_dim=None, input_dim=None, max_epochs=8, patience=4,
            batch_size=32, max_set=64, lr=3e-3, note="unit tests"),

@@ -26,12 +26,13 @@ OFA's pipeline with the convex combination replaced by a trained hypernetwork (:
 
 Sizing (``preset``): ``"auto"`` picks the paper's preset (seed 000 Table 6) for the ``glot500`` worlds by source
 kind and D' (``HN-R-100`` ... ``HN-X-400``; the paper's rule for other dims), and the ``cpu`` preset (sized by
-measurement for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``) for every other world.
-Any preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden`` / ``layers`` / ``epochs`` /
+measurement for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``) for every other world. Any
+preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden`` / ``layers`` / ``epochs`` /
 ``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. The ``cpu`` preset (1 layer, hidden 64, batch 128,
-at most 12 epochs, patience 3) trains with lr 1e-3 (at the paper's 1e-4 its dozen epochs barely move the network),
-cuts sets to 64 vectors instead of 256 (bounds the cost of very common pieces; no loss measured), and, when
-``batch_size`` is not given, shrinks its batch for small vocabularies so that an epoch has at least 8 batches.
+at most 12 epochs and a budget of 1M word vectors fed per training, patience 3) trains with lr 1e-3 (at the paper's
+1e-4 its dozen epochs barely move the network), cuts sets to 64 vectors instead of 256 (bounds the cost of very
+common pieces; no loss measured), and, when ``batch_size`` is not given, shrinks its batch for small vocabularies so
+that an epoch has at least 8 batches.
 
 Contrastive temperature (seed 000 A.2): 0.5 for the monolingual (RoBERTa) and 0.25 for the multilingual (XLM-R)
 source. ``temperature=None`` derives it from ``source_kind``; ``source_kind="auto"`` reads the world: the source
@@ -58,6 +59,7 @@ Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import math
@@ -96,7 +98,7 @@ from methods.hypernetwork import (
     train_hypernetwork,
     truncate_set,
 )
-from methods.ofa import _tokenizer_fingerprint, subword_word_edges
+from methods.ofa import _tokenizer_fingerprint, subword_word_edges, word_variants
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 from methods.wordvectors import WordVectors, load_word_vectors
 
@@ -108,10 +110,56 @@ TEMPERATURE = {"mono": 0.5, "multi": 0.25}  # seed 000 App. A.2
 
 
 # -- word sets ----------------------------------------------------------------------------------------------
+def _fast_edges(backend: Any, keys: list[str], *, languages: set[str] | None, batch: int = 50_000,
+                progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of :func:`methods.ofa.subword_word_edges` (the same surface variants, the same ids), tokenized with
+    the backend's ``encode_batch_fast`` (no offsets: about twice as fast as the tokenizer's ``__call__``) and
+    collected without a per-word loop. Duplicates are left to :meth:`WordSets.from_edges`."""
+    subs: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    texts: list[str] = []
+    own: list[int] = []
+
+    def flush() -> None:
+        if not texts:
+            return
+        ids = [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        subs.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum())))
+        owners.append(np.repeat(np.asarray(own, dtype=np.int64), lens))
+        texts.clear()
+        own.clear()
+
+    reported = 0
+    for i, key in enumerate(keys):
+        lang, variants = word_variants(key)
+        if languages is not None and lang not in languages:
+            continue
+        texts.extend(variants)
+        own.extend([i] * len(variants))
+        if len(texts) >= batch:
+            flush()
+            if progress is not None:
+                progress(i + 1 - reported)
+                reported = i + 1
+    flush()
+    if progress is not None and len(keys) > reported:
+        progress(len(keys) - reported)
+    if not subs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(subs), np.concatenate(owners)
+
+
 def word_sets(tokenizer: Any, wv: WordVectors, *, languages: set[str] | None = None,
               progress: Callable[[int], None] | None = None) -> WordSets:
-    """The matched word set of every token of ``tokenizer`` (OFA's tokenization-based matching, deduplicated)."""
-    s_ids, w_ids = subword_word_edges(tokenizer, wv.keys, languages=languages, progress=progress)
+    """The matched word set of every token of ``tokenizer``: OFA's tokenization-based matching
+    (:func:`methods.ofa.subword_word_edges`), each (token, word) pair once. Tokenizers with a ``tokenizers``
+    backend take the faster path :func:`_fast_edges`, which gives the same edges (a test checks it)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch_fast"):
+        s_ids, w_ids = _fast_edges(backend, wv.keys, languages=languages, progress=progress)
+    else:
+        s_ids, w_ids = subword_word_edges(tokenizer, wv.keys, languages=languages, progress=progress)
     if len(s_ids) and int(s_ids.max()) >= len(tokenizer):
         raise ValueError("the tokenizer produced ids beyond its own length")
     return WordSets.from_edges(s_ids, w_ids, len(tokenizer), len(wv))
@@ -326,6 +374,10 @@ class HyperOFAInit:
         except ValueError as exc:
             raise ConfigError(f"hyperofa: {exc}: only {len(train_tokens)} source tokens match a word; the "
                               f"hypernetwork needs word vectors covering the source vocabulary") from exc
+        max_epochs = int(p["epochs"] or preset.max_epochs)
+        vectors_per_epoch = int(sum(len(src_sets[i]) for i in split[0]))
+        if p["epochs"] is None and preset.vector_budget:  # the CPU presets: a budget of vectors, not of epochs
+            max_epochs = max(2, min(max_epochs, preset.vector_budget // max(vectors_per_epoch, 1)))
         batch_size = int(p["batch_size"] or preset.batch_size)
         if p["batch_size"] is None and preset.min_batches:  # small vocabularies: enough steps per epoch
             batch_size = max(8, min(batch_size, len(split[0]) // preset.min_batches))
@@ -336,7 +388,7 @@ class HyperOFAInit:
                 cfg = HypernetConfig(**{**asdict(cfg), "hidden": int(p["hidden"] or cfg.hidden),
                                         "layers": int(p["layers"] or cfg.layers)})
             tcfg = TrainConfig(
-                max_epochs=int(p["epochs"] or preset.max_epochs), patience=int(p["patience"] or preset.patience),
+                max_epochs=max_epochs, patience=int(p["patience"] or preset.patience),
                 min_delta=float(p["min_delta"]), batch_size=batch_size,
                 lr=float(p["lr"] if p["lr"] is not None else preset.lr),
                 lr_step_epochs=int(p["lr_step_epochs"]), lr_gamma=float(p["lr_gamma"]),
@@ -403,6 +455,7 @@ class HyperOFAInit:
             "source_sets_truncated": int((ws_s.lengths[train_tokens] > max_set).sum()),
             "target_sets_truncated": int((ws_t.lengths[wise] > max_set).sum()) if len(wise) else 0,
             "mean_source_set": float(ws_s.lengths[train_tokens].mean()) if len(train_tokens) else 0.0,
+            "vectors_per_epoch": vectors_per_epoch,
             "wise": int(len(wise)), "no_word_match": int((~copied & (ws_t.lengths == 0)).sum()),
         }
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats,

@@ -216,3 +216,24 @@ def test_end_to_end_on_a_planted_world(tmp_path, harness_home):
     assert (art / "curves.json").is_file() and (art / "hypernetwork_curve.png").is_file()
     assert load_model(tmp_path / "o")(input_ids=torch.tensor([[0, 5, 6, 2]])).logits.shape[-1] == \
         rep["target_vocab_size"]
+
+
+def test_fast_matching_equals_ofa_edges(synth):
+    """The faster edge collection gives OFA's graph (deduplicated) on SentencePiece, WordPiece and byte-level BPE."""
+    from methods.hypernetwork import WordSets
+    from methods.hyperofa import word_sets
+    from methods.ofa import subword_word_edges
+    from methods.wordvectors import load_word_vectors
+    from tests._surgery_fixtures import bytelevel_tokenizer, wordpiece_tokenizer
+
+    world, s, t, _ = synth
+    wv = load_word_vectors(world.resource_files("word_vectors"))
+    wv.keys[:3] = ["qaa:$new$york", "Cats", "qab:héllo"]  # a "$" key, an English key, a non-ASCII word
+    for tok in (s, t, wordpiece_tokenizer(), bytelevel_tokenizer()):
+        fast = word_sets(tok, wv)
+        sub, wrd = subword_word_edges(tok, wv.keys)
+        slow = WordSets.from_edges(sub, wrd, len(tok), len(wv))
+        assert np.array_equal(fast.indptr, slow.indptr) and np.array_equal(fast.words, slow.words)
+        assert fast.lengths.sum() > 0
+    only = word_sets(t, wv, languages={"qab"})
+    assert 0 < only.lengths.sum() < word_sets(t, wv).lengths.sum()
