@@ -86,12 +86,3 @@ class InitMethod(Protocol):
     supports_factorized: ClassVar[bool]
 
     def initialize(self, ctx: InitContext) -> InitResult: ...
-
-
-def gaussian_fallback(source: torch.Tensor, n: int, generator: torch.Generator) -> torch.Tensor:
-    """Rows drawn per dimension from N(mu_d, sigma_d^2) of ``source`` (population std, ddof=0, as OFA's numpy)."""
-    src = source.double()
-    mu = src.mean(dim=0)
-    sigma = src.std(dim=0, unbiased=False)
-    z = torch.randn((n, source.shape[1]), generator=generator, dtype=torch.float64)
-    return (mu + z * sigma).to(source.dtype)

@@ -41,7 +41,8 @@ def fallback_matrix(source: torch.Tensor, n_rows: int, generator: torch.Generato
                     chunk_rows: int = FALLBACK_CHUNK_ROWS) -> torch.Tensor:
     """``n_rows`` rows drawn per dimension from N(mu_d, sigma_d^2) of ``source`` (population std, ddof=0).
 
-    The distribution of :func:`methods.base.gaussian_fallback`; the statistics are computed in float64, the
+    The per-dimension Gaussian of spec §1.3 (the one fallback every method uses); the statistics are computed in
+    float64, the
     standard normal draws in float32 (several times faster than float64 draws), in blocks of ``chunk_rows`` rows
     so that a 401k x 768 draw never holds a float64 copy. Every method draws a full ``|V_t|``-row matrix and uses
     row ``i`` for target token ``i`` (as the reference code's ``RandomState(...).normal(mean, std, (|V_t|, d))``),
