@@ -19,6 +19,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
                 "max_sentences_per_language": None, "precision": "auto", "devices": 1},
         "eval_max_sentences": None,
+        "heldout_max_sentences": None,  # the held-out MLM diagnostic at each evaluated CPT step
         "resources": {"num_cpus": 8},
     },
     # CPU: ten short steps (8 blocks of 64 tokens): the LM head over a 100k+ target vocabulary dominates a CPU step,
@@ -28,6 +29,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
                 "max_sentences_per_language": 2000, "precision": "fp32", "devices": 1},
         "eval_max_sentences": 200,
+        "heldout_max_sentences": 50,
         "resources": {"num_cpus": 1},
         # fastText-based methods: smaller vectors, fewer epochs and n-gram buckets (the papers' 2M buckets x 300
         # dims is 2.4 GB per model and several per language); recorded in every run's params.

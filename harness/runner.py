@@ -479,7 +479,7 @@ class Runner:
                          or lang in self.cfg.langs or lang == self.world.pivot]
                 res = mlm.evaluate(model, tokenizer, self.world, langs, TaskSettings(
                     profile=self.cfg.profile, seed=cell.seed, device=self.device,
-                    max_sentences=get_profile(self.cfg.profile).get("eval_max_sentences")))
+                    max_sentences=get_profile(self.cfg.profile).get("heldout_max_sentences")))
                 heldout = res.averages().get("loss")
             if heldout is not None:
                 tr.log_metrics(parent, {"cpt/heldout_loss": heldout}, step=step)

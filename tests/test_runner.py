@@ -191,3 +191,15 @@ def test_seeds_are_aggregated_and_convergence_is_recorded(run_cli, tracking_uri)
         vals = [s[step] for s in per_seed]
         assert mean == pytest.approx(statistics.fmean(vals))
         assert std == pytest.approx(statistics.stdev(vals))
+
+
+def test_heldout_mlm_loss_is_logged_when_mlm_is_not_a_chosen_task(run_cli, tracking_uri):
+    exp = "t-heldout"
+    run_cli("run", "--world", "synthetic", "--tasks", "sr-t", "--cpt-steps", "2", "--methods", "random",
+            "--experiment", exp, check=True)
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    c = MlflowClient(tracking_uri)
+    held = c.get_metric_history(parent.info.run_id, "cpt/heldout_loss")
+    assert sorted(m.step for m in held) == [0, 2]
+    assert all(0 < m.value < 20 for m in held)
+    assert {r.data.tags["harness.task"] for r in _runs(tracking_uri, exp, "task")} == {"sr-t"}
