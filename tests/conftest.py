@@ -51,3 +51,15 @@ def run_cli(harness_home, tracking_uri):
         return proc
 
     return _run
+
+
+@pytest.fixture(scope="module")
+def private_hf_home(tmp_path_factory):
+    """``evaluate`` writes module copies under HF_HOME: keep them in a temp dir (only before its first import)."""
+    if "evaluate" not in sys.modules:
+        mp = pytest.MonkeyPatch()
+        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
+        yield
+        mp.undo()
+    else:
+        yield

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 
 import pytest
@@ -20,17 +19,7 @@ from tasks.metrics import (
     topk_accuracy,
 )
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_hf_home(tmp_path_factory):
-    """``evaluate`` writes module copies under HF_HOME: keep them in a temp dir (only before its first import)."""
-    if "evaluate" not in sys.modules:
-        mp = pytest.MonkeyPatch()
-        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
-        yield
-        mp.undo()
-    else:
-        yield
+pytestmark = pytest.mark.usefixtures("private_hf_home")
 
 
 # A score matrix S chosen by hand: queries = rows of S, candidates = unit basis vectors, so q @ c.T = S.

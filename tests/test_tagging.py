@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,16 +24,7 @@ N_WORDS = 60
 LANGS = ("eng_Latn", "deu_Latn")
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_hf_home(tmp_path_factory):
-    """``evaluate`` writes module copies under HF_HOME: keep them in a temp dir (only before its first import)."""
-    if "evaluate" not in sys.modules:
-        mp = pytest.MonkeyPatch()
-        mp.setenv("HF_HOME", str(tmp_path_factory.mktemp("hf_home")))
-        yield
-        mp.undo()
-    else:
-        yield
+pytestmark = pytest.mark.usefixtures("private_hf_home")
 
 
 @pytest.fixture(scope="module")
