@@ -215,6 +215,9 @@ def cmd_init(args: argparse.Namespace) -> int:
     params = json.loads(args.params) if args.params else {}
     if not isinstance(params, dict):
         raise HarnessError("--params must be a JSON object, e.g. '{\"k\": 10}'")
+    from harness.profiles import profile
+
+    params = {**profile(args.profile).get("method_params", {}).get(args.method, {}), **params}
     from harness.runner import resolve_device
 
     report = initialize_model(world, source, args.method, dim=args.dim, seed=args.seed, params=params,
@@ -329,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--method", required=True)
     i.add_argument("--dim", type=int, default=None, help="factorized dim (default: full)")
     i.add_argument("--seed", type=int, default=1)
-    i.add_argument("--params", help="method parameters as a JSON object")
+    i.add_argument("--params", help="method parameters as a JSON object (over the profile's)")
+    i.add_argument("--profile", default="cpu",
+                   help="whose method parameters to start from: cpu (default, as `harness run` uses) or paper")
     i.add_argument("--device", default="auto")
     i.add_argument("--out", required=True)
     i.add_argument("--force", action="store_true", help="write into a non-empty --out")

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.cache import DONE
+from harness.masked_head import use_masked_only_head
+from harness.precision import resolve_precision, training_attention
 from harness.worlds.base import read_lines
 
 log = logging.getLogger(__name__)
@@ -87,7 +89,6 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     if (product_dir / DONE).is_file():
         return {s: product_dir / f"step-{s}" for s in eval_steps}
 
-    import torch
     from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
 
     work = product_dir.with_name(product_dir.name + ".work")
@@ -102,21 +103,24 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     per_dev, accum = batch_layout(int(settings["effective_batch"]), int(settings["per_device_batch"]), n_dev)
     use_cpu = device == "cpu"
     distributed = n_dev > 1
-    precision = settings.get("precision", "auto")
-    bf16 = (not use_cpu) and precision in {"auto", "bf16"} and torch.cuda.is_available() \
-        and torch.cuda.is_bf16_supported()
-    fp16 = (not use_cpu) and precision == "fp16"
-    save_every = int(settings.get("save_every") or max(1, steps // 4))
+    precision = resolve_precision(settings.get("precision", "auto"), device)
+    bf16, fp16 = precision == "bf16", precision == "fp16"  # mixed precision (autocast), on CPU too
+    # Trainer checkpoints (optimizer state included) for resuming a killed CPT: every ``save_every`` steps (default
+    # a quarter of the run); 0 turns them off (a short CPT is cheaper to redo than to checkpoint)
+    save_every = settings.get("save_every")
+    save_every = max(1, steps // 4) if save_every is None else int(save_every)
     args = TrainingArguments(
         output_dir=str(work / "trainer"), max_steps=steps, learning_rate=float(settings["lr"]),
         lr_scheduler_type="linear", warmup_steps=int(settings.get("warmup_steps", 0)),
         weight_decay=float(settings.get("weight_decay", 0.0)), per_device_train_batch_size=per_dev,
-        gradient_accumulation_steps=accum, logging_steps=1, save_strategy="steps", save_steps=save_every,
+        gradient_accumulation_steps=accum, logging_steps=1, save_strategy="steps" if save_every > 0 else "no", save_steps=max(save_every, 1),
         save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
         dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
         ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
     )
     model = load_fn(model_dir)
+    use_masked_only_head(model)  # the vocabulary projection at the masked positions only (same loss, see module)
+    training_attention(model, device)
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
     train_log = work / "train_log.jsonl"
 

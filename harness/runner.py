@@ -28,6 +28,7 @@ from harness.config import RunConfig
 from harness.errors import HarnessError, MissingResourceError
 from harness.hashing import hash_obj
 from harness.paths import harness_home
+from harness.precision import resolve_precision
 from harness.profiles import profile as get_profile
 from harness.registry import METHODS, TASKS
 from harness.tracking import Tracker, metric_key
@@ -166,6 +167,9 @@ class Runner:
         self.cache = ProductCache()
         self.device = resolve_device(cfg.device)
         self.cpt = cpt_settings(cfg)
+        # precisions resolved for this device ("auto" never reaches a product key or a logged param)
+        self.cpt["precision"] = resolve_precision(self.cpt.get("precision"), self.device)
+        self.eval_precision = resolve_precision(get_profile(cfg.profile).get("eval_precision"), self.device)
         self.plan = make_plan(cfg, world)
 
     # ------------------------------------------------------------------------------------------------------
@@ -290,7 +294,8 @@ class Runner:
                                  "seed": cell.seed, "profile": self.cfg.profile, "world": self.world.name})
             params = {"method": cell.method, "source": cell.source, "dim": dim_s, "seed": cell.seed,
                       "profile": self.cfg.profile, "world": self.world.name, "world_hash": self.world.hash,
-                      "device": self.device, "git_revision": _git_revision(),
+                      "device": self.device, "eval_precision": self.eval_precision,
+                      "git_revision": _git_revision(),
                       **{f"method.{k}": v for k, v in ident["params"].items()},
                       **{f"cpt.{k}": v for k, v in self.cpt.items()},
                       **{f"version.{k}": v for k, v in _versions().items()}}
@@ -349,6 +354,7 @@ class Runner:
                 from harness.cpt import launch_distributed_cpt, read_train_log, run_cpt
                 from harness.initialize import save_model
 
+                t_cpt = time.time()
                 n_procs = int(self.cpt.get("devices", 1) or 1)
                 if n_procs > 1 and not (cpt_dir / "_DONE.json").is_file():
                     console.print(f"  CPT on {n_procs} processes (torchrun)")
@@ -364,6 +370,7 @@ class Runner:
                                 save_fn=save_model, progress=on_progress)
                 if prog is not None and bar is not None:
                     prog.remove_task(bar)
+                console.print(f"  CPT: {steps} steps in {time.time() - t_cpt:.1f}s")
                 if not tr.is_done(parent, "cpt_log"):
                     tr.log_series(parent, "cpt/train_loss", [(r["step"], r["loss"]) for r in read_train_log(cpt_dir)])
                     tr.mark_done(parent, "cpt_log")
@@ -440,6 +447,7 @@ class Runner:
                 max_sentences=get_profile(self.cfg.profile).get("eval_max_sentences"),
                 params=self.cfg.task_params.get(task_name, {}),
                 cache_dir=harness_home() / "products" / "tasks", model_key=f"{key}:{step}",
+                precision=self.eval_precision,
             )
             langs = self.plan.languages[task_name]
             t0 = time.time()
@@ -475,12 +483,15 @@ class Runner:
                 if model is None:
                     model = load_model(model_dir, device=self.device)
                 mlm = TASKS.get("mlm")()
+                t_h = time.time()
                 langs = [lang for lang in mlm.languages(self.world) if not self.cfg.langs
                          or lang in self.cfg.langs or lang == self.world.pivot]
                 res = mlm.evaluate(model, tokenizer, self.world, langs, TaskSettings(
                     profile=self.cfg.profile, seed=cell.seed, device=self.device,
-                    max_sentences=get_profile(self.cfg.profile).get("heldout_max_sentences")))
+                    max_sentences=get_profile(self.cfg.profile).get("heldout_max_sentences"),
+                    precision=self.eval_precision))
                 heldout = res.averages().get("loss")
+                console.print(f"  held-out MLM loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
             if heldout is not None:
                 tr.log_metrics(parent, {"cpt/heldout_loss": heldout}, step=step)
             tr.mark_done(parent, f"heldout_{step}")

@@ -70,6 +70,7 @@ from methods.multilang import (
     assign_languages,
     language_token_counts,
     per_language_counts,
+    shared_counts_dir,
     text_files,
     world_languages,
 )
@@ -233,7 +234,7 @@ class FocusInit:
             artifacts["weights"] = path
 
         # per-language report
-        counts = language_token_counts(tok, texts, cache_dir=ctx.cache_dir, max_lines=p["max_lines"])
+        counts = language_token_counts(tok, texts, cache_dir=shared_counts_dir(ctx.cache_dir), max_lines=p["max_lines"])
         assignment = assign_languages(counts, n_t, rule=p["assign_rule"])
         support_sizes = [len(s) for s in supports]
         stats = {

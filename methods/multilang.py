@@ -23,8 +23,9 @@ model to many languages (Glot500-style) holds tokens of all of them, so the harn
    target ids (the key ``"none"`` holds the tokens of no language), and ``stats["missing"] = {lang: [resource,
    ...]}`` for every language of the world that lacks something the method needs.
 
-Token counts are cached (``<cache_dir>/langcounts-<key>.npz``, keyed by the tokenizer fingerprint, the text files'
-sha256 and ``max_lines``).
+Token counts are cached (``<cache_dir>/langcounts-<key>.npy``, keyed by the tokenizer fingerprint, the text files'
+sha256 and ``max_lines``); the methods share one such folder (:func:`shared_counts_dir`), so FOCUS, WECHSEL and
+Tik-to-Tok count a world's text once.
 """
 
 from __future__ import annotations
@@ -123,6 +124,11 @@ def count_tokens(tokenizer: Any, lines: Iterable[str], batch: int = 2000) -> np.
             flush()
     flush()
     return counts
+
+
+def shared_counts_dir(method_cache_dir: Path | None) -> Path | None:
+    """The token-count cache every method uses: ``token-counts/`` beside the methods' own cache folders."""
+    return None if method_cache_dir is None else Path(method_cache_dir).parent / "token-counts"
 
 
 def language_token_counts(tokenizer: Any, texts: dict[str, Path], *, cache_dir: Path | None = None,

@@ -59,7 +59,12 @@ Parameters (``ctx.params``): ``dim`` (64), ``epochs`` (5), ``minn`` (4), ``maxn`
 (1.0), ``source_tag`` ("Ⓢ"), ``target_tag`` ("Ⓣ"), ``tag_policy`` ("bow"), ``compound_augmentation`` (true),
 ``shuffle`` (true), ``frequency`` ("source_text"), ``source_language`` ("identity"), ``languages`` (``null`` =
 all), ``max_lines`` (``null``), ``assign_rule`` ("relative"), ``assign_min_count`` (1), ``block_size`` (1024),
-``save_plan`` (write every row's route, source ids and weights to ``ctx.workdir/tiktotok_plan.jsonl``).
+``save_plan`` (write every row's route, source ids and weights to ``ctx.workdir/tiktotok_plan.jsonl``),
+``max_pairs`` (``null`` = all: the dictionary pairs a language's fastText corpus is built from; when set, the
+pairs whose target word is most frequent in the language's text are kept (for the source-language space, the
+source words most frequent in the pivot text), ties in dictionary order. Seed 004 trains on the whole dictionary;
+the ``cpu`` profile caps it because a skip-gram over a 100k-pair dictionary's bigram corpus takes minutes per
+language on one thread. The dictionary route itself always uses every pair.)
 """
 
 from __future__ import annotations
@@ -87,6 +92,7 @@ from methods.multilang import (
     language_token_counts,
     per_language_counts,
     read_dictionary,
+    shared_counts_dir,
     text_files,
     world_languages,
 )
@@ -140,6 +146,16 @@ def clean_pairs(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         seen.add((s, t))
         out.append((s, t))
     return out
+
+
+def top_pairs(pairs: list[tuple[str, str]], freq: Counter[str], side: int,
+              limit: int | None) -> list[tuple[str, str]]:
+    """At most ``limit`` pairs: those whose word on ``side`` (0 source, 1 target) is most frequent in ``freq``,
+    ties in the given order; the kept pairs stay in the given order. ``limit=None`` keeps them all."""
+    if limit is None or len(pairs) <= int(limit):
+        return pairs
+    order = sorted(range(len(pairs)), key=lambda k: (-freq[pairs[k][side]], k))
+    return [pairs[k] for k in sorted(order[:int(limit)])]
 
 
 def bigram_corpus(pairs: list[tuple[str, str]], source_tag: str, target_tag: str, *,
@@ -236,7 +252,7 @@ class TikToTokInit:
         "single_weight": 1.0, "source_tag": "Ⓢ", "target_tag": "Ⓣ", "tag_policy": "bow",
         "compound_augmentation": True, "shuffle": True, "frequency": "source_text", "source_language": "identity",
         "languages": None, "max_lines": None, "assign_rule": "relative", "assign_min_count": 1,
-        "block_size": 1024, "save_plan": False,
+        "block_size": 1024, "save_plan": False, "max_pairs": None,
     }
 
     def _params(self, ctx: InitContext) -> dict[str, Any]:
@@ -255,6 +271,8 @@ class TikToTokInit:
         if len(p["weights"]) != 3 or any(float(w) < 0 for w in p["weights"]):
             raise ConfigError(f"tiktotok: weights must be three non-negative numbers [first, second, share], not "
                               f"{p['weights']}")
+        if p["max_pairs"] is not None and int(p["max_pairs"]) < 1:
+            raise ConfigError(f"tiktotok: max_pairs must be >= 1 or null, not {p['max_pairs']}")
         for key in ("dim", "epochs", "neighbors", "min_count", "threads", "block_size"):
             if int(p[key]) < 1:
                 raise ConfigError(f"tiktotok: {key} must be >= 1, not {p[key]}")
@@ -358,7 +376,7 @@ class TikToTokInit:
             raise MissingResourceError(f"tiktotok needs a non-empty dictionary {pivot}-<lang>.tsv for at least one "
                                        f"language; the world has {sorted(dictionary_files(world))}")
         counted = {la: path for la, path in texts.items() if la in wanted}
-        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=ctx.cache_dir,
+        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=shared_counts_dir(ctx.cache_dir),
                                        max_lines=p["max_lines"], progress=bar("Tik-to-Tok: token counts",
                                                                               len(counted)))
         assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
@@ -382,6 +400,17 @@ class TikToTokInit:
                 toks = [i for i in ids if src_canon[i] != " "]  # skip a bare beginning-of-word marker
                 first_token_cache[word] = toks[0] if toks and toks[0] != unk_id else None
             return first_token_cache[word]
+
+        word_freqs: dict[str, Counter[str]] = {}
+
+        def word_freq(lang: str) -> Counter[str]:
+            if lang not in word_freqs:
+                c: Counter[str] = Counter()
+                if p["max_pairs"] is not None and lang in texts:
+                    for line in read_text_lines(texts[lang], p["max_lines"]):
+                        c.update(split_words(line))
+                word_freqs[lang] = c
+            return word_freqs[lang]
 
         per_lang: dict[str, dict[str, Any]] = {}
         source_words = sorted({s for pairs in dicts.values() for s, _ in pairs})
@@ -430,11 +459,12 @@ class TikToTokInit:
             # c. fastText route for the remaining alphabetic tokens
             if rest:
                 if identity:
-                    pairs = [(s, s) for s in source_words]
+                    pairs = top_pairs([(s, s) for s in source_words], word_freq(pivot), 0, p["max_pairs"])
                     space, ft_info = self.train_space(ctx, p, pairs, p["source_tag"], src_canon, "identity")
                     tag = p["source_tag"]
                 else:
-                    space, ft_info = self.train_space(ctx, p, dicts[lang], p["target_tag"], src_canon, lang)
+                    pairs = top_pairs(dicts[lang], word_freq(lang), 1, p["max_pairs"])
+                    space, ft_info = self.train_space(ctx, p, pairs, p["target_tag"], src_canon, lang)
                     tag = p["target_tag"]
                 info["fasttext_model"] = ft_info
                 found = space.nearest([tgt_canon[i] for i in rest], tag, int(p["neighbors"]),

@@ -74,6 +74,7 @@ from methods.multilang import (
     language_token_counts,
     per_language_counts,
     read_dictionary,
+    shared_counts_dir,
     text_files,
     world_languages,
 )
@@ -261,7 +262,7 @@ class WechselInit:
 
         # assignment of target tokens to languages
         counted = {la: path for la, path in texts.items() if la in wanted}
-        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=ctx.cache_dir,
+        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=shared_counts_dir(ctx.cache_dir),
                                        max_lines=p["max_lines"], progress=bar("WECHSEL: token counts", len(counted)))
         assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -193,6 +194,29 @@ def length_batches(lengths: Sequence[int], batch_size: int) -> list[list[int]]:
     """Indices grouped into batches of similar length (longest first, stable), for padding-light inference."""
     order = sorted(range(len(lengths)), key=lambda i: (-lengths[i], i))
     return [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+
+
+def batches_per_epoch(n: int, batch_size: int, grouped: bool, group: int = 50) -> int:
+    """How many batches an epoch of ``n`` items has (plain random batches, or :func:`shuffled_length_batches`)."""
+    if not grouped:
+        return math.ceil(n / batch_size)
+    size = group * batch_size
+    return sum(math.ceil(min(size, n - m0) / batch_size) for m0 in range(0, n, size))
+
+
+def shuffled_length_batches(lengths: Sequence[int], batch_size: int, generator: torch.Generator,
+                            group: int = 50) -> list[list[int]]:
+    """Training batches of similar length in a random order (the idea of HF's ``group_by_length``): the indices
+    are shuffled, cut into mega-batches of ``group`` x ``batch_size``, each sorted by length and cut into
+    batches, and the batches shuffled. Every index appears once; deterministic in ``generator``."""
+    perm = torch.randperm(len(lengths), generator=generator).tolist()
+    size = group * batch_size
+    batches: list[list[int]] = []
+    for m0 in range(0, len(perm), size):
+        mega = sorted(perm[m0:m0 + size], key=lambda i: -lengths[i])
+        batches.extend(mega[b0:b0 + batch_size] for b0 in range(0, len(mega), batch_size))
+    order = torch.randperm(len(batches), generator=generator).tolist()
+    return [batches[k] for k in order]
 
 
 @contextlib.contextmanager

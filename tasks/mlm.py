@@ -15,9 +15,12 @@ from typing import Any, ClassVar
 
 import torch
 
+from harness.masked_head import masked_logits
+from harness.precision import autocast
 from harness.registry import TASKS
 from harness.worlds.base import read_lines
 from tasks.base import ItemStats, TaskResult, TaskSettings
+from tasks.data import length_batches
 
 PROFILES: dict[str, dict[str, Any]] = {
     "paper": {"max_sentences": None, "max_length": 512, "batch_size": 32, "mlm_probability": 0.15},
@@ -84,11 +87,12 @@ class MLMLoss:
             pairs = fixed_masks(enc, special, vocab_size, tokenizer.mask_token_id, cfg["mlm_probability"],
                                 _lang_seed(settings.seed, lang))
             total, n_tok = 0.0, 0
-            sent_loss: list[float] = []
-            sent_tok: list[float] = []
-            with torch.inference_mode():
-                for i in range(0, len(pairs), cfg["batch_size"]):
-                    chunk = pairs[i: i + cfg["batch_size"]]
+            sent_loss: list[float] = [0.0] * len(pairs)
+            sent_tok: list[float] = [0.0] * len(pairs)
+            with torch.inference_mode(), autocast(device, settings.precision):
+                # batches of similar length (less padding); the per-sentence sums go back to their sentences
+                for batch in length_batches([len(p[0]) for p in pairs], cfg["batch_size"]):
+                    chunk = [pairs[k] for k in batch]
                     width = max(len(p[0]) for p in chunk)
                     ids = torch.full((len(chunk), width), tokenizer.pad_token_id, dtype=torch.long)
                     labels = torch.full((len(chunk), width), -100, dtype=torch.long)
@@ -97,13 +101,14 @@ class MLMLoss:
                         ids[j, : len(m)] = torch.tensor(m)
                         labels[j, : len(lab)] = torch.tensor(lab)
                         att[j, : len(m)] = 1
-                    logits = model(input_ids=ids.to(device), attention_mask=att.to(device)).logits
                     lab = labels.to(device)
-                    ce = torch.nn.functional.cross_entropy(
-                        logits.float().view(-1, logits.shape[-1]), lab.view(-1), ignore_index=-100,
-                        reduction="none").view(lab.shape)
-                    sent_loss.extend(ce.sum(dim=1).tolist())
-                    sent_tok.extend((lab != -100).sum(dim=1).float().tolist())
+                    # the head at the selected positions only (masked_head): the loss of the full forward
+                    logits, targets = masked_logits(model, ids.to(device), att.to(device), lab)
+                    ce = torch.zeros(lab.shape, dtype=torch.float32, device=device)
+                    ce[lab != -100] = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+                    for k, s_loss, s_tok in zip(batch, ce.sum(dim=1).tolist(),
+                                                (lab != -100).sum(dim=1).float().tolist(), strict=True):
+                        sent_loss[k], sent_tok[k] = s_loss, s_tok
                     total += float(ce.sum())
                     n_tok += int((lab != -100).sum())
             loss = total / max(n_tok, 1)

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from harness.errors import ConfigError
+from harness.precision import autocast
 from harness.registry import TASKS
 from tasks.base import ItemStats, TaskResult, TaskSettings
 from tasks.data import (
@@ -119,7 +120,7 @@ class LayerEncoder:
 
 
 def encode_sentences(model: nn.Module, tokenizer: Any, texts: Sequence[str], *, layer: int, n_layers: int,
-                     batch_size: int = 32, max_length: int = 512,
+                     batch_size: int = 32, max_length: int = 512, precision: str = "fp32",
                      advance: Callable[[int], None] | None = None) -> torch.Tensor:
     """Sentence vectors (n, dim) on the CPU, float32, in the order of ``texts``; the model must be in eval mode
     on its device (see :func:`tasks.data.on_device`)."""
@@ -130,10 +131,10 @@ def encode_sentences(model: nn.Module, tokenizer: Any, texts: Sequence[str], *, 
     ids = tokenizer(list(texts), add_special_tokens=True, truncation=True, max_length=max_length)["input_ids"]
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     out: torch.Tensor | None = None
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast(device, precision):
         for batch in length_batches([len(s) for s in ids], batch_size):
             b = pad_batch([ids[i] for i in batch], pad_id)
-            vec = enc.pooled(b["input_ids"].to(device), b["attention_mask"].to(device)).cpu()
+            vec = enc.pooled(b["input_ids"].to(device), b["attention_mask"].to(device)).float().cpu()
             if out is None:
                 out = torch.empty((len(texts), vec.shape[1]), dtype=torch.float32)
             out[torch.tensor(batch)] = vec
@@ -190,7 +191,8 @@ class RetrievalTask:
         query_ids = list(dict.fromkeys(i for pr in pairs.values() for i in pr.ids))
         total = len(query_ids) + sum(len(pr.ids) for pr in pairs.values())
         max_length = max_input_length(model, tokenizer, p["max_length"])
-        enc_kw = {"layer": layer, "n_layers": n_layers, "batch_size": p["batch_size"], "max_length": max_length}
+        enc_kw = {"layer": layer, "n_layers": n_layers, "batch_size": p["batch_size"], "max_length": max_length,
+                  "precision": settings.precision}
 
         scores: dict[str, dict[str, float]] = {m: {} for m in self.metrics}
         items: dict[str, dict[str, ItemStats]] = {}
