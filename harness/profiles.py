@@ -23,23 +23,24 @@ PROFILES: dict[str, dict[str, Any]] = {
         "heldout_max_sentences": None,  # the held-out MLM diagnostic at each evaluated CPT step
         "resources": {"num_cpus": 8},
     },
-    # CPU: ten short steps (8 blocks of 64 tokens): the LM head over a 100k+ target vocabulary dominates a CPU step,
-    # so this is what the main job's budget allows; it shows the direction of CPT, not its end point.
+    # CPU: ten short steps (8 blocks of 64 tokens, from the first 100 CPT sentences of each language): what the
+    # main job's budget allows; it shows the direction of CPT, not its end point. No Trainer checkpoints (redoing
+    # ten steps is cheaper than writing optimizer states for a 100k+ vocabulary).
     "cpu": {
         "cpt": {"steps": 10, "lr": 1e-4, "effective_batch": 8, "per_device_batch": 8, "block_size": 64,
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
-                "max_sentences_per_language": 2000, "precision": "auto", "devices": 1, "save_every": 0},
+                "max_sentences_per_language": 100, "precision": "auto", "devices": 1, "save_every": 0},
         "eval_max_sentences": 200,
         # bf16 autocast where the CPU computes it natively (AMX / AVX512-BF16: ~2x faster passes), else fp32
         "eval_precision": "auto",
-        "heldout_max_sentences": 50,
+        "heldout_max_sentences": 25,
         "resources": {"num_cpus": 1},
         # fastText-based methods: smaller vectors, fewer epochs and n-gram buckets (the papers' 2M buckets x 300
         # dims is 2.4 GB per model and several per language); recorded in every run's params.
         "method_params": {
-            "focus": {"dim": 100, "bucket": 200_000, "max_lines": 5000},
-            "wechsel": {"dim": 100, "epochs": 5, "bucket": 200_000, "max_lines": 5000},
-            "tiktotok": {"bucket": 200_000, "max_lines": 5000},
+            "focus": {"dim": 100, "bucket": 200_000, "max_lines": 2000},
+            "wechsel": {"dim": 100, "epochs": 5, "bucket": 200_000, "max_lines": 2000},
+            "tiktotok": {"bucket": 200_000, "max_lines": 2000, "max_pairs": 5000},
         },
     },
 }

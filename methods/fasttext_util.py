@@ -156,8 +156,7 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
     ``inputs`` must identify the corpus completely (content hashes, tokenizer fingerprint, recipe options).
     ``keep_corpus``: also write the corpus to that path (e.g. for inspection or for another tool).
     """
-    key = hash_obj({"v": FASTTEXT_VERSION, "kind": kind, "inputs": inputs, "settings": settings})
-    path = Path(cache_dir) / "fasttext" / f"{kind}-{key}.bin" if cache_dir is not None else None
+    key, path = model_path(cache_dir, kind, inputs, settings)
     if path is not None and path.is_file() and keep_corpus is None:
         log.info("fastText %s: cached at %s", kind, path)
         return CachedModel(load_model(path), path, key, cached=True)
@@ -181,15 +180,107 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
         raise MissingResourceError(f"fastText {kind}: no word reached minCount={settings.get('minCount')}; "
                                    f"give more text or a lower minCount")
     if path is not None:
-        tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.bin")
-        model.save_model(str(tmp))
-        os.replace(tmp, path)
-        path.with_suffix(".json").write_text(json.dumps(
-            {"kind": kind, "key": key, "inputs": inputs, "settings": settings, "lines": n_lines,
-             "words": len(model.get_words())}, indent=1, ensure_ascii=False, default=str), encoding="utf-8")
-        log.info("fastText %s: trained on %d lines, %d words; cached at %s", kind, n_lines,
-                 len(model.get_words()), path)
+        _store(model, path, {"kind": kind, "key": key, "inputs": inputs, "settings": settings, "lines": n_lines})
     return CachedModel(model, path, key, cached=False, corpus_lines=n_lines)
+
+
+def model_path(cache_dir: Path | None, kind: str, inputs: dict[str, Any],
+               settings: dict[str, Any]) -> tuple[str, Path | None]:
+    """The cache key and file of the model :func:`cached_model` trains for these arguments."""
+    key = hash_obj({"v": FASTTEXT_VERSION, "kind": kind, "inputs": inputs, "settings": settings})
+    return key, (Path(cache_dir) / "fasttext" / f"{kind}-{key}.bin" if cache_dir is not None else None)
+
+
+def _store(model: Any, path: Path, meta: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.bin")
+    model.save_model(str(tmp))
+    meta = {**meta, "words": len(model.get_words())}
+    path.with_suffix(".json").write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str),
+                                         encoding="utf-8")
+    os.replace(tmp, path)  # the .bin last: its presence means the model is complete
+    log.info("fastText %s: trained on %d lines, %d words; cached at %s", meta["kind"], meta["lines"],
+             meta["words"], path)
+
+
+@dataclass
+class TrainJob:
+    """One model for :func:`prefetch_models`: the arguments :func:`cached_model` would get."""
+
+    kind: str
+    inputs: dict[str, Any]
+    settings: dict[str, Any]
+    write_corpus: Callable[[Any], int]
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int | None = None,
+                    progress: Callable[[int], None] | None = None) -> int:
+    """Train the models of ``jobs`` that are not cached yet, up to ``workers`` at a time, each in its own forked
+    process with its own settings (one fastText thread each), so every model is bit-for-bit the one
+    :func:`cached_model` would train alone; the later ``cached_model`` calls then find them in the cache. The
+    corpora are written here, in this process (their writers may use tokenizers that must not run after a fork);
+    only training happens in the children. A child that fails leaves nothing behind, and the caller's own
+    ``cached_model`` call trains (and reports) that model. Returns the number of models trained."""
+    workers = default_workers() if workers is None else int(workers)
+    if cache_dir is None or workers <= 1 or not hasattr(os, "fork"):
+        return 0
+    todo = []
+    for job in jobs:
+        key, path = model_path(cache_dir, job.kind, job.inputs, job.settings)
+        if path is not None and not path.is_file() and all(path != t[1] for t in todo):
+            todo.append((job, path, key))
+    if len(todo) < 2:
+        return 0  # nothing to run side by side
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    running: list[tuple[Any, Path]] = []
+    trained = 0
+
+    def reap(block: bool) -> None:
+        nonlocal trained
+        for proc, corpus in list(running):
+            if block or not proc.is_alive():
+                proc.join()
+                corpus.unlink(missing_ok=True)
+                running.remove((proc, corpus))
+                trained += proc.exitcode == 0
+                if progress is not None:
+                    progress(1)
+                if block:
+                    return
+
+    for job, path, key in todo:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        corpus = path.parent / f".corpus-{job.kind}-{key}-{uuid.uuid4().hex[:8]}.txt"
+        with open(corpus, "w", encoding="utf-8") as f:
+            n_lines = job.write_corpus(f)
+        if n_lines == 0:
+            corpus.unlink(missing_ok=True)
+            continue
+        while len(running) >= workers:
+            reap(block=True)
+        meta = {"kind": job.kind, "key": key, "inputs": job.inputs, "settings": job.settings, "lines": n_lines}
+        proc = ctx.Process(target=_train_child, args=(corpus, job.settings, path, meta), daemon=True)
+        proc.start()
+        running.append((proc, corpus))
+    while running:
+        reap(block=True)
+    return trained
+
+
+def _train_child(corpus: Path, settings: dict[str, Any], path: Path, meta: dict[str, Any]) -> None:
+    try:
+        model = train_model(corpus, settings)
+        if not model.get_words():
+            os._exit(3)
+        _store(model, path, meta)
+    except BaseException:  # noqa: BLE001 - the parent retrains and reports
+        os._exit(1)
+    os._exit(0)
 
 
 def word_vectors(model: Any, words: Iterable[str]) -> np.ndarray:

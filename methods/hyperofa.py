@@ -100,7 +100,7 @@ from methods.hypernetwork import (
 )
 from methods.ofa import _tokenizer_fingerprint, subword_word_edges, word_variants
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
-from methods.wordvectors import WordVectors, load_word_vectors
+from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir
 
 log = logging.getLogger(__name__)
 
@@ -345,7 +345,7 @@ class HyperOFAInit:
             raise ConfigError(f"hyperofa: max_set must be >= 1, not {max_set}")
 
         # word vectors and matched word sets
-        wv = load_word_vectors(files, cache_dir=ctx.cache_dir, max_words=p["max_words"])
+        wv = load_word_vectors(files, cache_dir=shared_vectors_dir(ctx.cache_dir), max_words=p["max_words"])
         wv_ident = hash_obj([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files] + [p["max_words"]])
         src_langs = set(p["source_languages"]) if p["source_languages"] is not None else None
         tgt_langs = set(p["target_languages"]) if p["target_languages"] is not None else None

@@ -46,7 +46,7 @@ from harness.hashing import hash_obj
 from harness.registry import METHODS
 from methods.base import InitContext, InitResult, Provenance
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
-from methods.wordvectors import WordVectors, load_word_vectors, split_key, surface
+from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir, split_key, surface
 
 log = logging.getLogger(__name__)
 SUBWORD_VERSION = 1  # bump when the subword-vector construction changes (cached products are then rebuilt)
@@ -229,7 +229,7 @@ class OFAInit:
         def bar(label: str, total: int) -> Callable[[int], None] | None:
             return ctx.progress(label, total) if ctx.progress is not None else None
 
-        wv = load_word_vectors(files, cache_dir=ctx.cache_dir, max_words=p["max_words"])
+        wv = load_word_vectors(files, cache_dir=shared_vectors_dir(ctx.cache_dir), max_words=p["max_words"])
         wv_ident = hash_obj([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files] + [p["max_words"]])
         src_langs = set(p["source_languages"]) if p["source_languages"] is not None else None
         tgt_langs = set(p["target_languages"]) if p["target_languages"] is not None else None

@@ -64,7 +64,9 @@ all), ``max_lines`` (``null``), ``assign_rule`` ("relative"), ``assign_min_count
 pairs whose target word is most frequent in the language's text are kept (for the source-language space, the
 source words most frequent in the pivot text), ties in dictionary order. Seed 004 trains on the whole dictionary;
 the ``cpu`` profile caps it because a skip-gram over a 100k-pair dictionary's bigram corpus takes minutes per
-language on one thread. The dictionary route itself always uses every pair.)
+language on one thread. The dictionary route itself always uses every pair), ``workers`` (``null`` = the CPUs
+available: how many fastText spaces train side by side, each in its own single-threaded process; it changes the
+time, never the result).
 """
 
 from __future__ import annotations
@@ -84,7 +86,14 @@ import torch
 from harness.errors import ConfigError, MissingResourceError
 from harness.registry import METHODS
 from methods.base import InitContext, InitResult, Provenance, TokenMapping
-from methods.fasttext_util import cached_model, read_text_lines, split_words, word_vectors
+from methods.fasttext_util import (
+    TrainJob,
+    cached_model,
+    prefetch_models,
+    read_text_lines,
+    split_words,
+    word_vectors,
+)
 from methods.multilang import (
     assign_languages,
     dictionary_files,
@@ -252,7 +261,7 @@ class TikToTokInit:
         "single_weight": 1.0, "source_tag": "Ⓢ", "target_tag": "Ⓣ", "tag_policy": "bow",
         "compound_augmentation": True, "shuffle": True, "frequency": "source_text", "source_language": "identity",
         "languages": None, "max_lines": None, "assign_rule": "relative", "assign_min_count": 1,
-        "block_size": 1024, "save_plan": False, "max_pairs": None,
+        "block_size": 1024, "save_plan": False, "max_pairs": None, "workers": None,
     }
 
     def _params(self, ctx: InitContext) -> dict[str, Any]:
@@ -286,9 +295,8 @@ class TikToTokInit:
                 "minn": int(p["minn"]), "maxn": int(p["maxn"]), "bucket": int(p["bucket"]), "lr": float(p["lr"]),
                 "seed": int(p["fasttext_seed"]), "thread": int(p["threads"])}
 
-    def train_space(self, ctx: InitContext, p: dict[str, Any], pairs: list[tuple[str, str]], target_tag: str,
-                    source_canonical: list[str], label: str) -> tuple[FastTextSpace, dict[str, Any]]:
-        settings = self.fasttext_settings(p)
+    def space_job(self, p: dict[str, Any], pairs: list[tuple[str, str]], target_tag: str, label: str) -> TrainJob:
+        """The bilingual fastText model of one language (``label``) trained on its bigram corpus."""
         seed = int(p["fasttext_seed"]) if p["shuffle"] else None
         inputs = {"recipe": CORPUS_RECIPE, "pairs": _pairs_digest(pairs), "source_tag": p["source_tag"],
                   "target_tag": target_tag, "compound": bool(p["compound_augmentation"]), "shuffle": seed}
@@ -300,7 +308,12 @@ class TikToTokInit:
                 f.write(line + "\n")
             return len(lines)
 
-        cm = cached_model(ctx.cache_dir, f"tiktotok-{label}", inputs, settings, write)
+        return TrainJob(f"tiktotok-{label}", inputs, self.fasttext_settings(p), write)
+
+    def train_space(self, ctx: InitContext, p: dict[str, Any], pairs: list[tuple[str, str]], target_tag: str,
+                    source_canonical: list[str], label: str) -> tuple[FastTextSpace, dict[str, Any]]:
+        job = self.space_job(p, pairs, target_tag, label)
+        cm = cached_model(ctx.cache_dir, job.kind, job.inputs, job.settings, job.write_corpus)
         info = {"path": str(cm.path) if cm.path else None, "cached": cm.cached, "pairs": len(pairs),
                 "words": len(cm.model.get_words())}
         return FastTextSpace(cm.model, source_canonical, p["source_tag"], p["tag_policy"]), info
@@ -414,6 +427,21 @@ class TikToTokInit:
 
         per_lang: dict[str, dict[str, Any]] = {}
         source_words = sorted({s for pairs in dicts.values() for s, _ in pairs})
+
+        def space_pairs(lang: str) -> list[tuple[str, str]]:
+            if lang == pivot:
+                return top_pairs([(s, s) for s in source_words], word_freq(pivot), 0, p["max_pairs"])
+            return top_pairs(dicts[lang], word_freq(lang), 1, p["max_pairs"])
+
+        # the fastText spaces this call may need, trained side by side first (one fastText thread per model:
+        # the same models as trained one after the other)
+        jobs = []
+        for lang in assignment.languages:
+            if lang == pivot and p["source_language"] == "identity":
+                jobs.append(self.space_job(p, space_pairs(lang), p["source_tag"], "identity"))
+            elif lang != pivot and dicts.get(lang):
+                jobs.append(self.space_job(p, space_pairs(lang), p["target_tag"], lang))
+        prefetch_models(ctx.cache_dir, jobs, p["workers"], progress=bar("Tik-to-Tok: fastText spaces", len(jobs)))
         for lang in assignment.languages:
             ids = [i for i in assignment.ids_of(lang).tolist() if plan.route[i] is None]
             info: dict[str, Any] = {"tokens": len(ids)}
@@ -459,12 +487,11 @@ class TikToTokInit:
             # c. fastText route for the remaining alphabetic tokens
             if rest:
                 if identity:
-                    pairs = top_pairs([(s, s) for s in source_words], word_freq(pivot), 0, p["max_pairs"])
-                    space, ft_info = self.train_space(ctx, p, pairs, p["source_tag"], src_canon, "identity")
+                    space, ft_info = self.train_space(ctx, p, space_pairs(lang), p["source_tag"], src_canon,
+                                                      "identity")
                     tag = p["source_tag"]
                 else:
-                    pairs = top_pairs(dicts[lang], word_freq(lang), 1, p["max_pairs"])
-                    space, ft_info = self.train_space(ctx, p, pairs, p["target_tag"], src_canon, lang)
+                    space, ft_info = self.train_space(ctx, p, space_pairs(lang), p["target_tag"], src_canon, lang)
                     tag = p["target_tag"]
                 info["fasttext_model"] = ft_info
                 found = space.nearest([tgt_canon[i] for i in rest], tag, int(p["neighbors"]),

@@ -43,7 +43,9 @@ Parameters (``ctx.params``): ``neighbors`` (10), ``temperature`` (0.1), ``source
 ({lang: path}), ``dim`` (100), ``epochs`` (20), ``min_count`` (5), ``model`` ("cbow"), ``neg`` (10), ``minn`` (5),
 ``maxn`` (5), ``bucket`` (2,000,000), ``lr`` (0.05), ``fasttext_seed`` (0), ``threads`` (1), ``max_lines`` (per
 language, ``null`` = all), ``languages`` (target languages handled; ``null`` = all with text), ``source_language``
-(``null`` = the world's pivot), ``assign_rule`` ("relative"), ``assign_min_count`` (1), ``block_size`` (1024).
+(``null`` = the world's pivot), ``assign_rule`` ("relative"), ``assign_min_count`` (1), ``block_size`` (1024),
+``workers`` (``null`` = the CPUs available: how many word-vector models train side by side, each in its own
+process with ``threads`` fastText threads; it changes the time, never the vectors).
 """
 
 from __future__ import annotations
@@ -61,8 +63,10 @@ from harness.registry import METHODS
 from methods.base import InitContext, InitResult, Provenance
 from methods.fasttext_util import (
     CachedModel,
+    TrainJob,
     cached_model,
     load_model,
+    prefetch_models,
     read_text_lines,
     sha256_of,
     split_words,
@@ -177,7 +181,7 @@ class WechselInit:
     defaults: ClassVar[dict[str, Any]] = {
         "neighbors": 10, "temperature": 0.1, "source_vectors": None, "target_vectors": None, "dim": 100,
         "epochs": 20, "min_count": 5, "model": "cbow", "neg": 10, "minn": 5, "maxn": 5, "bucket": 2_000_000,
-        "lr": 0.05, "fasttext_seed": 0, "threads": 1, "max_lines": None, "languages": None,
+        "lr": 0.05, "fasttext_seed": 0, "threads": 1, "max_lines": None, "languages": None, "workers": None,
         "source_language": None, "assign_rule": "relative", "assign_min_count": 1, "block_size": 1024,
     }
 
@@ -204,8 +208,7 @@ class WechselInit:
                 "thread": int(p["threads"])}
 
     @staticmethod
-    def train_word_vectors(cache_dir: Path | None, text: Path, settings: dict[str, Any],
-                           max_lines: int | None) -> CachedModel:
+    def word_vectors_job(text: Path, settings: dict[str, Any], max_lines: int | None) -> TrainJob:
         """Word-level fastText on one language's text (cached by the text's sha256 and the settings)."""
         inputs = {"text": sha256_of(text), "max_lines": max_lines, "recipe": WORD_CORPUS_RECIPE}
 
@@ -218,7 +221,13 @@ class WechselInit:
                     n += 1
             return n
 
-        return cached_model(cache_dir, "wechsel-words", inputs, settings, write)
+        return TrainJob("wechsel-words", inputs, settings, write)
+
+    @classmethod
+    def train_word_vectors(cls, cache_dir: Path | None, text: Path, settings: dict[str, Any],
+                           max_lines: int | None) -> CachedModel:
+        job = cls.word_vectors_job(text, settings, max_lines)
+        return cached_model(cache_dir, job.kind, job.inputs, job.settings, job.write_corpus)
 
     def initialize(self, ctx: InitContext) -> InitResult:
         p = self._params(ctx)
@@ -241,6 +250,15 @@ class WechselInit:
         wanted = [la for la in (p["languages"] or all_langs)]
         if pivot not in wanted:
             wanted.append(pivot)
+
+        # every word-vector model this call trains, side by side first (one fastText thread per model, so the
+        # models are the same as trained one after the other)
+        settings = self.fasttext_settings(p, ctx.seed, int(p["dim"]))
+        jobs = [self.word_vectors_job(texts[la], settings, p["max_lines"]) for la in wanted
+                if la in texts and la not in user_vectors and (la != pivot or p["source_vectors"] is None)
+                and (la == pivot or dictionary_for(world, pivot, la) is not None)]
+        if p["source_vectors"] is None:
+            prefetch_models(ctx.cache_dir, jobs, p["workers"], progress=bar("WECHSEL: word vectors", len(jobs)))
 
         # source word vectors
         if p["source_vectors"] is not None:

@@ -133,6 +133,12 @@ def read_word2vec_text(path: Path, *, max_words: int | None = None, chunk_lines:
     return WordVectors(keys=keys, vectors=np.ascontiguousarray(vectors, dtype=np.float32))
 
 
+def shared_vectors_dir(method_cache_dir: Path | None) -> Path | None:
+    """The ``.npy`` cache of parsed word vectors that every method uses (``word-vectors/`` beside the methods'
+    own cache folders), so OFA and HyperOFA parse a world's vectors file once."""
+    return None if method_cache_dir is None else Path(method_cache_dir).parent / "word-vectors"
+
+
 def load_word_vectors(paths: list[Path], *, cache_dir: Path | None = None, max_words: int | None = None,
                       progress: Callable[[int], None] | None = None) -> WordVectors:
     """Read (and concatenate, first key wins) the files in ``paths``, through the ``.npy`` cache if given."""
