@@ -33,7 +33,7 @@ _RUN_FLAGS = {  # flag -> config key
     "methods": "methods", "tasks": "tasks", "world": "world", "source": "source", "langs": "langs",
     "dims": "dims", "seeds": "seeds", "cpt_steps": "cpt_steps", "cpt_checkpoints": "cpt_checkpoints",
     "profile": "profile", "device": "device", "tracking_uri": "tracking_uri", "experiment": "experiment",
-    "executor": "executor", "ray_address": "ray_address", "max_retries": "max_retries",
+    "executor": "executor", "ray_address": "ray_address", "max_retries": "max_retries", "workers": "workers",
 }
 
 
@@ -52,7 +52,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under the harness home)")
     p.add_argument("--experiment", help="MLflow experiment name (default: <world>/<source>)")
-    p.add_argument("--executor", help="local (default, in-process) or ray (a Ray task per cell)")
+    p.add_argument("--executor", help="local (default: this machine) or ray (a Ray task per cell)")
+    p.add_argument("--workers", type=int, help="local executor: cells run side by side, each in its own process "
+                   "(default: on a CPU, the cores / the profile's CPUs per cell; otherwise 1 = in this process)")
     p.add_argument("--ray-address", help="Ray cluster to join ('auto' or ray://host:port); default: a local instance")
     p.add_argument("--max-retries", type=int, help="Ray retries of a cell whose worker died (default 3)")
     p.add_argument("--config", type=Path, help="TOML or YAML file with the same keys; flags override it")
@@ -89,6 +91,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         from harness.executors import RayExecutor
 
         executor = RayExecutor(address=cfg.ray_address, max_retries=cfg.max_retries)
+    else:
+        from harness.executors import ProcessExecutor, available_cpus, local_workers
+
+        workers = local_workers(cfg, runner.device, len(runner.plan.cells))
+        if workers > 1:
+            executor = ProcessExecutor(workers, threads=max(1, available_cpus() // workers))
     res = runner.run(executor)
     err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) "
               f"{', '.join(sorted({runner.experiment_name(c.source) for c in runner.plan.cells}))}")

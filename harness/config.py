@@ -39,6 +39,7 @@ class RunConfig:
     executor: str = "local"  # local | ray
     ray_address: str | None = None  # None: a local Ray instance; "auto" or "ray://host:port": a cluster
     max_retries: int = 3  # Ray retries of a cell whose worker died
+    workers: int | None = None  # local executor: cells run side by side (None: auto, see executors.local_workers)
 
     # -- derived -------------------------------------------------------------------------------------------
     def dim_values(self) -> list[int | None]:
@@ -65,7 +66,7 @@ def _coerce(key: str, value: Any) -> Any:
         return ConfigError(f"config key {key!r}: expected {expected}, got {value!r} ({type(value).__name__})")
 
     if value is None:
-        if key in {"source", "langs", "cpt_steps", "tracking_uri", "experiment", "ray_address"}:
+        if key in {"source", "langs", "cpt_steps", "tracking_uri", "experiment", "ray_address", "workers"}:
             return None
         raise bad("a value")
     if key in _LIST_STR:
@@ -105,7 +106,7 @@ def _coerce(key: str, value: Any) -> Any:
                 raise bad("'full' or positive integers")
             out.append(d)
         return out
-    if key in {"cpt_steps", "max_retries"}:
+    if key in {"cpt_steps", "max_retries", "workers"}:
         if isinstance(value, bool):
             raise bad("a non-negative integer")
         try:

@@ -171,6 +171,12 @@ class Runner:
         self.cpt["precision"] = resolve_precision(self.cpt.get("precision"), self.device)
         self.eval_precision = resolve_precision(get_profile(cfg.profile).get("eval_precision"), self.device)
         self.plan = make_plan(cfg, world)
+        self.prefix = ""  # put before each line this runner prints (cells side by side)
+
+    def say(self, message: str) -> None:
+        from rich.markup import escape
+
+        console.print(escape(self.prefix) + message if self.prefix else message)
 
     # ------------------------------------------------------------------------------------------------------
     def run(self, executor: Any = None) -> dict[str, Any]:
@@ -311,7 +317,7 @@ class Runner:
                                                       seed=cell.seed, params=ident["params"], out_dir=d,
                                                       device=self.device)})
             report = json.loads((prod.path / "init_report.json").read_text())
-            console.print(f"  init {'(cached) ' if prod.cached else ''}{cell.label}: {report.get('counts')} "
+            self.say(f"  init {'(cached) ' if prod.cached else ''}{cell.label}: {report.get('counts')} "
                           f"in {time.time() - t0:.1f}s")
             if not tr.is_done(parent, "init"):
                 counts = report.get("counts", {})
@@ -357,7 +363,7 @@ class Runner:
                 t_cpt = time.time()
                 n_procs = int(self.cpt.get("devices", 1) or 1)
                 if n_procs > 1 and not (cpt_dir / "_DONE.json").is_file():
-                    console.print(f"  CPT on {n_procs} processes (torchrun)")
+                    self.say(f"  CPT on {n_procs} processes (torchrun)")
                     launch_distributed_cpt(n_procs=n_procs, work_dir=cpt_dir.with_name(cpt_dir.name + ".launch"),
                                            spec={"world": self.world.name, "model_dir": str(prod.path),
                                                  "languages": languages, "settings": self.cpt, "seed": cell.seed,
@@ -370,7 +376,7 @@ class Runner:
                                 save_fn=save_model, progress=on_progress)
                 if prog is not None and bar is not None:
                     prog.remove_task(bar)
-                console.print(f"  CPT: {steps} steps in {time.time() - t_cpt:.1f}s")
+                self.say(f"  CPT: {steps} steps in {time.time() - t_cpt:.1f}s")
                 if not tr.is_done(parent, "cpt_log"):
                     tr.log_series(parent, "cpt/train_loss", [(r["step"], r["loss"]) for r in read_train_log(cpt_dir)])
                     tr.mark_done(parent, "cpt_log")
@@ -438,7 +444,7 @@ class Runner:
                                "dim": "full" if cell.dim is None else cell.dim, "profile": self.cfg.profile,
                                "world": self.world.name, "parent": parent})
             if tr.is_done(trun, f"step_{step}"):
-                console.print(f"  {task_name} @ step {step}: already logged")
+                self.say(f"  {task_name} @ step {step}: already logged")
                 continue
             if model is None:
                 model = load_model(model_dir, device=self.device)
@@ -472,7 +478,7 @@ class Runner:
             tr.mark_done(trun, f"step_{step}")
             head = avgs.get(task.headline)
             shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
-            console.print(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
+            self.say(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
             if task_name == "mlm" and "loss" in avgs:
                 heldout = avgs["loss"]
             if step == (int(self.cpt["steps"]) if int(self.cpt["steps"]) > 0 else 0):
@@ -491,7 +497,7 @@ class Runner:
                     max_sentences=get_profile(self.cfg.profile).get("heldout_max_sentences"),
                     precision=self.eval_precision))
                 heldout = res.averages().get("loss")
-                console.print(f"  held-out MLM loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
+                self.say(f"  held-out MLM loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
             if heldout is not None:
                 tr.log_metrics(parent, {"cpt/heldout_loss": heldout}, step=step)
             tr.mark_done(parent, f"heldout_{step}")
