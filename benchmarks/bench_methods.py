@@ -11,10 +11,12 @@ Peak memory is the process's peak RSS while the step runs and its rise over the 
 (:class:`harness.initialize.PeakMemory`).
 
     OMP_NUM_THREADS=1 python benchmarks/bench_methods.py                        # small fastText settings
-    OMP_NUM_THREADS=1 python benchmarks/bench_methods.py --paper-settings       # the papers' fastText settings
+    OMP_NUM_THREADS=1 python benchmarks/bench_methods.py --settings cpu         # what `harness run` uses (cpu)
+    OMP_NUM_THREADS=1 python benchmarks/bench_methods.py --settings paper       # the papers' fastText settings
 
 The default fastText settings are small (dim 32-64, few epochs, 200k buckets) so that the table comes quickly;
-``--paper-settings`` uses every method's defaults (FOCUS dim 300 / 2M buckets is a 2.4 GB model).
+``--settings cpu`` takes the ``cpu`` profile's method parameters, ``--settings paper`` every method's defaults
+(FOCUS dim 300 / 2M buckets is a 2.4 GB model).
 """
 
 from __future__ import annotations
@@ -113,7 +115,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worlds", default="synthetic,bible")
     ap.add_argument("--methods", default="focus,wechsel,tiktotok")
-    ap.add_argument("--paper-settings", action="store_true", help="every method's default (paper) fastText settings")
+    ap.add_argument("--settings", choices=("small", "cpu", "paper"), default="small",
+                    help="method parameters: small fastText models, the cpu profile's, or the defaults (paper)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
@@ -131,7 +134,12 @@ def main() -> None:
             continue
         inputs = load_inputs(world)
         for method in args.methods.split(","):
-            params = {} if args.paper_settings else SMALL.get(method, {})
+            if args.settings == "cpu":
+                from harness.profiles import profile
+
+                params = dict(profile("cpu").get("method_params", {}).get(method, {}))
+            else:
+                params = {} if args.settings == "paper" else SMALL.get(method, {})
             cache = Path(tempfile.mkdtemp(prefix=f"bench-{method}-"))
             try:
                 result, cold = ours(world, inputs, method, params, cache, args.seed)

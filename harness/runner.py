@@ -172,6 +172,9 @@ class Runner:
         self.eval_precision = resolve_precision(get_profile(cfg.profile).get("eval_precision"), self.device)
         self.plan = make_plan(cfg, world)
         self.prefix = ""  # put before each line this runner prints (cells side by side)
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # per-load "Loading weights" bars: the run has its own progress lines
 
     def say(self, message: str) -> None:
         from rich.markup import escape

@@ -59,7 +59,6 @@ Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset
 from __future__ import annotations
 
 import hashlib
-import itertools
 import json
 import logging
 import math
@@ -98,7 +97,7 @@ from methods.hypernetwork import (
     train_hypernetwork,
     truncate_set,
 )
-from methods.ofa import _tokenizer_fingerprint, subword_word_edges, word_variants
+from methods.ofa import _tokenizer_fingerprint, subword_word_edges
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir
 
@@ -110,56 +109,11 @@ TEMPERATURE = {"mono": 0.5, "multi": 0.25}  # seed 000 App. A.2
 
 
 # -- word sets ----------------------------------------------------------------------------------------------
-def _fast_edges(backend: Any, keys: list[str], *, languages: set[str] | None, batch: int = 50_000,
-                progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """The edges of :func:`methods.ofa.subword_word_edges` (the same surface variants, the same ids), tokenized with
-    the backend's ``encode_batch_fast`` (no offsets: about twice as fast as the tokenizer's ``__call__``) and
-    collected without a per-word loop. Duplicates are left to :meth:`WordSets.from_edges`."""
-    subs: list[np.ndarray] = []
-    owners: list[np.ndarray] = []
-    texts: list[str] = []
-    own: list[int] = []
-
-    def flush() -> None:
-        if not texts:
-            return
-        ids = [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
-        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        subs.append(np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum())))
-        owners.append(np.repeat(np.asarray(own, dtype=np.int64), lens))
-        texts.clear()
-        own.clear()
-
-    reported = 0
-    for i, key in enumerate(keys):
-        lang, variants = word_variants(key)
-        if languages is not None and lang not in languages:
-            continue
-        texts.extend(variants)
-        own.extend([i] * len(variants))
-        if len(texts) >= batch:
-            flush()
-            if progress is not None:
-                progress(i + 1 - reported)
-                reported = i + 1
-    flush()
-    if progress is not None and len(keys) > reported:
-        progress(len(keys) - reported)
-    if not subs:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(subs), np.concatenate(owners)
-
-
 def word_sets(tokenizer: Any, wv: WordVectors, *, languages: set[str] | None = None,
               progress: Callable[[int], None] | None = None) -> WordSets:
     """The matched word set of every token of ``tokenizer``: OFA's tokenization-based matching
-    (:func:`methods.ofa.subword_word_edges`), each (token, word) pair once. Tokenizers with a ``tokenizers``
-    backend take the faster path :func:`_fast_edges`, which gives the same edges (a test checks it)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None and hasattr(backend, "encode_batch_fast"):
-        s_ids, w_ids = _fast_edges(backend, wv.keys, languages=languages, progress=progress)
-    else:
-        s_ids, w_ids = subword_word_edges(tokenizer, wv.keys, languages=languages, progress=progress)
+    (:func:`methods.ofa.subword_word_edges`), each (token, word) pair once."""
+    s_ids, w_ids = subword_word_edges(tokenizer, wv.keys, languages=languages, progress=progress)
     if len(s_ids) and int(s_ids.max()) >= len(tokenizer):
         raise ValueError("the tokenizer produced ids beyond its own length")
     return WordSets.from_edges(s_ids, w_ids, len(tokenizer), len(wv))

@@ -32,6 +32,7 @@ Ties in the top-k (equal similarities, e.g. many zero scores when few words matc
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import uuid
 from collections.abc import Callable
@@ -69,7 +70,12 @@ def subword_word_edges(tokenizer: Any, keys: list[str], *, languages: set[str] |
                        batch: int = 20_000, progress: Callable[[int], None] | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
     """The bipartite graph as two parallel arrays ``(subword_ids, word_indices)``, one entry per
-    (variant, subword) pair: a word appears once per variant whose tokenization contains the subword."""
+    (variant, subword) pair: a word appears once per variant whose tokenization contains the subword.
+    Tokenizers with a ``tokenizers`` backend take :func:`_backend_edges` (the same edges in the same order, a
+    test checks it; several times faster on 100k+ words)."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is not None and hasattr(backend, "encode_batch_fast"):
+        return _backend_edges(backend, keys, languages=languages, progress=progress)
     sub: list[np.ndarray] = []
     wrd: list[np.ndarray] = []
     texts: list[str] = []
@@ -105,6 +111,50 @@ def subword_word_edges(tokenizer: Any, keys: list[str], *, languages: set[str] |
     if not sub:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(sub), np.concatenate(wrd)
+
+
+def _backend_edges(backend: Any, keys: list[str], *, languages: set[str] | None, batch: int = 50_000,
+                   progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`subword_word_edges` through the backend's ``encode_batch_fast`` (no offsets) and without a per-variant
+    loop: the (variant, subword) pairs of a batch are made unique with one ``np.unique`` over a combined key, which
+    also sorts them by variant, then by subword id, as the per-variant loop does."""
+    subs: list[np.ndarray] = []
+    owners: list[np.ndarray] = []
+    texts: list[str] = []
+    own: list[int] = []
+
+    def flush() -> None:
+        if not texts:
+            return
+        ids = [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
+        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
+        if len(flat):
+            width = int(flat.max()) + 1
+            pairs = np.unique(np.repeat(np.arange(len(ids), dtype=np.int64), lens) * width + flat)
+            subs.append(pairs % width)
+            owners.append(np.asarray(own, dtype=np.int64)[pairs // width])
+        texts.clear()
+        own.clear()
+
+    reported = 0
+    for i, key in enumerate(keys):
+        lang, variants = word_variants(key)
+        if languages is not None and lang not in languages:
+            continue
+        texts.extend(variants)
+        own.extend([i] * len(variants))
+        if len(texts) >= batch:
+            flush()
+            if progress is not None:
+                progress(i + 1 - reported)
+                reported = i + 1
+    flush()
+    if progress is not None and len(keys) > reported:
+        progress(len(keys) - reported)
+    if not subs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(subs), np.concatenate(owners)
 
 
 def subword_vectors(tokenizer: Any, wv: WordVectors, *, languages: set[str] | None = None,

@@ -176,9 +176,10 @@ def test_ofa_language_filter_and_params(setup, tmp_path):
     with pytest.raises(ConfigError):
         METHODS.get("ofa")().initialize(ctx_for(setup, params={"temperature": 0}))
     # the subword vectors are cached by tokenizer and word-vector file: a second run reads them back
-    first = METHODS.get("ofa")().initialize(ctx_for(setup, cache_dir=tmp_path))
-    assert len(list(tmp_path.glob("subwords-*.npz"))) == 2 and len(list(tmp_path.glob("wordvectors-*"))) == 2
-    again = METHODS.get("ofa")().initialize(ctx_for(setup, cache_dir=tmp_path))
+    first = METHODS.get("ofa")().initialize(ctx_for(setup, cache_dir=tmp_path / "ofa"))
+    assert len(list((tmp_path / "ofa").glob("subwords-*.npz"))) == 2
+    assert len(list((tmp_path / "word-vectors").glob("wordvectors-*"))) == 2
+    again = METHODS.get("ofa")().initialize(ctx_for(setup, cache_dir=tmp_path / "ofa"))
     assert torch.equal(first.matrix, again.matrix)
 
 
@@ -276,3 +277,26 @@ def test_initialize_model_with_ofa(tmp_path, harness_home, dim):
     assert rep["counts"]["method"] == rep["method_stats"]["wise"] > 0
     x = torch.tensor([[0, 25, 27, 28, 2]])
     assert load_model(tmp_path / "o")(input_ids=x).logits.shape == (1, 5, rep["target_vocab_size"])
+
+
+def test_backend_edges_equal_the_per_variant_loop():
+    """The fast path through the tokenizers backend gives OFA's edges exactly, in the same order."""
+    from methods.ofa import subword_word_edges
+    from tests._surgery_fixtures import wordpiece_tokenizer, xlmr_target_tokenizer
+
+    keys = ["eng:the", "eng:cat", "eng:$cats", "deu:haus", "deu:Haus", "swh:paka", "swh:nyumba", "eng:apple!",
+            "eng:123", "fra:chat", "eng:the", "eng:", "swh:paka paka", "eng:$apple"]
+
+    class NoBackend:  # the same tokenizer seen without its backend: the per-variant loop
+        def __init__(self, tok):
+            self.tok = tok
+
+        def __call__(self, *a, **kw):
+            return self.tok(*a, **kw)
+
+    for tok in (xlmr_target_tokenizer(), wordpiece_tokenizer()):
+        for langs in (None, {"eng", "swh"}):
+            fast = subword_word_edges(tok, keys, languages=langs)
+            loop = subword_word_edges(NoBackend(tok), keys, languages=langs)
+            assert len(fast[0]) > 5
+            assert np.array_equal(fast[0], loop[0]) and np.array_equal(fast[1], loop[1])

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import logging
 import random
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -160,6 +161,9 @@ class BibleBuild:
             self.read_bibles(inputs)
         with self.stage("split"):
             self.choose_split()
+        # the silver tagging (a spaCy environment and two pipelines in subprocesses, mostly one core and the
+        # network) runs beside the resources stage, whose work is single-threaded too; write_tagging waits for it
+        self.start_silver_tagging()
         self.progress.advance(overall)
         with self.stage("resources"):
             self.write_text_resources()
@@ -416,27 +420,58 @@ class BibleBuild:
             "pivot_language": PIVOT, "bar": bar, "languages": meta_langs})
         self.srt_stats = {lang: m["size"] for lang, m in meta_langs.items()}
 
-    def write_tagging(self, inputs: Inputs) -> None:
-        from harness.worlds.bible import ner
-        from harness.worlds.bible.treebanks import UPOS, read_aksara, read_hironsan, read_turkish
-
+    def tagging_ids(self) -> tuple[list[str], list[str]]:
+        """(English training verses of the tagging tasks, test verses), fixed by the seed and the split."""
         rng = random.Random(f"{self.s.seed}:tagging")
-        eng = self.primary[PIVOT]
         train_pool = canonical_order(self.train_primary[PIVOT])
         tag_train = sorted(rng.sample(train_pool, min(self.s.tag_train_verses, len(train_pool))),
                            key=bt.parse_verse_id)
-        test_ids = [vid for vid in self.split.tagging if vid in eng]
-        task = self.progress.task("silver tagging (spaCy)", 2)
-        raw_tags = self.tagger.tag(PIVOT, [(vid, eng[vid]) for vid in tag_train + test_ids])
-        # consistency pass: entities made of common words are dropped, each name gets its majority label
-        eng_tags, clean_stats = ner.clean_entities(raw_tags, ner.common_words(self.train_primary[PIVOT].values()))
-        self.info["ner_english_cleaning"] = clean_stats
-        self.progress.advance(task)
+        return tag_train, [vid for vid in self.split.tagging if vid in self.primary[PIVOT]]
+
+    def silver_tags(self) -> tuple[dict[str, Tagged], dict[str, Tagged]]:
+        """spaCy's tags of the English tagging verses and of the French test verses (cached products)."""
+        tag_train, test_ids = self.tagging_ids()
+        eng = self.primary[PIVOT]
+        raw = self.tagger.tag(PIVOT, [(vid, eng[vid]) for vid in tag_train + test_ids])
         fra_tags: dict[str, Tagged] = {}
         if "fra_Latn" in self.langs and "fra_Latn" in self.tagger.languages():
             fra = self.primary["fra_Latn"]
             fra_tags = self.tagger.tag("fra_Latn", [(vid, fra[vid]) for vid in test_ids if vid in fra])
-        self.progress.advance(task)
+        return raw, fra_tags
+
+    def start_silver_tagging(self) -> None:
+        self._silver: dict[str, Any] = {}
+
+        def work() -> None:
+            try:
+                self._silver["tags"] = self.silver_tags()
+            except BaseException as exc:  # noqa: BLE001 - re-raised by write_tagging in the main thread
+                self._silver["error"] = exc
+
+        self._silver_thread = threading.Thread(target=work, name="silver-tagging", daemon=True)
+        self._silver_thread.start()
+
+    def _wait_silver_tags(self) -> tuple[dict[str, Tagged], dict[str, Tagged]]:
+        thread = getattr(self, "_silver_thread", None)
+        if thread is None:
+            return self.silver_tags()
+        thread.join()
+        self._silver_thread = None
+        if "error" in self._silver:
+            raise self._silver["error"]
+        return self._silver["tags"]
+
+    def write_tagging(self, inputs: Inputs) -> None:
+        from harness.worlds.bible import ner
+        from harness.worlds.bible.treebanks import UPOS, read_aksara, read_hironsan, read_turkish
+
+        tag_train, test_ids = self.tagging_ids()
+        task = self.progress.task("silver tagging (spaCy)", 2)
+        raw_tags, fra_tags = self._wait_silver_tags()
+        # consistency pass: entities made of common words are dropped, each name gets its majority label
+        eng_tags, clean_stats = ner.clean_entities(raw_tags, ner.common_words(self.train_primary[PIVOT].values()))
+        self.info["ner_english_cleaning"] = clean_stats
+        self.progress.advance(task, 2)
 
         n_dev = max(1, len(tag_train) // 6)
         dev_ids = sorted(random.Random(f"{self.s.seed}:dev").sample(tag_train, n_dev), key=bt.parse_verse_id)
