@@ -44,7 +44,8 @@ Parameters (``ctx.params``): ``neighbors`` (10), ``temperature`` (0.1), ``source
 ``maxn`` (5), ``bucket`` (2,000,000), ``lr`` (0.05), ``fasttext_seed`` (0), ``threads`` (1), ``max_lines`` (per
 language, ``null`` = all), ``languages`` (target languages handled; ``null`` = all with text), ``source_language``
 (``null`` = the world's pivot), ``assign_rule`` ("relative"), ``assign_min_count`` (1), ``block_size`` (1024),
-``workers`` (``null`` = the CPUs available: how many word-vector models train side by side, each in its own
+``source_max_lines`` ("same" = ``max_lines``; an integer or ``null`` = all: the source language's text for its
+vectors, which embed every source token and every token of the source language), ``workers`` (``null`` = the CPUs available: how many word-vector models train side by side, each in its own
 process with ``threads`` fastText threads; it changes the time, never the vectors).
 """
 
@@ -182,6 +183,7 @@ class WechselInit:
         "neighbors": 10, "temperature": 0.1, "source_vectors": None, "target_vectors": None, "dim": 100,
         "epochs": 20, "min_count": 5, "model": "cbow", "neg": 10, "minn": 5, "maxn": 5, "bucket": 2_000_000,
         "lr": 0.05, "fasttext_seed": 0, "threads": 1, "max_lines": None, "languages": None, "workers": None,
+        "source_max_lines": "same",
         "source_language": None, "assign_rule": "relative", "assign_min_count": 1, "block_size": 1024,
     }
 
@@ -254,7 +256,11 @@ class WechselInit:
         # every word-vector model this call trains, side by side first (one fastText thread per model, so the
         # models are the same as trained one after the other)
         settings = self.fasttext_settings(p, ctx.seed, int(p["dim"]))
-        jobs = [self.word_vectors_job(texts[la], settings, p["max_lines"]) for la in wanted
+
+        def lines_of(la: str) -> int | None:  # the source language may read more text than the targets
+            return p["source_max_lines"] if la == pivot and p["source_max_lines"] != "same" else p["max_lines"]
+
+        jobs = [self.word_vectors_job(texts[la], settings, lines_of(la)) for la in wanted
                 if la in texts and la not in user_vectors and (la != pivot or p["source_vectors"] is None)
                 and (la == pivot or dictionary_for(world, pivot, la) is not None)]
         if p["source_vectors"] is None:
@@ -272,7 +278,7 @@ class WechselInit:
                     f"cc.en.300.bin) or a world with text for the source language {pivot!r}")
             dim = int(p["dim"])
             cm = self.train_word_vectors(ctx.cache_dir, texts[pivot], self.fasttext_settings(p, ctx.seed, dim),
-                                         p["max_lines"])
+                                         lines_of(pivot))
             src_model, src_info = cm.model, {"path": str(cm.path) if cm.path else None, "cached": cm.cached,
                                              "trained": not cm.cached}
         src_info["words"] = len(src_model.get_words())
