@@ -113,6 +113,7 @@ class ProcessExecutor:
 
         from harness.config import config_to_dict
         from harness.errors import HarnessError
+        from harness.plan import longest_first
 
         _precreate_experiments(runner, cells)
         cfg_values = config_to_dict(runner.cfg)
@@ -121,7 +122,7 @@ class ProcessExecutor:
                                  initializer=_init_process_worker,
                                  initargs=(_worker_env(runner.tracker.uri), self.threads)) as pool:
             futures = {pool.submit(_run_cell_in_worker, cfg_values, dataclasses.asdict(c), self.threads,
-                                   True): c for c in cells}
+                                   True): c for c in longest_first(cells)}
             pending = set(futures)
             try:
                 while pending:

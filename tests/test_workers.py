@@ -48,3 +48,14 @@ def test_local_workers_rule(monkeypatch):
     assert local_workers(make_config(overrides={"world": "synthetic", "workers": 3}), "cuda", 10) == 3
     with pytest.raises(Exception, match="workers"):
         local_workers(make_config(overrides={"world": "synthetic", "workers": 0}), "cpu", 10)
+
+
+def test_longest_first_order():
+    from harness.plan import longest_first
+    from harness.runner import Cell
+
+    cells = [Cell("mono", m, None, 1) for m in ("random", "focus", "ofa", "hyperofa", "wechsel", "my-method")]
+    order = [c.method for c in longest_first(cells)]
+    assert order[0] == "hyperofa" and order[-1] == "random"
+    assert order.index("focus") < order.index("wechsel") < order.index("ofa")  # ties keep the given order
+    assert sorted(order) == sorted(c.method for c in cells)
