@@ -33,7 +33,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "eval_max_sentences": 200,
         # bf16 autocast where the CPU computes it natively (AMX / AVX512-BF16: ~2x faster passes), else fp32
         "eval_precision": "auto",
-        "heldout_max_sentences": 25,
+        "heldout_max_sentences": 16,
         "resources": {"num_cpus": 1},
         # fastText-based methods: smaller vectors, fewer epochs and n-gram buckets (the papers' 2M buckets x 300
         # dims is 2.4 GB per model and several per language); recorded in every run's params.
@@ -42,7 +42,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             # WECHSEL's source vectors embed every source token and the English target tokens: all English text
             # (2,000 lines leave them unrelated to their own rows, and the English tagger learns nothing)
             "wechsel": {"dim": 100, "epochs": 5, "bucket": 200_000, "max_lines": 2000, "source_max_lines": None},
-            "tiktotok": {"bucket": 200_000, "max_lines": 2000, "max_pairs": 5000},
+            "tiktotok": {"bucket": 200_000, "max_lines": 2000, "max_pairs": 3000},
         },
     },
 }

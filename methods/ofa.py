@@ -35,7 +35,7 @@ import hashlib
 import itertools
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -66,6 +66,31 @@ def word_variants(key: str) -> tuple[str, list[str]]:
     return lang, variants
 
 
+def _variant_batches(keys: list[str], languages: set[str] | None, batch: int,
+                     progress: Callable[[int], None] | None) -> Iterator[tuple[list[str], list[int]]]:
+    """``(texts, owners)`` batches of the surface variants of ``keys`` (owner = the key's index); ``progress`` gets
+    the number of keys done after each batch."""
+    texts: list[str] = []
+    owners: list[int] = []
+    reported = 0
+    for i, key in enumerate(keys):
+        lang, variants = word_variants(key)
+        if languages is not None and lang not in languages:
+            continue
+        texts.extend(variants)
+        owners.extend([i] * len(variants))
+        if len(texts) >= batch:
+            yield texts, owners
+            texts, owners = [], []
+            if progress is not None:
+                progress(i + 1 - reported)
+                reported = i + 1
+    if texts:
+        yield texts, owners
+    if progress is not None and len(keys) > reported:
+        progress(len(keys) - reported)
+
+
 def subword_word_edges(tokenizer: Any, keys: list[str], *, languages: set[str] | None = None,
                        batch: int = 20_000, progress: Callable[[int], None] | None = None
                        ) -> tuple[np.ndarray, np.ndarray]:
@@ -78,36 +103,12 @@ def subword_word_edges(tokenizer: Any, keys: list[str], *, languages: set[str] |
         return _backend_edges(backend, keys, languages=languages, progress=progress)
     sub: list[np.ndarray] = []
     wrd: list[np.ndarray] = []
-    texts: list[str] = []
-    owners: list[int] = []
-
-    def flush() -> None:
-        if not texts:
-            return
+    for texts, owners in _variant_batches(keys, languages, batch, progress):
         enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
         for owner, ids in zip(owners, enc, strict=True):
             uniq = np.unique(np.asarray(ids, dtype=np.int64))
             sub.append(uniq)
             wrd.append(np.full(len(uniq), owner, dtype=np.int64))
-        texts.clear()
-        owners.clear()
-
-    reported = 0
-    for i, key in enumerate(keys):
-        lang, variants = word_variants(key)
-        if languages is not None and lang not in languages:
-            continue
-        for v in variants:
-            texts.append(v)
-            owners.append(i)
-        if len(texts) >= batch:
-            flush()
-            if progress is not None:
-                progress(i + 1 - reported)
-                reported = i + 1
-    flush()
-    if progress is not None and len(keys) > reported:
-        progress(len(keys) - reported)
     if not sub:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(sub), np.concatenate(wrd)
@@ -120,12 +121,7 @@ def _backend_edges(backend: Any, keys: list[str], *, languages: set[str] | None,
     also sorts them by variant, then by subword id, as the per-variant loop does."""
     subs: list[np.ndarray] = []
     owners: list[np.ndarray] = []
-    texts: list[str] = []
-    own: list[int] = []
-
-    def flush() -> None:
-        if not texts:
-            return
+    for texts, own in _variant_batches(keys, languages, batch, progress):
         ids = [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
         lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
@@ -134,24 +130,6 @@ def _backend_edges(backend: Any, keys: list[str], *, languages: set[str] | None,
             pairs = np.unique(np.repeat(np.arange(len(ids), dtype=np.int64), lens) * width + flat)
             subs.append(pairs % width)
             owners.append(np.asarray(own, dtype=np.int64)[pairs // width])
-        texts.clear()
-        own.clear()
-
-    reported = 0
-    for i, key in enumerate(keys):
-        lang, variants = word_variants(key)
-        if languages is not None and lang not in languages:
-            continue
-        texts.extend(variants)
-        own.extend([i] * len(variants))
-        if len(texts) >= batch:
-            flush()
-            if progress is not None:
-                progress(i + 1 - reported)
-                reported = i + 1
-    flush()
-    if progress is not None and len(keys) > reported:
-        progress(len(keys) - reported)
     if not subs:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     return np.concatenate(subs), np.concatenate(owners)
