@@ -123,6 +123,13 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     return Plan(cells=cells, tasks=tasks, languages=languages, skipped=sorted(set(skipped)))
 
 
+def _torch_threads() -> int:
+    """The intra-op threads this cell computes with (results can differ in the last digits between counts)."""
+    import torch
+
+    return int(torch.get_num_threads())
+
+
 def _git_revision() -> str:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
@@ -304,6 +311,7 @@ class Runner:
             params = {"method": cell.method, "source": cell.source, "dim": dim_s, "seed": cell.seed,
                       "profile": self.cfg.profile, "world": self.world.name, "world_hash": self.world.hash,
                       "device": self.device, "eval_precision": self.eval_precision,
+                      "torch_threads": _torch_threads(),
                       "git_revision": _git_revision(),
                       **{f"method.{k}": v for k, v in ident["params"].items()},
                       **{f"cpt.{k}": v for k, v in self.cpt.items()},
