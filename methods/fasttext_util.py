@@ -213,7 +213,9 @@ class TrainJob:
 
 
 def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    from harness.executors import available_cpus
+
+    return max(1, available_cpus())
 
 
 def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int | None = None,

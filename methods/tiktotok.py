@@ -428,10 +428,14 @@ class TikToTokInit:
         per_lang: dict[str, dict[str, Any]] = {}
         source_words = sorted({s for pairs in dicts.values() for s, _ in pairs})
 
-        def space_pairs(lang: str) -> list[tuple[str, str]]:
-            if lang == pivot:
-                return top_pairs([(s, s) for s in source_words], word_freq(pivot), 0, p["max_pairs"])
-            return top_pairs(dicts[lang], word_freq(lang), 1, p["max_pairs"])
+        chosen_pairs: dict[str, list[tuple[str, str]]] = {}
+
+        def space_pairs(lang: str) -> list[tuple[str, str]]:  # once per language: the prefetch and the loop
+            if lang not in chosen_pairs:
+                chosen_pairs[lang] = (
+                    top_pairs([(s, s) for s in source_words], word_freq(pivot), 0, p["max_pairs"]) if lang == pivot
+                    else top_pairs(dicts[lang], word_freq(lang), 1, p["max_pairs"]))
+            return chosen_pairs[lang]
 
         # the fastText spaces this call may need, trained side by side first (one fastText thread per model:
         # the same models as trained one after the other)

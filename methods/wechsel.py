@@ -45,8 +45,9 @@ Parameters (``ctx.params``): ``neighbors`` (10), ``temperature`` (0.1), ``source
 language, ``null`` = all), ``languages`` (target languages handled; ``null`` = all with text), ``source_language``
 (``null`` = the world's pivot), ``assign_rule`` ("relative"), ``assign_min_count`` (1), ``block_size`` (1024),
 ``source_max_lines`` ("same" = ``max_lines``; an integer or ``null`` = all: the source language's text for its
-vectors, which embed every source token and every token of the source language), ``workers`` (``null`` = the CPUs available: how many word-vector models train side by side, each in its own
-process with ``threads`` fastText threads; it changes the time, never the vectors).
+vectors, which embed every source token and every token of the source language), ``workers`` (``null`` = the
+CPUs available: how many word-vector models train side by side, each in its own process with ``threads``
+fastText threads; it changes the time, never the vectors).
 """
 
 from __future__ import annotations
@@ -260,10 +261,10 @@ class WechselInit:
         def lines_of(la: str) -> int | None:  # the source language may read more text than the targets
             return p["source_max_lines"] if la == pivot and p["source_max_lines"] != "same" else p["max_lines"]
 
-        jobs = [self.word_vectors_job(texts[la], settings, lines_of(la)) for la in wanted
-                if la in texts and la not in user_vectors and (la != pivot or p["source_vectors"] is None)
-                and (la == pivot or dictionary_for(world, pivot, la) is not None)]
-        if p["source_vectors"] is None:
+        if p["source_vectors"] is None:  # (given source vectors set the dimension: models are trained one by one)
+            jobs = [self.word_vectors_job(texts[la], settings, lines_of(la)) for la in wanted
+                    if la in texts and la not in user_vectors
+                    and (la == pivot or dictionary_for(world, pivot, la) is not None)]
             prefetch_models(ctx.cache_dir, jobs, p["workers"], progress=bar("WECHSEL: word vectors", len(jobs)))
 
         # source word vectors
