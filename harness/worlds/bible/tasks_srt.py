@@ -1,12 +1,15 @@
-"""SR-T stand-in: English->X pairs of short human-translated messages from gettext catalogs on PyPI.
+"""SR-T stand-in: English->X pairs of short human-translated messages from software catalogs on PyPI.
 
 Tatoeba is not in the registries. Well-translated software catalogs are: Django's own and its contrib apps,
-Sphinx, Wagtail and django-allauth ship ``locale/<ll>/LC_MESSAGES/*.po``. A message becomes a pair when it has
-2-30 English words, a translation that is not fuzzy, not a copy of the English, and no format placeholder,
-markup or escape on either side (:func:`harness.worlds.bible.gettext_po.usable_pair`). Pairs are deduplicated by
-their English side (the first catalog in a fixed order wins) and by their translation (a translation shared by
-two English messages is dropped from the later one). The queries are English; ids are a hash of the English
-text, so one English sentence has the same id in every language.
+Sphinx, Wagtail and django-allauth ship gettext ``locale/<ll>/LC_MESSAGES/*.po``; Kolibri (an offline learning
+platform translated for African and South Asian schools: Swahili, Chichewa, Bengali, ...) ships JSON message
+catalogs ``locale/<ll>/LC_MESSAGES/<bundle>-messages.json`` keyed by message id, the English text in the ``en``
+catalog of the same bundle. A message becomes a pair when it has 2-30 English words, a translation that is not
+fuzzy, not a copy of the English, and no format placeholder (printf, brace, ICU MessageFormat), markup or escape
+on either side (:func:`harness.worlds.bible.gettext_po.usable_pair`). Pairs are deduplicated by their English
+side (the first catalog in a fixed order wins) and by their translation (a translation shared by two English
+messages is dropped from the later one). The queries are English; ids are a hash of the English text, so one
+English sentence has the same id in every language.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.worlds.bible.gettext_po import read_po, usable_pair
+from harness.worlds.bible.gettext_po import PoEntry, read_json_messages, read_po, usable_pair
 
 
 def sentence_id(english: str) -> str:
@@ -32,8 +35,24 @@ class SrtLanguage:
 
 
 def catalogs(root: Path, locale: str) -> list[Path]:
-    """``.po`` files of ``locale`` below an extracted package, in a fixed order."""
-    return sorted(p for p in root.rglob("*.po") if p.parent.name == "LC_MESSAGES" and p.parent.parent.name == locale)
+    """Message catalogs of ``locale`` below an extracted package (``.po``, and ``.json`` where the same bundle has
+    an English catalog), in a fixed order."""
+    out = []
+    for p in sorted([*root.rglob("*.po"), *root.rglob("*.json")]):
+        if p.parent.name != "LC_MESSAGES" or p.parent.parent.name != locale:
+            continue
+        if p.suffix == ".po" or (p.suffix == ".json" and english_catalog(p).is_file()):
+            out.append(p)
+    return out
+
+
+def english_catalog(path: Path) -> Path:
+    """The English catalog of the bundle ``path`` belongs to (``locale/en/LC_MESSAGES/<same name>``)."""
+    return path.parent.parent.parent / "en" / "LC_MESSAGES" / path.name
+
+
+def catalog_entries(path: Path) -> list[PoEntry]:
+    return read_json_messages(path, english_catalog(path)) if path.suffix == ".json" else read_po(path)
 
 
 def collect_pairs(sources: Sequence[tuple[str, Path]], locales: Mapping[str, Sequence[str]], *,
@@ -47,8 +66,8 @@ def collect_pairs(sources: Sequence[tuple[str, Path]], locales: Mapping[str, Seq
         seen_tr: set[str] = set()
         for name, root in sources:
             for loc in locs:
-                for po in catalogs(root, loc):
-                    for e in read_po(po):
+                for cat in catalogs(root, loc):
+                    for e in catalog_entries(cat):
                         pair = usable_pair(e)
                         if pair is None:
                             continue
