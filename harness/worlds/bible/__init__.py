@@ -92,6 +92,17 @@ class BibleWorldBuilder:
             rows.append(row)
         return rows
 
+    def task_inputs(self, world: Any) -> list[dict]:
+        """One row per task: the packages its data come from and their licences (from the manifest)."""
+        records = {r["package"]: r for r in world.manifest.get("inputs", [])}
+        rows = []
+        for t in ("sr-b", "sr-t", "ner", "pos", "mlm"):
+            names = world.task_meta(t).get("inputs", [])
+            rows.append({"task": t,
+                         "inputs": ", ".join(f"{n}=={records[n]['version']}" if n in records else n for n in names),
+                         "licences": "; ".join(f"{n}: {records[n]['licence']}" for n in names if n in records)})
+        return rows
+
 
 def _has_pip() -> bool:
     import importlib.util

