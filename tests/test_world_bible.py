@@ -839,6 +839,33 @@ def test_mini_world_sources_load_and_target_extends_multi(mini_world):
     assert trim["kept"] <= trim["original_vocab"] and trim["kept"] == len(sv)
 
 
+def test_head_training_does_not_depend_on_the_global_rng(mini_world):
+    """Two builds write the same head: its starting weights come from the head seed, whatever the global RNG held."""
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from harness.worlds.bible.sources import HeadSettings, train_mlm_head
+
+    world, _b, _seen, corpus = mini_world
+    lines = [t for t in corpus["eng_Latn"].values()][:60]
+    settings = HeadSettings(steps=3, batch_positions=8, warmup=1, train_sequences=20, eval_sequences=6,
+                            max_length=32)
+    heads, stats = [], []
+    for global_seed in (0, 1):
+        model = AutoModelForMaskedLM.from_pretrained(world.source_dir("mono"))
+        tok = AutoTokenizer.from_pretrained(world.source_dir("mono"))
+        torch.manual_seed(global_seed)
+        with torch.no_grad():  # a different starting point each time, as a fresh random head would be
+            for p in model.cls.predictions.transform.parameters():
+                p.normal_()
+        stats.append(train_mlm_head(model, tok, lines[:40], lines[40:], settings))
+        heads.append({k: v.clone() for k, v in model.cls.predictions.state_dict().items()})
+    assert heads[0].keys() == heads[1].keys()
+    assert all(torch.equal(heads[0][k], heads[1][k]) for k in heads[0])
+    assert stats[0]["heldout_loss_before"] == stats[1]["heldout_loss_before"]
+    assert stats[0]["curve"] == stats[1]["curve"]
+
+
 def test_mini_world_heldout_never_leaks(mini_world):
     from harness.worlds.base import read_jsonl, read_lines
 

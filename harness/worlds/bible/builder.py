@@ -823,7 +823,7 @@ class BibleBuild:
                                                   encoding="utf-8")
 
 
-BUILDER_VERSION = "2"  # bumped whenever what a build writes changes (2: Kolibri catalogs in SR-T)
+BUILDER_VERSION = "2"  # bumped whenever what a build writes changes (2: Kolibri catalogs in SR-T, seeded heads)
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:

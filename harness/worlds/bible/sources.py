@@ -132,10 +132,18 @@ def train_mlm_head(model, tokenizer, train_lines: Sequence[str], eval_lines: Seq
         p.requires_grad_(False)
     head = model.cls.predictions
     emb = model.get_input_embeddings().weight  # the tied decoder
-    if prior_counts is not None:
-        if len(prior_counts) != emb.shape[0]:
-            raise ValueError("prior_counts must have one entry per vocabulary row")
-        with torch.no_grad():
+    with torch.no_grad():
+        # the head starts from the seed, not from whatever the global RNG held when the model was built, so that
+        # two builds write the same weights (BERT's initialization: N(0, initializer_range), zero bias, unit norm)
+        dense, norm = head.transform.dense, head.transform.LayerNorm
+        dense.weight.normal_(0.0, model.config.initializer_range, generator=gen)
+        dense.bias.zero_()
+        norm.weight.fill_(1.0)
+        norm.bias.zero_()
+        head.bias.zero_()
+        if prior_counts is not None:
+            if len(prior_counts) != emb.shape[0]:
+                raise ValueError("prior_counts must have one entry per vocabulary row")
             head.bias.copy_(torch.from_numpy(unigram_log_prior(prior_counts)))
     params = [p for p in head.transform.parameters()] + [head.bias]
     for p in params:
