@@ -5,7 +5,8 @@ synthetic data with realistic sentence lengths, it measures
 
 - retrieval encoding: sentences/second through the scaled retrieval layer (mean pooling, length-grouped batches);
 - tagging fine-tuning: optimizer steps/second under the ``cpu`` profile (batch 32, max length 128), and the wall
-  time of a whole ``ner`` evaluation with the ``cpu`` profile (1,000 training sentences, 300 dev, 2 × 300 test);
+  time of a whole ``ner`` evaluation with the ``cpu`` profile (the synthetic world holds 1,000 training, 300 dev
+  and 2 × 300 test sentences; the profile's caps decide how many are used, printed in the last column);
 - exact top-k search: torch blocked matmul + topk vs faiss IndexFlatIP, 1,000 × 1,000 and 5,000 × 5,000.
 
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_tasks.py [--threads N] [--quick]``. Prints a table.
