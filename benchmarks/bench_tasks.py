@@ -110,7 +110,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     n_enc, n_train, n_dev, n_test = (200, 200, 60, 60) if args.quick else (1000, 1000, 300, 300)
-    console = Console()
+    console = Console(width=160)
     tok = make_tokenizer()
     table = Table(title=f"task throughput on CPU, {args.threads} thread(s)")
     for col in ("model", "params", "retrieval layer", "encode sent/s", "fine-tune steps/s", "ner cpu profile (s)",
