@@ -8,6 +8,7 @@ markup, so that retrieval compares sentences, not template syntax.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -136,10 +137,16 @@ def has_placeholder(s: str) -> bool:
 _NO_SPACE_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "HANGUL", "THAI")
 
 
+@functools.cache
+def _no_space_char(ch: str) -> bool:
+    """Whether ``ch`` belongs to a script written without spaces (looked up once per distinct character)."""
+    return unicodedata.name(ch, "").startswith(_NO_SPACE_SCRIPTS)
+
+
 def text_units(s: str) -> int:
     """Words of a sentence; for scripts written without spaces, two characters count as one word."""
     words = s.split()
-    cjk = sum(1 for ch in s if any(unicodedata.name(ch, "").startswith(p) for p in _NO_SPACE_SCRIPTS))
+    cjk = sum(1 for ch in s if _no_space_char(ch))
     return max(len(words), cjk // 2)
 
 

@@ -34,16 +34,21 @@ class SrtLanguage:
     available: int = 0  # usable pairs before the cap
 
 
-def catalogs(root: Path, locale: str) -> list[Path]:
-    """Message catalogs of ``locale`` below an extracted package (``.po``, and ``.json`` where the same bundle has
-    an English catalog), in a fixed order."""
-    out = []
+def catalog_index(root: Path) -> dict[str, list[Path]]:
+    """Message catalogs below an extracted package by locale folder (``.po``, and ``.json`` where the same bundle
+    has an English catalog), each list in a fixed order. One walk of the tree serves every language."""
+    out: dict[str, list[Path]] = {}
     for p in sorted([*root.rglob("*.po"), *root.rglob("*.json")]):
-        if p.parent.name != "LC_MESSAGES" or p.parent.parent.name != locale:
+        if p.parent.name != "LC_MESSAGES":
             continue
         if p.suffix == ".po" or (p.suffix == ".json" and english_catalog(p).is_file()):
-            out.append(p)
+            out.setdefault(p.parent.parent.name, []).append(p)
     return out
+
+
+def catalogs(root: Path, locale: str) -> list[Path]:
+    """Message catalogs of ``locale`` below an extracted package, in a fixed order."""
+    return catalog_index(root).get(locale, [])
 
 
 def english_catalog(path: Path) -> Path:
@@ -60,13 +65,14 @@ def collect_pairs(sources: Sequence[tuple[str, Path]], locales: Mapping[str, Seq
     """Pairs per language; ``sources`` are (package name, extracted root) in priority order, ``locales`` maps a
     language code to its gettext locale folders (in priority order)."""
     out: dict[str, SrtLanguage] = {}
+    indexed = [(name, catalog_index(root)) for name, root in sources]  # one walk per package
     for lang, locs in locales.items():
         res = SrtLanguage()
         by_en: dict[str, tuple[str, str]] = {}
         seen_tr: set[str] = set()
-        for name, root in sources:
+        for name, index in indexed:
             for loc in locs:
-                for cat in catalogs(root, loc):
+                for cat in index.get(loc, []):
                     for e in catalog_entries(cat):
                         pair = usable_pair(e)
                         if pair is None:
