@@ -16,7 +16,7 @@ from harness.registry import TASKS
 from harness.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from harness.worlds.base import load_world_dir, write_jsonl
 from tasks.base import Task, TaskSettings
-from tasks.data import TaggedSentence, read_tagging_split
+from tasks.data import TaggedSentence, batches_per_epoch, read_tagging_split, shuffled_length_batches
 from tasks.metrics import pos_scores, token_accuracy
 from tasks.tagging import IGNORE, PROFILES, Featurizer
 
@@ -289,3 +289,22 @@ def test_bert_models_and_wordpiece_tokenizers(tmp_path):
                                        num_attention_heads=2, intermediate_size=64, max_position_embeddings=64))
     res = TASKS.get("ner")().evaluate(model, bert_tok, world, ["deu_Latn"], TaskSettings(params=FAST))
     assert res.scores["f1"]["deu_Latn"] > 0.8
+
+
+def test_length_grouped_batches_cover_every_item_once_and_match_the_step_count():
+    """The training batches of ``group_by_length``: every index once, similar lengths inside a batch, the same
+    order for the same generator, and as many batches as ``batches_per_epoch`` promises the LR schedule."""
+    rng = random.Random(3)
+    for n, bs in ((1, 4), (7, 4), (200, 8), (401, 8), (1000, 32)):
+        lengths = [rng.randint(1, 120) for _ in range(n)]
+        batches = shuffled_length_batches(lengths, bs, torch.Generator().manual_seed(5), group=10)
+        assert sorted(i for b in batches for i in b) == list(range(n))
+        assert all(1 <= len(b) <= bs for b in batches)
+        assert len(batches) == batches_per_epoch(n, bs, grouped=True, group=10)
+        assert batches == shuffled_length_batches(lengths, bs, torch.Generator().manual_seed(5), group=10)
+        assert batches_per_epoch(n, bs, grouped=False) == -(-n // bs)
+    # inside a mega-batch the batches are cut from a length-sorted list: each batch spans a narrow range
+    lengths = list(range(400))
+    random.Random(0).shuffle(lengths)
+    batches = shuffled_length_batches(lengths, 8, torch.Generator().manual_seed(1), group=50)
+    assert max(max(lengths[i] for i in b) - min(lengths[i] for i in b) for b in batches) <= 7
