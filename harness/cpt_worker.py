@@ -35,7 +35,19 @@ def main(argv: list[str] | None = None) -> int:
             settings=spec["settings"], seed=int(spec["seed"]), device=spec["device"],
             product_dir=Path(spec["product_dir"]), eval_steps=list(spec["eval_steps"]),
             load_fn=lambda p: load_model(p, device="cpu"), save_fn=save_model)
+    _close_process_group()
     return 0
+
+
+def _close_process_group() -> None:
+    """Tear the process group down before a successful exit. Left to the interpreter's exit, a rank that finishes
+    first (rank 0 still writing the product) can abort in the gloo backend's destructor ("terminate called without
+    an active exception"), and torchrun then reports the whole run as failed. (Not after an error: other ranks may
+    still be inside a collective, and tearing down would hang them; torchrun stops them instead.)"""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":
