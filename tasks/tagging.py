@@ -4,8 +4,20 @@ Protocol (spec/methods.md §3.3-3.4, §6 item 19; the Glot500/OFA ``run_tag.py``
 
 1. a token-classification model is built on the evaluated model's encoder (a copy of ``model.base_model`` +
    dropout + a linear head, so it works for factorized-embedding models too); the evaluated model is not touched;
-2. the label sits on the **first sub-token of each word** (the others get -100); a sentence longer than the
-   maximum length is split into segments at word boundaries, so every word gets a prediction;
+2. each word's label sits on one sub-token, the others get -100, and the word's prediction at test time is read
+   from that same sub-token. Which one is the protocol setting ``label_subtoken``:
+
+   - ``"first-nonmarker"`` (default): the first sub-token that is not a bare word-boundary marker, a token whose
+     string is exactly ``▁`` (SentencePiece) or ``Ġ`` (byte-level BPE); WordPiece has no such token. For a
+     language written without spaces a SentencePiece Unigram tokenizer often splits a word into a bare ``▁`` and
+     its characters (``['▁', '南', 'ア', ...]``): the same ``▁`` for every word, so a label on it carries nothing
+     of the word (Japanese NER was 0.0 for every method that way). A word made only of markers keeps its label
+     on the first one;
+   - ``"first"``: the first sub-token of each word, the reference script's rule (Glot500/OFA ``run_tag.py``),
+     which on such tokenizers puts every label on ``▁``.
+
+   A sentence longer than the maximum length is split into segments at word boundaries, so every word gets a
+   prediction;
 3. it is fine-tuned on the training language's train set (the pivot, English, by default; param
    ``train_language``), evaluated on its dev set every ``eval_every`` steps and at every epoch end, and the best
    dev F1 is kept;
@@ -91,6 +103,7 @@ PROFILES: dict[str, dict[str, Any]] = {
         "eval_batch_size": 64,
         "dropout": None,  # None: the encoder config's classifier_dropout / hidden_dropout_prob
         "encoder_dropout": None,  # None: the encoder's own dropout settings
+        "label_subtoken": "first-nonmarker",  # which sub-token of a word carries its label (LABEL_SUBTOKENS)
     },
     # cpu: 2 epochs of 16 length-grouped batches (512 sentences), a higher lr for the short schedule, 80 test
     # sentences per language. A bible-world NER evaluation of the 6-layer 384-d source (23 test languages) takes
@@ -115,10 +128,14 @@ PROFILES: dict[str, dict[str, Any]] = {
         # no dropout inside the encoder: 32 steps are too few to need it, and CPU dropout costs ~40 % of a
         # training forward (bible world, MiniLM: English dev F1 0.66 without vs 0.57 with, zero-shot 0.163 vs 0.149)
         "encoder_dropout": 0.0,
+        "label_subtoken": "first-nonmarker",
     },
 }
 EXTRA_PARAMS = ("train_language", "seed")
 SCHEDULES = ("linear", "constant")
+LABEL_SUBTOKENS = ("first-nonmarker", "first")
+# bare word-boundary markers: SentencePiece's ``▁`` and byte-level BPE's ``Ġ`` standing alone as a token
+BOUNDARY_MARKERS = frozenset({"\u2581", "\u0120"})
 
 
 # -- features ---------------------------------------------------------------------------------------------------
@@ -126,34 +143,63 @@ SCHEDULES = ("linear", "constant")
 class Segment:
     sentence: int  # index of the sentence it belongs to
     input_ids: list[int]
-    labels: list[int]  # label id on the first sub-token of each word, IGNORE elsewhere
-    n_words: int  # words whose first sub-token is in this segment
+    labels: list[int]  # label id on the labelled sub-token of each word (``label_subtoken``), IGNORE elsewhere
+    n_words: int  # words whose sub-tokens are in this segment
+
+
+def marker_ids(tokenizer: Any) -> frozenset[int]:
+    """Ids of the tokenizer's bare word-boundary markers (tokens whose string is exactly ``▁`` or ``Ġ``)."""
+    out = set()
+    for m in BOUNDARY_MARKERS:
+        try:
+            ids = tokenizer.convert_tokens_to_ids([m])
+        except (KeyError, ValueError, TypeError):
+            continue
+        i = ids[0] if ids else None
+        if isinstance(i, int) and i != tokenizer.unk_token_id and tokenizer.convert_ids_to_tokens([i])[0] == m:
+            out.add(i)
+    return frozenset(out)
 
 
 @dataclass
 class Featurizer:
-    """Words → sub-token ids (each word tokenized on its own, as the reference does), cached per word."""
+    """Words → sub-token ids (each word tokenized on its own, as the reference does), cached per word, and the
+    offset of the sub-token that carries each word's label (``label_subtoken``, see the module docstring)."""
 
     tokenizer: Any
     max_length: int
+    label_subtoken: str = "first-nonmarker"
     prefix: list[int] = field(init=False)
     suffix: list[int] = field(init=False)
     _pieces: dict[str, list[int]] = field(init=False, default_factory=dict)
+    _offset: dict[str, int] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
+        if self.label_subtoken not in LABEL_SUBTOKENS:
+            raise ConfigError(f"label_subtoken must be one of {', '.join(LABEL_SUBTOKENS)}, "
+                              f"not {self.label_subtoken!r}")
         self.prefix, self.suffix = special_affixes(self.tokenizer)
         self.room = self.max_length - len(self.prefix) - len(self.suffix)
         if self.room < 1:
             raise ConfigError(f"max_length {self.max_length} leaves no room next to the special tokens")
         unk = self.tokenizer.unk_token_id
         self.unk = [unk if unk is not None else 0]
+        self.markers = marker_ids(self.tokenizer) if self.label_subtoken == "first-nonmarker" else frozenset()
 
     def pieces(self, words: Sequence[str]) -> list[list[int]]:
         todo = list(dict.fromkeys(w for w in words if w not in self._pieces))
         if todo:
             for w, ids in zip(todo, self.tokenizer(todo, add_special_tokens=False)["input_ids"], strict=True):
-                self._pieces[w] = list(ids)[:self.room] or list(self.unk)  # a word never vanishes
+                p = list(ids)[:self.room] or list(self.unk)  # a word never vanishes
+                self._pieces[w] = p
+                self._offset[w] = next((k for k, i in enumerate(p) if i not in self.markers), 0)
         return [self._pieces[w] for w in words]
+
+    def label_offset(self, word: str) -> int:
+        """Index, among the word's sub-tokens, of the one that carries its label."""
+        if word not in self._offset:
+            self.pieces([word])
+        return self._offset[word]
 
     def segments(self, sentences: Sequence[TaggedSentence], label_ids: dict[str, int] | None) -> list[Segment]:
         """Segments of at most ``max_length`` ids, split at word boundaries. Labels unknown to ``label_ids`` (or
@@ -170,8 +216,9 @@ class Featurizer:
                     out.append(self._segment(si, ids, labels, n))
                     ids, labels, n = [], [], 0
                 lab = IGNORE if label_ids is None else label_ids.get(tag, IGNORE)
+                k = self._offset[word]
                 ids.extend(p)
-                labels.extend([lab] + [IGNORE] * (len(p) - 1))
+                labels.extend([IGNORE] * k + [lab] + [IGNORE] * (len(p) - k - 1))
                 n += 1
             out.append(self._segment(si, ids, labels, n))
         return out
@@ -180,11 +227,12 @@ class Featurizer:
         return Segment(si, self.prefix + ids + self.suffix,
                        [IGNORE] * len(self.prefix) + labels + [IGNORE] * len(self.suffix), n)
 
-    def first_positions(self, seg: Segment, sentence: TaggedSentence, start_word: int) -> list[int]:
-        """Positions of the first sub-token of each word of ``seg`` (words ``start_word`` ... in ``sentence``)."""
+    def label_positions(self, seg: Segment, sentence: TaggedSentence, start_word: int) -> list[int]:
+        """Positions in ``seg`` of the labelled sub-token of each of its words (words ``start_word`` ... of
+        ``sentence``): where training put the word's label, so where its prediction is read."""
         pos, out = len(self.prefix), []
         for w in sentence.tokens[start_word:start_word + seg.n_words]:
-            out.append(pos)
+            out.append(pos + self._offset[w])
             pos += len(self._pieces[w])
         return out
 
@@ -276,7 +324,7 @@ def predict(tagger: TokenTagger, feat: Featurizer, sentences: Sequence[TaggedSen
                 for r, i in enumerate(batch):
                     seg = segs[i]
                     sent = sentences[seg.sentence]
-                    for w, pos in enumerate(feat.first_positions(seg, sent, starts[i])):
+                    for w, pos in enumerate(feat.label_positions(seg, sent, starts[i])):
                         preds[seg.sentence][starts[i] + w] = labels[int(best[r, pos])]
                 if advance is not None:
                     advance(len(batch))
@@ -442,6 +490,9 @@ class TaggingTask:
                     raise ConfigError(f"task {self.name!r}: {key} must be in [0, 1), got {hp[key]!r}")
         if hp["schedule"] not in SCHEDULES:
             raise ConfigError(f"task {self.name!r}: schedule must be one of {', '.join(SCHEDULES)}")
+        if hp["label_subtoken"] not in LABEL_SUBTOKENS:
+            raise ConfigError(f"task {self.name!r}: label_subtoken must be one of {', '.join(LABEL_SUBTOKENS)}, "
+                              f"got {hp['label_subtoken']!r}")
         return hp
 
     def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
@@ -473,7 +524,7 @@ class TaggingTask:
             cache.root = Path(settings.cache_dir)  # products go to <cache_dir>/<kind>/<key>
         if cache is None:
             log.info("%s: no cache_dir or model_key given; the tagger is fine-tuned and not cached", self.name)
-        feat = Featurizer(tokenizer, max_input_length(model, tokenizer, int(hp["max_length"])))
+        feat = Featurizer(tokenizer, max_input_length(model, tokenizer, int(hp["max_length"])), hp["label_subtoken"])
         trained: dict[str, Any] = {}
 
         def train_tagger() -> tuple[TokenTagger, dict[str, Any]]:

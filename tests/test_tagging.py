@@ -1,4 +1,5 @@
-"""Tagging (ner, pos): features on first sub-tokens, fine-tuning that learns, model selection, caching, determinism."""
+"""Tagging (ner, pos): labels on each word's first non-marker sub-token, fine-tuning that learns, model selection,
+caching, determinism."""
 
 from __future__ import annotations
 
@@ -90,15 +91,99 @@ FAST = {"epochs": 4, "lr": 3e-3, "batch_size": 16, "max_length": 64, "eval_every
 
 
 # -- features ---------------------------------------------------------------------------------------------------
-def test_labels_sit_on_the_first_sub_token(tok):
-    feat = Featurizer(tok, 64)
+def test_labels_sit_on_the_first_non_marker_sub_token(tok):
     sent = TaggedSentence(["w1", "zz9", "w2"], ["B-PER", "O", "B-LOC"])
-    (seg,) = feat.segments([sent], {"O": 0, "B-PER": 1, "B-LOC": 2})
     pieces = tok(["w1", "zz9", "w2"], add_special_tokens=False)["input_ids"]
-    assert [len(p) for p in pieces] == [1, 4, 1]
+    assert [tok.convert_ids_to_tokens(p) for p in pieces] == [["▁w1"], ["▁", "z", "z", "9"], ["▁w2"]]
+    feat = Featurizer(tok, 64)  # default: first-nonmarker
+    (seg,) = feat.segments([sent], {"O": 0, "B-PER": 1, "B-LOC": 2})
     assert seg.input_ids == [tok.cls_token_id, *pieces[0], *pieces[1], *pieces[2], tok.sep_token_id]
+    assert seg.labels == [IGNORE, 1, IGNORE, 0, IGNORE, IGNORE, 2, IGNORE]  # zz9's label on "z", not on "▁"
+    assert feat.label_positions(seg, sent, 0) == [1, 3, 6]
+    # the reference rule: the first sub-token, whatever it is
+    first = Featurizer(tok, 64, "first")
+    (seg,) = first.segments([sent], {"O": 0, "B-PER": 1, "B-LOC": 2})
     assert seg.labels == [IGNORE, 1, 0, IGNORE, IGNORE, IGNORE, 2, IGNORE]
-    assert feat.first_positions(seg, sent, 0) == [1, 2, 6]
+    assert first.label_positions(seg, sent, 0) == [1, 2, 6]
+    with pytest.raises(ConfigError, match="label_subtoken"):
+        Featurizer(tok, 64, "last")
+
+
+CJK_LINES = ["東京は日本の首都です。", "南アフリカ共和国の大統領が来日した。", "山田さんは大阪に住んでいます。",
+             "今年は雨が多い年でした。", "北京是中国的首都。", "上海是一个大城市。", "我们明天去北京。",
+             "他在上海工作了三年。"]
+
+
+@pytest.fixture(scope="module")
+def cjk_tok():
+    """A SentencePiece Unigram tokenizer learned on a few lines of Japanese and Chinese (no spaces), in the XLM-R
+    layout as the worlds build their target tokenizers: a word tokenized alone starts with a bare ``▁``."""
+    from harness.tokenization import train_unigram
+
+    return make_xlmr_tokenizer(xlmr_vocab(train_unigram(CJK_LINES * 3, 80)))
+
+
+@pytest.mark.parametrize("words, tags", [
+    (["年", "南アフリカ", "の", "東京"], ["O", "B-LOC", "O", "B-LOC"]),  # Japanese
+    (["北京", "是", "中国", "的", "首都"], ["B-LOC", "O", "B-LOC", "O", "O"]),  # Chinese
+])
+def test_words_without_spaces_are_labelled_after_the_bare_marker(cjk_tok, words, tags):
+    marker = cjk_tok.convert_tokens_to_ids("▁")
+    pieces = [cjk_tok.convert_ids_to_tokens(p) for p in cjk_tok(words, add_special_tokens=False)["input_ids"]]
+    assert all(p[0] == "▁" and len(p) > 1 for p in pieces), pieces  # every word: a bare "▁", then the word
+    label_ids = {"O": 0, "B-LOC": 1}
+    sent = TaggedSentence(words, tags)
+    feat = Featurizer(cjk_tok, 64)
+    (seg,) = feat.segments([sent], label_ids)
+    expected, pos = [], 1  # after <s>
+    for p in pieces:
+        expected.append(pos + 1)  # the sub-token right after the marker
+        pos += len(p)
+    assert feat.label_positions(seg, sent, 0) == expected
+    assert [i for i, lab in enumerate(seg.labels) if lab != IGNORE] == expected
+    assert [seg.labels[i] for i in expected] == [label_ids[t] for t in tags]
+    assert all(seg.input_ids[i] != marker for i in expected)
+    # the reference rule puts every label on a "▁"
+    (old,) = Featurizer(cjk_tok, 64, "first").segments([sent], label_ids)
+    assert all(old.input_ids[i] == marker for i, lab in enumerate(old.labels) if lab != IGNORE)
+
+
+class _MarkerSpotter(torch.nn.Module):
+    """A stand-in tagger: label 1 on every bare-marker position, label 0 elsewhere."""
+
+    training = False
+
+    def __init__(self, marker: int):
+        super().__init__()
+        self.marker = marker
+
+    def forward(self, input_ids, attention_mask):
+        is_marker = (input_ids == self.marker).long()
+        return torch.nn.functional.one_hot(is_marker, 2).float()
+
+
+def test_predictions_are_read_where_the_labels_were_put(cjk_tok):
+    sents = [TaggedSentence(["年", "南アフリカ", "の"], ["O"] * 3), TaggedSentence(["北京", "是", "首都"], ["O"] * 3)]
+    spotter = _MarkerSpotter(cjk_tok.convert_tokens_to_ids("▁"))
+    for mode, tag in (("first-nonmarker", "O"), ("first", "MARK")):
+        pred = tagging.predict(spotter, Featurizer(cjk_tok, 64, mode), sents, ["O", "MARK"], batch_size=4,
+                               pad_id=cjk_tok.pad_token_id, device=torch.device("cpu"))
+        assert pred == [[tag] * 3, [tag] * 3], mode
+    # a long sentence split into segments keeps reading the labelled sub-tokens
+    long = [TaggedSentence(["年", "南アフリカ", "の", "東京"] * 6, ["O"] * 24)]
+    feat = Featurizer(cjk_tok, 12)
+    assert len(feat.segments(long, None)) > 1
+    assert tagging.predict(spotter, feat, long, ["O", "MARK"], batch_size=4, pad_id=cjk_tok.pad_token_id,
+                           device=torch.device("cpu")) == [["O"] * 24]
+
+
+def test_wordpiece_and_byte_level_markers():
+    from transformers import BertTokenizer
+
+    bert = BertTokenizer(vocab={t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "w", "##x"])})
+    assert tagging.marker_ids(bert) == frozenset()  # WordPiece has no bare word-boundary token
+    xlmr = make_xlmr_tokenizer(xlmr_vocab([("▁", -1.0), ("a", -2.0), ("Ġ", -3.0)]))
+    assert tagging.marker_ids(xlmr) == {xlmr.convert_tokens_to_ids("▁"), xlmr.convert_tokens_to_ids("Ġ")}
 
 
 def test_long_sentences_are_split_at_word_boundaries(tok):
@@ -129,6 +214,13 @@ def test_profiles_and_overrides():
         ner.hyperparameters(TaskSettings(params={"lr": "fast"}))
     with pytest.raises(ConfigError, match="epochs"):
         ner.hyperparameters(TaskSettings(params={"epochs": 0}))
+    # which sub-token carries a word's label is a protocol setting, resolved with the others (and so logged and
+    # part of the tagger's cache key)
+    for prof in ("paper", "cpu"):
+        assert ner.hyperparameters(TaskSettings(profile=prof))["label_subtoken"] == "first-nonmarker"
+    assert pos.hyperparameters(TaskSettings(params={"label_subtoken": "first"}))["label_subtoken"] == "first"
+    with pytest.raises(ConfigError, match="label_subtoken"):
+        ner.hyperparameters(TaskSettings(params={"label_subtoken": "middle"}))
 
 
 def test_tasks_are_registered_and_follow_the_contract():
@@ -165,6 +257,7 @@ def test_ner_learns_the_rule_and_shuffled_labels_do_not(tmp_path, tok):
     assert res.extras["n_sentences"] == {"eng_Latn": 60, "deu_Latn": 60}
     assert (res.extras["n_train"], res.extras["n_dev"], res.extras["train_language"]) == (240, 60, "eng_Latn")
     assert res.label_source == {"eng_Latn": "gold", "deu_Latn": "silver"}
+    assert res.extras["hyperparameters"]["label_subtoken"] == "first-nonmarker"  # reported with the run
 
 
 def test_selected_tagger_is_the_best_dev_checkpoint(tmp_path, tok):
