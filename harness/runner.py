@@ -470,6 +470,8 @@ class Runner:
             t0 = time.time()
             res = task.evaluate(model, tokenizer, self.world, langs, settings)
             seconds = time.time() - t0
+            hp = res.extras.get("hyperparameters") or {}  # the task's resolved protocol settings, as params
+            tr.log_params(trun, {f"{task_name}.{k}": v for k, v in hp.items()})
             metrics: dict[str, float] = {}
             for metric, per_lang in res.scores.items():
                 for lang, v in per_lang.items():
