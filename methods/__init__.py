@@ -6,7 +6,8 @@ Each module registers its classes with ``@METHODS.register(name)``; third-party 
 
 import importlib
 
-_BUILTIN = ("methods.random_init", "methods.ofa", "methods.hyperofa", "methods.focus", "methods.wechsel", "methods.tiktotok")
+_BUILTIN = ("methods.random_init", "methods.ofa", "methods.hyperofa", "methods.focus", "methods.wechsel", "methods.tiktotok",
+            "methods.fvt", "methods.mean_cov")
 
 for _mod in _BUILTIN:
     try:

@@ -1,0 +1,101 @@
+"""FVT, Fast Vocabulary Transfer (Gee et al., EMNLP 2022): a baseline that needs only the two tokenizers.
+
+* Tokens the source shares are copied, under the ``focus`` overlap rule: an exact match of canonical strings,
+  case and word boundary included (FVT's own test is ``new_token in old_vocab``), plus FOCUS's fuzzy match for
+  tokens made only of digits or punctuation (``"▁,"`` copies ``","``), which is what FVT's tokenization would
+  give them anyway. An uncased source sees folded text, so ``"▁Haus"`` copies ``"haus"`` (FVT's tokenization of
+  ``"Haus"`` by an uncased tokenizer is that one piece, the same row).
+* Every other target token is written as text in its word position and tokenized by the source tokenizer
+  (:func:`source_pieces`); its row is the mean of those source rows, as the source tokenizer gave them (an UNK
+  piece among real ones is kept, as in the reference code).
+* A token whose tokenization holds nothing but UNK pieces and bare word-boundary markers (a script the source
+  never saw), or nothing at all, and a target special token without a source counterpart, take the shared
+  per-dimension Gaussian fallback (provenance RANDOM).
+
+Factorized embeddings: the mean is taken over the coordinate rows F_s; since E = F P is linear, that is the mean
+of the full rows projected onto the primitives.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+
+from harness.errors import ConfigError
+from harness.registry import METHODS
+from methods.base import InitContext, InitResult, Provenance
+from methods.overlap import SPECIAL_PREFIX, SPM_SPACE, detect_kind
+from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
+
+
+def source_pieces(tokenizer: Any, kind: str, canonical: str) -> list[int]:
+    """Source ids of one token given by its canonical string (``methods/overlap.py``: a leading space = the token
+    starts a word), tokenized by ``tokenizer`` (of ``kind``) in that position: ``" foo"`` as a word ``foo``,
+    ``"foo"`` as the inside of a word (SentencePiece ``foo`` pieces without ``▁``, WordPiece ``##`` pieces)."""
+    backend = tokenizer.backend_tokenizer
+    start = canonical.startswith(" ")
+    text = canonical[1:] if start else canonical
+    if kind not in ("sentencepiece", "wordpiece"):  # byte-level BPE writes the word boundary as a space itself
+        return tokenizer(canonical, add_special_tokens=False)["input_ids"]
+    if backend.normalizer is not None:
+        text = backend.normalizer.normalize_str(text)
+    if kind == "sentencepiece":
+        return [t.id for t in backend.model.tokenize((SPM_SPACE if start else "") + text.replace(" ", SPM_SPACE))]
+    # WordPiece: words split at whitespace and punctuation; the first word continues a word unless it starts one
+    pre = backend.pre_tokenizer
+    words = pre.pre_tokenize_str(text) if pre is not None else [(text, (0, len(text)))]
+    prefix = backend.model.continuing_subword_prefix
+    ids: list[int] = []
+    for i, (word, _) in enumerate(words):
+        if i == 0 and not start and (len(word) > 1 or word.isalnum()):  # (punctuation always starts a word)
+            pieces = backend.model.tokenize(prefix + word)  # greedy longest match from the "##" form on
+            if len(pieces[0].value) <= len(prefix) or not pieces[0].value.startswith(prefix):
+                ids.append(tokenizer.unk_token_id)  # no continuation piece fits: the word is UNK, as in WordPiece
+                continue
+        else:
+            pieces = backend.model.tokenize(word)
+        ids += [t.id for t in pieces]
+    return ids
+
+
+@METHODS.register("fvt")
+class FVTInit:
+    """FVT: copy shared tokens; every other token the mean of the source rows of its source tokenization."""
+
+    name: ClassVar[str] = "fvt"
+    description: ClassVar[str] = ("FVT (Gee et al. 2022): shared tokens copied (FOCUS rule), every other token the "
+                                  "mean of the source rows of its source tokenization; per-dimension Gaussian "
+                                  "for tokens the source tokenizes to UNK only")
+    requires: ClassVar[frozenset[str]] = frozenset()
+    overlap_rule: ClassVar[str] = "focus"
+    supports_factorized: ClassVar[bool] = True
+
+    def initialize(self, ctx: InitContext) -> InitResult:
+        if ctx.params:
+            raise ConfigError(f"method 'fvt' takes no parameters, got {sorted(ctx.params)}")
+        mapping = ctx.mapping_for(self.overlap_rule)
+        check_mapping(ctx, mapping)
+        src = ctx.source_matrix.detach().float().cpu()
+        n_t = mapping.target_size
+        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
+        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        kind = detect_kind(ctx.source_tokenizer)
+        skip = {ctx.source_tokenizer.unk_token_id} | {i for i, c in enumerate(mapping.source_tokens) if c == " "}
+        lengths = []
+        for tid, canonical in enumerate(mapping.target_tokens):
+            if tid in mapping.copy or canonical.startswith(SPECIAL_PREFIX):
+                continue
+            ids = source_pieces(ctx.source_tokenizer, kind, canonical)
+            if set(ids) <= skip:  # nothing the source knows: the fallback row stays
+                continue
+            matrix[tid] = src[ids].mean(dim=0)
+            provenance[tid] = Provenance.METHOD
+            lengths.append(len(ids))
+        copy_rows(matrix, src, mapping, provenance)
+        stats = {"overlap": {k: v for k, v in mapping.stats.items() if k != "unk"}, "source_kind": kind,
+                 "mean_source_pieces": round(float(np.mean(lengths)), 3) if lengths else 0.0,
+                 "fallback": "per-dimension normal, mean/std (ddof=0) of the source matrix, for tokens the "
+                             "source tokenizes to UNK pieces and word-boundary markers only",
+                 "factorized": ctx.factorized}
+        return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats)
