@@ -1,10 +1,10 @@
 """FVT, Fast Vocabulary Transfer (Gee et al., EMNLP 2022): a baseline that needs only the two tokenizers.
 
-* Tokens the source shares are copied, under the ``focus`` overlap rule: an exact match of canonical strings,
-  case and word boundary included (FVT's own test is ``new_token in old_vocab``), plus FOCUS's fuzzy match for
-  tokens made only of digits or punctuation (``"▁,"`` copies ``","``), which is what FVT's tokenization would
-  give them anyway. An uncased source sees folded text, so ``"▁Haus"`` copies ``"haus"`` (FVT's tokenization of
-  ``"Haus"`` by an uncased tokenizer is that one piece, the same row).
+* Tokens the source shares are copied, under the ``ofa`` overlap rule (the one ``random`` and ``mean-cov`` use,
+  so that the three baselines differ only in the rows they compute): special tokens by role, an exact match of
+  canonical strings (FVT's own test, ``new_token in old_vocab``), then a case-insensitive one. The second step
+  goes beyond FVT for a cased source (``"▁Cat"`` copies ``"▁cat"`` where FVT would tokenize ``"Cat"``); for an
+  uncased source it copies what FVT's tokenization gives as one piece anyway (``"▁The"`` -> ``"the"``).
 * Every other target token is written as text in its word position and tokenized by the source tokenizer
   (:func:`source_pieces`); its row is the mean of those source rows, as the source tokenizer gave them (an UNK
   piece among real ones is kept, as in the reference code).
@@ -64,11 +64,11 @@ class FVTInit:
     """FVT: copy shared tokens; every other token the mean of the source rows of its source tokenization."""
 
     name: ClassVar[str] = "fvt"
-    description: ClassVar[str] = ("FVT (Gee et al. 2022): shared tokens copied (FOCUS rule), every other token the "
+    description: ClassVar[str] = ("FVT (Gee et al. 2022): shared tokens copied (OFA rule), every other token the "
                                   "mean of the source rows of its source tokenization; per-dimension Gaussian "
                                   "for tokens the source tokenizes to UNK only")
     requires: ClassVar[frozenset[str]] = frozenset()
-    overlap_rule: ClassVar[str] = "focus"
+    overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
 
     def initialize(self, ctx: InitContext) -> InitResult:
