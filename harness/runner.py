@@ -12,9 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import platform
 import signal
-import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,7 +20,6 @@ from typing import Any
 
 from rich.console import Console
 
-from harness import __version__
 from harness.cache import ProductCache
 from harness.config import RunConfig
 from harness.errors import HarnessError, MissingResourceError
@@ -32,6 +29,7 @@ from harness.precision import resolve_precision
 from harness.profiles import profile as get_profile
 from harness.registry import METHODS, TASKS
 from harness.tracking import Tracker, metric_key
+from harness.versions import git_commit, library_versions
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
@@ -128,26 +126,6 @@ def _torch_threads() -> int:
     import torch
 
     return int(torch.get_num_threads())
-
-
-def _git_revision() -> str:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                              text=True, timeout=5).stdout.strip() or "unknown"
-    except Exception:
-        return "unknown"
-
-
-def _versions() -> dict[str, str]:
-    import importlib.metadata as md
-
-    out = {"python": platform.python_version(), "harness": __version__}
-    for pkg in ("torch", "transformers", "mlflow", "tokenizers"):
-        try:
-            out[pkg] = md.version(pkg)
-        except md.PackageNotFoundError:
-            out[pkg] = "absent"
-    return out
 
 
 def _fault(stage: str) -> None:
@@ -312,10 +290,10 @@ class Runner:
                       "profile": self.cfg.profile, "world": self.world.name, "world_hash": self.world.hash,
                       "device": self.device, "eval_precision": self.eval_precision,
                       "torch_threads": _torch_threads(),
-                      "git_revision": _git_revision(),
+                      "git_revision": git_commit() or "not a checkout",
                       **{f"method.{k}": v for k, v in ident["params"].items()},
                       **{f"cpt.{k}": v for k, v in self.cpt.items()},
-                      **{f"version.{k}": v for k, v in _versions().items()}}
+                      **{f"version.{k}": v for k, v in library_versions().items()}}
             tr.log_params(parent, params)
 
             # 1. initialize (cached product)

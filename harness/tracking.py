@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.paths import default_artifact_root, default_tracking_uri
+from harness.versions import run_tags
 
 TAG = "harness."
 _BAD = re.compile(r"[^\w\-. /:]")
@@ -67,7 +68,7 @@ class Tracker:
             if run.info.status != "RUNNING":
                 self.client.update_run(run.info.run_id, status="RUNNING")
             return run.info.run_id, True
-        all_tags = {f"{TAG}{k}": str(v) for k, v in tags.items()}
+        all_tags = {f"{TAG}{k}": str(v) for k, v in {**run_tags(), **tags}.items()}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(experiment_id, tags=all_tags, run_name=name)

@@ -22,6 +22,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.versions import MAJOR_CHECKED, mixed_majors
 from leaderboard.collect import CellRun, ExperimentData, TaskRun, task_info
 from leaderboard.stats import ItemSample, PairTest, SeedSample, bootstrap_ci, mean_ranks, pairwise_tests
 
@@ -314,6 +315,11 @@ class _Builder:
         finish_board(b)
         if kind in ("final", "delta") and len(finals) > 1:
             b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
+        mixed = mixed_majors([{lib: p.params.get(f"version.{lib}", "") for lib in MAJOR_CHECKED}
+                              for runs in groups.values() for r in runs if (p := data.parent(r)) is not None])
+        if mixed:
+            b.notes.append("rows come from different major versions of " + "; ".join(
+                f"{lib} ({', '.join(v)})" for lib, v in mixed.items()) + ": numbers may not be comparable")
         return b
 
     def init_of(self, runs: list[TaskRun]) -> dict[str, float]:
@@ -470,6 +476,7 @@ def settings_of(cells: list[CellRun]) -> dict[str, str]:
         "CPT": one(lambda c: ", ".join(f"{k}={v}" for k, v in c.cpt_params.items()) or "none"),
         "final step": one(lambda c: c.final_step),
         "git": one(lambda c: c.params.get("git_revision", "")[:10] or None),
+        "versions": one(lambda c: ", ".join(f"{lib} {c.params[f'version.{lib}']}" for lib in MAJOR_CHECKED)),
     }
     return s
 

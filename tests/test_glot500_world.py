@@ -8,6 +8,7 @@ import shutil
 import tomllib
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from harness.worlds.base import read_jsonl, read_lines
@@ -314,8 +315,38 @@ def test_fixture_generator_reproduces_the_committed_files(tmp_path):
             continue  # hold a fingerprint of the writing library
         elif rel.name == "spec.toml":
             assert tomllib.loads(a.read_text()) == tomllib.loads(b.read_text())
-        else:
+        elif rel.suffix == ".json":  # by value, without the fields that only stamp the writing library's version
+            assert _unstamped(json.loads(a.read_text())) == _unstamped(json.loads(b.read_text())), rel
+        elif rel.suffix == ".npy":
+            np.testing.assert_array_equal(np.load(a, allow_pickle=False), np.load(b, allow_pickle=False))
+        elif rel.suffix == ".model":  # a SentencePiece model: the same pieces, scores and types
+            assert _spm_pieces(a) == _spm_pieces(b), rel
+        else:  # written by our own code (text, conllu, the gensim pickle): bytes
             assert a.read_bytes() == b.read_bytes(), rel
+
+
+STAMPS = frozenset({"transformers_version"})  # fields a library writes to say which version wrote the file
+
+
+def _unstamped(obj):
+    if isinstance(obj, dict):
+        return {k: _unstamped(v) for k, v in obj.items() if k not in STAMPS}
+    if isinstance(obj, list):
+        return [_unstamped(v) for v in obj]
+    return obj
+
+
+def _spm_pieces(path):
+    import sentencepiece as spm
+
+    sp = spm.SentencePieceProcessor(model_file=str(path))
+    return [(sp.id_to_piece(i), sp.get_score(i), sp.is_control(i), sp.is_unknown(i)) for i in range(sp.get_piece_size())]
+
+
+def test_json_comparison_ignores_only_version_stamps():
+    a = {"transformers_version": "5.23.0", "hidden_size": 8, "nested": [{"transformers_version": "x", "a": 1}]}
+    assert _unstamped(a) == {"hidden_size": 8, "nested": [{"a": 1}]}
+    assert _unstamped(a) != _unstamped({**a, "hidden_size": 9})
 
 
 @pytest.mark.slow

@@ -59,7 +59,8 @@ def _log_json(client: MlflowClient, run_id: str, obj: object, path: str) -> None
 def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, profile: str = "cpu",
               world: str = "fakeworld", source: str = "src", dim: str = "full", task: str = "sr-t",
               hits: dict | None = None, tables: bool = True, items: bool = True, init: dict | None = None,
-              final: int = FINAL, params: dict | None = None) -> tuple[str, str]:
+              final: int = FINAL, params: dict | None = None,
+              versions: dict | None = None) -> tuple[str, str]:
     """One parent run and its task run, as harness.runner writes them. Scores at step 0 are half the final ones."""
     from mlflow.entities import Metric, Param
 
@@ -68,7 +69,8 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
             "harness.final_step": str(final), "harness.cell": f"{method}-{seed}-{profile}-{source}-{dim}"}
     parent = client.create_run(exp_id, tags=tags, run_name=f"{method}-{dim}-s{seed}").info.run_id
     ps = {"method": method, "seed": str(seed), "world_hash": "abc123", "cpt.steps": str(final), "cpt.lr": "5e-5",
-          **{f"method.{k}": str(v) for k, v in (params or {}).items()}}
+          **{f"method.{k}": str(v) for k, v in (params or {}).items()},
+          **{f"version.{k}": str(v) for k, v in (versions or {}).items()}}
     client.log_batch(parent, params=[Param(k, v) for k, v in ps.items()])
     init = init or {"copied": 100, "method": 50, "random": 10, "unk": 0, "seconds": 1.0 + seed}
     ms = [Metric(f"init/{k}", float(v), 0, 0) for k, v in init.items()]
@@ -203,6 +205,17 @@ def test_profiles_are_never_mixed(lb):
     assert [r.label for r in paper.rows] == ["alpha d=full"]
     assert paper.row("alpha d=full").entries["aaa_Latn"].values == [0.98]
     assert all(0.98 not in r.entries["aaa_Latn"].values for r in cpu.rows)
+
+
+def test_a_table_mixing_major_library_versions_says_so(tracking_uri, lb):
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment("lb-versions")
+    make_cell(client, exp_id, "alpha", 1, versions={"torch": "2.13.0+cpu", "transformers": "5.24.0"})
+    make_cell(client, exp_id, "beta", 1, versions={"torch": "2.14.1", "transformers": "6.0.0"})
+    mixed = _board(_build(tracking_uri, "lb-versions", bootstrap=0))
+    assert any("different major versions of transformers (5, 6)" in n for n in mixed.notes), mixed.notes
+    assert not any("torch" in n for n in mixed.notes)  # 2.13 and 2.14 share a major version
+    assert not any("major versions" in n for n in _board(lb).notes)
 
 
 def test_init_report_columns(lb):

@@ -34,6 +34,17 @@ def test_run_logs_the_tracking_schema_and_a_repeat_recomputes_nothing(run_cli, t
     assert p["method"] == "random" and p["dim"] == "full" and p["seed"] == "1" and p["profile"] == "cpu"
     assert p["world"] == "synthetic" and len(p["world_hash"]) == 16 and p["version.torch"].startswith("2.")
     assert int(p["cpt.steps"]) == 4
+    # every run, the task runs too, says what it computed with (tags) and the cell also as params
+    import subprocess
+
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True).stdout.strip()
+    for run in (parent, child):
+        tags = run.data.tags
+        for lib in ("python", "harness", "torch", "transformers", "tokenizers", "datasets", "fasttext", "mlflow"):
+            assert tags[f"harness.version.{lib}"] not in ("", "absent"), lib
+        assert tags["harness.version.torch"] == p["version.torch"]
+        assert tags["harness.git_commit"].split("+")[0] == head
+    assert p["git_revision"] == parent.data.tags["harness.git_commit"]
     m = parent.data.metrics
     assert m["init/copied"] + m["init/method"] + m["init/random"] + m["init/unk"] > 0
     assert "mlm/loss/avg" in m
