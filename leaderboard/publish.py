@@ -94,9 +94,10 @@ def write_files(lb: Leaderboard, out_dir: Path, *, generated: str, tracking_uri:
     files["html"].write_text(leaderboard_html(lb, generated=generated, tracking_uri=tracking_uri), encoding="utf-8")
     files["md"].write_text(leaderboard_md(lb, generated=generated), encoding="utf-8")
     files["csv"].write_text(long_csv(lb), encoding="utf-8")
-    files["txt"].write_text(render_text(lb.boards), encoding="utf-8")
+    files["txt"].write_text(render_text(lb.boards, claims=lb.claims), encoding="utf-8")
     files["json"].write_text(json.dumps({
         "experiment": lb.experiment, "generated": generated, "worlds": lb.worlds, "bootstrap": lb.bootstrap,
+        "claims": [c.as_dict() for c in lb.claims],
         "boards": [board_dict(b) for b in lb.boards], "languages": lb.languages,
         "variants": [{"label": v.label, "profile": v.profile, "seeds": v.seeds, "settings": v.settings,
                       "init": v.init, "convergence": v.convergence, "curves": v.curves} for v in lb.variants],
@@ -202,7 +203,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
     from leaderboard.collect import collect_experiment, experiments
-    from leaderboard.render_terminal import render
+    from leaderboard.render_terminal import render, render_claims
 
     # piped output (a file, a test) gets the full table instead of wrapped columns
     console = console or Console(width=None if sys.stdout.isatty() else 400)
@@ -226,6 +227,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
         return 0
     shown = 0
     for lb, per in results:
+        render_claims([c for c in lb.claims if task is None or c.task in (task, "held-out diagnostic")], console)
         boards = select_boards((per or lb).boards, task=task, step=step, metric=metric)
         for b in boards:
             render(b, console)

@@ -9,6 +9,7 @@ import math
 from collections.abc import Iterable
 
 from leaderboard import fmt
+from leaderboard.claims import claim_rows, summary
 from leaderboard.tables import Board, Leaderboard, Row, VariantInfo
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
@@ -30,6 +31,8 @@ tbody.paper td.label{font-weight:400}.sd{color:#777;font-size:11px;margin-left:2
 .ci{display:none;color:#555;font-size:11px;margin-left:3px}body.show-ci .ci{display:inline}
 .note{color:#8a5300;font-size:12px}details{margin:6px 0}summary{cursor:pointer;color:#0b3d62;font-weight:600}
 svg{font:11px system-ui,sans-serif;background:#fff}.charts{display:flex;flex-wrap:wrap;gap:18px}
+td.claim-holds{background:#d8f5d0;color:#145214;font-weight:700}td.claim-fails{background:#fde2e1;color:#8b1a13;
+font-weight:700}p.summary{font-weight:600}
 footer{color:#555;font-size:12px;padding:10px 24px;border-top:1px solid #ddd}
 """
 
@@ -417,6 +420,17 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
                          "</summary>" + "".join(board_html(lb, b) + slices_html(b) + pairs_html(b) for b in rest)
                          + "</details>")
         sections.append("".join(parts))
+    if lb.claims:
+        head, rows = claim_rows(lb.claims)
+        verdict = {"holds": "claim-holds", "fails": "claim-fails"}
+        body = "".join("<tr>" + "".join(_td(esc(c), cls=verdict.get(c, "") if i == 4 else "label" if i < 4 else "")
+                               for i, c in enumerate(r))
+                       + "</tr>" for r in rows)
+        sections.insert(0, f'<h2 id="claims">The papers\' claims on this run</h2><p class="summary">'
+                        f"{esc(summary(lb.claims))}</p><div class=\"wrap\"><table class=\"claims\"><thead><tr>"
+                        + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody>"
+                        "</table></div>")
+        nav.insert(0, '<a href="#claims">claims</a>')
     for anchor, name in (("cpt", "CPT curves"), ("settings", "settings"), ("languages", "languages")):
         nav.append(f'<a href="#{anchor}">{name}</a>')
     info = [f"worlds: {', '.join(lb.worlds) or '-'}", f"{len(lb.variants)} variant(s)"]

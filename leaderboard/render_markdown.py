@@ -4,6 +4,7 @@ other board, the settings behind each row and the languages. Best values are bol
 from __future__ import annotations
 
 from leaderboard import fmt
+from leaderboard.claims import claim_rows, summary
 from leaderboard.tables import Board, Leaderboard, Row
 
 
@@ -94,12 +95,21 @@ def pairs_md(board: Board) -> list[str]:
             *_table(["A", "B", "langs", "A wins/ties/losses", "median A-B", "p", "p Holm"], rows, 2), ""]
 
 
+def claims_md(lb: Leaderboard) -> list[str]:
+    if not lb.claims:
+        return []
+    head, rows = claim_rows(lb.claims)
+    return ["## The papers' claims on this run", "", summary(lb.claims), "",
+            *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), ""]
+
+
 def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "leaderboard.html") -> str:
     out = [f"# Leaderboard · {_esc(lb.experiment)}", ""]
     meta = [f"worlds: {', '.join(lb.worlds) or '-'}", f"{len(lb.variants)} variant(s)"]
     if generated:
         meta.append(f"generated {generated}")
     out += ["; ".join(meta) + f". Interactive page: `{html_name}`.", ""]
+    out += claims_md(lb)
     heads = [b for b in lb.boards if b.headline and b.kind == "final"]
     for b in heads:
         out += [f"## {_esc(b.task)} · {_esc(b.metric)} · profile {_esc(b.profile)}", ""]

@@ -7,6 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from leaderboard import fmt
+from leaderboard.claims import claim_rows, summary
 from leaderboard.tables import Board, Row
 
 BEST = "bold green"
@@ -127,9 +128,26 @@ def render(board: Board, console: Console, *, transpose: bool | None = None, det
     console.print()
 
 
-def render_text(boards: list[Board], width: int = 400) -> str:
+def render_claims(claims: list, console: Console) -> None:
+    """The papers' claims on this run: one sentence, then the table (nothing when there are no claims)."""
+    if not claims:
+        return
+    head, rows = claim_rows(claims)
+    console.print(f"[bold]{summary(claims)}[/bold]")
+    t = Table(title="the papers' claims on this run", show_lines=False)
+    for h in head:
+        t.add_column(h, justify="right" if h in ("a", "b", "diff", "p", "n") else "left")
+    for r in rows:
+        style = {"holds": "green", "fails": "red"}.get(r[4], "dim")
+        t.add_row(*r[:4], f"[{style}]{r[4]}[/{style}]", *r[5:])
+    console.print(t)
+    console.print()
+
+
+def render_text(boards: list[Board], width: int = 400, claims: list | None = None) -> str:
     """The terminal rendering as plain text (the ``leaderboard.txt`` artifact)."""
     console = Console(width=width, record=True, color_system=None, file=_Null())
+    render_claims(claims or [], console)
     for b in boards:
         render(b, console)
     return console.export_text()

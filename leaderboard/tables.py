@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from harness.versions import MAJOR_CHECKED, mixed_majors
+from leaderboard.claims import evaluate_claims
 from leaderboard.collect import CellRun, ExperimentData, TaskRun, task_info
 from leaderboard.stats import ItemSample, PairTest, SeedSample, bootstrap_ci, mean_ranks, pairwise_tests
 
@@ -193,6 +194,7 @@ class Leaderboard:
     languages: dict[str, dict[str, Any]]  # lang -> script, seen (per source), resource level, label source (per task)
     worlds: list[str]
     bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level
+    claims: list[Any] = field(default_factory=list)  # leaderboard.claims.ClaimResult, one per claim x task x profile
 
     def headline_boards(self) -> list[Board]:
         return [b for b in self.boards if b.headline and b.kind == "final"]
@@ -408,8 +410,10 @@ def build_leaderboard(data: ExperimentData, *, per_seed: bool = False, bootstrap
             attach_paper_rows(b, data)
     for b in boards:
         slice_board(b, data, langs)
-    return Leaderboard(data.name, boards, variant_infos(data, per_seed), langs, worlds,
-                       {"resamples": bootstrap, "seed": bootstrap_seed, "level": level})
+    variants = variant_infos(data, per_seed)
+    return Leaderboard(data.name, boards, variants, langs, worlds,
+                       {"resamples": bootstrap, "seed": bootstrap_seed, "level": level},
+                       evaluate_claims(boards, variants) if not per_seed else [])
 
 
 def profile_labels(data: ExperimentData, per_seed: bool) -> dict[VariantKey, str]:

@@ -218,6 +218,23 @@ def test_a_table_mixing_major_library_versions_says_so(tracking_uri, lb):
     assert not any("major versions" in n for n in _board(lb).notes)
 
 
+def test_claims_on_a_board_without_the_papers_methods(lb, tmp_path):
+    """alpha/beta/gamma are no paper's methods: every pairwise claim is not tested; the held-out MLM curves of
+    every row fall, so the CPT claim holds; every rendering carries the table and its sentence."""
+    from leaderboard.publish import write_files
+
+    cpu = [c for c in lb.claims if c.profile == "cpu"]
+    assert {c.status for c in cpu if c.claim.kind != "cpt"} == {"not tested"}
+    (cpt,) = [c for c in cpu if c.claim.kind == "cpt"]
+    assert cpt.status == "holds" and cpt.task == "held-out diagnostic"
+    files = write_files(lb, tmp_path, generated="now")
+    for kind in ("md", "html", "txt"):
+        text = files[kind].read_text()
+        assert "2 of 2 tested claims of the papers hold on this run." in text, kind  # cpu and paper
+        assert "CPT lowers the held-out MLM loss for every method" in text, kind
+    assert json.loads(files["json"].read_text())["claims"][0]["status"] == "not tested"
+
+
 def test_init_report_columns(lb):
     b = _board(lb)
     alpha, gamma = b.row("alpha d=full"), b.row("gamma d=full")
