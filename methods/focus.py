@@ -1,8 +1,8 @@
 """FOCUS (Dobler & de Melo, EMNLP 2023; spec ``methods.md`` §2.4, reference code ``konstantinjdobler/focus``).
 
 1. **Overlap** (``focus`` rule, paper setting: exact match including case and the beginning-of-word marker, fuzzy
-   match only for number/punctuation/whitespace tokens, special tokens by role). Overlapping target tokens copy
-   their source row (Eq. 1).
+   match only for number/punctuation/whitespace tokens; special tokens are ordinary tokens matched by their text,
+   and count as symbols). Overlapping target tokens copy their source row (Eq. 1).
 2. **Auxiliary embeddings**: a token-level fastText model trained on the world's target-language text tokenized
    with the *target* tokenizer (every language's text, in code order, one sentence per line, tokens joined by
    spaces; the native token strings, ``▁`` included, as the reference code writes them). Paper settings (App. B):
@@ -22,10 +22,27 @@
    the unbiased std and ``torch.Generator().manual_seed(42)``; WECHSEL (whose fallback the paper names) uses the
    population std, as we do. Fallback rows are random either way and are not compared in the parity test.
 
+Which reference it follows. By default the overlap is ``deepfocus``'s (``get_overlapping_tokens`` with
+``exact_match_all=True, match_symbols=True, fuzzy_match_all=False``, the paper's setting): canonical strings
+compared exactly, case-sensitively, whatever the source's normalizer; special tokens matched by their text like any
+other token (so a BERT source's ``[CLS]`` never copies into an XLM-R-style ``<s>``; the target's specials that do
+not match are additional tokens: fastText's end-of-line token ``</s>`` has a vector and becomes a FOCUS
+combination, the others fall back to the Gaussian). The parity tests (``tests/parity``) check this row by row
+against ``deepfocus`` on a real uncased English WordPiece source and a real SentencePiece target.
+
+Where it departs, on request, the run's parameters say so (and the board labels the row by them):
+
+* ``overlap="casefold"``: for an uncased source (its normalizer lowercases and strips accents), the target's
+  strings are folded the same way before the comparison, because the source model only ever saw folded text
+  (``▁The`` copies ``the``). ``deepfocus`` copies fewer tokens here and initializes those by FOCUS.
+* ``specials="role"``: special tokens are copied by role (``[CLS]`` -> ``<s>``, ``[SEP]`` -> ``</s>``, ...),
+  never by text; a copied ``</s>`` with a fastText vector is then an anchor carrying ``[SEP]``'s row.
+
 Paper vs code (pinned by the parity test): the reference code defaults to ``fasttext_model_dim=100`` and
 ``match_symbols=False`` (no fuzzy matching of symbol tokens); the paper uses dim 300 and fuzzy symbol matching. We
 follow the paper. The other code-only settings we keep (CBOW, neg 10) fill gaps the paper leaves ("mostly default
-hyper-parameters").
+hyper-parameters"). The fallback draw differs (step 6), and we compute the similarities in blocks with a
+partial sort for sparsemax; neither changes a FOCUS row beyond float rounding.
 
 Vocabulary extension: the reference code's extension mode trains fastText with the language-specific tokenizer
 and restricts anchors to tokens of that tokenizer. A harness world has one target tokenizer (the extended one), so
@@ -39,7 +56,8 @@ Parameters (``ctx.params``): ``dim`` (300), ``epochs`` (3), ``min_count`` (10), 
 the model is shared across run seeds; ``null`` ties it to the run's seed), ``fasttext_model`` (path of a prebuilt
 token-level fastText ``.bin``: skips training), ``languages`` (text languages to train on; ``null`` = all),
 ``max_lines`` (per language; ``null`` = all), ``symbols`` ("code": the reference code's symbol test, or "unicode",
-see :func:`methods.overlap.is_symbol_token`), ``block_size`` (1024 additional tokens per similarity block),
+see :func:`methods.overlap.is_symbol_token`), ``overlap`` ("exact": ``deepfocus``'s case-sensitive match, or
+"casefold", see above), ``specials`` ("string": ``deepfocus``'s, or "role"), ``block_size`` (1024 additional tokens per similarity block),
 ``sparsemax_k`` (256: rows are sorted only to this depth, exact either way), ``assign_rule`` ("relative"),
 ``save_weights`` (write every method row's anchors and weights to ``ctx.workdir/focus_weights.npz``), ``threads``
 (1: reproducible; see :mod:`methods.fasttext_util` for why 10+ trains better and is not reproducible).
@@ -74,6 +92,7 @@ from methods.multilang import (
     text_files,
     world_languages,
 )
+from methods.overlap import OVERLAP_MODES, SPECIALS_MODES
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 from methods.sparsemax import sparsemax_topk
 
@@ -127,7 +146,7 @@ class FocusInit:
     defaults: ClassVar[dict[str, Any]] = {
         "dim": 300, "epochs": 3, "min_count": 10, "model": "cbow", "neg": 10, "minn": 3, "maxn": 6,
         "bucket": 2_000_000, "lr": 0.05, "fasttext_seed": 0, "fasttext_model": None, "languages": None,
-        "max_lines": None, "symbols": "code", "block_size": 1024, "sparsemax_k": 256, "assign_rule": "relative",
+        "max_lines": None, "symbols": "code", "overlap": "exact", "specials": "string", "block_size": 1024, "sparsemax_k": 256, "assign_rule": "relative",
         "save_weights": False, "threads": 1,
     }
 
@@ -142,7 +161,18 @@ class FocusInit:
                 raise ConfigError(f"focus: {key} must be >= 1, not {p[key]}")
         if p["model"] not in ("cbow", "skipgram"):
             raise ConfigError(f"focus: model must be 'cbow' or 'skipgram', not {p['model']!r}")
+        if p["overlap"] not in OVERLAP_MODES:
+            raise ConfigError(f"focus: overlap must be one of {list(OVERLAP_MODES)}, not {p['overlap']!r}")
+        if p["specials"] not in SPECIALS_MODES:
+            raise ConfigError(f"focus: specials must be one of {list(SPECIALS_MODES)}, not {p['specials']!r}")
+        if p["symbols"] not in ("code", "unicode"):
+            raise ConfigError(f"focus: symbols must be 'code' or 'unicode', not {p['symbols']!r}")
         return p
+
+    @staticmethod
+    def overlap_options(p: dict[str, Any]) -> dict[str, Any]:
+        """The ``focus`` overlap rule's options for these parameters (all named: they are the mapping's key)."""
+        return {"symbols": p["symbols"], "overlap": p["overlap"], "specials": p["specials"]}
 
     def fasttext_settings(self, p: dict[str, Any], seed: int) -> dict[str, Any]:
         return {"model": p["model"], "dim": int(p["dim"]), "epoch": int(p["epochs"]), "minCount": int(p["min_count"]),
@@ -154,8 +184,7 @@ class FocusInit:
         p = self._params(ctx)
         if ctx.factorized:
             raise ConfigError("focus is defined on full-dimension embeddings (spec Appendix B); use dim: null")
-        options = {"symbols": p["symbols"]} if p["symbols"] != "code" else {}
-        mapping = ctx.mapping_for(self.overlap_rule, **options)
+        mapping = ctx.mapping_for(self.overlap_rule, **self.overlap_options(p))
         check_mapping(ctx, mapping)
         tok = ctx.target_tokenizer
         n_t = mapping.target_size

@@ -8,8 +8,9 @@ in :data:`RULES`:
               tokens still unmatched, a case-insensitive match against the lowercased source vocabulary.
 ``focus``     FOCUS, paper setting (``exact_match_all=True, match_symbols=True``): exact match including case and
               the beginning-of-word marker; fuzzy (case- and BOW-insensitive) match only for tokens made entirely
-              of numbers, punctuation or whitespace; special tokens count as symbols.
-``wechsel``   WECHSEL: special tokens only.
+              of numbers, punctuation or whitespace; special tokens count as symbols and match by string, as in
+              ``deepfocus`` (options ``overlap="casefold"`` and ``specials="role"`` give the harness's variants).
+``wechsel``   WECHSEL: special tokens only (by role; ``specials="string"``: the reference code's string match).
 ``tiktotok``  Tik-to-Tok: shared non-alphabetic tokens are copied; non-alphabetic tokens the source lacks are
               reported as to-be-UNK (``stats["unk"]``); alphabetic tokens are never copied.
 
@@ -24,10 +25,11 @@ with a leading space when the token starts a word (the reference code's conventi
   SentencePiece byte-fallback token has. The reference code decodes with ``tokenizer.decode``, which turns every
   such piece into U+FFFD, so all of them would share one canonical string; ours keeps them apart.
 * WordPiece (``##``): ``##x`` becomes ``x`` (inside a word); every other token ``x`` becomes ``" " + x``. Whether a
-  WordPiece vocabulary is uncased (its normalizer lowercases, and strips accents) is recorded; the ``focus`` and
-  ``tiktotok`` rules then fold the target strings the same way before the exact comparison, because an uncased
-  source model only ever sees folded text. The ``ofa`` rule follows the reference code and only adds its
-  case-insensitive step.
+  WordPiece vocabulary is uncased (its normalizer lowercases, and strips accents) is recorded; the ``tiktotok``
+  rule, and the ``focus`` rule with ``overlap="casefold"``, then fold the target strings the same way before the
+  exact comparison, because an uncased source model only ever sees folded text. The ``focus`` rule's default
+  (``overlap="exact"``) compares the strings as they are, as ``deepfocus`` does. The ``ofa`` rule follows the
+  reference code and only adds its case-insensitive step.
 * anything else: ``tokenizer.decode([id])``.
 
 The kind is read from the tokenizer's backend (model, pre-tokenizer and decoder types); when that says nothing,
@@ -35,12 +37,23 @@ the reference code's heuristic (how many vocabulary entries start with ``▁`` /
 
 Special tokens
 --------------
-Special tokens are matched by role, never by string: beginning/classification (``bos``/``cls``), end/separator
-(``eos``/``sep``), ``pad``, ``unk`` and ``mask``. A target ``cls`` token copies the source ``cls`` token, or the
-source ``bos`` token when the source has no ``cls``; likewise ``sep``/``eos``. So a BERT ``[CLS]`` row initializes
-an XLM-R ``<s>`` row. Special tokens without a role (additional special tokens) match a source special token with
-the same string. Special tokens never take part in the string matching (on either side), and their canonical
-string is ``"\\x00" + role``. A target special token without a counterpart is left to the method.
+Each rule takes ``specials="role"`` or ``specials="string"`` (the default is ``"role"`` except for ``focus``).
+
+``role``: special tokens are matched by role, never by string: beginning/classification (``bos``/``cls``),
+end/separator (``eos``/``sep``), ``pad``, ``unk`` and ``mask``. A target ``cls`` token copies the source ``cls``
+token, or the source ``bos`` token when the source has no ``cls``; likewise ``sep``/``eos``. So a BERT ``[CLS]``
+row initializes an XLM-R ``<s>`` row. Special tokens without a role (additional special tokens) match a source
+special token with the same string. Special tokens never take part in the string matching (on either side), and
+their canonical string is ``"\\x00" + role``. A target special token without a counterpart is left to the method.
+
+``string``: what the reference code does. For ``ofa`` and ``focus`` a special token is an ordinary token with the
+canonical string of its text (``<s>``; a WordPiece ``[CLS]`` is a word, `` [CLS]``), so it is copied only when
+the other vocabulary has the same string (an XLM-R ``<s>`` from an XLM-R ``<s>``, never from a BERT ``[CLS]``);
+``focus`` also counts a target token whose lowercased text is one of the target's special tokens as a symbol
+(``deepfocus``'s ``is_numerical_symbol_etc``). For ``wechsel`` every special token of the source whose raw
+string is in the target vocabulary is copied (``create_target_embeddings``'s last loop); no string matching
+otherwise. A special token that is not copied is left to the method (FOCUS: fastText's end-of-line token
+``</s>`` has a vector, so a target ``</s>`` becomes a FOCUS combination).
 
 Ties
 ----
@@ -77,7 +90,7 @@ from methods.base import TokenMapping
 
 log = logging.getLogger(__name__)
 
-OVERLAP_VERSION = 1  # bump when canonicalization or a rule changes: cached mappings are then recomputed
+OVERLAP_VERSION = 2  # bump when canonicalization or a rule changes: cached mappings are then recomputed
 SPM_SPACE = "▁"
 BPE_SPACE = "Ġ"
 WORDPIECE_PREFIX = "##"
@@ -107,6 +120,8 @@ class CanonicalVocab:
     special_attrs: dict[str, int]  # e.g. {"cls_token": 0, "bos_token": 0, ...}
     uncased: bool = False  # the normalizer lowercases
     strip_accents: bool = False  # the normalizer strips accents
+    special_strings: dict[int, str] = field(default_factory=dict)  # special id -> its canonical text ("string")
+    special_contents: frozenset[str] = frozenset()  # the raw strings of the special tokens
     _tokens_hash: str | None = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -294,10 +309,12 @@ def canonical_vocab(tokenizer: Any) -> CanonicalVocab:
         canon = [t[n:] if t.startswith(WORDPIECE_PREFIX) else " " + t for t in tokens]
     else:
         canon = [canonical_token(kind, t, tokenizer, i) for i, t in enumerate(tokens)]
+    special_strings = {i: canon[i] for i in specials}
     for i, role in specials.items():
         canon[i] = SPECIAL_PREFIX + role
     return CanonicalVocab(kind=kind, tokens=tokens, canonical=canon, specials=specials, special_attrs=attrs,
-                          uncased=lower, strip_accents=strip)
+                          uncased=lower, strip_accents=strip, special_strings=special_strings,
+                          special_contents=frozenset(tokens[i] for i in specials))
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -323,9 +340,42 @@ def match_specials(source: CanonicalVocab, target: CanonicalVocab) -> dict[int, 
     return out
 
 
-def exact_table(vocab: CanonicalVocab) -> dict[str, int]:
-    """Canonical string -> source id over the non-special tokens; the highest id wins a tie."""
-    return {vocab.canonical[i]: i for i in range(len(vocab)) if i not in vocab.specials}
+SPECIALS_MODES = ("role", "string")
+
+
+def _check_specials(specials: str) -> None:
+    if specials not in SPECIALS_MODES:
+        raise ValueError(f"specials must be one of {SPECIALS_MODES}, not {specials!r}")
+
+
+def string_of(vocab: CanonicalVocab, i: int, specials: str = "role") -> str | None:
+    """The string token ``i`` is matched by: its canonical string; for a special token ``None`` (``role``: it
+    takes no part in string matching) or the canonical string of its text (``string``)."""
+    if i in vocab.specials:
+        return vocab.special_strings.get(i) if specials == "string" else None
+    return vocab.canonical[i]
+
+
+def exact_table(vocab: CanonicalVocab, specials: str = "role") -> dict[str, int]:
+    """Canonical string -> source id over the tokens that take part in string matching (non-special tokens; with
+    ``specials="string"`` special tokens too, by their text); the highest id wins a tie."""
+    out: dict[str, int] = {}
+    for i in range(len(vocab)):
+        c = string_of(vocab, i, specials)
+        if c is not None:
+            out[c] = i
+    return out
+
+
+def specials_by_string(source: CanonicalVocab, target: CanonicalVocab) -> dict[int, int]:
+    """WECHSEL's reference: every source special token whose raw string is a target token copies into it."""
+    by_token = {t: i for i, t in enumerate(target.tokens)}
+    out: dict[int, int] = {}
+    for sid in sorted(source.specials):
+        tid = by_token.get(source.tokens[sid])
+        if tid is not None:
+            out[tid] = sid
+    return out
 
 
 def bow_free(canonical: str) -> str:
@@ -371,78 +421,98 @@ def register_rule(name: str) -> Callable[[RuleFn], RuleFn]:
 
 
 @register_rule("ofa")
-def ofa_rule(source: CanonicalVocab, target: CanonicalVocab) -> tuple[dict[int, int], dict[str, Any]]:
-    """OFA/HyperOFA/random: specials by role, exact canonical match, then case-insensitive match.
+def ofa_rule(source: CanonicalVocab, target: CanonicalVocab, *,
+             specials: str = "role") -> tuple[dict[int, int], dict[str, Any]]:
+    """OFA/HyperOFA/random: specials by role (``specials="string"``: as ordinary tokens, by their text), exact
+    canonical match, then case-insensitive match.
 
     The case-insensitive table is ``{canonical.lower(): id}`` built over the exact table sorted by canonical
     string, so the last canonical string in code-point order wins (``" apple"`` beats ``" Apple"``).
     """
-    copy = match_specials(source, target)
+    _check_specials(specials)
+    copy = match_specials(source, target) if specials == "role" else {}
     n_special = len(copy)
-    exact = exact_table(source)
+    exact = exact_table(source, specials)
     lower = {k.lower(): v for k, v in sorted(exact.items())}
     n_exact = n_fuzzy = 0
     for tid in range(len(target)):
-        if tid in target.specials:
+        c = string_of(target, tid, specials)
+        if c is None:
             continue
-        c = target.canonical[tid]
         if c in exact:
             copy[tid] = exact[c]
             n_exact += 1
         elif c.lower() in lower:
             copy[tid] = lower[c.lower()]
             n_fuzzy += 1
-    return copy, {"special": n_special, "exact": n_exact, "case_insensitive": n_fuzzy}
+    stats = {"special": n_special, "exact": n_exact, "case_insensitive": n_fuzzy}
+    return copy, stats if specials == "role" else {**stats, "specials": specials}
+
+
+OVERLAP_MODES = ("exact", "casefold")
 
 
 @register_rule("focus")
-def focus_rule(source: CanonicalVocab, target: CanonicalVocab, *, symbols: str = "code",
-               fold_uncased_source: bool = True) -> tuple[dict[int, int], dict[str, Any]]:
-    """FOCUS, paper setting: specials by role (they are symbols), exact match incl. case and BOW marker, and a
-    fuzzy match (BOW marker dropped, lowercased) for symbol tokens only (:func:`is_symbol_token`).
+def focus_rule(source: CanonicalVocab, target: CanonicalVocab, *, symbols: str = "code", overlap: str = "exact",
+               specials: str = "string") -> tuple[dict[int, int], dict[str, Any]]:
+    """FOCUS, paper setting: exact match incl. case and BOW marker, and a fuzzy match (BOW marker dropped,
+    lowercased) for symbol tokens only (:func:`is_symbol_token`).
 
     Source choice for a fuzzy key (FOCUS's ``construct_vocab_view``): a source token whose canonical string
-    already equals the key comes first (the highest such id), otherwise the lowest id with that key. With
-    ``fold_uncased_source`` the target string is folded like an uncased source's normalizer before the exact
-    comparison (see the module docstring).
+    already equals the key comes first (the highest such id), otherwise the lowest id with that key.
+
+    ``overlap``: ``"exact"`` (default, ``deepfocus``) compares the target's canonical strings as they are;
+    ``"casefold"`` first folds them like an uncased source's normalizer (lowercase, strip accents; see the module
+    docstring), which copies e.g. ``▁The`` from an uncased source's ``the``. ``specials``: ``"string"`` (default,
+    ``deepfocus``: special tokens are ordinary tokens with their text, and symbols) or ``"role"`` (copied by role,
+    :func:`match_specials`).
     """
-    copy = match_specials(source, target)
+    _check_specials(specials)
+    if overlap not in OVERLAP_MODES:
+        raise ValueError(f"overlap must be one of {OVERLAP_MODES}, not {overlap!r}")
+    copy = match_specials(source, target) if specials == "role" else {}
     n_special = len(copy)
-    exact = exact_table(source)
+    exact = exact_table(source, specials)
     fuzzy: dict[str, int] = {}
     for sid in range(len(source)):
-        if sid in source.specials:
+        c = string_of(source, sid, specials)
+        if c is None:
             continue
-        c = source.canonical[sid]
         key = bow_free(c).lower()
         if key == c:
             fuzzy[key] = sid
         elif key not in fuzzy:
             fuzzy[key] = sid
-    fold = fold_uncased_source and (source.uncased or source.strip_accents)
+    fold = overlap == "casefold" and (source.uncased or source.strip_accents)
+    special_text = target.special_contents if specials == "string" else frozenset()
     n_exact = n_symbol = 0
     for tid in range(len(target)):
-        if tid in target.specials:
+        c = string_of(target, tid, specials)
+        if c is None:
             continue
-        c = target.canonical[tid]
         if fold:
             c = source.fold(c)
         key = bow_free(c).lower()
-        if is_symbol_token(bow_free(c), symbols=symbols) and (c in exact or key in fuzzy):
+        symbol = is_symbol_token(bow_free(c), symbols=symbols) or key in special_text
+        if symbol and (c in exact or key in fuzzy):
             copy[tid] = exact[c] if c in exact else fuzzy[key]
             n_symbol += 1
         elif c in exact:
             copy[tid] = exact[c]
             n_exact += 1
     return copy, {"special": n_special, "exact": n_exact, "symbol": n_symbol, "symbols": symbols,
-                  "folded_for_uncased_source": fold}
+                  "overlap": overlap, "specials": specials, "folded_for_uncased_source": fold}
 
 
 @register_rule("wechsel")
-def wechsel_rule(source: CanonicalVocab, target: CanonicalVocab) -> tuple[dict[int, int], dict[str, Any]]:
-    """WECHSEL: only special tokens are copied (matched by role); every other token goes through the method."""
-    copy = match_specials(source, target)
-    return copy, {"special": len(copy)}
+def wechsel_rule(source: CanonicalVocab, target: CanonicalVocab, *,
+                 specials: str = "role") -> tuple[dict[int, int], dict[str, Any]]:
+    """WECHSEL: only special tokens are copied, by role (default) or, as the reference code does, every source
+    special token whose raw string is a target token (``specials="string"``); every other token goes through the
+    method."""
+    _check_specials(specials)
+    copy = match_specials(source, target) if specials == "role" else specials_by_string(source, target)
+    return copy, {"special": len(copy)} if specials == "role" else {"special": len(copy), "specials": specials}
 
 
 @register_rule("tiktotok")

@@ -119,7 +119,7 @@ def test_focus_rule_exact_case_and_bow_sensitive(toks):
     assert p["▁Haus"] == "▁Haus" and p["▁the"] == "▁the"
     for case_variant in ("▁haus", "▁Cat", "▁Apple"):
         assert case_variant not in p
-    # symbols match without the BOW marker: "▁!" -> "!"; specials are copied
+    # symbols match without the BOW marker: "▁!" -> "!"; specials are copied (the same strings here)
     assert p["▁!"] == "!" and p["<mask>"] == "<mask>" and p["<s>"] == "<s>"
     assert "?" not in p and "▁12" not in p  # not in the source in any form
 
@@ -131,17 +131,77 @@ def test_focus_rule_symbols_option_and_uncased_source(toks):
     assert "…" not in code and uni["…"] == "…"
     # symbols reach WordPiece's word-initial punctuation and numbers
     assert code[","] == "," and code["!"] == "!" and code["1"] == "1" and code["?"] == "?"
-    # an uncased source sees "The" as "the": folded exact match, unless switched off
-    assert code["▁The"] == "the" and code["▁Haus"] == "haus"
-    off = pairs(build_mapping(toks["wp"], toks["tgt"], "focus", fold_uncased_source=False), toks["wp"],
-                toks["tgt"])
-    assert "▁The" not in off and off["▁the"] == "the"
+    # default (deepfocus): exact and case-sensitive, even against an uncased source
+    assert "▁The" not in code and "▁Haus" not in code and code["▁the"] == "the"
+    # overlap="casefold": an uncased source sees "The" as "the"
+    fold = pairs(build_mapping(toks["wp"], toks["tgt"], "focus", overlap="casefold"), toks["wp"], toks["tgt"])
+    assert fold["▁The"] == "the" and fold["▁Haus"] == "haus" and fold["▁the"] == "the"
+    assert set(fold) > set(code)
+    # a cased source: casefold changes nothing
+    assert build_mapping(toks["src"], toks["tgt"], "focus", overlap="casefold").copy == \
+        build_mapping(toks["src"], toks["tgt"], "focus").copy
+    with pytest.raises(ValueError, match="overlap"):
+        build_mapping(toks["wp"], toks["tgt"], "focus", overlap="fold")
+
+
+def test_focus_rule_specials_by_string_or_role(toks):
+    tgt = toks["tgt"]
+    # default (deepfocus): specials are ordinary tokens with their text: BERT's [CLS] is not "<s>"
+    m = build_mapping(toks["wp"], tgt, "focus")
+    assert not set(m.copy) & set(tgt.all_special_ids)
+    assert m.stats["special"] == 0 and m.stats["specials"] == "string" and m.stats["overlap"] == "exact"
+    # ... while an XLM-R-style source's "<s>" is the same string
+    same = build_mapping(toks["src"], tgt, "focus")
+    for name in ("bos_token_id", "eos_token_id", "pad_token_id", "unk_token_id", "mask_token_id"):
+        assert same.copy[getattr(tgt, name)] == getattr(toks["src"], name)
+    # specials="role": [CLS] -> <s>, [SEP] -> </s>, ...
+    role = pairs(build_mapping(toks["wp"], tgt, "focus", specials="role"), toks["wp"], tgt)
+    assert role["<s>"] == "[CLS]" and role["</s>"] == "[SEP]" and role["<mask>"] == "[MASK]"
+    assert role["<pad>"] == "[PAD]" and role["<unk>"] == "[UNK]"
+    with pytest.raises(ValueError, match="specials"):
+        build_mapping(toks["wp"], tgt, "focus", specials="name")
+
+
+def test_focus_rule_special_strings_on_constructed_vocabs():
+    """deepfocus's details: a WordPiece special is the word " [CLS]"; a target token whose lowercased text is one
+    of the target's special tokens counts as a symbol (fuzzy match); ties go to the highest id."""
+
+    def cv(tokens, canon, specials, roles=None):
+        return CanonicalVocab(kind="sentencepiece", tokens=tokens, canonical=canon,
+                              specials={i: (roles or {}).get(i, "added:" + tokens[i]) for i in specials},
+                              special_attrs={}, special_strings={i: canon[i] for i in specials},
+                              special_contents=frozenset(tokens[i] for i in specials))
+
+    src = cv(["[CLS]", "x", "<s>", "[cls]"], [" [CLS]", "x", "<s>", " [cls]"], [0])
+    tgt = cv(["<s>", "▁[CLS]", "[CLS]", "<S>"], ["<s>", " [CLS]", "[CLS]", "<S>"], [0])
+    copy, _ = ov.focus_rule(src, tgt)
+    assert copy[0] == 2  # "<s>" by string (the source's "<s>" is an ordinary token here)
+    assert copy[1] == 0  # " [CLS]" is the source special's canonical string
+    assert 2 not in copy  # "[CLS]" inside a word: no exact match, not a symbol for the target
+    assert copy[3] == 2  # "<S>" lowercases to the target special "<s>": a symbol, fuzzy-matched
+    copy, _ = ov.focus_rule(src, tgt, specials="role")
+    assert 1 not in copy  # the source special takes no part in string matching
 
 
 def test_wechsel_rule_copies_only_specials(toks):
     m = build_mapping(toks["src"], toks["tgt"], "wechsel")
     assert set(m.copy) == {0, 1, 2, 3, len(toks["tgt"]) - 1}
     assert m.copy[len(toks["tgt"]) - 1] == len(toks["src"]) - 1
+    # by string (the reference code): the same for an XLM-R-style source, nothing for BERT's [CLS] ...
+    assert build_mapping(toks["src"], toks["tgt"], "wechsel", specials="string").copy == m.copy
+    assert build_mapping(toks["wp"], toks["tgt"], "wechsel", specials="string").copy == {}
+    assert len(build_mapping(toks["wp"], toks["tgt"], "wechsel").copy) == 5
+
+
+def test_ofa_rule_specials_option(toks):
+    # default unchanged: by role; "string": BERT's [CLS] is not "<s>", an XLM-R-style "<s>" is
+    wp = build_mapping(toks["wp"], toks["tgt"], "ofa")
+    by_string = build_mapping(toks["wp"], toks["tgt"], "ofa", specials="string")
+    specials = set(toks["tgt"].all_special_ids)
+    assert specials <= set(wp.copy) and not specials & set(by_string.copy)
+    assert {t: s for t, s in wp.copy.items() if t not in specials} == by_string.copy
+    assert build_mapping(toks["src"], toks["tgt"], "ofa", specials="string").copy == \
+        build_mapping(toks["src"], toks["tgt"], "ofa").copy
 
 
 def test_tiktotok_rule(toks):
@@ -201,4 +261,6 @@ def test_mapping_cache_computes_once_and_reads_disk(toks, tmp_path, monkeypatch)
     # options are part of the key
     get("focus")
     get("focus", symbols="unicode")
-    assert len(list(tmp_path.glob("focus-*.json"))) == 2
+    get("focus", overlap="casefold")
+    get("focus", specials="role")
+    assert len(list(tmp_path.glob("focus-*.json"))) == 4

@@ -31,6 +31,7 @@ import torch
 from harness.registry import METHODS
 from methods.base import Provenance
 from methods.multilang import assign_languages, dictionary_for, language_token_counts, text_files
+from tests.parity.common import cosines, our_neighbours
 from tests.test_focus import synthetic_ctx
 
 pytestmark = pytest.mark.parity
@@ -41,18 +42,6 @@ wechsel = pytest.importorskip("wechsel")
 # small but trained enough that the vectors are not all parallel (see methods.fasttext_util on fastText's init)
 FOCUS_PARAMS = {"dim": 48, "epochs": 15, "bucket": 200_000, "min_count": 5}
 WECHSEL_PARAMS = {"dim": 48, "epochs": 20, "bucket": 200_000, "minn": 3, "maxn": 5, "min_count": 2}
-
-
-@pytest.fixture(autouse=True)
-def no_downloads(monkeypatch):
-    def refuse(*args, **kwargs):
-        raise AssertionError(f"the reference code tried to download {args[:1]}")
-
-    import deepfocus.fasttext_embs as fe
-    import wechsel as w
-
-    monkeypatch.setattr(fe, "download", refuse)
-    monkeypatch.setattr(w, "download", refuse)
 
 
 @pytest.fixture
@@ -72,11 +61,6 @@ def sentencepiece_detection(monkeypatch):
             return {f"▁{i}": i for i in range(101)}
 
     monkeypatch.setattr(vh, "get_canonicalize_token_fn", lambda tokenizer: original(ManyBOWEntries()))
-
-
-def cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    a, b = a.double(), b.double()
-    return (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1)).clamp_min(1e-300)
 
 
 def test_deepfocus_misdetects_small_sentencepiece_vocabularies(synthetic_world, tmp_path):
@@ -216,27 +200,3 @@ def test_wechsel_parity_with_wechsel(synthetic_world, tmp_path):
           + "\n  ".join(report))
     assert n_rows > 50
     assert n_ties <= n_rows // 2
-
-
-def our_neighbours(ctx, stats, lang: str, ids: list[int]) -> dict[int, tuple[list[int], np.ndarray]]:
-    """Our top-10 source ids of each target id (ties: lower id first) and its cosines to every source token,
-    recomputed as methods.wechsel does."""
-    from methods.fasttext_util import load_model, word_vectors
-    from methods.multilang import read_dictionary
-    from methods.wechsel import alignment_pairs, decoded_tokens, procrustes
-
-    src = load_model(stats["source_vectors"]["path"])
-    u = word_vectors(src, decoded_tokens(ctx.source_tokenizer)).astype(np.float64)
-    tgt = src
-    if lang != ctx.world.pivot:
-        tgt = load_model(stats["languages"][lang]["vectors"]["path"])
-        path, rev = dictionary_for(ctx.world, ctx.world.pivot, lang)
-        u = u @ procrustes(*alignment_pairs(src, tgt, read_dictionary(path, reverse=rev)))
-    u = u / np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-300)
-    strings = decoded_tokens(ctx.target_tokenizer)
-    out = {}
-    for i in ids:
-        v = tgt.get_word_vector(strings[i]).astype(np.float64)
-        sims = u @ (v / np.linalg.norm(v))
-        out[i] = (np.argsort(-sims, kind="stable")[:10].tolist(), sims)
-    return out

@@ -1,0 +1,60 @@
+"""Helpers shared by the parity tests (they import only the harness; the reference packages are imported by the
+tests themselves)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from methods.multilang import dictionary_for
+
+REPORT: list[str] = []  # lines printed in the terminal summary of a parity run (see conftest.py)
+
+
+def report(line: str) -> None:
+    REPORT.append(line)
+    print(line)
+
+
+def cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    a, b = a.double(), b.double()
+    return (a * b).sum(1) / (a.norm(dim=1) * b.norm(dim=1)).clamp_min(1e-300)
+
+
+def our_neighbours(ctx, stats, lang: str, ids: list[int], k: int = 10) -> dict[int, tuple[list[int], np.ndarray]]:
+    """Our top-``k`` source ids of each target id (ties: lower id first) and its cosines to every source token,
+    recomputed as methods.wechsel does (float64)."""
+    from methods.fasttext_util import load_model, word_vectors
+    from methods.multilang import read_dictionary
+    from methods.wechsel import alignment_pairs, decoded_tokens, procrustes
+
+    src = load_model(stats["source_vectors"]["path"])
+    u = word_vectors(src, decoded_tokens(ctx.source_tokenizer)).astype(np.float64)
+    tgt = src
+    if lang != ctx.world.pivot:
+        tgt = load_model(stats["languages"][lang]["vectors"]["path"])
+        path, rev = dictionary_for(ctx.world, ctx.world.pivot, lang)
+        u = u @ procrustes(*alignment_pairs(src, tgt, read_dictionary(path, reverse=rev)))
+    u = u / np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-300)
+    strings = decoded_tokens(ctx.target_tokenizer)
+    out = {}
+    for i in ids:
+        v = tgt.get_word_vector(strings[i]).astype(np.float64)
+        sims = u @ (v / np.linalg.norm(v))
+        out[i] = (np.argsort(-sims, kind="stable")[:k].tolist(), sims)
+    return out
+
+
+def tied_rows(ctx, stats, lang: str, ids: list[int], their_sources: dict[int, list[int]], k: int = 10) -> set[int]:
+    """Rows whose top-``k`` source sets differ between us and the reference, after checking that every differing
+    id ties (to 1e-9) with our ``k``-th neighbour: the reference's ``np.argpartition`` keeps either of tied ids."""
+    ours_nb = our_neighbours(ctx, stats, lang, ids, k)
+    ties = set()
+    for i in ids:
+        top, sims = ours_nb[i]
+        theirs = their_sources[i]
+        if sorted(theirs) != sorted(top):
+            for j in set(theirs) ^ set(top):
+                assert abs(sims[j] - sims[top[-1]]) < 1e-9, (lang, i, j, sims[j], sims[top[-1]])
+            ties.add(i)
+    return ties
