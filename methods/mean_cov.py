@@ -32,12 +32,19 @@ from methods.base import InitContext, InitResult, Provenance
 from methods.random_init import FALLBACK_CHUNK_ROWS, FALLBACK_SALT, check_mapping, copy_rows
 
 
-def gaussian_factor(source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, str]:
-    """``(mu, L, how)``: mean and a factor ``L`` with ``L L^T = Sigma`` of the rows of ``source`` (float64)."""
-    x = source.detach().to("cpu", torch.float64)
-    mu = x.mean(dim=0)
-    centered = x - mu
-    cov = centered.T @ centered / x.shape[0]
+def gaussian_factor(source: torch.Tensor, chunk_rows: int = 65536) -> tuple[torch.Tensor, torch.Tensor, str]:
+    """``(mu, L, how)``: mean and a factor ``L`` with ``L L^T = Sigma`` of the rows of ``source``, in float64,
+    accumulated over row blocks (two passes: the mean, then the centered products; no full float64 copy)."""
+    n, d = source.shape
+    mu = torch.zeros(d, dtype=torch.float64)
+    for start in range(0, n, chunk_rows):
+        mu += source[start:start + chunk_rows].detach().to("cpu", torch.float64).sum(0)
+    mu /= n
+    cov = torch.zeros((d, d), dtype=torch.float64)
+    for start in range(0, n, chunk_rows):
+        centered = source[start:start + chunk_rows].detach().to("cpu", torch.float64) - mu
+        cov += centered.T @ centered
+    cov /= n
     chol, info = torch.linalg.cholesky_ex(cov)
     if int(info) == 0:
         return mu, chol, "cholesky"
