@@ -333,3 +333,33 @@ def test_harness_init_writes_the_model_with_honest_counts(run_cli, tmp_path, syn
         assert rep["counts"]["method"] > 0 and rep["counts"]["random"] > 0
     else:
         assert rep["counts"]["method"] == 0 and rep["counts"]["random"] > 0
+
+
+@pytest.mark.parametrize("dim", [None, 4])
+def test_fvt_through_initialize_model_with_a_wordpiece_source(tmp_path, harness_home, dim):
+    """The whole init path from an uncased WordPiece source (the bible world's ``mono`` setting), full and
+    factorized: provenance does not depend on the dimension; a method row is its source pieces' mean (through
+    the factorization when ``dim`` is set)."""
+    from harness.initialize import initialize_model, load_model
+    from methods.factorize import factorize
+
+    world = make_world(tmp_path / "world")
+    out = tmp_path / "init"
+    rep = initialize_model(world, "bert", "fvt", dim=dim, seed=2, params={}, out_dir=out,
+                           mapping_cache_dir=tmp_path / "maps")
+    s, t = wordpiece_tokenizer(), xlmr_target_tokenizer()
+    v = t.get_vocab()
+    prov = np.load(out / "provenance.npy")
+    assert sum(rep["counts"].values()) == len(t) and rep["dim"] == dim
+    assert rep["counts"] == {"copied": 23, "method": 4, "random": 10, "unk": 0}
+    # "," inside a word is WordPiece's word ","; "!" too; "▁nyumba" and a word-internal "1" are [UNK] in WordPiece
+    assert [Provenance(prov[v[x]]).name for x in (",", "!", "▁nyumba", "1", "▁12")] == \
+        ["METHOD", "METHOD", "RANDOM", "RANDOM", "RANDOM"]
+    e_s = tiny_bert(len(s), seed=1).get_input_embeddings().weight.detach()
+    e_t = load_model(out).get_input_embeddings().weight.detach()
+    want = rows_of(s, e_s, [","])[0]
+    if dim is None:
+        assert torch.equal(e_t[v[","]], want)
+    else:
+        f = factorize(e_s, dim)
+        assert torch.allclose(e_t[v[","]], rows_of(s, f.coords, [","])[0] @ f.primitive, atol=1e-6)
