@@ -187,7 +187,8 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
             source_matrix=source_matrix, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
             mapping_for=mapping_cache(source_tokenizer, target_tokenizer, cache_dir), world=world, seed=int(seed),
             device=device, factorized=fact is not None, params=params, workdir=workdir,
-            cache_dir=harness_home() / "cache" / "methods" / method, progress=progress, log_metric=log_metric,
+            cache_dir=harness_home() / "cache" / "methods" / getattr(cls, "cache_name", method), progress=progress,
+            log_metric=log_metric,
         )
         t_method = time.perf_counter()
         result = cls().initialize(ctx)

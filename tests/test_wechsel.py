@@ -63,6 +63,22 @@ def wechsel_run(synthetic_world, tmp_path_factory):
     return ctx, METHODS.get("wechsel")().initialize(ctx), cache
 
 
+def test_the_overlap_variant_copies_the_shared_tokens_and_keeps_every_other_row(wechsel_run):
+    """wechsel+overlap: the ofa rule's overlap copied; each other row is computed exactly as wechsel computes it
+    (a token's row depends on its own vector only), from the same cached word vectors."""
+    ctx, plain, cache = wechsel_run
+    variant = METHODS.get("wechsel+overlap")().initialize(synthetic_ctx(ctx.world, cache, TINY))
+    overlap = ctx.mapping_for("ofa").copy
+    assert len(overlap) > len(plain.copy) and set(variant.copy) == set(overlap)
+    check_invariants(variant, ctx, overlap)
+    for t, s in overlap.items():
+        assert torch.equal(variant.matrix[t], ctx.source_matrix[s].float())
+    rest = np.array([t for t in range(len(ctx.target_tokenizer)) if t not in overlap])
+    assert torch.equal(variant.matrix[rest], plain.matrix[rest])
+    assert np.array_equal(variant.provenance[rest], plain.provenance[rest])
+    assert variant.stats["source_vectors"]["cached"]  # trained once, for both
+
+
 def test_wechsel_token_strings_drop_the_word_start_marker(wechsel_run):
     ctx, _, _ = wechsel_run
     tt = ctx.target_tokenizer
