@@ -33,10 +33,10 @@ def source_pieces(tokenizer: Any, kind: str, canonical: str) -> list[int]:
     """Source ids of one token given by its canonical string (``methods/overlap.py``: a leading space = the token
     starts a word), tokenized by ``tokenizer`` (of ``kind``) in that position: ``" foo"`` as a word ``foo``,
     ``"foo"`` as the inside of a word (SentencePiece ``foo`` pieces without ``▁``, WordPiece ``##`` pieces)."""
-    backend = tokenizer.backend_tokenizer
+    backend = getattr(tokenizer, "backend_tokenizer", None)
     start = canonical.startswith(" ")
     text = canonical[1:] if start else canonical
-    if kind not in ("sentencepiece", "wordpiece"):  # byte-level BPE writes the word boundary as a space itself
+    if backend is None or kind not in ("sentencepiece", "wordpiece"):  # byte-level BPE: the space is the boundary
         return tokenizer(canonical, add_special_tokens=False)["input_ids"]
     if backend.normalizer is not None:
         text = backend.normalizer.normalize_str(text)
