@@ -177,3 +177,38 @@ def test_focus_rejects_bad_params_and_factorized(synthetic_world, tmp_path):
         METHODS.get("focus")().initialize(ctx)
     cls = METHODS.get("focus")
     assert cls.requires == frozenset({"target_text"}) and not cls.supports_factorized
+
+
+def test_focus_overlap_and_specials_params(focus_run, synthetic_world):
+    """Default: deepfocus's overlap (exact; specials by their text). A BERT source's [SEP] is not "</s>", so the
+    target's </s> (fastText's end-of-line token: it has a vector) is an additional token; specials="role" copies
+    it from [SEP] and makes it an anchor."""
+    from tests._surgery_fixtures import wordpiece_tokenizer
+
+    _, _, cache = focus_run
+    cls = METHODS.get("focus")
+    assert cls.defaults["overlap"] == "exact" and cls.defaults["specials"] == "string"
+    wp = wordpiece_tokenizer()
+    e = torch.randn(len(wp), 8, generator=torch.Generator().manual_seed(0))
+    base = synthetic_ctx(synthetic_world, cache, TINY_FOCUS)
+    tt = base.target_tokenizer
+
+    def run(**params):
+        ctx = InitContext(source_matrix=e, source_tokenizer=wp, target_tokenizer=tt,
+                          mapping_for=mapping_cache(wp, tt, None), world=synthetic_world, seed=0,
+                          params={**TINY_FOCUS, **params}, cache_dir=cache)
+        return ctx, cls().initialize(ctx)
+
+    eos = tt.convert_tokens_to_ids("</s>")
+    ctx, default = run()
+    assert default.stats["overlap"]["overlap"] == "exact" and default.stats["overlap"]["specials"] == "string"
+    assert default.copy == ctx.mapping_for("focus", symbols="code", overlap="exact", specials="string").copy
+    assert not set(default.copy) & set(tt.all_special_ids)
+    assert default.stats["anchors"] > 0 and default.provenance[eos] == Provenance.METHOD
+    _, role = run(specials="role")
+    assert role.copy[eos] == wp.sep_token_id and role.copy[tt.bos_token_id] == wp.cls_token_id
+    assert role.stats["anchors"] > default.stats["anchors"]  # </s> (and any special in the text) has a vector
+    assert torch.equal(role.matrix[eos], e[wp.sep_token_id])
+    for name, bad in (("overlap", "fold"), ("specials", "name"), ("symbols", "ascii")):
+        with pytest.raises(ConfigError, match=name):
+            run(**{name: bad})

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Parity with the authors' code: our FOCUS and WECHSEL against their packages deepfocus and wechsel, row by row
+# (tests/parity), in a virtual environment of its own, .venv-parity, created on first use and reused after.
+#
+#   tests/parity/run.sh [pytest arguments]   create or reuse the environment, then run the parity tests
+#   tests/parity/run.sh --lock               rebuild the environment from unpinned requirements and rewrite the lock,
+#                                            constraints-parity.txt (then run the tests)
+#
+# deepfocus and wechsel declare the PyPI package `fasttext`, which has no wheels for current Pythons and often fails
+# to build; the harness depends on fasttext-numpy2-wheel, which provides the same module `fasttext`. So the two
+# reference packages are installed with --no-deps and their other requirements are named here (`pip check` reports
+# the missing `fasttext` distribution; the module is there).
+#
+# Environment: PYTHON (interpreter for the venv, default python3), PARITY_VENV (default .venv-parity).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+
+PY=${PYTHON:-python3}
+VENV=${PARITY_VENV:-.venv-parity}
+LOCK=constraints-parity.txt
+TORCH="torch==2.13.0"  # first, pinned: a looser requirement pulls the CUDA build and gigabytes of wheels
+REFERENCE=(deepfocus==1.0.1 wechsel==0.0.4)
+# their requirements without `fasttext` (deepfocus: entmax, fastdist, numba, print-on-steroids, ...; wechsel: gensim,
+# nltk, scikit-learn, ...); torch, transformers, datasets, numpy, scipy come with the harness
+REFERENCE_DEPS=(entmax fastdist numba print-on-steroids gensim nltk scikit-learn requests tqdm)
+PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
+
+lock=0
+if [[ "${1:-}" == "--lock" ]]; then
+    lock=1
+    shift
+fi
+
+install() {  # $@: extra pip arguments (the lock as constraints, or nothing)
+    "${PIP[@]}" install -q "$TORCH"
+    "${PIP[@]}" install -q "$@" -e . pytest "${REFERENCE_DEPS[@]}"
+    "${PIP[@]}" install -q "$@" --no-deps "${REFERENCE[@]}"
+}
+
+stamp_of() {
+    cat "$LOCK" pyproject.toml "$0" | sha256sum | cut -d' ' -f1
+}
+
+if [[ $lock == 1 ]]; then
+    rm -rf "$VENV"
+    "$PY" -m venv "$VENV"
+    install
+    {
+        echo "# Lock of the parity environment (tests/parity/run.sh): a pip freeze of a working environment."
+        echo "# Regenerate: tests/parity/run.sh --lock   ($(date -u +%Y-%m-%d), $("$VENV/bin/python" --version))"
+        echo "# deepfocus and wechsel are installed with --no-deps: their \`fasttext\` requirement is met by the module"
+        echo "# of fasttext-numpy2-wheel (a harness dependency)."
+        "${PIP[@]}" freeze --exclude-editable
+    } > "$LOCK"
+    stamp_of > "$VENV/.parity-stamp"
+elif [[ ! -x "$VENV/bin/python" || "$(cat "$VENV/.parity-stamp" 2>/dev/null)" != "$(stamp_of)" ]]; then
+    [[ -x "$VENV/bin/python" ]] || "$PY" -m venv "$VENV"
+    install -c "$LOCK"
+    stamp_of > "$VENV/.parity-stamp"
+fi
+
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
+exec "$VENV/bin/python" -m pytest tests/parity -m parity "$@"
