@@ -28,11 +28,12 @@ Sizing (``preset``): ``"auto"`` picks the paper's preset (seed 000 Table 6) for 
 kind and D' (``HN-R-100`` ... ``HN-X-400``; the paper's rule for other dims), and the ``cpu`` preset (sized by
 measurement for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``) for every other world. Any
 preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden`` / ``layers`` / ``epochs`` /
-``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. The ``cpu`` preset (1 layer, hidden 64, batch 128,
-at most 12 epochs and a budget of 1M word vectors fed per training, patience 3) trains with lr 1e-3 (at the paper's
-1e-4 its dozen epochs barely move the network), cuts sets to 64 vectors instead of 256 (bounds the cost of very
-common pieces; no loss measured), and, when ``batch_size`` is not given, shrinks its batch for small vocabularies so
-that an epoch has at least 8 batches.
+``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. Every preset trains as the paper does, until the
+validation loss stops improving (``patience`` epochs without an improvement; ``epochs`` only bounds the run). The
+``cpu`` preset (1 layer, hidden 64, batch 128, patience 5, at most 60 epochs) trains with lr 1e-3 (at the paper's
+1e-4 its validation loss still falls after 60 epochs), cuts sets to 64 vectors instead of 256 (bounds the cost of
+very common pieces; no loss measured), and, when ``batch_size`` is not given, shrinks its batch for small
+vocabularies so that an epoch has at least 8 batches.
 
 Contrastive temperature (seed 000 A.2): 0.5 for the monolingual (RoBERTa) and 0.25 for the multilingual (XLM-R)
 source. ``temperature=None`` derives it from ``source_kind``; ``source_kind="auto"`` reads the world: the source
@@ -43,8 +44,11 @@ language as seen by it.
 Caching: the trained network (``model.safetensors`` + ``config.json`` with its curve) is a product under
 ``ctx.cache_dir/products/hypernetwork/<key>``, the key hashing the word vectors' identity, the source matrix, the
 source tokenizer, every hyperparameter, the device type and the seed. A cached network is reused and its curve
-written to the workdir again. Artifacts in ``ctx.workdir``: ``curves.json`` (``hypernetwork/<series>`` per epoch,
-logged by the runner as ``init/hypernetwork/<series>``), ``hypernetwork_curve.png``, ``hypernetwork.json``.
+written to the workdir again. The learning curve (per epoch: training loss, validation loss, validation cosine,
+learning rate) is reported three ways: in the stats (``curve`` and ``control_curve``, columns, so in the init
+report), in ``ctx.workdir`` as ``curves.json`` (``hypernetwork/<series>`` per epoch, logged by the runner as the
+MLflow series ``init/hypernetwork/<series>``) and ``hypernetwork_curve.png`` (with ``hypernetwork.json``), and in
+the log, one line per epoch.
 
 Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset``, ``arch`` ("bilstm" |
 "setformer"), ``hidden``, ``layers``, ``heads``, ``pooling`` ("mean" | "cls"), ``dropout`` (0.4), ``max_set``
@@ -106,6 +110,7 @@ log = logging.getLogger(__name__)
 WORDSETS_VERSION = 1
 SPLIT_SALT, TRAIN_SALT, CONTROL_SALT, PERMUTE_SALT = 31, 32, 33, 34
 TEMPERATURE = {"mono": 0.5, "multi": 0.25}  # seed 000 App. A.2
+CURVE_SERIES = ("train_loss", "val_loss", "val_cosine", "lr")
 
 
 # -- word sets ----------------------------------------------------------------------------------------------
@@ -188,6 +193,17 @@ def _hash_tensor(t: torch.Tensor) -> str:
     h = hashlib.sha256(str(a.shape).encode())
     h.update(a.tobytes())
     return h.hexdigest()[:16]
+
+
+def learning_curve(outcome: TrainOutcome) -> dict[str, list[Any]]:
+    """The per-epoch curve as columns (``epoch``, ``train_loss``, ``val_loss``, ``val_cosine``, ``lr``; NaN as
+    None), for the init report."""
+    series = {k: dict((int(e), float(v)) for e, v in outcome.curves.get(k, [])) for k in CURVE_SERIES}
+    epochs = sorted(set().union(*series.values()))
+    out: dict[str, list[Any]] = {"epoch": epochs}
+    for k, points in series.items():
+        out[k] = [round(points[e], 6) if e in points and math.isfinite(points[e]) else None for e in epochs]
+    return out
 
 
 def _finite(points: list[list[float]]) -> list[list[float]]:
@@ -330,8 +346,6 @@ class HyperOFAInit:
                               f"hypernetwork needs word vectors covering the source vocabulary") from exc
         max_epochs = int(p["epochs"] or preset.max_epochs)
         vectors_per_epoch = int(sum(len(src_sets[i]) for i in split[0]))
-        if p["epochs"] is None and preset.vector_budget:  # the CPU presets: a budget of vectors, not of epochs
-            max_epochs = max(2, min(max_epochs, preset.vector_budget // max(vectors_per_epoch, 1)))
         batch_size = int(p["batch_size"] or preset.batch_size)
         if p["batch_size"] is None and preset.min_batches:  # small vocabularies: enough steps per epoch
             batch_size = max(8, min(batch_size, len(split[0]) // preset.min_batches))
@@ -395,6 +409,10 @@ class HyperOFAInit:
             "control_test_cosine": None if control is None else control.test_cosine,
             "best_val_loss": main.best_val_loss,
             "best_epoch": main.best_epoch, "epochs": main.epochs_run, "stopped_early": main.stopped_early,
+            "patience": tcfg.patience, "max_epochs": tcfg.max_epochs,
+            "curve": learning_curve(main), "control_curve": None if control is None else learning_curve(control),
+            "control_best_epoch": None if control is None else control.best_epoch,
+            "control_epochs": None if control is None else control.epochs_run,
             "train_seconds": main.seconds, "control_train_seconds": None if control is None else control.seconds,
             "pairs_per_second": main.pairs_per_second,
             "hypernetwork_cached": main_cached, "control_cached": control_cached,
@@ -434,6 +452,8 @@ class HyperOFAInit:
             name = "control" if control else "main"
 
             def on_epoch(epoch: int, values: dict[str, float]) -> None:
+                log.info("hyperofa %s hypernetwork epoch %d: train loss %.4f, val loss %.4f, val cosine %.4f", name,
+                         epoch, values["train_loss"], values["val_loss"], values["val_cosine"])
                 if ctx.log_metric is not None:
                     for k, v in values.items():
                         if math.isfinite(v):

@@ -4,6 +4,7 @@ training on a planted relation (recovery, order sensitivity, determinism)."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -325,3 +326,61 @@ def test_bf16_autocast_and_setformer_train():
     sf = HypernetConfig(input_dim=16, output_dim=8, hidden=16, layers=1, heads=2, arch="setformer", pooling="cls")
     m, o = train_hypernetwork(sf, TrainConfig(max_epochs=2, batch_size=16, lr=3e-3), w, sets, y, split, seed=0)
     assert math.isfinite(o.val_cosine) and predict(m, w, sets[:5], device="cpu").shape == (5, 8)
+
+
+# -- early stopping -----------------------------------------------------------------------------------------
+def test_early_stopping_follows_the_validation_loss(monkeypatch):
+    """Training stops ``patience`` epochs after the last improvement of the validation loss (by more than
+    ``min_delta``), keeps that epoch's weights, and reports every epoch's values. A scripted validation loss
+    settles it exactly."""
+    import methods.hypernetwork as hn
+
+    w, sets, y = planted(n=200)
+    split = split_pairs(len(sets), (0.8, 0.15, 0.05), 0, np.random.default_rng(1))
+    script = [5.0, 4.0, 3.0, 3.5, 2.995, 3.2, 3.1, 3.4, 1.0, 0.5]  # epoch 5 improves by less than min_delta
+    calls, snapshots = [], []
+    real = hn._evaluate
+
+    def scripted(model, data, idx, tcfg):
+        if len(idx) != len(split[1]):  # the test set, after training
+            return real(model, data, idx, tcfg)
+        calls.append(len(calls) + 1)
+        snapshots.append({k: v.clone() for k, v in model.state_dict().items()})
+        return script[len(calls) - 1], 0.1 * len(calls)
+
+    monkeypatch.setattr(hn, "_evaluate", scripted)
+    tcfg = TrainConfig(max_epochs=10, patience=4, min_delta=0.01, batch_size=32, lr=3e-3, temperature=0.5)
+    seen = []
+    model, o = train_hypernetwork(CFG, tcfg, w, sets, y, split, seed=0, on_epoch=lambda e, v: seen.append((e, v)))
+    assert o.best_epoch == 3 and o.epochs_run == 7 and o.stopped_early  # epochs 4-7 bring no improvement
+    assert calls == [1, 2, 3, 4, 5, 6, 7]
+    assert [v for _, v in o.curves["val_loss"]] == script[:7]
+    assert [e for e, _ in o.curves["val_cosine"]] == [1, 2, 3, 4, 5, 6, 7]
+    assert [e for e, _ in o.curves["train_loss"]] == [1, 2, 3, 4, 5, 6, 7]
+    assert o.val_cosine == pytest.approx(0.3) and o.val_cosine_max == pytest.approx(0.7)
+    assert o.best_val_loss == 3.0
+    assert [e for e, _ in seen] == [1, 2, 3, 4, 5, 6, 7]
+    assert set(seen[0][1]) == {"train_loss", "val_loss", "val_cosine", "lr"}
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in snapshots[2].items())  # epoch 3's weights
+    # with more patience the late improvement is reached, and a run that keeps improving is not "stopped early"
+    calls.clear()
+    snapshots.clear()
+    _, o = train_hypernetwork(CFG, replace(tcfg, patience=6), w, sets, y, split, seed=0)
+    assert o.best_epoch == 10 and o.epochs_run == 10 and not o.stopped_early
+
+
+def test_early_stopping_on_targets_unrelated_to_the_inputs():
+    """Targets drawn independently of the word sets: nothing generalizes, the validation loss stops improving
+    after a few epochs while the training loss keeps falling, and training stops long before max_epochs."""
+    w, sets, _ = planted(n=300)
+    y = torch.from_numpy(np.random.default_rng(9).standard_normal((300, 8)).astype(np.float32) * 0.05)
+    split = split_pairs(len(sets), (0.8, 0.1, 0.1), 0, np.random.default_rng(1))
+    tcfg = TrainConfig(max_epochs=200, patience=5, batch_size=16, lr=1e-2, temperature=0.5)
+    _, o = train_hypernetwork(HypernetConfig(input_dim=16, output_dim=8, hidden=64, layers=1, dropout=0.0), tcfg,
+                              w, sets, y, split, seed=0)
+    assert o.stopped_early and o.epochs_run == o.best_epoch + 5 and o.epochs_run < 60
+    val = [v for _, v in o.curves["val_loss"]]
+    train = [v for _, v in o.curves["train_loss"]]
+    assert len(val) == len(train) == o.epochs_run
+    assert o.best_val_loss == min(val) and min(val[o.best_epoch:]) > min(val)
+    assert train[-1] < train[o.best_epoch - 1]  # it was still fitting the training set

@@ -112,6 +112,14 @@ def test_cache_and_artifacts(synth, tmp_path):
     for k in ("train_loss", "val_loss", "val_cosine", "lr", "control_val_cosine", "control_train_loss"):
         assert len(curves[f"hypernetwork/{k}"]) == first.stats["epochs"], k
     assert [e for e, _ in curves["hypernetwork/val_cosine"]] == list(range(1, first.stats["epochs"] + 1))
+    # the learning curve is in the stats too (so in the init report), column by column, as in curves.json
+    curve, control_curve = first.stats["curve"], first.stats["control_curve"]
+    assert curve["epoch"] == list(range(1, first.stats["epochs"] + 1))
+    for k in ("train_loss", "val_loss", "val_cosine", "lr"):
+        assert curve[k] == [round(v, 6) for _, v in curves[f"hypernetwork/{k}"]], k
+    assert control_curve["val_cosine"] == [round(v, 6) for _, v in curves["hypernetwork/control_val_cosine"]]
+    assert control_curve["epoch"] == list(range(1, first.stats["control_epochs"] + 1))
+    assert curve["val_loss"][first.stats["best_epoch"] - 1] == round(first.stats["best_val_loss"], 6)
     assert (tmp_path / "w1" / "hypernetwork_curve.png").stat().st_size > 5000
     assert set(first.artifacts) == {"curves", "curve_plot", "hypernetwork"}
 
