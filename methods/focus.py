@@ -25,12 +25,13 @@
 Which reference it follows. By default the overlap is ``deepfocus``'s (``get_overlapping_tokens`` with
 ``exact_match_all=True, match_symbols=True, fuzzy_match_all=False``, the paper's setting): canonical strings
 compared exactly, case-sensitively, whatever the source's normalizer; special tokens matched by their text like any
-other token (so a BERT source's ``[CLS]`` never copies into an XLM-R-style ``<s>``; the target's specials that do
-not match are additional tokens: fastText's end-of-line token ``</s>`` has a vector and becomes a FOCUS
-combination, the others fall back to the Gaussian). The parity tests (``tests/parity``) check this row by row
-against ``deepfocus`` on a real uncased English WordPiece source and a real SentencePiece target.
+other token (so a BERT source's ``[CLS]`` never copies into an XLM-R-style ``<s>``); a target special token that
+does not match is an additional token like any other: a FOCUS row when it has a vector (fastText's end-of-line
+token ``</s>`` always has one; ``<unk>`` has one when the text produces it), else the Gaussian. The parity tests
+(``tests/parity``) check this row by row against ``deepfocus`` on a real uncased English WordPiece source and a
+real SentencePiece target.
 
-Where it departs, on request, the run's parameters say so (and the board labels the row by them):
+Where it departs, on request (a run that sets them logs them as ``method.overlap`` / ``method.specials``):
 
 * ``overlap="casefold"``: for an uncased source (its normalizer lowercases and strips accents), the target's
   strings are folded the same way before the comparison, because the source model only ever saw folded text
@@ -57,8 +58,8 @@ the model is shared across run seeds; ``null`` ties it to the run's seed), ``fas
 token-level fastText ``.bin``: skips training), ``languages`` (text languages to train on; ``null`` = all),
 ``max_lines`` (per language; ``null`` = all), ``symbols`` ("code": the reference code's symbol test, or "unicode",
 see :func:`methods.overlap.is_symbol_token`), ``overlap`` ("exact": ``deepfocus``'s case-sensitive match, or
-"casefold", see above), ``specials`` ("string": ``deepfocus``'s, or "role"), ``block_size`` (1024 additional tokens per similarity block),
-``sparsemax_k`` (256: rows are sorted only to this depth, exact either way), ``assign_rule`` ("relative"),
+"casefold", see above), ``specials`` ("string": ``deepfocus``'s, or "role"), ``block_size`` (1024 additional
+tokens per similarity block), ``sparsemax_k`` (256: rows are sorted only to this depth, exact either way), ``assign_rule`` ("relative"),
 ``save_weights`` (write every method row's anchors and weights to ``ctx.workdir/focus_weights.npz``), ``threads``
 (1: reproducible; see :mod:`methods.fasttext_util` for why 10+ trains better and is not reproducible).
 """

@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from harness.paths import harness_home
 from tests.parity.common import REPORT
+
+# the registry downloads of the user's harness home (shared with the bible world's build), taken before the test
+# session points HARNESS_HOME at a temporary folder
+DOWNLOADS = harness_home() / "downloads"
 
 
 @pytest.fixture(autouse=True)
@@ -26,9 +31,10 @@ def no_downloads(monkeypatch):
 
 @pytest.fixture(scope="session")
 def real_pair(tmp_path_factory):
+    from harness.worlds.bible.fetch import Fetcher
     from tests.parity.realpair import build_real_pair
 
-    return build_real_pair(tmp_path_factory.mktemp("real-pair"))
+    return build_real_pair(tmp_path_factory.mktemp("real-pair"), Fetcher(root=DOWNLOADS))
 
 
 @pytest.fixture(scope="session")

