@@ -387,12 +387,14 @@ class HyperOFAInit:
         # initialize: Gaussian everywhere, hypernetwork predictions, then the copies
         matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
         provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        pred_norm = float("nan")
         if len(wise):
             advance = bar("HyperOFA: predicting", len(wise))
             pred = predict(model, vectors, tgt_sets, device=device, batch_size=tcfg.eval_batch_size, amp=amp)
             if not torch.isfinite(pred).all():
                 raise ConfigError("hyperofa: the hypernetwork predicted non-finite values; lower lr or use amp='off'")
             matrix[torch.from_numpy(wise)] = pred.to(matrix.dtype)
+            pred_norm = float(pred.norm(dim=1).mean())
             provenance[wise] = Provenance.METHOD
             if advance is not None:
                 advance(len(wise))
@@ -429,6 +431,10 @@ class HyperOFAInit:
             "mean_source_set": float(ws_s.lengths[train_tokens].mean()) if len(train_tokens) else 0.0,
             "vectors_per_epoch": vectors_per_epoch,
             "wise": int(len(wise)), "no_word_match": int((~copied & (ws_t.lengths == 0)).sum()),
+            # the L1-dominated loss pulls uncertain predictions towards the coordinate-wise median: how far the
+            # predicted rows shrink next to the rows they were trained on
+            "predicted_row_norm": None if not math.isfinite(pred_norm) else round(pred_norm, 6),
+            "source_row_norm": round(float(targets.norm(dim=1).mean()), 6) if len(targets) else None,
         }
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats,
                           artifacts=artifacts)

@@ -85,6 +85,9 @@ def test_stats_and_temperature(results):
     assert st["source_kind"] == "mono" and st["temperature"] == 0.5  # the synthetic source knows one language
     assert st["preset"] == "tiny" and st["hypernetwork"]["hidden"] == 32 and st["epochs"] <= 3
     assert st["hn_parameters"] > 0 and st["hypernetwork_cached"] is False
+    wise = torch.from_numpy(hyp.provenance == Provenance.METHOD)
+    assert st["predicted_row_norm"] == pytest.approx(hyp.matrix[wise].norm(dim=1).mean().item(), rel=1e-4)
+    assert st["source_row_norm"] > 0
     assert json.loads(json.dumps(st)) == st  # JSON-safe for the init report
 
 
