@@ -1,6 +1,8 @@
 """Initialization time and peak memory of FOCUS, WECHSEL and Tik-to-Tok (ours), beside the authors' packages.
 
-For each world (``synthetic``, and ``bible`` when it is already built; it is never built here) and each method,
+For each world (``synthetic``, ``bible`` when it is already built (it is never built here), and ``real-pair``:
+all-MiniLM-L6-v2 and a SentencePiece tokenizer trained on the French Bible, the parity tests' pair, see
+``tests/parity/realpair.py``; FOCUS and WECHSEL only) and each method,
 the method runs twice through the same code path ``initialize_model`` uses: a *cold* run with an empty method
 cache (fastText training included) and a *warm* run that finds its fastText models in the cache (the cost of the
 initialization proper). Beside them, when ``deepfocus`` / ``wechsel`` are importable, their implementations run on
@@ -13,6 +15,10 @@ Peak memory is the process's peak RSS while the step runs and its rise over the 
     OMP_NUM_THREADS=1 python benchmarks/bench_methods.py                        # small fastText settings
     OMP_NUM_THREADS=1 python benchmarks/bench_methods.py --settings cpu         # what `harness run` uses (cpu)
     OMP_NUM_THREADS=1 python benchmarks/bench_methods.py --settings paper       # the papers' fastText settings
+    OMP_NUM_THREADS=1 python benchmarks/bench_methods.py --worlds real-pair     # a real pair (downloads ~160 MB once)
+
+On ``real-pair`` WECHSEL's English vectors are trained first on the King James text (counted in the cold run) and
+given as ``source_vectors``: the pair's world holds French text only.
 
 The default fastText settings are small (dim 32-64, few epochs, 200k buckets) so that the table comes quickly;
 ``--settings cpu`` takes the ``cpu`` profile's method parameters, ``--settings paper`` every method's defaults
@@ -51,6 +57,28 @@ def load_inputs(world: Any) -> dict[str, Any]:
     tt = AutoTokenizer.from_pretrained(world.target_tokenizer_dir)
     e_s = AutoModelForMaskedLM.from_pretrained(src).get_input_embeddings().weight.detach()[:len(st)].float().clone()
     return {"st": st, "tt": tt, "e_s": e_s}
+
+
+REAL_PAIR_METHODS = ("focus", "wechsel")
+
+
+def load_real_pair() -> tuple[Any, dict[str, Any]]:
+    from tests.parity.realpair import build_real_pair
+
+    pair = build_real_pair(Path(tempfile.mkdtemp(prefix="bench-real-pair-")))
+    return pair.world, {"st": pair.source_tokenizer, "tt": pair.target_tokenizer, "e_s": pair.source_matrix,
+                        "pivot_text": pair.pivot_text}
+
+
+def pivot_vectors(inputs: dict[str, Any], params: dict[str, Any], cache: Path, seed: int) -> tuple[str, float]:
+    """WECHSEL's source-language vectors for a world without pivot text (the real pair), with our recipe."""
+    from harness.registry import METHODS
+
+    cls = METHODS.get("wechsel")
+    p = {**cls.defaults, **params}
+    t0 = time.perf_counter()
+    cm = cls.train_word_vectors(cache, inputs["pivot_text"], cls().fasttext_settings(p, seed, int(p["dim"])), None)
+    return str(cm.path), time.perf_counter() - t0
 
 
 def ours(world: Any, inputs: dict[str, Any], method: str, params: dict[str, Any], cache: Path, seed: int
@@ -98,6 +126,8 @@ def theirs_wechsel(world: Any, inputs: dict[str, Any], result: Any) -> dict[str,
     with PeakMemory(interval=0.01) as mem:
         t0 = time.perf_counter()
         for lang, info in s["languages"].items():
+            if not s["per_language"].get(lang, {}).get("tokens"):
+                continue  # no target token belongs to it
             src = fasttext.load_model(s["source_vectors"]["path"])
             if lang == s["source_language"]:
                 w = WECHSEL(src, fasttext.load_model(s["source_vectors"]["path"]), align_strategy=None)
@@ -127,13 +157,19 @@ def main() -> None:
 
     rows = []
     for name in args.worlds.split(","):
-        try:
-            world = get_world(name, build=name == "synthetic")
-        except Exception as exc:  # noqa: BLE001 - an unbuilt world is skipped, not built
-            print(f"[skip] world {name!r}: {exc}".splitlines()[0])
-            continue
-        inputs = load_inputs(world)
+        if name == "real-pair":
+            world, inputs = load_real_pair()
+        else:
+            try:
+                world = get_world(name, build=name == "synthetic")
+            except Exception as exc:  # noqa: BLE001 - an unbuilt world is skipped, not built
+                print(f"[skip] world {name!r}: {exc}".splitlines()[0])
+                continue
+            inputs = load_inputs(world)
         for method in args.methods.split(","):
+            if name == "real-pair" and method not in REAL_PAIR_METHODS:
+                print(f"[skip] {method} on real-pair: the pair has French text and one dictionary only")
+                continue
             if args.settings == "cpu":
                 from harness.profiles import profile
 
@@ -142,7 +178,12 @@ def main() -> None:
                 params = {} if args.settings == "paper" else SMALL.get(method, {})
             cache = Path(tempfile.mkdtemp(prefix=f"bench-{method}-"))
             try:
+                pre = 0.0
+                if name == "real-pair" and method == "wechsel":
+                    path, pre = pivot_vectors(inputs, params, cache, args.seed)
+                    params = {**params, "source_vectors": path}
                 result, cold = ours(world, inputs, method, params, cache, args.seed)
+                cold["seconds"] += pre
                 _, warm = ours(world, inputs, method, params, cache, args.seed)
                 ref = None
                 if method == "focus":
