@@ -18,6 +18,16 @@ Two parts, each printed as a table:
     OMP_NUM_THREADS=1 python benchmarks/bench_hypernetwork.py              # 1 thread (the machine is shared)
     python benchmarks/bench_hypernetwork.py --threads 2 --presets HN-R-100,HN-X-100,HN-X-400 --batches 2
 
+3. **A real world** (``--world bible``, off by default; the world must be built): HyperOFA as the main job
+   initializes it (the profile's method parameters, ``--source``, ``--dim``), with the hypernetwork's learning curve
+   printed epoch by epoch (training loss, validation loss, validation cosine, learning rate), its training time, and
+   reference predictors on the same validation tokens, which show how much of a source token's row its matched word
+   vectors can predict at all: the mean training row, OFA's convex combination (the 10 training tokens whose mean
+   word vectors are nearest, softmax(cos / 0.1)), and a ridge regression from the mean word vector; then the mean
+   norm of the predicted target rows next to that of the source rows.
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_hypernetwork.py --presets '' --sizing '' --world bible
+
 Timings depend on the thread count (``--threads``, default 1) and on other load on the machine: wall-clock seconds
 (``*_s``) are printed next to the process's CPU seconds (``*_cpu_s``), which is what an unloaded machine would take
 with one thread.
@@ -143,6 +153,78 @@ def bench_default(args: argparse.Namespace) -> dict[str, float | str]:
             "val_cos": main.val_cosine, "control_val_cos": control.val_cosine}
 
 
+def bench_world(args: argparse.Namespace) -> None:
+    """HyperOFA on a built world, the hypernetwork's training data recorded on the way (see the module docstring)."""
+    import tempfile
+
+    from torch.nn import functional as F
+
+    import methods.hyperofa as hyperofa
+    from harness.initialize import initialize_model
+    from harness.profiles import profile
+    from harness.worlds import get_world
+
+    world = get_world(args.world)
+    source = args.source or world.manifest.get("default_source") or world.sources[0]
+    params = {**profile(args.profile).get("method_params", {}).get("hyperofa", {}), "cache": False,
+              "control": False}
+    seen: dict[str, object] = {}
+    real = hyperofa.train_hypernetwork
+
+    def spy(cfg, tcfg, vectors, sets, targets, split, **kw):  # records the pairs, then trains as usual
+        t0, c0 = time.perf_counter(), time.process_time()
+        model, outcome = real(cfg, tcfg, vectors, sets, targets, split, **kw)
+        seen.update(cfg=cfg, tcfg=tcfg, vectors=vectors, sets=sets, targets=targets, split=split, outcome=outcome,
+                    wall=time.perf_counter() - t0, cpu=time.process_time() - c0)
+        return model, outcome
+
+    hyperofa.train_hypernetwork = spy
+    try:
+        with tempfile.TemporaryDirectory() as out:
+            report = initialize_model(world, source, "hyperofa", dim=args.world_dim, seed=args.seed, params=params,
+                                      out_dir=Path(out))
+    finally:
+        hyperofa.train_hypernetwork = real
+    st = report["method_stats"]
+    o = seen["outcome"]
+    cfg, tcfg = seen["cfg"], seen["tcfg"]
+    curve = {k: dict((int(e), v) for e, v in o.curves[k]) for k in ("train_loss", "val_loss", "val_cosine", "lr")}
+    rows = [{"epoch": str(e), "train_loss": f"{curve['train_loss'][e]:.4f}", "val_loss": f"{curve['val_loss'][e]:.4f}",
+             "val_cosine": f"{curve['val_cosine'][e]:.4f}", "lr": f"{curve['lr'][e]:.2e}",
+             "kept": "*" if e == o.best_epoch else ""} for e in sorted(curve["val_loss"])]
+    table(f"{args.world}/{source}, dim {args.world_dim or 'full'}: HyperOFA's hypernetwork ({cfg.layers}x{cfg.hidden}, "
+          f"lr {tcfg.lr}, batch {tcfg.batch_size}, patience {tcfg.patience}, at most {tcfg.max_epochs} epochs; "
+          f"{st['train_pairs']} training / {st['val_pairs']} validation pairs)", rows)
+    print(f"stopped at epoch {o.epochs_run} (best {o.best_epoch}), early: {o.stopped_early}; training "
+          f"{seen['wall']:.1f} s wall, {seen['cpu']:.1f} s CPU")
+
+    vectors, sets, y = seen["vectors"], seen["sets"], seen["targets"]
+    tr, va, _ = (torch.from_numpy(np.asarray(a)) for a in seen["split"])
+
+    def mean_vectors(idx: torch.Tensor) -> torch.Tensor:
+        return torch.stack([vectors[torch.from_numpy(np.asarray(sets[int(i)]))].mean(0) for i in idx])
+
+    y_tr, y_va = y[tr], y[va]
+    x_tr, x_va = mean_vectors(tr), mean_vectors(va)
+    sims = F.normalize(x_va, dim=1) @ F.normalize(x_tr, dim=1).T
+    top, nbr = sims.topk(min(10, len(tr)), dim=1)
+    ofa = (torch.softmax(top / 0.1, dim=1)[..., None] * y_tr[nbr]).sum(1)
+    a = torch.cat([x_tr, torch.ones(len(x_tr), 1)], 1)
+    w = torch.linalg.solve(a.T @ a + 10.0 * torch.eye(a.shape[1]), a.T @ y_tr)
+    ridge = torch.cat([x_va, torch.ones(len(x_va), 1)], 1) @ w
+
+    def cos(pred: torch.Tensor) -> float:
+        return float(F.cosine_similarity(pred, y_va, dim=1).mean())
+
+    table("validation cosine of reference predictors on the same validation tokens", [
+        {"predictor": "mean training row", "val_cos": f"{cos(y_tr.mean(0, keepdim=True).expand_as(y_va)):.4f}"},
+        {"predictor": "OFA convex combination (top-10, cos/0.1)", "val_cos": f"{cos(ofa):.4f}"},
+        {"predictor": "ridge on the mean word vector", "val_cos": f"{cos(ridge):.4f}"},
+        {"predictor": "the hypernetwork (kept checkpoint)", "val_cos": f"{o.val_cosine:.4f}"},
+    ])
+    print(f"mean row norm: predicted target rows {st['predicted_row_norm']:.3f}, source rows {st['source_row_norm']:.3f}")
+
+
 def table(title: str, rows: list[dict[str, float | str]]) -> None:
     if not rows:
         return
@@ -176,6 +258,11 @@ def main() -> int:
     ap.add_argument("--noise", type=float, default=1.0, help="planted noise (relative to the signal's std)")
     ap.add_argument("--epochs", type=int, default=0, help="override the preset's max epochs")
     ap.add_argument("--max-set", type=int, default=0, help="override the preset's maximum set size")
+    ap.add_argument("--world", default="", help="also run HyperOFA on this built world ('' to skip)")
+    ap.add_argument("--source", default="", help="the world's source model (default: its default)")
+    ap.add_argument("--world-dim", type=int, default=None, help="factorized dim on the world (default: full)")
+    ap.add_argument("--profile", default="cpu", help="whose HyperOFA method parameters to use")
+    ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, {torch.get_num_threads()} thread(s), CPU")
@@ -183,6 +270,8 @@ def main() -> int:
         table(f"default sizing '{args.sizing}' on a planted bible-size problem ({args.pairs} pairs, "
               f"{args.words} words x 200, D'={args.dim}): network and shuffled-target control",
               [bench_default(args)])
+    if args.world:
+        bench_world(args)
     if args.presets:
         rows = [bench_preset(n.strip(), args.batches, args) for n in args.presets.split(",") if n.strip()]
         table(f"paper presets: training throughput, batch {args.paper_batch}, {args.batches} timed batches "

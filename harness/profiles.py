@@ -44,7 +44,7 @@ PROFILES: dict[str, dict[str, Any]] = {
             "wechsel": {"dim": 100, "epochs": 5, "bucket": 200_000, "max_lines": 2000, "source_max_lines": None},
             "tiktotok": {"bucket": 200_000, "max_lines": 2000, "max_pairs": 3000},
             # HyperOFA's hypernetwork trains as the paper's, until the validation loss stops improving: 5 epochs
-            # without an improvement stop it, 60 bound it (bible/mono: ~17 epochs, ~1 min on one thread)
+            # without an improvement stop it, 60 bound it (bible/mono: 17-31 epochs, 50-90 CPU-s on one thread)
             "hyperofa": {"epochs": 60, "patience": 5},
         },
     },

@@ -31,7 +31,7 @@ preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden``
 ``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. Every preset trains as the paper does, until the
 validation loss stops improving (``patience`` epochs without an improvement; ``epochs`` only bounds the run). The
 ``cpu`` preset (1 layer, hidden 64, batch 128, patience 5, at most 60 epochs) trains with lr 1e-3 (at the paper's
-1e-4 its validation loss still falls after 60 epochs), cuts sets to 64 vectors instead of 256 (bounds the cost of
+1e-4 its validation loss still falls after 90 epochs), cuts sets to 64 vectors instead of 256 (bounds the cost of
 very common pieces; no loss measured), and, when ``batch_size`` is not given, shrinks its batch for small
 vocabularies so that an epoch has at least 8 batches.
 
