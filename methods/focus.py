@@ -5,7 +5,9 @@
    and count as symbols). Overlapping target tokens copy their source row (Eq. 1).
 2. **Auxiliary embeddings**: a token-level fastText model trained on the world's target-language text tokenized
    with the *target* tokenizer (every language's text, in code order, one sentence per line, tokens joined by
-   spaces; the native token strings, ``▁`` included, as the reference code writes them). Paper settings (App. B):
+   spaces; the native token strings, ``▁`` included, as ``tokenizer.tokenize`` gives them, which is how the
+   reference code writes them: a piece the vocabulary lacks keeps its surface text, so ``<unk>`` itself gets a
+   vector only if the text holds the string; empty lines are left out). Paper settings (App. B):
    dim 300, 3 epochs, minCount 10; CBOW with 10 negatives as the reference code (its comment: "more closely
    aligned with MLM"), other settings fastText's defaults (minn 3, maxn 6, lr 0.05, ws 5, bucket 2M). The model
    is cached (see :mod:`methods.fasttext_util`); ``fasttext_model`` uses a prebuilt one instead.
@@ -98,6 +100,19 @@ from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallbac
 from methods.sparsemax import sparsemax_topk
 
 log = logging.getLogger(__name__)
+
+
+CORPUS_RECIPE = "tokenize-v2"  # how the fastText corpus is written (part of the model's cache key)
+
+
+def token_strings(tokenizer: Any, lines: list[str]) -> list[list[str]]:
+    """Each line as ``tokenizer.tokenize(line)`` gives it, which is how ``deepfocus`` writes its fastText corpus:
+    the token strings, except that a piece the vocabulary lacks keeps its surface text (``Z``) instead of the unknown
+    token's string (``<unk>``)."""
+    enc = tokenizer(lines, add_special_tokens=False)
+    if getattr(enc, "encodings", None):
+        return [enc.tokens(i) for i in range(len(lines))]
+    return [tokenizer.tokenize(line) for line in lines]
 
 
 def _normalize(x: torch.Tensor) -> torch.Tensor:
@@ -208,17 +223,17 @@ class FocusInit:
             ft_info: dict[str, Any] = {"path": str(p["fasttext_model"]), "trained": False}
         else:
             inputs = {"tokenizer": tokenizer_fingerprint(tok), "max_lines": p["max_lines"],
-                      "texts": [[lang, sha256_of(path)] for lang, path in sorted(texts.items())]}
+                      "texts": [[lang, sha256_of(path)] for lang, path in sorted(texts.items())],
+                      "recipe": CORPUS_RECIPE}
 
             def write_corpus(f: Any) -> int:
                 n = 0
                 for _lang, path in sorted(texts.items()):
                     lines = list(read_text_lines(path, p["max_lines"]))
                     for start in range(0, len(lines), 2000):
-                        enc = tok(lines[start:start + 2000], add_special_tokens=False)["input_ids"]
-                        for ids in enc:
-                            if ids:
-                                f.write(" ".join(tok.convert_ids_to_tokens(ids)) + "\n")
+                        for tokens in token_strings(tok, lines[start:start + 2000]):
+                            if tokens:
+                                f.write(" ".join(tokens) + "\n")
                                 n += 1
                 return n
 

@@ -152,6 +152,31 @@ def test_focus_real_pair(real_pair, parity_cache):
             assert extra and not set(their_copy) - set(v.copy)
 
 
+def test_focus_fasttext_model_is_deepfocus_s(real_pair, parity_cache, tmp_path, monkeypatch):
+    """deepfocus trains the same token-level fastText model as we do, bit for bit (one thread; the same n-gram
+    bucket count, which deepfocus leaves at fastText's 2M: injected here)."""
+    import datasets.config
+    import deepfocus.fasttext_embs as fe
+    import fasttext
+
+    ours = METHODS.get("focus")().initialize(pair_ctx(real_pair, parity_cache, FOCUS_PARAMS))
+    monkeypatch.setattr(fe, "CACHE_DIR", tmp_path / "deepfocus")
+    monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets")
+    train = fasttext.train_unsupervised
+    monkeypatch.setattr(fe.fasttext, "train_unsupervised",
+                        lambda *a, **k: train(*a, **{**k, "bucket": FOCUS_PARAMS["bucket"]}))
+    text = str(text_files(real_pair.world)[TARGET])
+    theirs, seconds = timed(lambda: fe.train_fasttext(
+        text, real_pair.target_tokenizer, epochs=FOCUS_PARAMS["epochs"], dim=FOCUS_PARAMS["dim"],
+        min_count=FOCUS_PARAMS["min_count"], processes=1))
+    mine = fasttext.load_model(ours.stats["fasttext"]["path"])
+    assert mine.get_words() == theirs.get_words()
+    assert np.array_equal(mine.get_input_matrix(), theirs.get_input_matrix())
+    assert np.array_equal(mine.get_output_matrix(), theirs.get_output_matrix())
+    report(f"  token-level fastText: deepfocus's model (trained in {seconds:.1f} s, one thread) is bit-identical to "
+           f"ours ({len(mine.get_words())} tokens)")
+
+
 # ----------------------------------------------------------------------------------------------------------------
 # WECHSEL
 # ----------------------------------------------------------------------------------------------------------------
