@@ -1,7 +1,7 @@
 """Parity with the authors' packages: our FOCUS vs ``deepfocus`` and our WECHSEL vs ``wechsel``, on identical inputs
 (the same fastText model files, the same dictionaries, the same tokenizers and source matrix: the synthetic world).
 
-Run with ``tox -e parity`` (or ``pytest tests/parity -m parity`` where both packages are installed). Their code
+Run with ``tests/parity/run.sh`` (or ``pytest tests/parity -m parity`` where both packages are installed). Their code
 downloads models and dictionaries at run time; here every input is a local file, so nothing is fetched (the
 download helpers are replaced by functions that fail, to prove it).
 
@@ -16,7 +16,8 @@ Where the reference code departs from the paper, the difference is pinned here a
 which one we follow: FOCUS's code defaults (``fasttext_model_dim=100``, ``match_symbols=False``) vs the paper
 (dim 300, fuzzy matching of symbol tokens); WECHSEL's tie order at the 10th neighbour (``np.argpartition``).
 
-Each test prints the agreement and the time of both implementations on the same inputs (``-s`` shows it).
+Each test prints the agreement and the time of both implementations on the same inputs (``-s`` shows it). The
+same comparison on a real pair is in ``test_realpair.py``.
 """
 
 from __future__ import annotations
