@@ -317,6 +317,8 @@ class _Builder:
         finish_board(b)
         if kind in ("final", "delta") and len(finals) > 1:
             b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
+        if kind in ("final", "delta") and any(f > 0 for f in finals) and (note := _cpt_note(profile)):
+            b.notes.append(note)
         mixed = mixed_majors([{lib: p.params.get(f"version.{lib}", "") for lib in MAJOR_CHECKED}
                               for runs in groups.values() for r in runs if (p := data.parent(r)) is not None])
         if mixed:
@@ -334,6 +336,13 @@ class _Builder:
                 if k in p.metrics:
                     vals.setdefault(k, []).append(p.metrics[k])
         return {k: statistics.fmean(v) for k, v in vals.items()}
+
+
+def _cpt_note(profile: str) -> str | None:
+    """What the profile's post-CPT tables are, when it says (the ``cpu`` profile: a smoke test)."""
+    from harness.profiles import PROFILES
+
+    return PROFILES.get(profile, {}).get("cpt_note")
 
 
 def finish_board(b: Board) -> None:

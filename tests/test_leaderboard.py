@@ -293,6 +293,10 @@ def test_delta_board_pairs_the_steps(lb):
     assert alpha.values == pytest.approx([(40 - 20) / 50, (42 - 21) / 50])
     assert alpha.ci is not None and alpha.ci[0] <= alpha.mean <= alpha.ci[1]
     assert d.step_label == f"delta step {FINAL} - step 0"
+    # the cpu profile's post-CPT tables say they are a smoke test; step 0 and the paper profile do not
+    assert any("smoke test" in n for n in d.notes) and any("smoke test" in n for n in _board(lb, "final").notes)
+    assert not any("smoke test" in n for n in _board(lb, "step", step=0).notes)
+    assert not any("smoke test" in n for n in _board(lb, "final", profile="paper").notes)
 
 
 # -- paired test ------------------------------------------------------------------------------------------
