@@ -207,7 +207,8 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     if sum(counts.values()) != n_t:
         raise HarnessError(f"provenance counts {counts} do not add up to |V_t| = {n_t}")
     rule = getattr(cls, "overlap_rule", None)
-    overlap = ctx.mapping_for(rule).stats if rule else {}
+    # the overlap the method actually used (its own options, e.g. FOCUS's overlap=casefold), else the rule's default
+    overlap = (result.stats or {}).get("overlap") or (ctx.mapping_for(rule).stats if rule else {})
     report: dict[str, Any] = {
         "method": method,
         "source": source,

@@ -33,7 +33,8 @@ from harness.versions import git_commit, library_versions
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
-INIT_VERSION = 1  # bump when the initialization path changes its output for the same inputs
+INIT_VERSION = 2  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
+# overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it)
 
 
 @dataclass(frozen=True)
@@ -291,7 +292,9 @@ class Runner:
                       "device": self.device, "eval_precision": self.eval_precision,
                       "torch_threads": _torch_threads(),
                       "git_revision": git_commit() or "not a checkout",
-                      **{f"method.{k}": v for k, v in ident["params"].items()},
+                      # every parameter, defaults included, so a row says which rule it ran with
+                      **{f"method.{k}": v for k, v in {**getattr(METHODS.get(cell.method), "defaults", {}),
+                                                        **ident["params"]}.items()},
                       **{f"cpt.{k}": v for k, v in self.cpt.items()},
                       **{f"version.{k}": v for k, v in library_versions().items()}}
             tr.log_params(parent, params)
