@@ -12,8 +12,8 @@ languages both rows have:
   diagnostic curve) is lower at the final step than at step 0;
 * **not tested** when a row the claim needs is not on the board (the method was not run, or not this task).
 
-A row is found by its method name; where a method has several rows (variants with other parameters), the row
-labelled with the bare method name is used, else the first.
+A row is found by its method name; where a method has several rows (variants with other parameters), the one
+with the method's default parameters at full dimension is used.
 """
 
 from __future__ import annotations
@@ -73,8 +73,13 @@ class ClaimResult:
 
 
 def _row(board: Any, method: str) -> Any | None:
+    """The method's row with its default parameters at full dimension where there is one (a variant row's label
+    names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row."""
     rows = [r for r in board.rows if r.variant is not None and r.variant.method == method]
-    return next((r for r in rows if r.label == method), rows[0] if rows else None)
+    if not rows:
+        return None
+    return min(rows, key=lambda r: (r.variant.dim != "full",
+                                    "(" in r.label and not r.label.endswith("(defaults)"), len(r.label)))
 
 
 def _pairwise(claim: Claim, board: Any) -> ClaimResult:

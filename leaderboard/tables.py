@@ -222,14 +222,38 @@ def variant_labels(keys: list[VariantKey]) -> dict[VariantKey, str]:
             label += f" src={k.source}"
         same = [o for o in keys if (o.method, o.dim, o.source) == (k.method, k.dim, k.source)]
         if len({o.params for o in same}) > 1:
-            p = json.loads(k.params)
-            label += " [" + ", ".join(f"{a}={b}" for a, b in p.items()) + "]" if p else " [defaults]"
+            label += f" ({_distinguishing_params(k, same)})"
         if len({o.cpt for o in same if o.params == k.params}) > 1:
             label += f" cpt={json.loads(k.cpt).get('steps', '?')}"
         if k.seed is not None:
             label += f" s={k.seed}"
         out[k] = label
     return out
+
+
+def _method_defaults(method: str) -> dict[str, str]:
+    """A registered method's declared parameter defaults, as logged strings ({} for an unknown method)."""
+    from harness.registry import METHODS
+
+    try:
+        return {k: str(v) for k, v in (getattr(METHODS.get(method), "defaults", None) or {}).items()}
+    except Exception:  # a plugin that is not installed here
+        return {}
+
+
+def _distinguishing_params(k: VariantKey, same: list[VariantKey]) -> str:
+    """The parameters whose values differ between the variants of one method (a parameter a run did not log counts
+    as the method's default), e.g. ``overlap=casefold, specials=role``; ``defaults`` for a row that sets none of
+    them away from the default; every parameter when the differences cannot be told apart that way."""
+    defaults = _method_defaults(k.method)
+    filled = {o: {**defaults, **json.loads(o.params)} for o in same}
+    keys = sorted({a for f in filled.values() for a in f})
+    differ = [a for a in keys if len({f.get(a) for f in filled.values()}) > 1]
+    mine = filled[k]
+    if differ and len({tuple(f.get(a) for a in differ) for f in filled.values()}) == len(filled):
+        shown = [a for a in differ if a not in defaults or mine.get(a) != defaults[a]]
+        return ", ".join(f"{a}={mine.get(a, '-')}" for a in shown) or "defaults"
+    return ", ".join(f"{a}={b}" for a, b in json.loads(k.params).items()) or "defaults"
 
 
 def _seed_order(s: str) -> tuple[int, str]:

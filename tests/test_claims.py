@@ -51,6 +51,16 @@ def test_claims_hold_fail_and_are_not_tested_as_the_numbers_say():
     assert summary(res) == "3 of 5 tested claims of the papers hold on this run."
 
 
+def test_a_claim_reads_the_default_row_of_a_method_with_variants():
+    base = [0.20, 0.22, 0.18, 0.25, 0.30, 0.10, 0.15, 0.21]
+    variant = _row("focus", [v - 0.1 for v in base])
+    variant.label = "focus d=full (overlap=casefold, specials=role)"
+    default = _row("focus", [v + 0.05 + 0.001 * i for i, v in enumerate(base)])
+    default.label = "focus d=full (defaults)"
+    res = evaluate_claims([_board("sr-t", [_row("random", base), variant, default])], [])
+    assert _by(res, "focus>random").status == "holds"
+
+
 def test_a_level_claim_fails_beyond_the_tolerance_and_lower_is_better_is_respected():
     base = [2.0 + 0.1 * i for i in range(8)]
     rows = [_row("random", base), _row("focus", [v - 0.5 for v in base]),  # lower loss: ahead

@@ -623,3 +623,23 @@ def test_an_interrupted_render_marks_the_run_failed_and_the_next_one_repairs_it(
     run = tracker.client.get_run(again.run_id)
     assert again.run_id == run.info.run_id and run.info.status == "FINISHED"
     assert "harness.error" not in run.data.tags
+
+
+def test_variant_labels_name_only_the_parameters_that_differ_and_survive_the_terminal():
+    """Two FOCUS rows: one run logged only the profile's settings, the other every parameter with two changed; the
+    labels name just the changed ones (the method's declared defaults fill what a run did not log), in a form the
+    terminal's markup does not swallow."""
+    from rich.console import Console
+
+    from leaderboard.tables import VariantKey, variant_labels
+
+    plain = VariantKey("focus", "full", "src", json.dumps({"dim": "100", "max_lines": "None"}))
+    every = {"dim": "100", "max_lines": "None", "epochs": "3", "overlap": "casefold", "specials": "role"}
+    variant = VariantKey("focus", "full", "src", json.dumps(every))
+    other = VariantKey("ofa", "full", "src", "{}")
+    labels = variant_labels([plain, variant, other])
+    assert labels == {plain: "focus d=full (defaults)", variant: "focus d=full (overlap=casefold, specials=role)",
+                      other: "ofa d=full"}
+    console = Console(width=200, record=True, color_system=None, file=io.StringIO())
+    console.print(labels[variant])
+    assert "(overlap=casefold, specials=role)" in console.export_text()
