@@ -77,12 +77,57 @@ def _config_from_args(args: argparse.Namespace):
     return make_config(file_values, overrides)
 
 
+def _check_device(device: str) -> None:
+    """A CUDA device must exist before anything is loaded (torch's own error is a traceback deep in a cell)."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    idx = device.partition(":")[2]
+    if idx and not idx.isdigit():
+        raise HarnessError(f"--device {device!r} is malformed; give cuda or cuda:N")
+    if not torch.cuda.is_available():
+        raise HarnessError(f"--device {device}: CUDA is not available on this machine; use --device cpu or auto")
+    if idx and int(idx) >= torch.cuda.device_count():
+        raise HarnessError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                           f"give cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+
+
+def _check_run_inputs(cfg: Any) -> None:
+    """Everything that can be checked before a world is built, a model loaded or a store created."""
+    from harness.paths import harness_home
+    from harness.registry import METHODS, TASKS
+    from harness.tracking import check_tracking_reachable, check_tracking_uri
+
+    harness_home()
+    _check_world_name(cfg.world)
+    for m in cfg.methods:
+        if m != "all":
+            METHODS.get(m)
+    for t in cfg.tasks:
+        TASKS.get(t)
+    if not cfg.tasks:
+        raise HarnessError("no task given; pass --tasks, e.g. --tasks sr-t,ner (`harness list` shows them)")
+    if cfg.cpt_steps is not None:
+        late = [c for c in cfg.cpt_checkpoints if c > cfg.cpt_steps or c <= 0]
+        if late:
+            raise HarnessError(f"--cpt-checkpoints {','.join(map(str, late))} not within 1..--cpt-steps "
+                               f"{cfg.cpt_steps}; give checkpoints between 1 and the CPT steps")
+    if cfg.workers is not None and cfg.workers < 1:
+        raise HarnessError("--workers must be at least 1")
+    if cfg.executor != "ray" and cfg.ray_address:
+        raise HarnessError("--ray-address needs --executor ray")
+    _check_device(cfg.device)
+    cfg.tracking_uri = check_tracking_uri(cfg.tracking_uri)
+    check_tracking_reachable(cfg.tracking_uri)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     from harness.runner import Runner
     from harness.worlds import get_world
 
     cfg = _config_from_args(args)
-    _check_world_name(cfg.world)
+    _check_run_inputs(cfg)
     world = get_world(cfg.world)
     runner = Runner(cfg, world)
     if not runner.plan.cells:
@@ -212,21 +257,33 @@ def cmd_init(args: argparse.Namespace) -> int:
     from harness.registry import METHODS
     from harness.worlds import get_world
 
+    from harness.paths import harness_home
+    from harness.profiles import profile
+
+    harness_home()
     _check_world_name(args.world)
     METHODS.get(args.method)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise HarnessError(f"--out {out} is a file; give a folder")
+    if out.exists() and any(out.iterdir()) and not args.force:
+        raise HarnessError(f"--out {out} exists and is not empty; choose another folder or pass --force")
+    try:
+        params = json.loads(args.params) if args.params else {}
+    except json.JSONDecodeError as exc:
+        raise HarnessError(f"--params is not valid JSON ({exc}); give an object, e.g. '{{\"k\": 10}}'") from None
+    if not isinstance(params, dict):
+        raise HarnessError("--params must be a JSON object, e.g. '{\"k\": 10}'")
+    if args.dim is not None and args.dim <= 0:
+        raise HarnessError(f"--dim {args.dim} must be a positive number (leave it out for the full dimension)")
+    params = {**profile(args.profile).get("method_params", {}).get(args.method, {}), **params}
+    if args.device not in {"auto", "cpu"} and not args.device.startswith(("cuda", "mps")):
+        raise HarnessError(f"--device {args.device!r}: expected auto, cpu, cuda or cuda:N")
+    _check_device(args.device)
     world = get_world(args.world)
     source = args.source or world.default_source
     world.source_dir(source)
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()) and not args.force:
-        raise HarnessError(f"--out {out} exists and is not empty; choose another folder or pass --force")
     out.mkdir(parents=True, exist_ok=True)
-    params = json.loads(args.params) if args.params else {}
-    if not isinstance(params, dict):
-        raise HarnessError("--params must be a JSON object, e.g. '{\"k\": 10}'")
-    from harness.profiles import profile
-
-    params = {**profile(args.profile).get("method_params", {}).get(args.method, {}), **params}
     from harness.runner import resolve_device
 
     report = initialize_model(world, source, args.method, dim=args.dim, seed=args.seed, params=params,
@@ -240,8 +297,16 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from leaderboard.tables import print_leaderboard
 
+    from harness.paths import harness_home
+    from harness.tracking import check_tracking_reachable, check_tracking_uri
+
     if args.bootstrap < 0:
         raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")
+    harness_home()
+    args.tracking_uri = check_tracking_uri(args.tracking_uri)
+    check_tracking_reachable(args.tracking_uri)
+    if args.out is not None and args.out.exists() and not args.out.is_dir():
+        raise HarnessError(f"--out {args.out} is a file; give a folder for the html/md/csv tables")
     return print_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
                              step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
                              out=args.out, log_run=not args.no_log, write=not args.no_write,
@@ -323,10 +388,19 @@ def _default_info(world: Any) -> list[dict[str, Any]]:
 
 
 # -- main --------------------------------------------------------------------------------------------------
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line on stderr naming the problem and where to look, exit status 2."""
+
+    def error(self, message: str):  # type: ignore[override]
+        sys.stderr.write(f"error: {self.prog}: {message}; see `{self.prog} --help`\n")
+        sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="harness", description="Compare embedding-initialization methods for "
+    p = _Parser(prog="harness", description="Compare embedding-initialization methods for "
                                 "vocabulary expansion on per-language leaderboards.")
     p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
 
     r = sub.add_parser("run", help="initialize, evaluate, continue pre-training, evaluate again; log to MLflow")
@@ -406,7 +480,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except HarnessError as exc:
-        err.print(f"[red]error:[/red] {exc}")
+        if args.debug:
+            raise
+        from rich.markup import escape
+
+        err.print(f"[red]error:[/red] {escape(str(exc))}", soft_wrap=True, highlight=False)
         return exc.exit_code
     except KeyboardInterrupt:
         err.print("[yellow]interrupted; finished products are kept, run the same command to resume[/yellow]")

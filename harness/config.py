@@ -151,7 +151,12 @@ def load_config_file(path: Path) -> dict[str, Any]:
     except ConfigError:
         raise
     except Exception as exc:
-        raise ConfigError(f"config file {str(path)!r} could not be parsed: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)  # YAML: its message spans several lines with a code excerpt
+        if mark is not None:
+            why = f"{getattr(exc, 'problem', None) or exc} at line {mark.line + 1}, column {mark.column + 1}"
+        else:
+            why = " ".join(str(exc).split())
+        raise ConfigError(f"config file {str(path)!r} could not be parsed: {why}; fix its syntax") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"config file {str(path)!r} must hold a table/mapping at the top level")
     if "run" in data and isinstance(data["run"], dict) and set(data) == {"run"}:

@@ -14,8 +14,26 @@ def harness_home() -> Path:
         from platformdirs import user_cache_dir
 
         home = Path(user_cache_dir("harness", appauthor=False))
+    check_home(home)
     home.mkdir(parents=True, exist_ok=True)
     return home.resolve()
+
+
+def check_home(home: Path) -> None:
+    """A home that is a file, or that cannot be created or written, fails with one line (exit status 2)."""
+    from harness.errors import HarnessError
+
+    what = "HARNESS_HOME" if os.environ.get("HARNESS_HOME") else "the harness home"
+    fix = "set HARNESS_HOME to a writable folder"
+    if home.exists() and not home.is_dir():
+        raise HarnessError(f"{what} {home} is a file, not a folder; {fix}")
+    probe = home
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    if not probe.is_dir():
+        raise HarnessError(f"{what} {home} cannot be created: {probe} is a file; {fix}")
+    if not os.access(probe, os.W_OK | os.X_OK):
+        raise HarnessError(f"{what} {home} is not writable ({probe}); {fix}")
 
 
 def default_tracking_uri() -> str:

@@ -130,3 +130,79 @@ class Tracker:
 
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
+
+
+# -- checks before anything is created ---------------------------------------------------------------------
+_SCHEMES = {"sqlite", "file", "http", "https", "postgresql", "mysql", "mssql", "databricks", "databricks-uc", "uc"}
+
+
+def check_tracking_uri(uri: str | None) -> str:
+    """The tracking URI this command will use, checked cheaply before any store is created.
+
+    A scheme MLflow does not know, a malformed URI, or a SQLite/file store whose folder is missing, not a folder or
+    not writable raise :class:`HarnessError` (one line: the problem and what to do).
+    """
+    from urllib.parse import urlparse
+
+    from harness.errors import HarnessError
+
+    uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+    hint = "give --tracking-uri sqlite:///PATH/mlflow.db, a file: folder or an http(s):// MLflow server"
+    if "://" not in uri and ":" not in uri:
+        target = Path(uri)  # a plain local path: MLflow's file store
+        scheme = "file"
+    else:
+        scheme = urlparse(uri).scheme.lower()
+        if scheme not in _SCHEMES:
+            raise HarnessError(f"tracking URI {uri!r}: unknown scheme {scheme + '://' if scheme else '(none)'}; "
+                               f"{hint}")
+        target = None
+    if scheme == "sqlite":
+        if not uri.startswith("sqlite:///"):
+            raise HarnessError(f"tracking URI {uri!r} is malformed; {hint}")
+        path = uri[len("sqlite:///"):]
+        if path in {"", ":memory:"}:
+            raise HarnessError(f"tracking URI {uri!r} names no database file; {hint}")
+        target = Path(path)
+        if target.is_dir():
+            raise HarnessError(f"tracking URI {uri!r}: {target} is a folder, not a database file; {hint}")
+        folder = target.parent
+    elif scheme == "file":
+        if target is None:
+            target = Path(urlparse(uri).path)
+        if target.exists() and not target.is_dir():
+            raise HarnessError(f"tracking URI {uri!r}: {target} is a file, not a folder; {hint}")
+        folder = target if target.exists() else target.parent
+    elif scheme in {"http", "https"}:
+        parsed = urlparse(uri)
+        try:
+            parsed.port
+        except ValueError:
+            raise HarnessError(f"tracking URI {uri!r} has a bad port; {hint}") from None
+        if not parsed.hostname:
+            raise HarnessError(f"tracking URI {uri!r} names no host; {hint}")
+        return uri
+    else:
+        return uri
+    if not folder.is_dir():
+        raise HarnessError(f"tracking URI {uri!r}: folder {folder} does not exist; create it or {hint}")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise HarnessError(f"tracking URI {uri!r}: {target if target.exists() else folder} is not writable; "
+                           f"fix its permissions or {hint}")
+    return uri
+
+
+def check_tracking_reachable(uri: str, timeout: float = 5.0) -> None:
+    """An http(s) tracking server must answer before a run starts (a run that cannot log is lost work)."""
+    import urllib.request
+
+    from harness.errors import HarnessError
+
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout).close()
+    except Exception as exc:  # noqa: BLE001 - any failure to connect means the same thing to the user
+        reason = getattr(exc, "reason", exc)
+        raise HarnessError(f"tracking server {uri} does not answer ({reason}); start it (`harness ui` serves "
+                           "one on 127.0.0.1) or give another --tracking-uri") from None

@@ -49,7 +49,27 @@ def stop_server(proc: subprocess.Popen) -> None:
             pass
 
 
+def check_port(port: int) -> None:
+    """The port must be valid and free on 127.0.0.1 before the server starts (its own error is a traceback)."""
+    import socket
+
+    from harness.errors import HarnessError
+
+    if not 0 < port < 65536:
+        raise HarnessError(f"--port {port} is not a TCP port; give one between 1 and 65535")
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as exc:
+            raise HarnessError(f"port {port} on 127.0.0.1 is not free ({exc.strerror}); "
+                               f"pass another --port or stop what uses it") from None
+
+
 def serve(tracking_uri: str | None = None, port: int = 5000, open_browser: bool = False) -> int:
+    from harness.tracking import check_tracking_uri
+
+    check_port(port)
+    tracking_uri = check_tracking_uri(tracking_uri)
     proc = start_server(tracking_uri, port)
     url = f"http://127.0.0.1:{port}"
     print(f"MLflow UI at {url} (pid {proc.pid}); Ctrl-C stops it")

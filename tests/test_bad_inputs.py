@@ -1,0 +1,190 @@
+"""Bad inputs: each ends with one clear line on stderr (the problem and what to do), exit status 2, no traceback,
+and nothing on disk changed (no MLflow store, no output folder, no world built).
+
+The CLI runs as a subprocess in a fresh, private home; every case fails before a world is built or a model loaded.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+RUN = ["run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm"]
+
+# (id, arguments, files to write first {name: text}, words the error line must hold)
+CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
+    # -- run: names
+    ("run-unknown-method", ["run", "--world", "synthetic", "--methods", "rando", "--tasks", "mlm"], {},
+     ["unknown method", "random"]),
+    ("run-unknown-task", ["run", "--world", "synthetic", "--methods", "random", "--tasks", "nerr"], {},
+     ["unknown task", "ner"]),
+    ("run-unknown-world", ["run", "--world", "synthtic", "--methods", "random", "--tasks", "mlm"], {},
+     ["unknown world", "synthetic"]),
+    ("run-unknown-profile", RUN + ["--profile", "gpuu"], {}, ["profile"]),
+    ("run-unknown-executor", RUN + ["--executor", "slurm"], {}, ["executor"]),
+    ("run-bad-device-name", RUN + ["--device", "tpu"], {}, ["device"]),
+    ("run-cuda-without-cuda", RUN + ["--device", "cuda"], {}, ["CUDA", "--device cpu"]),
+    ("run-cuda1-without-cuda", RUN + ["--device", "cuda:1"], {}, ["CUDA"]),
+    ("run-cuda-malformed", RUN + ["--device", "cuda:x"], {}, ["cuda:N"]),
+    # -- run: values and combinations
+    ("run-cpt-steps-not-int", RUN + ["--cpt-steps", "ten"], {}, ["--cpt-steps"]),
+    ("run-cpt-steps-negative", RUN + ["--cpt-steps", "-3"], {}, ["cpt_steps"]),
+    ("run-seeds-not-int", RUN + ["--seeds", "1,x"], {}, ["seeds"]),
+    ("run-seeds-empty", RUN + ["--seeds", ","], {}, ["seed"]),
+    ("run-dims-zero", RUN + ["--dims", "0"], {}, ["dims"]),
+    ("run-dims-word", RUN + ["--dims", "big"], {}, ["dims"]),
+    ("run-checkpoint-after-end", RUN + ["--cpt-steps", "4", "--cpt-checkpoints", "9"], {}, ["--cpt-checkpoints"]),
+    ("run-workers-zero", RUN + ["--workers", "0"], {}, ["--workers"]),
+    ("run-cpt-devices-zero", RUN + ["--cpt-devices", "0"], {}, ["--cpt-devices"]),
+    ("run-ray-address-without-ray", RUN + ["--ray-address", "auto"], {}, ["--executor ray"]),
+    ("run-unknown-flag", RUN + ["--methodz", "random"], {}, ["unrecognized", "--help"]),
+    ("run-no-command", [], {}, ["required"]),
+    ("run-unknown-command", ["rnu"], {}, ["invalid choice"]),
+    # -- run: tracking URIs
+    ("run-tracking-bogus-scheme", RUN + ["--tracking-uri", "bogus://x"], {}, ["unknown scheme", "--tracking-uri"]),
+    ("run-tracking-sqlite-missing-folder", RUN + ["--tracking-uri", "sqlite:////nonexistent-dir/x/m.db"], {},
+     ["does not exist"]),
+    ("run-tracking-sqlite-malformed", RUN + ["--tracking-uri", "sqlite://m.db"], {}, ["malformed"]),
+    ("run-tracking-sqlite-memory", RUN + ["--tracking-uri", "sqlite:///:memory:"], {}, ["no database file"]),
+    ("run-tracking-sqlite-is-folder", RUN + ["--tracking-uri", "sqlite:///{tmp}"], {}, ["is a folder"]),
+    ("run-tracking-http-unreachable", RUN + ["--tracking-uri", "http://127.0.0.1:{free_port}"], {},
+     ["does not answer"]),
+    ("run-tracking-http-bad-port", RUN + ["--tracking-uri", "http://127.0.0.1:99x"], {}, ["bad port"]),
+    ("run-tracking-http-no-host", RUN + ["--tracking-uri", "http://"], {}, ["no host"]),
+    ("run-tracking-file-is-file", RUN + ["--tracking-uri", "file://{tmp}/plain.txt"], {"plain.txt": "x"},
+     ["is a file"]),
+    # -- config files
+    ("config-missing", RUN + ["--config", "{tmp}/none.toml"], {}, ["does not exist"]),
+    ("config-bad-suffix", RUN + ["--config", "{tmp}/c.ini"], {"c.ini": "a=1"}, [".toml"]),
+    ("config-toml-malformed", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "methods = [random"}, ["parsed"]),
+    ("config-yaml-malformed", RUN + ["--config", "{tmp}/c.yaml"], {"c.yaml": "methods: [random\n  tasks: :"},
+     ["parsed"]),
+    ("config-toml-unknown-key", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "methds = ['random']"},
+     ["methds", "methods"]),
+    ("config-yaml-unknown-key", RUN + ["--config", "{tmp}/c.yml"], {"c.yml": "cpt_stepz: 3\n"}, ["cpt_steps"]),
+    ("config-toml-wrong-type", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "cpt_steps = 'many'"}, ["cpt_steps"]),
+    ("config-yaml-wrong-type", RUN + ["--config", "{tmp}/c.yaml"], {"c.yaml": "seeds: {a: 1}\n"}, ["seeds"]),
+    ("config-yaml-not-mapping", RUN + ["--config", "{tmp}/c.yaml"], {"c.yaml": "- a\n- b\n"}, ["mapping"]),
+    ("config-fail-fast-string", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "fail_fast = 'yes'"},
+     ["fail_fast"]),
+    ("config-method-params-flat", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "method_params = {k = 3}"},
+     ["method_params"]),
+    ("config-unknown-method", ["run", "--config", "{tmp}/c.toml"],
+     {"c.toml": "world = 'synthetic'\nmethods = ['ofaa']\ntasks = ['mlm']"}, ["unknown method", "ofa"]),
+    # -- home
+    ("home-is-file", RUN, {}, ["is a file", "HARNESS_HOME"]),
+    ("home-unwritable", RUN, {}, ["not writable", "HARNESS_HOME"]),
+    # -- init
+    ("init-unknown-method", ["init", "--world", "synthetic", "--method", "focuss", "--out", "{tmp}/o"], {},
+     ["unknown method", "focus"]),
+    ("init-unknown-world", ["init", "--world", "bibel", "--method", "random", "--out", "{tmp}/o"], {},
+     ["unknown world", "bible"]),
+    ("init-out-not-empty", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/full"],
+     {"full/x.txt": "keep"}, ["not empty", "--force"]),
+    ("init-out-is-file", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/f.txt"],
+     {"f.txt": "keep"}, ["is a file"]),
+    ("init-params-bad-json", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
+                              "--params", "{k: 1"], {}, ["--params", "JSON"]),
+    ("init-params-not-object", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
+                                "--params", "[1]"], {}, ["JSON object"]),
+    ("init-dim-zero", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o", "--dim", "0"], {},
+     ["--dim"]),
+    ("init-cuda-without-cuda", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
+                                "--device", "cuda"], {}, ["CUDA"]),
+    ("init-missing-method", ["init", "--world", "synthetic", "--out", "{tmp}/o"], {}, ["--method"]),
+    ("init-unknown-profile", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
+                              "--profile", "gpu"], {}, ["profile"]),
+    # -- leaderboard
+    ("leaderboard-bogus-uri", ["leaderboard", "--tracking-uri", "bogus://x"], {}, ["unknown scheme"]),
+    ("leaderboard-missing-folder", ["leaderboard", "--tracking-uri", "sqlite:////nonexistent-dir/m.db"], {},
+     ["does not exist"]),
+    ("leaderboard-bootstrap-negative", ["leaderboard", "--bootstrap", "-1"], {}, ["--bootstrap"]),
+    ("leaderboard-out-is-file", ["leaderboard", "--out", "{tmp}/f.txt"], {"f.txt": "keep"}, ["is a file"]),
+    ("leaderboard-bootstrap-not-int", ["leaderboard", "--bootstrap", "many"], {}, ["--bootstrap"]),
+    # -- world
+    ("world-unknown-name", ["world", "info", "synthtic"], {}, ["unknown world", "synthetic"]),
+    ("world-unknown-action", ["world", "destroy", "synthetic"], {}, ["invalid choice"]),
+    # -- ui
+    ("ui-port-in-use", ["ui", "--no-browser", "--port", "{busy_port}"], {}, ["not free", "--port"]),
+    ("ui-port-out-of-range", ["ui", "--no-browser", "--port", "70000"], {}, ["not a TCP port"]),
+    ("ui-bogus-uri", ["ui", "--no-browser", "--port", "{free_port}", "--tracking-uri", "bogus://x"], {},
+     ["unknown scheme"]),
+    ("ui-port-not-int", ["ui", "--port", "http"], {}, ["--port"]),
+]
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*")}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2(case, tmp_path):
+    name, args, files, words = case
+    tmp = tmp_path / "work"
+    tmp.mkdir()
+    home = tmp_path / "home"
+    home.mkdir()
+    for rel, text in files.items():
+        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / rel).write_text(text)
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    subs = {"{tmp}": str(tmp), "{busy_port}": str(busy.getsockname()[1]), "{free_port}": str(_free_port())}
+    argv = []
+    for a in args:
+        for k, v in subs.items():
+            a = a.replace(k, v)
+        argv.append(a)
+    if name == "home-is-file":
+        home.rmdir()
+        home.write_text("not a folder")
+    if name == "home-unwritable":
+        if os.geteuid() == 0:
+            pytest.skip("root writes anywhere")
+        home.chmod(0o500)
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(home), HF_HOME=str(tmp_path / "hf"), OMP_NUM_THREADS="1", COLUMNS="80",
+               CUDA_VISIBLE_DEVICES="")
+    before = _snapshot(tmp_path)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, env=env,
+                              timeout=300, cwd=REPO)
+    finally:
+        busy.close()
+        if name == "home-unwritable":
+            home.chmod(0o700)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, f"{argv} -> {proc.returncode}\n{proc.stderr}"
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{proc.stderr}"
+    assert lines[0].startswith("error:"), lines[0]
+    for w in words:
+        assert w.lower() in lines[0].lower(), f"{w!r} not in {lines[0]!r}"
+    after = _snapshot(tmp_path)
+    after.pop("hf", None)
+    assert after == before, f"disk changed: {sorted(set(after) ^ set(before))}"
+
+
+def test_enough_cases():
+    assert len(CASES) >= 40
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    env = {**os.environ, "HARNESS_HOME": str(tmp_path), "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "--debug", "run", "--world", "synthtic"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+    assert proc.returncode != 0
+    assert "Traceback" in proc.stderr and "UnknownNameError" in proc.stderr
