@@ -38,6 +38,7 @@ class Tracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
+        ensure_sqlite_store(self.uri)
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
 
@@ -130,6 +131,93 @@ class Tracker:
 
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
+
+
+# -- the SQLite store: created atomically, a half-created one recreated ----------------------------------------
+def _sqlite_path(uri: str) -> Path | None:
+    if not uri.startswith("sqlite:///") or uri[len("sqlite:///"):] in {"", ":memory:"}:
+        return None
+    return Path(uri[len("sqlite:///"):])
+
+
+def store_state(path: Path) -> tuple[bool, int]:
+    """(complete, runs) of a SQLite MLflow store: complete when every table MLflow expects exists and its schema is
+    at MLflow's head revision; runs counts the rows of its runs table (0 when there is none)."""
+    import sqlite3
+
+    import mlflow.store.model_registry.dbmodels.models  # noqa: F401 - registers the registry's tables
+    import mlflow.store.tracking.dbmodels.models  # noqa: F401 - registers the tracking tables
+    from mlflow.store.db.utils import Base, _get_latest_schema_revision
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+        runs = con.execute("select count(*) from runs").fetchone()[0] if "runs" in tables else 0
+        version = None
+        if "alembic_version" in tables:
+            row = con.execute("select version_num from alembic_version").fetchone()
+            version = row[0] if row else None
+    except sqlite3.DatabaseError:
+        return False, 0
+    finally:
+        con.close()
+    complete = set(Base.metadata.tables) <= tables and version == _get_latest_schema_revision()
+    return complete, int(runs)
+
+
+def _create_store(path: Path) -> None:
+    """Create and migrate a store under a temporary name in the same folder, then link it into place (never over
+    an existing file: a store another process created first wins)."""
+    from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".creating", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    tmp.unlink()
+    tmp_uri = f"sqlite:///{tmp}"
+    try:
+        store = SqlAlchemyStore(tmp_uri, default_artifact_root().as_uri())
+        store.engine.dispose()
+        SqlAlchemyStore._engine_map.pop(tmp_uri, None)
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+    finally:
+        for p in (tmp, Path(f"{tmp}-journal")):
+            p.unlink(missing_ok=True)
+
+
+def ensure_sqlite_store(uri: str) -> None:
+    """A SQLite tracking store that is absent is created atomically; one left half-created by a killed process
+    (tables missing or its schema not migrated) that holds no runs is recreated, saying so in one line. A store
+    that holds runs is never deleted."""
+    import sys
+
+    path = _sqlite_path(uri)
+    if path is None:
+        return
+    for leftover in path.parent.glob(f".{path.name}.*.creating"):  # a creation killed before its rename
+        try:
+            if time.time() - leftover.stat().st_mtime > 600:
+                leftover.unlink()
+        except OSError:
+            pass
+    if path.exists() and path.stat().st_size > 0:
+        complete, runs = store_state(path)
+        if complete or runs:
+            return  # a store with runs is MLflow's to judge (and to upgrade); it is never deleted here
+        print(f"tracking store {path} was left half-created (no runs in it); recreating it", file=sys.stderr)
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+
+        engine = SqlAlchemyStore._engine_map.pop(uri, None)
+        if engine is not None:
+            engine.dispose()
+        path.unlink()
+        Path(f"{path}-journal").unlink(missing_ok=True)
+    elif path.exists():
+        path.unlink()  # an empty file: nothing was ever written into it
+    _create_store(path)
 
 
 # -- checks before anything is created ---------------------------------------------------------------------
