@@ -175,6 +175,7 @@ class Runner:
         console.print(f"world [bold]{self.world.name}[/bold] ({self.world.hash}), profile {self.cfg.profile}, "
                       f"device {self.device}: {len(plan.cells)} cell(s) x tasks {', '.join(plan.tasks)}")
         self.cache.clean_stale()
+        self.mark_orphans()
         results: dict[str, Any] = {"cells": [], "failed": []}
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -259,6 +260,18 @@ class Runner:
                         tr.log_metrics(run_id, metrics, step=step)
                         tr.mark_done(run_id, f"agg_{step}_{len(cells)}")
                 tr.finish(run_id)
+
+    def mark_orphans(self) -> None:
+        """Runs left RUNNING by a dead process become KILLED (this run's cells resume theirs and finish them)."""
+        ids = []
+        for source in sorted({c.source for c in self.plan.cells}):
+            exp = self.tracker.client.get_experiment_by_name(self.experiment_name(source))
+            if exp is not None:
+                ids.append(exp.experiment_id)
+        n = self.tracker.mark_orphans_killed(ids)
+        if n:
+            console.print(f"[yellow]{n} MLflow run(s) left RUNNING by a process that died are marked KILLED; "
+                          f"the cells of this command resume theirs[/yellow]")
 
     # ------------------------------------------------------------------------------------------------------
     def method_params(self, method: str) -> dict[str, Any]:
@@ -437,6 +450,8 @@ class Runner:
                                "world": self.world.name, "parent": parent})
             if tr.is_done(trun, f"step_{step}"):
                 self.say(f"  {task_name} @ step {step}: already logged")
+                if step == (int(self.cpt["steps"]) if int(self.cpt["steps"]) > 0 else 0):
+                    tr.finish(trun)  # a resumed run whose work is done ends FINISHED
                 continue
             if model is None:
                 model = load_model(model_dir, device=self.device)

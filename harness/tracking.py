@@ -28,6 +28,29 @@ def metric_key(*parts: str) -> str:
     return "/".join(_BAD.sub("_", p.replace("@", "_at_")) for p in parts)
 
 
+def _owner() -> dict[str, str]:
+    """The process that works on a run now (a run RUNNING whose process is gone was killed)."""
+    import socket
+
+    return {"pid": str(os.getpid()), "host": socket.gethostname()}
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie (dead, not yet reaped) is no longer working
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
 def _quote(v: str) -> str:
     return "'" + str(v).replace("'", "\\'") + "'"
 
@@ -68,12 +91,31 @@ class Tracker:
             run = found[0]
             if run.info.status != "RUNNING":
                 self.client.update_run(run.info.run_id, status="RUNNING")
+            self.set_tags(run.info.run_id, _owner())
             return run.info.run_id, True
-        all_tags = {f"{TAG}{k}": str(v) for k, v in {**run_tags(), **tags}.items()}
+        all_tags = {f"{TAG}{k}": str(v) for k, v in {**run_tags(), **tags, **_owner()}.items()}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(experiment_id, tags=all_tags, run_name=name)
         return run.info.run_id, False
+
+    def mark_orphans_killed(self, experiment_ids: list[str]) -> int:
+        """Runs left RUNNING by a process of this machine that is gone (killed, crashed) become KILLED, so the
+        status tells the truth; a run this command will resume becomes RUNNING again when its cell starts.
+        Runs of a live process, of another machine or without an owner are left alone. Returns how many."""
+        if not experiment_ids:
+            return 0
+        n = 0
+        for run in self.client.search_runs(experiment_ids, filter_string="attributes.status = 'RUNNING'",
+                                           max_results=5000):
+            tags = run.data.tags
+            pid, host = tags.get(f"{TAG}pid"), tags.get(f"{TAG}host")
+            if not pid or not pid.isdigit() or host != _owner()["host"] or _alive(int(pid)):
+                continue
+            self.client.set_tag(run.info.run_id, f"{TAG}error", f"its process (pid {pid}) died before it finished")
+            self.client.set_terminated(run.info.run_id, status="KILLED")
+            n += 1
+        return n
 
     def finish(self, run_id: str) -> None:
         self.client.set_terminated(run_id, status="FINISHED")

@@ -84,6 +84,26 @@ def test_killed_run_resumes_without_duplicates(run_cli, tracking_uri, stage):
     assert sorted(x.step for x in hist) == [0, 4]
     train = c.get_metric_history(parent.info.run_id, "cpt/train_loss")
     assert sorted(x.step for x in train) == [1, 2, 3, 4]
+    # the status tells the truth: every run of the resumed work ends FINISHED
+    every = _runs(tracking_uri, exp, "cell") + _runs(tracking_uri, exp, "task")
+    assert [r.info.status for r in every] == ["FINISHED"] * len(every)
+
+
+def test_run_left_running_by_a_dead_process_is_marked_killed_then_resumed(run_cli, tracking_uri):
+    exp = "t-orphan"
+    killed = run_cli(*BASE, "--methods", "random", "--experiment", exp, "--seeds", "8",
+                     env={"HARNESS_FAULT_AFTER": "init"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    (orphan,) = _runs(tracking_uri, exp, "cell")
+    assert orphan.info.status == "RUNNING"
+    other = run_cli(*BASE, "--methods", "random", "--experiment", exp, "--seeds", "9", "--cpt-steps", "0",
+                    check=True)  # another cell: the orphan is found and marked, not resumed
+    assert "marked KILLED" in other.stderr
+    status = {r.data.tags["harness.seed"]: r.info.status for r in _runs(tracking_uri, exp, "cell")}
+    assert status == {"8": "KILLED", "9": "FINISHED"}
+    run_cli(*BASE, "--methods", "random", "--experiment", exp, "--seeds", "8", check=True)
+    (again,) = [r for r in _runs(tracking_uri, exp, "cell") if r.data.tags["harness.seed"] == "8"]
+    assert again.info.run_id == orphan.info.run_id and again.info.status == "FINISHED"
 
 
 def test_unknown_method_exits_2_with_a_suggestion(run_cli):
