@@ -348,6 +348,11 @@ class _Builder:
         if mixed:
             b.notes.append("rows come from different major versions of " + "; ".join(
                 f"{lib} ({', '.join(v)})" for lib, v in mixed.items()) + ": numbers may not be comparable")
+        unfinished = sorted({f"{labels[key]} seed {r.seed} ({p.status})" for key, runs in groups.items()
+                             for r in runs if (p := data.parent(r)) is not None and p.status != "FINISHED"})
+        if unfinished:
+            b.notes.append("incomplete cells (their runs did not finish; the same `harness run` command resumes "
+                           "them): " + ", ".join(unfinished))
         return b
 
     def init_of(self, runs: list[TaskRun]) -> dict[str, float]:

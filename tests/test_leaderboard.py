@@ -218,6 +218,18 @@ def test_a_table_mixing_major_library_versions_says_so(tracking_uri, lb):
     assert not any("major versions" in n for n in _board(lb).notes)
 
 
+def test_a_table_names_its_incomplete_cells(tracking_uri, lb):
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment("lb-incomplete")
+    make_cell(client, exp_id, "alpha", 1)
+    killed, _ = make_cell(client, exp_id, "beta", 1)
+    client.set_terminated(killed, status="KILLED")
+    notes = _board(_build(tracking_uri, "lb-incomplete", bootstrap=0)).notes
+    (note,) = [n for n in notes if "incomplete cells" in n]
+    assert "beta" in note and "KILLED" in note and "alpha" not in note
+    assert not any("incomplete" in n for n in _board(lb).notes)
+
+
 def test_claims_on_a_board_without_the_papers_methods(lb, tmp_path):
     """alpha/beta/gamma are no paper's methods: every pairwise claim is not tested; the held-out MLM curves of
     every row fall, so the CPT claim holds; every rendering carries the table and its sentence."""
