@@ -254,11 +254,10 @@ def _print_world_tasks(world: Any) -> None:
 # -- init --------------------------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
     from harness.initialize import initialize_model
-    from harness.registry import METHODS
-    from harness.worlds import get_world
-
     from harness.paths import harness_home
     from harness.profiles import profile
+    from harness.registry import METHODS
+    from harness.worlds import get_world
 
     harness_home()
     _check_world_name(args.world)
@@ -295,10 +294,9 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 # -- leaderboard / ui --------------------------------------------------------------------------------------
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from leaderboard.tables import print_leaderboard
-
     from harness.paths import harness_home
     from harness.tracking import check_tracking_reachable, check_tracking_uri
+    from leaderboard.tables import print_leaderboard
 
     if args.bootstrap < 0:
         raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")

@@ -306,7 +306,7 @@ def check_tracking_uri(uri: str | None) -> str:
     elif scheme in {"http", "https"}:
         parsed = urlparse(uri)
         try:
-            parsed.port
+            _ = parsed.port
         except ValueError:
             raise HarnessError(f"tracking URI {uri!r} has a bad port; {hint}") from None
         if not parsed.hostname:
