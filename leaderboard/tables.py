@@ -154,15 +154,15 @@ class Board:
         return self.row(label).avg
 
     def best(self, lang: str) -> float | None:
-        """The best mean among our rows in a language column (paper rows do not compete)."""
-        vals = [v for r in self.rows if (v := r.value(lang)) is not None]
-        if not vals:
-            return None
-        return max(vals) if self.higher_is_better else min(vals)
+        """The best mean among our rows in a language column (paper rows do not compete); None when every row
+        scores the same (an all-zero column has no best)."""
+        return self.best_of([r.value(lang) for r in self.rows])
 
     def best_of(self, values: list[float | None], lower_is_better: bool | None = None) -> float | None:
+        """The best of ``values``; None when there is none, or when two or more are all equal (a tie at the top
+        of every row is not a best)."""
         vals = [v for v in values if v is not None]
-        if not vals:
+        if not vals or (len(vals) > 1 and len(set(vals)) == 1):
             return None
         low = (not self.higher_is_better) if lower_is_better is None else lower_is_better
         return min(vals) if low else max(vals)

@@ -430,6 +430,16 @@ def test_terminal_marks_the_best_per_column(lb):
     out = con.export_text(styles=True)
     # gamma is best on aaa_Latn (0.900): printed bold green; alpha's 0.820 is not
     assert re.search(r"\x1b\[1;32m0\.900", out) and not re.search(r"\x1b\[1;32m0\.820", out)
+    # a column where every row scores the same (jpn_Jpan NER: 0.000 for all) has no best, and nothing is painted
+    from leaderboard.tables import Board, Entry, Row
+
+    zero = Board("e", "ner", "f1", "cpu", True, "step", 0, [], [
+        Row(m, {"jpn_Jpan": Entry([0.0], ["1"]), "fra_Latn": Entry([v], ["1"])}) for m, v in (("a", 0.2), ("b", 0.3))])
+    assert zero.best("jpn_Jpan") is None and zero.best("fra_Latn") == 0.3
+    con = Console(width=300, record=True, force_terminal=True, color_system="truecolor", file=io.StringIO())
+    render(zero, con, details=False)
+    assert not re.search(r"\x1b\[1;32m0\.000", con.export_text(styles=True))
+    assert zero.best_of([0.0, 0.1, 0.1]) == 0.1 and zero.best_of([0.3]) == 0.3
     transposed = Console(width=300, record=True, file=io.StringIO())
     render(b, transposed, transpose=True, details=False)
     lines = transposed.export_text().splitlines()
