@@ -159,18 +159,27 @@ def test_focus_real_pair(real_pair, parity_cache):
 
 def test_focus_fasttext_model_is_deepfocus_s(real_pair, parity_cache, tmp_path, monkeypatch):
     """deepfocus trains the same token-level fastText model as we do, bit for bit (one thread; the same n-gram
-    bucket count, which deepfocus leaves at fastText's 2M: injected here)."""
+    bucket count, which deepfocus leaves at fastText's 2M: injected here). Its training runs under the same
+    zero-filled allocations as ours (methods.fasttext_util): with one thread fastText initializes only the first
+    tenth of its input matrix and the rest is whatever the allocator returns, so without it the comparison
+    depends on the heap's state (it failed intermittently: reused memory instead of fresh zero pages)."""
     import datasets.config
     import deepfocus.fasttext_embs as fe
     import fasttext
+
+    from methods.fasttext_util import zeroed_allocations
 
     ours = METHODS.get("focus")().initialize(pair_ctx(real_pair, parity_cache, FOCUS_PARAMS))
     monkeypatch.setattr(fe, "CACHE_DIR", tmp_path / "deepfocus")
     monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "datasets")
     train = fasttext.train_unsupervised
-    monkeypatch.setattr(fe.fasttext, "train_unsupervised",
-                        lambda *a, **k: train(*a, **{**k, "bucket": FOCUS_PARAMS["bucket"]}))
     text = str(text_files(real_pair.world)[TARGET])
+
+    def train_zeroed(*a, **k):
+        with zeroed_allocations():
+            return train(*a, **{**k, "bucket": FOCUS_PARAMS["bucket"]})
+
+    monkeypatch.setattr(fe.fasttext, "train_unsupervised", train_zeroed)
     theirs, seconds = timed(lambda: fe.train_fasttext(
         text, real_pair.target_tokenizer, epochs=FOCUS_PARAMS["epochs"], dim=FOCUS_PARAMS["dim"],
         min_count=FOCUS_PARAMS["min_count"], processes=1))
