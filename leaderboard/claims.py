@@ -103,8 +103,7 @@ def _pairwise(claim: Claim, board: Any) -> ClaimResult:
         res.detail = f"|diff| {'≤' if res.status == 'holds' else '>'} {LEVEL_TOLERANCE}"
         res.p_value = paired_test(claim.a, claim.b, va, vb, board.higher_is_better).p_value
         return res
-    test = paired_test(claim.a, claim.b, {x: va[x] for x in langs}, {x: vb[x] for x in langs},
-                       board.higher_is_better)
+    test = paired_test(claim.a, claim.b, va, vb, board.higher_is_better)  # over the languages both rows have
     res.p_value = test.p_value
     ahead = sign * res.diff > 0
     significant = test.p_value is not None and test.p_value < ALPHA
