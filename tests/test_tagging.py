@@ -342,12 +342,24 @@ def test_tagger_and_scores_are_cached(tmp_path, tok, monkeypatch):
     assert again.scores == first.scores and again.extras["tagger_cached"]
     assert again.extras["test_cached"] == ["eng_Latn"] and again.extras["dev_curve"] == first.extras["dev_curve"]
 
-    # a new language reuses the saved tagger (no fine-tuning) and scores as the freshly trained one does
+    # a quickly trained tagger keeps its record, not its weights: a new language fine-tunes it again, and it
+    # scores as the freshly trained one does
+    product = tmp_path / "cache" / "tagger" / first.extras["tagger_key"]
+    assert (product / "tagger.json").is_file() and not (product / tagging.WEIGHTS).exists()
+    more = task.evaluate(tiny_model(len(tok)), tok, world, list(LANGS), settings)
+    fresh = task.evaluate(tiny_model(len(tok)), tok, world, list(LANGS), TaskSettings(params=params))
+    assert more.scores == fresh.scores and more.extras["tagger_cached"]
+    assert more.extras["test_cached"] == ["eng_Latn"]
+
+    # a tagger that took long to train keeps its weights, and a new language reuses them (no fine-tuning)
+    monkeypatch.setattr(tagging, "KEEP_WEIGHTS_SECONDS", 0.0)
+    kept = TaskSettings(params=params, cache_dir=tmp_path / "cache", model_key="tiny-model-kept")
+    first_kept = task.evaluate(tiny_model(len(tok)), tok, world, ["eng_Latn"], kept)
+    assert (tmp_path / "cache" / "tagger" / first_kept.extras["tagger_key"] / tagging.WEIGHTS).is_file()
     with monkeypatch.context() as mp:
         mp.setattr(tagging, "fine_tune", boom)
-        more = task.evaluate(tiny_model(len(tok)), tok, world, list(LANGS), settings)
-    fresh = task.evaluate(tiny_model(len(tok)), tok, world, list(LANGS), TaskSettings(params=params))
-    assert more.scores == fresh.scores
+        more_kept = task.evaluate(tiny_model(len(tok)), tok, world, list(LANGS), kept)
+    assert more_kept.scores == fresh.scores
 
     # another model key, profile setting or seed is another tagger
     other = task.evaluate(tiny_model(len(tok)), tok, world, ["eng_Latn"],
