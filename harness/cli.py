@@ -45,7 +45,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--source", help="source model of the world ('all' for every one)")
     p.add_argument("--langs", help="comma-separated iso3_Script codes (default: every language with data)")
     p.add_argument("--dims", help="factorized dims, e.g. 100,200,full (default: full)")
-    p.add_argument("--seeds", help="comma-separated seeds (default: 1)")
+    p.add_argument("--seeds", help="comma-separated seeds (default: 1,2,3; 1 on the synthetic world)")
     p.add_argument("--cpt-steps", type=int, help="continued pre-training steps (default: the profile's)")
     p.add_argument("--cpt-checkpoints", help="extra CPT steps at which to evaluate, e.g. 10,20")
     p.add_argument("--cpt-devices", type=int, help="processes/GPUs for CPT (torchrun; the effective batch is kept)")

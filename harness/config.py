@@ -25,7 +25,9 @@ class RunConfig:
     source: str | None = None  # None: the world's default source; "all": every source
     langs: list[str] | None = None  # None: every language the world has data for
     dims: list[int | str] = field(default_factory=lambda: [FULL])  # factorized dims; "full" = no factorization
-    seeds: list[int] = field(default_factory=lambda: [1])
+    # None: the world's default (DEFAULT_SEEDS, three seeds, so every number on the board has a spread; the
+    # synthetic world, whose numbers mean nothing, one)
+    seeds: list[int] | None = None
     cpt_steps: int | None = None  # None: the profile's
     cpt_checkpoints: list[int] = field(default_factory=list)  # extra evaluation steps during CPT
     profile: str = "cpu"
@@ -184,11 +186,27 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
 
     if cfg.executor not in EXECUTORS:
         raise ConfigError(f"config key 'executor': expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
-    if not cfg.seeds:
+    if cfg.seeds is not None and not cfg.seeds:
         raise ConfigError("config key 'seeds': give at least one seed")
     if not cfg.dims:
         raise ConfigError("config key 'dims': give at least one dimension ('full' for no factorization)")
     return cfg
+
+
+DEFAULT_SEEDS = [1, 2, 3]
+
+
+def run_seeds(cfg: RunConfig, world_name: str) -> list[int]:
+    """The seeds a run uses: the given ones, else the world builder's ``default_seeds``, else :data:`DEFAULT_SEEDS`."""
+    if cfg.seeds:
+        return list(cfg.seeds)
+    from harness.worlds import WORLDS
+
+    try:
+        builder = WORLDS.get(world_name)
+    except Exception:  # an unknown world is reported where it is loaded
+        builder = None
+    return list(getattr(builder, "default_seeds", None) or DEFAULT_SEEDS)
 
 
 def config_to_dict(cfg: RunConfig) -> dict[str, Any]:

@@ -21,7 +21,7 @@ from typing import Any
 from rich.console import Console
 
 from harness.cache import ProductCache
-from harness.config import RunConfig
+from harness.config import RunConfig, run_seeds
 from harness.errors import HarnessError, MissingResourceError
 from harness.hashing import hash_obj
 from harness.paths import harness_home
@@ -111,7 +111,7 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
                                f"{', '.join(str(d) for d in dims if d is not None)} skipped")
                 dims = [d for d in dims if d is None]
             for dim in dims:
-                for seed in cfg.seeds:
+                for seed in run_seeds(cfg, world.name):
                     cells.append(Cell(source, m, dim, seed))
     languages = {}
     for t in tasks:
@@ -177,8 +177,11 @@ class Runner:
         self.cache.clean_stale()
         self.mark_orphans()
         results: dict[str, Any] = {"cells": [], "failed": []}
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
+        from harness.progress import Progress
+
+        # rich bars on a terminal, plain progress lines when the output is piped
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as prog:
             bar = prog.add_task("cells", total=len(plan.cells))
@@ -289,6 +292,10 @@ class Runner:
 
     def run_cell(self, cell: Cell, prog: Any = None) -> dict[str, Any]:
         from harness.initialize import initialize_model, load_model
+        from harness.progress import PlainProgress, callbacks, mode
+
+        if prog is None and mode(console) == "lines":  # a worker process: its own progress lines, prefixed
+            prog = PlainProgress(console.file, prefix=self.prefix)
 
         tr = self.tracker
         ident = self.cell_identity(cell)
@@ -320,7 +327,8 @@ class Runner:
                 "init", init_inputs,
                 lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
                                                       seed=cell.seed, params=ident["params"], out_dir=d,
-                                                      device=self.device)})
+                                                      device=self.device,
+                                                      progress=callbacks(prog) if prog is not None else None)})
             report = json.loads((prod.path / "init_report.json").read_text())
             self.say(f"  init {'(cached) ' if prod.cached else ''}{cell.label}: {report.get('counts')} "
                      f"in {time.time() - t0:.1f}s")

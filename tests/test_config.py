@@ -81,3 +81,25 @@ def test_unknown_language_is_named(synthetic_world):
     with pytest.raises(ConfigError) as ei:
         make_plan(cfg, synthetic_world)
     assert "qad_Cyrk" in str(ei.value) and "qad_Cyrl" in str(ei.value)
+
+
+def test_seeds_default_to_three_on_real_worlds_and_one_on_the_synthetic_world():
+    from harness.config import DEFAULT_SEEDS, run_seeds
+
+    assert DEFAULT_SEEDS == [1, 2, 3]
+    assert make_config().seeds is None  # resolved against the world
+    assert run_seeds(make_config(), "bible") == [1, 2, 3]
+    assert run_seeds(make_config(), "glot500") == [1, 2, 3]
+    assert run_seeds(make_config({"world": "synthetic"}), "synthetic") == [1]
+    assert run_seeds(make_config({"seeds": "4,5"}), "synthetic") == [4, 5]
+    assert run_seeds(make_config({"seeds": "7"}), "bible") == [7]
+
+
+def test_the_main_job_plans_three_seeds_per_cell(synthetic_world):
+    from harness.runner import make_plan
+
+    cfg = make_config({"world": "synthetic", "methods": "random,ofa", "tasks": "mlm"})
+    assert sorted({c.seed for c in make_plan(cfg, synthetic_world).cells}) == [1]
+    cfg = make_config({"world": "synthetic", "methods": "random,ofa", "tasks": "mlm", "seeds": "1,2,3"})
+    plan = make_plan(cfg, synthetic_world)
+    assert len(plan.cells) == 6 and sorted({c.seed for c in plan.cells}) == [1, 2, 3]

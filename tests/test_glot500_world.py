@@ -356,7 +356,7 @@ def test_harness_run_on_the_fixture_world_end_to_end(run_cli, tracking_uri):
 
     exp = "glot500-fixture-e2e"
     r = run_cli("run", "--world", "glot500-fixture", "--methods", "random,ofa", "--tasks", "sr-b,sr-t,ner,pos,mlm",
-                "--cpt-steps", "2", "--experiment", exp, env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
+                "--cpt-steps", "2", "--seeds", "1", "--experiment", exp, env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     c = MlflowClient(tracking_uri)
     runs = c.search_runs([c.get_experiment_by_name(exp).experiment_id])

@@ -147,6 +147,8 @@ class SyntheticWorld:
     name = "synthetic"
     description = "tiny generated world (5 made-up languages, 2-layer XLM-R source): tests and quick trials"
     version = "1"
+    # its numbers mean nothing (it exists to show the whole loop in minutes): one seed unless --seeds says more
+    default_seeds = (1,)
 
     def __init__(self, seed: int = 7, n_train: int = 1500, n_heldout: int = 120, pretrain_steps: int = 120):
         self.seed = seed
