@@ -292,10 +292,11 @@ class Runner:
 
     def run_cell(self, cell: Cell, prog: Any = None) -> dict[str, Any]:
         from harness.initialize import initialize_model, load_model
-        from harness.progress import PlainProgress, callbacks, mode
+        from harness.progress import PlainProgress, callbacks, mode, set_prefix
 
         if prog is None and mode(console) == "lines":  # a worker process: its own progress lines, prefixed
-            prog = PlainProgress(console.file, prefix=self.prefix)
+            set_prefix(self.prefix)
+            prog = PlainProgress(console.file)
 
         tr = self.tracker
         ident = self.cell_identity(cell)

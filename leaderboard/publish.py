@@ -200,8 +200,9 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                     step: str = "final", world: str | None = None, *, metric: str | None = None,
                     per_seed: bool = False, out: Path | None = None, log_run: bool = True, write: bool = True,
                     bootstrap: int = 1000, bootstrap_seed: int = 0, console: Console | None = None) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
+    from harness.progress import Progress  # plain progress lines when stderr is piped
     from leaderboard.collect import collect_experiment, experiments
     from leaderboard.render_terminal import render, render_claims
 

@@ -241,20 +241,13 @@ def on_device(model: torch.nn.Module, device: str | torch.device) -> Iterator[to
 @contextlib.contextmanager
 def progress(settings: Any, description: str, total: int) -> Iterator[Callable[[int], None]]:
     """An ``advance(n)`` callback: the run's progress hook (``settings.progress(description, total)``) when given,
-    else a transient rich bar on an interactive terminal (nothing otherwise)."""
+    else :func:`harness.progress.track` (a transient rich bar on a terminal, plain progress lines when piped)."""
     hook = getattr(settings, "progress", None)
     if callable(hook):
         advance = hook(description, total)
         yield advance if callable(advance) else (lambda n: None)
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from harness.progress import track
 
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda n: None
-        return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  console=console, transient=True) as bar:
-        tid = bar.add_task(description, total=total)
-        yield lambda n: bar.advance(tid, n)
+    with track(description, total) as advance:
+        yield advance

@@ -87,7 +87,8 @@ class BuildSettings:
 
 
 class Progress:
-    """A thin wrapper over rich's progress bar (silent when rich is unavailable or disabled)."""
+    """The build's progress (:mod:`harness.progress`): rich bars on a terminal, plain lines when the output is
+    piped (a line per stage, every tenth of a bar and its end with the elapsed time); silent when disabled."""
 
     def __init__(self, enabled: bool = True):
         self.enabled = enabled
@@ -96,16 +97,25 @@ class Progress:
     def __enter__(self):
         if self.enabled:
             from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
-            from rich.progress import Progress as RichProgress
 
-            self._p = RichProgress(TextColumn("[bold]{task.description}"), BarColumn(),
-                                   TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(), transient=False)
+            from harness.progress import Progress as HarnessProgress
+
+            self._p = HarnessProgress(TextColumn("[bold]{task.description}"), BarColumn(),
+                                      TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
+                                      transient=False)
             self._p.__enter__()
         return self
 
     def __exit__(self, *exc):
         if self._p is not None:
             self._p.__exit__(*exc)
+
+    def note(self, message: str) -> None:
+        """A line of its own when the output is piped (a terminal shows the bars instead)."""
+        from harness.progress import PlainProgress
+
+        if isinstance(self._p, PlainProgress):
+            self._p.print(message)
 
     def task(self, description: str, total: int):
         if self._p is None:
@@ -150,8 +160,10 @@ class BibleBuild:
     def stage(self, name: str):
         t0 = time.time()
         log.info("bible world: %s", name)
+        self.progress.note(f"bible world: stage {name}")
         yield
         self.timings[name] = round(time.time() - t0, 2)
+        self.progress.note(f"bible world: stage {name} done in {self.timings[name]:.1f}s")
 
     # ---------------------------------------------------------------------------------------------------
     def run(self) -> None:

@@ -428,20 +428,14 @@ def _seed_for(seed: int, code: str) -> int:
 
 @contextlib.contextmanager
 def _progress() -> Iterator[Callable[[str, int], Callable[[int], None]]]:
-    """``task(description, total) -> advance(n)``: rich bars on an interactive terminal, nothing otherwise."""
+    """``task(description, total) -> advance(n)``: rich bars on an interactive terminal, plain progress lines
+    (start, every tenth, end with the elapsed time) when the output is piped (:mod:`harness.progress`)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        yield lambda desc, total: (lambda n: None)
-        return
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
-        def task(desc: str, total: int) -> Callable[[int], None]:
-            tid = bar.add_task(desc, total=total)
-            return lambda n: bar.advance(tid, n)
-        yield task
+    from harness.progress import Progress, callbacks
+
+    with Progress(console=Console(stderr=True)) as bar:
+        yield callbacks(bar)
 
 
 class _Build:
