@@ -68,7 +68,7 @@ def _coerce(key: str, value: Any) -> Any:
         return ConfigError(f"config key {key!r}: expected {expected}, got {value!r} ({type(value).__name__})")
 
     if value is None:
-        if key in {"source", "langs", "cpt_steps", "tracking_uri", "experiment", "ray_address", "workers"}:
+        if key in {"source", "langs", "seeds", "cpt_steps", "tracking_uri", "experiment", "ray_address", "workers"}:
             return None
         raise bad("a value")
     if key in _LIST_STR:

@@ -103,3 +103,11 @@ def test_the_main_job_plans_three_seeds_per_cell(synthetic_world):
     cfg = make_config({"world": "synthetic", "methods": "random,ofa", "tasks": "mlm", "seeds": "1,2,3"})
     plan = make_plan(cfg, synthetic_world)
     assert len(plan.cells) == 6 and sorted({c.seed for c in plan.cells}) == [1, 2, 3]
+
+
+def test_a_config_without_seeds_survives_the_round_trip_to_a_worker():
+    from harness.config import config_to_dict
+
+    cfg = make_config()
+    again = make_config(config_to_dict(cfg))  # what a worker process rebuilds from the parent's config
+    assert again.seeds is None and again == cfg
