@@ -173,7 +173,10 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
             raise MissingResourceError(f"fastText {kind}: the training corpus is empty")
         if path is not None and path.is_file():
             return CachedModel(load_model(path), path, key, cached=True, corpus_lines=n_lines)
-        model = train_model(corpus, settings)
+        from harness.progress import activity
+
+        with activity(f"fastText {kind}: training on {n_lines} lines"):
+            model = train_model(corpus, settings)
     finally:
         corpus.unlink(missing_ok=True)
     if not model.get_words():
