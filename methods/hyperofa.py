@@ -19,7 +19,9 @@ OFA's pipeline with the convex combination replaced by a trained hypernetwork (:
    :mod:`methods.hypernetwork`), and, unless ``control=False``, the same network with the same seed on the same
    split with the training targets permuted among the training tokens (the shuffled-target control). Both
    validation cosines go into the stats: ``val_cosine`` (the kept checkpoint's) and ``control_val_cosine``.
-6. Initialization (seed 000 §3.5): overlapping tokens copy their source row (``ofa`` overlap rule); every other
+6. Initialization (seed 000 §3.5): overlapping tokens copy their source row (``ofa`` overlap rule, special tokens
+   by their text as the reference does, ``specials="string"``; ``specials="role"`` is the harness's variant, as for
+   ``ofa``); every other
    target token with at least one matched word is predicted by the hypernetwork (eval mode, no augmentation, the
    set in word-file order); the rest take the per-dimension Gaussian of the source matrix -- the same rows as
    ``ofa`` and ``random`` give them with the same seed. So the copied / method / random counts equal OFA's.
@@ -57,7 +59,19 @@ Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset
 ``weight_decay`` (0), ``loss_lambda`` (0.1), ``temperature``, ``source_kind``, ``loss_form`` ("code" | "paper-000" |
 "report-001"), ``augment_prob`` (0.5), ``augment_min_fraction`` (0.5), ``augment_min_set`` (4), ``shuffle_sets``
 (True), ``bucket_factor`` (40), ``amp`` ("auto" | "bf16" | "off"), ``control`` (True), ``source_languages`` /
-``target_languages`` / ``max_words`` (as OFA), ``cache`` (True).
+``target_languages`` / ``max_words`` (as OFA), ``specials`` ("string", as OFA), ``cache`` (True).
+
+Reference behaviour (``enesozeren/hyper-ofa``; checked by ``tests/test_hyperofa_reference.py`` against fixtures that
+``scripts/reference/make_ofa_fixtures.py`` made with the authors' code on the bible world's assets): the matched
+word sets of every source and target token, the training pairs (every source token with a matched word, its
+``F_s`` row as the target), the overlap and the copied / predicted / Gaussian counts are the reference's; the
+hypernetwork's forward pass, loss and padding are the reference's on the same weights and batch. Departures by
+design: the split (a seeded generator with a floor on the held-out sets; the reference: ``np.random.seed(42)``
+shuffle, 97/2.5/0.5 %), the cut of sets longer than ``max_set`` (a seeded random subset or the first in file order;
+the reference: the first 256 of a ``list(set())``, hash-ordered), per-epoch shuffling of every set (the reference
+shuffles only the sub-sampled ones), the batch order (length-grouped batches in shuffled order; the reference: the
+groups in order), early stopping on the validation loss (the reference: a fixed number of epochs, the best of every
+20th), the CPU preset's sizes, and the Gaussian rows' generator.
 """
 
 from __future__ import annotations
@@ -102,6 +116,7 @@ from methods.hypernetwork import (
     truncate_set,
 )
 from methods.ofa import _tokenizer_fingerprint, subword_word_edges
+from methods.overlap import SPECIALS_MODES
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir
 
@@ -230,7 +245,7 @@ class HyperOFAInit:
         "lr_gamma": 0.95, "weight_decay": 0.0, "loss_lambda": 0.1, "temperature": None, "source_kind": "auto",
         "loss_form": "code", "augment_prob": 0.5, "augment_min_fraction": 0.5, "augment_min_set": 4,
         "shuffle_sets": True, "bucket_factor": 40, "amp": "auto", "control": True, "source_languages": None,
-        "target_languages": None, "max_words": None, "cache": True,
+        "target_languages": None, "max_words": None, "specials": "string", "cache": True,
     }
 
     # -- parameters ------------------------------------------------------------------------------------------
@@ -247,6 +262,7 @@ class HyperOFAInit:
             (p["loss_form"] in LOSS_FORMS, f"loss_form must be one of {LOSS_FORMS}"),
             (p["amp"] in ("auto", "bf16", "off"), "amp must be 'auto', 'bf16' or 'off'"),
             (p["source_kind"] in ("auto", "mono", "multi"), "source_kind must be 'auto', 'mono' or 'multi'"),
+            (p["specials"] in SPECIALS_MODES, f"specials must be one of {list(SPECIALS_MODES)}"),
             (p["preset"] == "auto" or p["preset"] in PRESETS or str(p["preset"]).startswith("HN-"),
              f"preset must be 'auto' or one of {sorted(PRESETS)}"),
         ]
@@ -279,7 +295,7 @@ class HyperOFAInit:
     # -- main ------------------------------------------------------------------------------------------------
     def initialize(self, ctx: InitContext) -> InitResult:
         p = self._params(ctx)
-        mapping = ctx.mapping_for(self.overlap_rule)
+        mapping = ctx.mapping_for(self.overlap_rule, specials=p["specials"])
         check_mapping(ctx, mapping)
         files = ctx.world.resource_files("word_vectors")
         if not files:

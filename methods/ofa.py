@@ -8,7 +8,11 @@
    once per variant that produces the subword: the average is weighted by the number of such variants).
    ``u_c`` is the mean of the word vectors over its edges; a subword with no edge gets ``u_c = 0``. Matching is
    tokenization-based, not substring-based.
-3. Overlapping target tokens (``ofa`` overlap rule) copy their source row.
+3. Overlapping target tokens (``ofa`` overlap rule) copy their source row. Special tokens follow the reference
+   code by default (``specials="string"``: a special token is an ordinary token with its text, so a BERT ``[CLS]``
+   never copies into an XLM-R ``<s>``, and a target special token left uncopied goes through steps 4-5 like any
+   other token); ``specials="role"`` is the harness's variant that copies them by role (``<s>`` from ``[CLS]``,
+   see :mod:`methods.overlap`), and it appears in the row label.
 4. Every other target token ``y`` with ``u_y != 0``: cosine similarity to ``u_x`` for **all** source subwords
    (zero vectors score 0, specials included, no threshold), the ``k`` best (k = 10), weights
    ``softmax(s / tau)`` over those k only (tau = 0.1), ``F_t[y] = sum_x w_x F_s[x]`` (a convex combination).
@@ -23,7 +27,16 @@ reference code's batch), ``source_languages`` / ``target_languages`` (ISO 639-3 
 side; ``None`` = all languages, the reference default), ``max_words`` (use only the first N words of the file;
 ``None`` = all), ``precision`` ("float32" | "float64" for the similarity search; the reference computes in
 float64), ``save_neighbours`` (write the neighbour ids and weights of every method row to
-``ctx.workdir/ofa_neighbours.npz``).
+``ctx.workdir/ofa_neighbours.npz``), ``specials`` ("string", the reference's; "role": the harness's variant).
+
+Reference behaviour (checked against ``cisnlp/ofa`` on the bible world's assets by ``tests/test_ofa_reference.py``,
+fixtures made by ``scripts/reference/make_ofa_fixtures.py``): the overlap (exact, then case-insensitive), the
+subword vectors, the top-k search over all source subwords and the softmax weights are the reference's; the
+factorization is the reference's convention (``F_s = U[:, :d']``, ``P = diag(S) Vh``), computed in float64 with
+torch, so a column of ``F_s`` may have the opposite sign (``F_s P`` is the same). Departures: the Gaussian rows come
+from the harness's generator (the reference's ``RandomState(114514)``); ties at the k-th neighbour go to
+``torch.topk``'s order, not ``np.argpartition``'s; the similarity search runs in float32 unless
+``precision="float64"`` (the reference: float64).
 
 Ties in the top-k (equal similarities, e.g. many zero scores when few words match) are broken by
 ``torch.topk``'s deterministic order on a given device; the reference's ``argpartition`` may pick others.
@@ -46,6 +59,7 @@ from harness.errors import ConfigError, MissingResourceError
 from harness.hashing import hash_obj
 from harness.registry import METHODS
 from methods.base import InitContext, InitResult, Provenance
+from methods.overlap import SPECIALS_MODES
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir, split_key, surface
 
@@ -232,7 +246,7 @@ class OFAInit:
     supports_factorized: ClassVar[bool] = True
     defaults: ClassVar[dict[str, Any]] = {"k": 10, "temperature": 0.1, "block_size": 1024, "source_languages": None,
                                           "target_languages": None, "max_words": None, "precision": "float32",
-                                          "save_neighbours": False}
+                                          "save_neighbours": False, "specials": "string"}
 
     def _params(self, ctx: InitContext) -> dict[str, Any]:
         unknown = set(ctx.params) - set(self.defaults)
@@ -242,13 +256,15 @@ class OFAInit:
         if int(p["k"]) < 1 or float(p["temperature"]) <= 0 or int(p["block_size"]) < 1:
             raise ConfigError(f"ofa: k and block_size must be >= 1 and temperature > 0 (got k={p['k']}, "
                               f"temperature={p['temperature']}, block_size={p['block_size']})")
+        if p["specials"] not in SPECIALS_MODES:
+            raise ConfigError(f"ofa: specials must be one of {list(SPECIALS_MODES)}, not {p['specials']!r}")
         if p["precision"] not in ("float32", "float64"):
             raise ConfigError(f"ofa: precision must be 'float32' or 'float64', not {p['precision']!r}")
         return p
 
     def initialize(self, ctx: InitContext) -> InitResult:
         p = self._params(ctx)
-        mapping = ctx.mapping_for(self.overlap_rule)
+        mapping = ctx.mapping_for(self.overlap_rule, specials=p["specials"])
         check_mapping(ctx, mapping)
         files = ctx.world.resource_files("word_vectors")
         if not files:

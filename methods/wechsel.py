@@ -26,8 +26,12 @@
    numpy ``std``): row ``i`` of :func:`methods.random_init.fallback_matrix` with ``ctx.generator(0)``. The
    reference draws ``RandomState(1234).normal(mean, std, (|V_t|, d))``; random rows are not compared in the
    parity test.
-6. **No copying** except special tokens (``wechsel`` overlap rule: by role). A target token identical to a source
-   token is initialized by the similarity procedure like every other token.
+6. **No copying** except special tokens. ``specials="string"`` (default, the reference's ``apply``): every special
+   token of the source tokenizer whose string is a target token copies its row into it (a BERT source's ``[CLS]``
+   copies into nothing of an XLM-R-style target, whose ``<s>`` then goes through steps 3-5 like any other token);
+   ``specials="role"`` (the harness's variant, shown in the row label) copies them by role (``<s>`` from ``[CLS]``,
+   ``</s>`` from ``[SEP]``, ...; see :mod:`methods.overlap`). A target token identical to a source token is
+   initialized by the similarity procedure like every other token.
 
 Many target languages: :mod:`methods.multilang` (each target token goes through the alignment of the language
 that uses it most; tokens of the pivot language use the source vectors without alignment; tokens of no language,
@@ -39,7 +43,13 @@ twice when dimensions differ (``fasttext.util.reduce_model(source_embeddings.mod
 we require equal dimensions instead. It downloads dictionaries and vectors at run time; we read the world's
 files and the user's paths only.
 
-Parameters (``ctx.params``): ``neighbors`` (10), ``temperature`` (0.1), ``source_vectors`` (path), ``target_vectors``
+Reference behaviour, pinned by the real-pair parity test (``tests/parity/test_realpair.py`` against ``wechsel``
+0.0.4): the alignment pairs, Procrustes, the token vectors, the top-10 softmax and the special-token copies are the
+reference's. Departures: the fallback rows' generator; ties at the 10th neighbour go to the lower source id; the
+many-language protocol (tokens of no language take the Gaussian, where the reference, which knows one language,
+embeds them); the word tokenizer of the vectors trained here (no NLTK); ``specials="role"`` on request.
+
+Parameters (``ctx.params``): ``specials`` ("string": the reference's, or "role"), ``neighbors`` (10), ``temperature`` (0.1), ``source_vectors`` (path), ``target_vectors``
 ({lang: path}), ``dim`` (100), ``epochs`` (20), ``min_count`` (5), ``model`` ("cbow"), ``neg`` (10), ``minn`` (5),
 ``maxn`` (5), ``bucket`` (2,000,000), ``lr`` (0.05), ``fasttext_seed`` (0), ``threads`` (1), ``max_lines`` (per
 language, ``null`` = all), ``languages`` (target languages handled; ``null`` = all with text), ``source_language``
@@ -84,6 +94,7 @@ from methods.multilang import (
     text_files,
     world_languages,
 )
+from methods.overlap import SPECIALS_MODES
 from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
 
 log = logging.getLogger(__name__)
@@ -186,6 +197,7 @@ class WechselInit:
         "lr": 0.05, "fasttext_seed": 0, "threads": 1, "max_lines": None, "languages": None, "workers": None,
         "source_max_lines": "same",
         "source_language": None, "assign_rule": "relative", "assign_min_count": 1, "block_size": 1024,
+        "specials": "string",
     }
 
     def _params(self, ctx: InitContext) -> dict[str, Any]:
@@ -200,6 +212,8 @@ class WechselInit:
         for key in ("dim", "epochs", "min_count", "block_size", "threads"):
             if int(p[key]) < 1:
                 raise ConfigError(f"wechsel: {key} must be >= 1, not {p[key]}")
+        if p["specials"] not in SPECIALS_MODES:
+            raise ConfigError(f"wechsel: specials must be one of {list(SPECIALS_MODES)}, not {p['specials']!r}")
         if p["target_vectors"] is not None and not isinstance(p["target_vectors"], dict):
             raise ConfigError("wechsel: target_vectors must be a mapping {language: path of a fastText .bin}")
         return p
@@ -236,7 +250,7 @@ class WechselInit:
         p = self._params(ctx)
         if ctx.factorized:
             raise ConfigError("wechsel is defined on full-dimension embeddings (spec Appendix B); use dim: null")
-        mapping = ctx.mapping_for(self.overlap_rule)
+        mapping = ctx.mapping_for(self.overlap_rule, specials=p["specials"])
         check_mapping(ctx, mapping)
         n_t = mapping.target_size
         world = ctx.world
@@ -376,7 +390,8 @@ class WechselInit:
 @METHODS.register("wechsel+overlap")
 class WechselOverlapInit(WechselInit):
     """WECHSEL with the tokens shared with the source vocabulary copied (the ``ofa`` rule: exact, then
-    case-insensitive canonical match, as ``random``, ``ofa`` and ``fvt`` copy), everything else as ``wechsel``.
+    case-insensitive canonical match, as ``random``, ``ofa`` and ``fvt`` copy; special tokens by their text, or by
+    role with ``specials="role"``), everything else as ``wechsel``.
 
     Not the paper's experiment: WECHSEL replaces a monolingual vocabulary and copies nothing but the special tokens.
     When a multilingual vocabulary is *extended* and the tagger is fine-tuned on English, that rule re-initializes

@@ -126,18 +126,28 @@ def test_ofa_hand_computed_weights(setup):
         want = (w[:, None] * f_s.numpy()[top]).sum(0)
         np.testing.assert_allclose(m[tid(t, piece)].numpy(), want, atol=1e-5, err_msg=piece)
         assert res.provenance[tid(t, piece)] == Provenance.METHOD
-    # copies: specials by role and the overlap; ▁zzz (no word) is the Gaussian fallback row
-    for piece, src_id in (("<s>", 2), ("</s>", 3), ("<pad>", 0), ("<unk>", 1), ("<mask>", 4), ("▁cat", 5),
-                          ("▁dog", 6), ("▁sun", 7), ("s", 9)):
+    # copies: the overlap; the specials only by their text, as the reference does (a BERT [CLS] is not an XLM-R
+    # <s>): no word reaches them, so they take the Gaussian, like ▁zzz (no word)
+    for piece, src_id in (("▁cat", 5), ("▁dog", 6), ("▁sun", 7), ("s", 9)):
         assert torch.equal(m[tid(t, piece)], f_s[src_id]) and res.provenance[tid(t, piece)] == Provenance.COPIED
+    for piece in ("<s>", "</s>", "<pad>", "<unk>", "<mask>"):
+        assert res.provenance[tid(t, piece)] == Provenance.RANDOM
+    # specials="role" (the harness's variant): copied by role, every other row unchanged
+    role = METHODS.get("ofa")().initialize(ctx_for(setup, params={"k": 2, "temperature": 0.1, "specials": "role"}))
+    for piece, src_id in (("<s>", 2), ("</s>", 3), ("<pad>", 0), ("<unk>", 1), ("<mask>", 4)):
+        assert torch.equal(role.matrix[tid(t, piece)], f_s[src_id])
+        assert role.provenance[tid(t, piece)] == Provenance.COPIED
+    rest = [i for i in range(len(t)) if i not in t.all_special_ids]
+    assert torch.equal(role.matrix[rest], m[rest])
+    assert role.counts() == {"copied": 9, "method": 13, "random": 1, "unk": 0}
     z = tid(t, "▁zzz")
     assert res.provenance[z] == Provenance.RANDOM
     assert torch.equal(m[z], fallback_matrix(f_s, len(t), ctx_for(setup).generator(0))[z])
     # and it is the very row the random baseline draws for that token with the same seed
     rnd = METHODS.get("random")().initialize(ctx_for(setup)).matrix
     assert torch.equal(m[z], rnd[z])
-    assert res.counts() == {"copied": 9, "method": 13, "random": 1, "unk": 0}
-    assert res.stats["wise"] == 13 and res.stats["no_word_match"] == 1
+    assert res.counts() == {"copied": 4, "method": 13, "random": 6, "unk": 0}
+    assert res.stats["wise"] == 13 and res.stats["no_word_match"] == 6
 
 
 def test_ofa_default_k_is_a_convex_combination(setup):
@@ -162,7 +172,7 @@ def test_ofa_factorized_and_determinism(setup):
     np.random.seed(99)
     b = METHODS.get("ofa")().initialize(ctx_for(setup, source_matrix=coords, factorized=True))
     assert torch.equal(a.matrix, b.matrix)
-    for piece, sid in (("▁cat", 5), ("<unk>", 1)):
+    for piece, sid in (("▁cat", 5), ("s", 9)):
         assert torch.equal(a.matrix[tid(t, piece)], coords[sid])
 
 
@@ -170,7 +180,11 @@ def test_ofa_language_filter_and_params(setup, tmp_path):
     _, s, t, _ = setup
     res = METHODS.get("ofa")().initialize(ctx_for(setup, params={"target_languages": ["swh"]}))
     # only Swahili words on the target side: ▁C, at, ▁D, og lose their words and fall back
-    assert res.counts() == {"copied": 9, "method": 9, "random": 5, "unk": 0}
+    assert res.counts() == {"copied": 4, "method": 9, "random": 10, "unk": 0}
+    with pytest.raises(ConfigError, match="no parameter"):
+        METHODS.get("ofa")().initialize(ctx_for(setup, params={"neighbours": 3}))
+    with pytest.raises(ConfigError, match="specials"):
+        METHODS.get("ofa")().initialize(ctx_for(setup, params={"specials": "name"}))
     with pytest.raises(ConfigError, match="no parameter"):
         METHODS.get("ofa")().initialize(ctx_for(setup, params={"neighbours": 3}))
     with pytest.raises(ConfigError):

@@ -180,3 +180,32 @@ def test_wechsel_missing_dictionary_falls_back_and_is_reported(synthetic_world, 
     row = result.stats["per_language"]["qac_Latn"]
     assert row["method"] == 0 and row["random"] + row["copied"] == row["tokens"] > 0
     assert result.stats["per_language"]["qab_Latn"]["method"] > 0
+
+
+def test_specials_parameter_reaches_the_overlap_rule(wechsel_run):
+    """``specials`` is a method parameter: "string" (default, the reference's) or "role"; it selects the wechsel
+    rule's option (and the ofa rule's for wechsel+overlap), so it is logged and shows in the row label when it
+    differs from the default."""
+    import dataclasses
+
+    from harness.errors import ConfigError
+
+    ctx, plain, cache = wechsel_run
+    assert METHODS.get("wechsel").defaults["specials"] == "string"
+    seen: list[tuple[str, dict]] = []
+
+    def spy(rule, **options):
+        seen.append((rule, options))
+        return ctx.mapping_for(rule, **options)
+
+    for name, rule in (("wechsel", "wechsel"), ("wechsel+overlap", "ofa")):
+        for value in ("string", "role"):
+            seen.clear()
+            spied = dataclasses.replace(ctx, mapping_for=spy, params={**TINY, "specials": value})
+            res = METHODS.get(name)().initialize(spied)
+            assert seen == [(rule, {"specials": value})], (name, value)
+            assert res.copy == ctx.mapping_for(rule, specials=value).copy
+    # the default is the reference's rule: the specials copied by their string
+    assert plain.copy == ctx.mapping_for("wechsel", specials="string").copy
+    with pytest.raises(ConfigError, match="specials"):
+        METHODS.get("wechsel")().initialize(dataclasses.replace(ctx, params={**TINY, "specials": "id"}))
