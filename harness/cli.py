@@ -123,13 +123,25 @@ def _check_run_inputs(cfg: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness.runner import Runner
-    from harness.worlds import get_world
+    from harness import lifecycle
 
     cfg = _config_from_args(args)
     _check_run_inputs(cfg)
+    lifecycle.stop_on_signals()  # SIGINT / SIGTERM: workers stopped, unfinished runs KILLED, exit 130 / 143
+    runners: list[Any] = []
+    try:
+        return _run(cfg, runners)
+    except lifecycle.Stopped as stop:
+        return lifecycle.clean_stop(stop, runners[-1] if runners else None)
+
+
+def _run(cfg: Any, runners: list[Any]) -> int:
+    from harness.runner import Runner
+    from harness.worlds import get_world
+
     world = get_world(cfg.world)
     runner = Runner(cfg, world)
+    runners.append(runner)
     if not runner.plan.cells:
         raise HarnessError("nothing to run: no cell is left after the checks above")
     executor = None
@@ -308,7 +320,22 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return print_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
                              step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
                              out=args.out, log_run=not args.no_log, write=not args.no_write,
-                             bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
+                             bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
+                             console=_board_console())
+
+
+def _board_console() -> Console:
+    """The console the tables are printed to: as wide as ``COLUMNS`` says, else the terminal, else 100 cells
+    when piped; tables wider than that are split into parts (the files keep them whole)."""
+    import shutil
+
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        columns = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    return Console(width=max(columns, 20))
 
 
 def cmd_ui(args: argparse.Namespace) -> int:
@@ -458,11 +485,19 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("name", nargs="?", default="bible")
     w.add_argument("--force", action="store_true", help="rebuild even if cached")
     w.set_defaults(func=cmd_world)
+
+    from harness.cache_admin import add_parser as add_cache_parser
+
+    add_cache_parser(sub)  # harness cache du|prune
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     _setup_env()
+    from harness import lifecycle
+
+    os.environ[lifecycle.MAIN_PID_ENV] = str(os.getpid())  # the process its workers live and die with
+    lifecycle.install_fault_hook()  # tests only: HARNESS_FAULT_AT
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

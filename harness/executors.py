@@ -26,7 +26,8 @@ from harness.errors import ConfigError
 
 EXECUTORS = ("local", "ray")
 _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
-             "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "TOKENIZERS_PARALLELISM", "PYTHONPATH")
+             "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "HARNESS_FAULT_AT", "HARNESS_FAULT_SIGNAL",
+             "HARNESS_MAIN_PID", "TOKENIZERS_PARALLELISM", "PYTHONPATH")
 
 
 def cell_resources(cfg: Any, device: str) -> dict[str, float]:
@@ -86,10 +87,17 @@ def local_workers(cfg: Any, device: str, n_cells: int) -> int:
     return max(1, min(available_cpus() // per_cell, n_cells))
 
 
-def _init_process_worker(env: dict[str, str], threads: int) -> None:
+def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | None = None) -> None:
+    import signal
+
+    from harness import lifecycle
+
+    lifecycle.die_with_parent(parent_pid)  # killed with the harness process, whatever kills it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops the workers
     os.environ.update(env)
     os.environ["OMP_NUM_THREADS"] = str(threads)  # before torch is imported in this fresh process
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    lifecycle.install_fault_hook()
 
 
 def _precreate_experiments(runner: Any, cells: list[Any]) -> None:
@@ -111,6 +119,7 @@ class ProcessExecutor:
         import multiprocessing as mp
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
+        from harness import lifecycle
         from harness.config import config_to_dict
         from harness.errors import HarnessError
         from harness.plan import longest_first
@@ -118,29 +127,35 @@ class ProcessExecutor:
         _precreate_experiments(runner, cells)
         cfg_values = config_to_dict(runner.cfg)
         done, failed = [], []
-        with ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
-                                 initializer=_init_process_worker,
-                                 initargs=(_worker_env(runner.tracker.uri), self.threads)) as pool:
+        pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+                                   initializer=_init_process_worker,
+                                   initargs=(_worker_env(runner.tracker.uri), self.threads, os.getpid()))
+        futures: dict[Any, Any] = {}
+        pending: set[Any] = set()
+        try:
             futures = {pool.submit(_run_cell_in_worker, cfg_values, dataclasses.asdict(c), self.threads,
                                    True): c for c in longest_first(cells)}
             pending = set(futures)
-            try:
-                while pending:
-                    ready, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    for fut in ready:
-                        cell = futures[fut]
-                        try:
-                            done.append(fut.result())
-                        except HarnessError:
-                            raise
-                        except Exception as exc:  # the cell's own error, or its worker died
-                            failed.append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
-                        if on_done:
-                            on_done(cell)
-            except BaseException:
-                for fut in pending:
-                    fut.cancel()
-                raise
+            while pending:
+                ready, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for fut in ready:
+                    cell = futures[fut]
+                    try:
+                        done.append(fut.result())
+                    except HarnessError:
+                        raise
+                    except Exception as exc:  # the cell's own error, or its worker died
+                        failed.append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
+                    if on_done:
+                        on_done(cell)
+        except BaseException:
+            # stopped (SIGINT/SIGTERM) or a harness error: the workers stop now, not after their current cell
+            for fut in pending:
+                fut.cancel()
+            lifecycle.stop_processes(list(getattr(pool, "_processes", {}).values()))
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         return done, failed
 
     def shutdown(self) -> None:

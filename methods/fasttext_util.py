@@ -258,26 +258,40 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
                 if block:
                     return
 
-    for job, path, key in todo:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        corpus = path.parent / f".corpus-{job.kind}-{key}-{uuid.uuid4().hex[:8]}.txt"
-        with open(corpus, "w", encoding="utf-8") as f:
-            n_lines = job.write_corpus(f)
-        if n_lines == 0:
-            corpus.unlink(missing_ok=True)
-            continue
-        while len(running) >= workers:
+    try:
+        for job, path, key in todo:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            corpus = path.parent / f".corpus-{job.kind}-{key}-{uuid.uuid4().hex[:8]}.txt"
+            with open(corpus, "w", encoding="utf-8") as f:
+                n_lines = job.write_corpus(f)
+            if n_lines == 0:
+                corpus.unlink(missing_ok=True)
+                continue
+            while len(running) >= workers:
+                reap(block=True)
+            meta = {"kind": job.kind, "key": key, "inputs": job.inputs, "settings": job.settings, "lines": n_lines}
+            proc = ctx.Process(target=_train_child, args=(corpus, job.settings, path, meta, os.getpid()),
+                               daemon=True)
+            proc.start()
+            running.append((proc, corpus))
+        while running:
             reap(block=True)
-        meta = {"kind": job.kind, "key": key, "inputs": job.inputs, "settings": job.settings, "lines": n_lines}
-        proc = ctx.Process(target=_train_child, args=(corpus, job.settings, path, meta), daemon=True)
-        proc.start()
-        running.append((proc, corpus))
-    while running:
-        reap(block=True)
+    except BaseException:  # stopped (SIGINT/SIGTERM) or failed here: the children stop too, no model is stored
+        from harness.lifecycle import stop_processes
+
+        stop_processes([proc for proc, _ in running])
+        for _, corpus in running:
+            corpus.unlink(missing_ok=True)
+        raise
     return trained
 
 
-def _train_child(corpus: Path, settings: dict[str, Any], path: Path, meta: dict[str, Any]) -> None:
+def _train_child(corpus: Path, settings: dict[str, Any], path: Path, meta: dict[str, Any],
+                 parent_pid: int | None = None) -> None:
+    from harness.lifecycle import die_with_parent, install_fault_hook
+
+    die_with_parent(parent_pid)  # never stores a model once the process that asked for it is gone
+    install_fault_hook()
     try:
         model = train_model(corpus, settings)
         if not model.get_words():
