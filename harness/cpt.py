@@ -3,8 +3,10 @@
 MLM with BERT masking (15 %), text concatenated and cut into blocks, blocks of all languages shuffled together
 (each step draws from every language), linear learning-rate decay, the effective batch kept at the profile's value
 whatever the number of devices. Checkpoints needed for evaluation are written as loadable model folders
-(``step-<N>/``); the Trainer's own checkpoints (with optimizer state) let a killed CPT resume where it stopped. The
-finished product is renamed into place atomically, with the training-loss log beside it.
+(``step-<N>/``: config and weights; the tokenizer is the initialized model's, ``model_dir``, and is not copied);
+the Trainer's own checkpoints (with optimizer state) let a killed CPT resume where it stopped, and are removed when
+it finishes: the finished product holds only the evaluated steps' weights and the training-loss log, and is
+renamed into place atomically.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import logging
 import os
 import random
 import shutil
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -143,8 +146,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                 if not out.exists():
                     tmp = work / f".tmp-step-{state.global_step}"
                     shutil.rmtree(tmp, ignore_errors=True)
-                    save_fn(model, tmp)
-                    tokenizer.save_pretrained(tmp)
+                    save_fn(model, tmp)  # the weights only: the tokenizer is the initialized model's
                     os.replace(tmp, out)
 
     trainer = Trainer(model=model, args=args, train_dataset=[{"input_ids": b} for b in blocks],
@@ -165,8 +167,12 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                 rows[r["step"]] = r
         train_log.write_text("".join(json.dumps(rows[s]) + "\n" for s in sorted(rows)))
         shutil.rmtree(work / "trainer", ignore_errors=True)
+        for stale in work.glob(".tmp-step-*"):
+            shutil.rmtree(stale, ignore_errors=True)
         (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": seed,
-                                             "blocks": len(blocks), "eval_steps": eval_steps}, default=str))
+                                             "blocks": len(blocks), "eval_steps": eval_steps,
+                                             "world": getattr(world, "name", None), "model_dir": str(model_dir),
+                                             "created": time.time()}, default=str))
         if product_dir.exists():
             shutil.rmtree(product_dir)
         os.replace(work, product_dir)

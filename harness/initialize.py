@@ -11,6 +11,12 @@ What :func:`initialize_model` writes into ``out_dir``::
     init_report.json                    counts (adding up to |V_t|), overlap rule and stats, params, dim, seed,
                                         seconds, peak memory, world hash, method, surgery details
     artifacts/                          whatever the method chose to keep (its ``ctx.workdir``)
+
+Inside the product cache (``<harness home>/products``, where the runner builds its init products) the folder is
+*compact*: ``model.safetensors`` holds only the tensors the initialization changed (the token embeddings, the
+remapped output bias, a factorized model's coordinates), and ``body.json`` names the source model's weight files
+(with their sha256) that hold the rest, bit for bit. :func:`load_model` puts the two together (same tensors as
+the full folder); ``harness init --out DIR`` outside the cache writes a full folder that any HF loader reads.
 """
 
 from __future__ import annotations
@@ -31,12 +37,16 @@ import torch
 
 from harness.errors import ConfigError, HarnessError
 from harness.paths import harness_home
-from harness.surgery import assemble_model, load_model, save_model
+from harness.surgery import assemble_model, save_model
+from harness.surgery import load_model as load_full_model
 from methods.base import InitContext, InitResult, Provenance
 
 log = logging.getLogger(__name__)
 
-__all__ = ["initialize_model", "load_model", "save_model", "progress_from_rich", "SURGERY_PARAMS"]
+__all__ = ["initialize_model", "load_model", "save_model", "progress_from_rich", "SURGERY_PARAMS", "BODY_FILE"]
+
+BODY_FILE = "body.json"
+BODY_FORMAT = "harness-source-body-1"
 
 # keys of ``params`` that configure the surgery rather than the method (taken out before the method sees them)
 SURGERY_PARAMS = ("bias", "untied_output")
@@ -125,18 +135,132 @@ def _check_result(result: InitResult, n_t: int, width: int, method: str) -> None
                            f"{torch.nonzero(zero).flatten()[:5].tolist()}); every target row must be initialized")
 
 
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 22):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _home_relative(path: Path) -> str:
+    """``home:<relative path>`` for a path inside the harness home (so a moved home keeps working), else absolute."""
+    path = Path(path).resolve()
+    try:
+        return "home:" + str(path.relative_to(harness_home()))
+    except ValueError:
+        return str(path)
+
+
+def _from_reference(ref: str) -> Path:
+    return harness_home() / ref[5:] if ref.startswith("home:") else Path(ref)
+
+
+def in_product_cache(out_dir: Path) -> bool:
+    """Whether ``out_dir`` lies in the harness home's product cache (where init products are kept compact)."""
+    try:
+        Path(out_dir).resolve().relative_to(harness_home() / "products")
+        return True
+    except ValueError:
+        return False
+
+
+def compact_model_folder(out_dir: Path, source_dir: Path) -> dict[str, Any] | None:
+    """Rewrite ``out_dir/model.safetensors`` without the tensors that are bit-identical to the source model's
+    (same name, dtype, shape and values), and write ``body.json`` naming the source files that hold them. Returns
+    the body description, or None when nothing was shared (or either side is not a single safetensors file)."""
+    from safetensors import safe_open
+    from safetensors.torch import load_file, save_file
+
+    out_dir, source_dir = Path(out_dir), Path(source_dir)
+    own = sorted(out_dir.glob("model*.safetensors"))
+    src_files = sorted(source_dir.glob("model*.safetensors"))
+    if len(own) != 1 or not src_files:
+        return None
+    state = load_file(str(own[0]))
+    with safe_open(str(own[0]), framework="pt") as f:
+        metadata = f.metadata()
+    shared: dict[str, str] = {}
+    for sf in src_files:
+        src = load_file(str(sf))
+        for k, v in state.items():
+            t = src.get(k)
+            if k not in shared and t is not None and t.dtype == v.dtype and t.shape == v.shape and torch.equal(t, v):
+                shared[k] = sf.name
+    if not shared:
+        return None
+    tmp = own[0].with_name(".compact-" + own[0].name)
+    save_file({k: v for k, v in state.items() if k not in shared}, str(tmp), metadata=metadata)
+    os.replace(tmp, own[0])
+    body = {"format": BODY_FORMAT, "source_dir": _home_relative(source_dir),
+            "files": {name: _sha256(source_dir / name) for name in sorted(set(shared.values()))},
+            "tensors": dict(sorted(shared.items()))}
+    (out_dir / BODY_FILE).write_text(json.dumps(body, indent=1))
+    return body
+
+
+def load_model(path: Path, device: str = "cpu") -> torch.nn.Module:
+    """Load a model folder written by :func:`save_model` (or ``save_pretrained``), or a compact init product
+    (``body.json``: the tensors it does not hold come from the source model's files it names)."""
+    path = Path(path)
+    body_file = path / BODY_FILE
+    if not body_file.is_file():
+        return load_full_model(path, device=device)
+    from safetensors.torch import load_file
+    from transformers import AutoConfig, AutoModelForMaskedLM
+
+    from harness.surgery import _factorization_of, _install_factorized
+
+    body = json.loads(body_file.read_text())
+    if body.get("format") != BODY_FORMAT:
+        raise HarnessError(f"{body_file}: not in the {BODY_FORMAT} format")
+    src_dir = _from_reference(body["source_dir"])
+    for name, sha in body["files"].items():
+        f = src_dir / name
+        if not f.is_file() or _sha256(f) != sha:
+            raise HarnessError(f"{path}: the source weights it refers to ({f}) are missing or changed; remove the "
+                               f"product (harness cache prune --kind init) and run again to rebuild it")
+    state: dict[str, torch.Tensor] = {}
+    for f in sorted(path.glob("model*.safetensors")):
+        state.update(load_file(str(f)))
+    wanted: dict[str, list[str]] = {}
+    for k, name in body["tensors"].items():
+        wanted.setdefault(name, []).append(k)
+    for name, keys in wanted.items():
+        src = load_file(str(src_dir / name))
+        state.update({k: src[k] for k in keys})
+    config = AutoConfig.from_pretrained(path)
+    info = _factorization_of(path, config)
+    model = AutoModelForMaskedLM.from_config(config)
+    if info is not None:
+        _install_factorized(model, int(info["vocab_size"]), int(info["dim"]), info.get("padding_idx"))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    params = dict(model.named_parameters(remove_duplicate=False))
+    loaded = {id(params[k]) for k in state if k in params}
+    buffers = dict(model.named_buffers())
+    really_missing = [k for k in missing if (k not in params or id(params[k]) not in loaded) and k not in buffers]
+    if really_missing or unexpected:
+        raise HarnessError(f"compact model at {path} does not match its config: missing {really_missing[:5]}, "
+                           f"unexpected {list(unexpected)[:5]}")
+    return model.to(device).eval()
+
+
 def initialize_model(world: Any, source: str, method: str, *, dim: int | None, seed: int, params: dict,
                      out_dir: Path, device: str = "cpu",
                      progress: Callable[[str, int], Callable[[int], None]] | None = None,
                      log_metric: Callable[[str, float, int], None] | None = None,
-                     mapping_cache_dir: Path | None = None) -> dict[str, Any]:
+                     mapping_cache_dir: Path | None = None, compact: bool | None = None) -> dict[str, Any]:
     """Initialize the target model of ``world`` from ``source`` with ``method``; write it to ``out_dir``.
 
     ``dim``: the factorized dimension d' (None, or d' >= the hidden size, means full dimension). ``params``: the
     method's hyperparameters, plus the surgery's ``bias`` ("remap" | "zero" | "index") and ``untied_output``
     ("method" | "zero"), see :mod:`harness.surgery`. ``progress``: ``progress(label, total) -> advance(n)`` for
     the method's long loops (:func:`progress_from_rich` adapts a rich ``Progress``); ``log_metric(name, value,
-    step)`` for curves a method records. Returns the report also written to ``init_report.json``.
+    step)`` for curves a method records. ``compact``: keep only the changed tensors and a reference to the source
+    body (:func:`compact_model_folder`); None: compact inside the product cache, full elsewhere. Returns the report
+    also written to ``init_report.json``.
     """
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
@@ -199,6 +323,8 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         surgery = assemble_model(model, source_tokenizer, target_tokenizer, result.matrix.float(), result.copy,
                                  primitive=None if fact is None else fact.primitive, **surgery_opts)
         save_model(model, out_dir, tokenizer=target_tokenizer)
+        if compact if compact is not None else in_product_cache(out_dir):
+            compact_model_folder(out_dir, Path(src_dir))
         np.save(out_dir / "provenance.npy", result.provenance.astype(np.int8), allow_pickle=False)
         if not any(workdir.iterdir()):
             workdir.rmdir()

@@ -1,0 +1,390 @@
+"""What the harness home holds, and removing what is no longer wanted: ``harness cache du`` and ``harness cache prune``.
+
+The home is divided into *kinds*, each with what rebuilding it costs:
+
+================  ==========================================  =========================================
+kind              where                                       rebuilt by
+================  ==========================================  =========================================
+``init``          ``products/init/<key>``                     the next run of the cell (seconds to minutes)
+``cpt``           ``products/cpt/<key>``                      the next run of the cell (CPT again)
+``tagger``        ``products/tasks/tagger/<key>``             fine-tuning again (only records, mostly)
+``tagger-test``   ``products/tasks/tagger-test/<key>``        scoring again
+``<other>``       ``products/<other>/<key>``                  whatever built it
+``methods/<m>``   ``cache/methods/<m>/`` (fastText models ...)  training again (minutes each)
+``mappings``      ``cache/mappings/``                         the overlap rules (seconds)
+``world``         ``worlds/<name>-v<N>/``                     ``harness world build`` (minutes)
+``downloads``     ``downloads/``                              fetching the registry packages again
+``build-envs``    ``build-envs/``                             the world build's environments
+``tracking``      ``mlflow.db``, ``mlartifacts/``, ``mlruns/`` never removed: the runs' results
+``leaderboards``  ``leaderboards/``                           never removed: published boards
+================  ==========================================  =========================================
+
+``prune`` removes whole products (a folder with its ``_DONE.json``, a fastText model with its ``.json``), never
+the tracking store, the runs' artifacts or the published leaderboards, and never a folder that a build is writing
+right now (``.tmp-*``, ``*.work``, ``*.launch`` younger than a day). Without ``--kind`` it removes the cached
+products (``init``, ``cpt``, the taggers, method caches, mappings); the world, its downloads and build
+environments go only when named. A finished MLflow run does not need any of them: a later evaluation rebuilds
+what it needs, with the same numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.cache import DONE
+from harness.errors import ConfigError
+from harness.hashing import hash_obj
+
+PROTECTED = ("tracking", "leaderboards")
+# what ``prune`` takes without ``--kind``: everything a run rebuilds by itself
+HEAVY = ("world", "downloads", "build-envs")
+BUSY_S = 24 * 3600  # an unfinished build younger than this may still be running
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+@dataclass
+class Item:
+    kind: str
+    path: Path  # a folder, or the main file of a group (the others are ``extra``)
+    bytes: int
+    created: float
+    world: str = "-"
+    extra: tuple[Path, ...] = ()
+    busy: bool = False  # an unfinished build, perhaps still running
+
+
+def tree_size(path: Path) -> int:
+    """Bytes of a file or of every file below a folder (links not followed, hard links counted once)."""
+    if path.is_symlink() or path.is_file():
+        return path.lstat().st_size
+    seen: set[tuple[int, int]] = set()
+    total = 0
+    for p in path.rglob("*"):
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if p.is_symlink() or not p.is_file() or (st.st_dev, st.st_ino) in seen:
+            continue
+        seen.add((st.st_dev, st.st_ino))
+        total += st.st_size
+    return total
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} GB"
+
+
+def parse_age(text: str) -> float:
+    """``7d``, ``12h``, ``30m``, ``2w``, ``90s`` (or plain seconds) -> seconds."""
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*", str(text))
+    if not m:
+        raise ConfigError(f"--older-than: {text!r} is not an age such as 7d, 12h, 30m or 2w")
+    return float(m.group(1)) * UNITS[m.group(2) or "s"]
+
+
+def _marker(folder: Path) -> dict[str, Any]:
+    try:
+        return json.loads((folder / DONE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.lstat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def world_names(home: Path) -> dict[str, str]:
+    """World hash (the hash of its manifest, as products record it) -> world name, for the built worlds."""
+    out: dict[str, str] = {}
+    for d in sorted((home / "worlds").glob("*")) if (home / "worlds").is_dir() else []:
+        try:
+            manifest = json.loads((d / "manifest.json").read_text())
+        except (OSError, ValueError):
+            continue
+        out[hash_obj(manifest)] = str(manifest.get("name") or re.sub(r"-v\d+$", "", d.name))
+    return out
+
+
+def cell_worlds(home: Path) -> dict[str, str]:
+    """Cell key -> world name, read (read-only) from the default tracking store's run tags."""
+    import sqlite3
+
+    db = home / "mlflow.db"
+    if not db.is_file():
+        return {}
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        try:
+            rows = con.execute("SELECT a.value, b.value FROM tags a JOIN tags b ON a.run_uuid = b.run_uuid "
+                               "WHERE a.key = 'harness.cell' AND b.key = 'harness.world'").fetchall()
+        finally:
+            con.close()
+    except sqlite3.Error:
+        return {}
+    return {str(c): str(w) for c, w in rows}
+
+
+def _product_items(home: Path, kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
+    now = time.time()
+    for p in sorted(kind_dir.iterdir()):
+        if kind == "tasks" or not p.is_dir() and not p.is_file():
+            continue
+        size = tree_size(p)
+        info = _marker(p) if p.is_dir() else {}
+        unfinished = p.name.startswith(".tmp-") or p.name.endswith((".work", ".launch")) or not info
+        created = float(info.get("created") or _mtime(p))
+        world = info.get("world") or (info.get("inputs") or {}).get("world") or "-"
+        if not isinstance(world, str):
+            world = "-"
+        world = hashes.get(world, world)
+        yield Item(kind, p, size, created, world, busy=unfinished and now - _mtime(p) < BUSY_S)
+
+
+def scan(home: Path) -> list[Item]:
+    """Every item in the home, by kind."""
+    home = Path(home)
+    hashes = world_names(home)
+    items: list[Item] = []
+    products = home / "products"
+    if products.is_dir():
+        for kind_dir in sorted(p for p in products.iterdir() if p.is_dir()):
+            if kind_dir.name == "tasks":
+                for sub in sorted(p for p in kind_dir.iterdir() if p.is_dir()):
+                    items.extend(_product_items(home, sub, sub.name, hashes))
+            else:
+                items.extend(_product_items(home, kind_dir, kind_dir.name, hashes))
+        # a tagger's model key is "<cell key>:<step>"; the cell's MLflow runs name its world
+        cells = cell_worlds(home)
+        for i in items:
+            if i.kind == "tagger" and i.world == "-":
+                model = str((_marker(i.path).get("inputs") or {}).get("model") or "")
+                i.world = cells.get(model.split(":")[0], "-")
+        # a CPT product's folder is the hash of its init product's key, its settings and seed
+        inits = {i.path.name: i.world for i in items if i.kind == "init"}
+        for i in items:
+            if i.kind == "cpt" and i.world == "-":
+                info = _marker(i.path)
+                settings = {k: v for k, v in (info.get("settings") or {}).items() if k != "devices"}
+                for key, world in inits.items():
+                    if hash_obj({"init": key, "cpt": settings, "seed": info.get("seed")}) == i.path.name:
+                        i.world = world
+                        break
+        # tagger-test scores belong to the world of their tagger
+        by_key = {i.path.name: i.world for i in items if i.kind == "tagger"}
+        for i in items:
+            if i.kind == "tagger-test" and i.world == "-":
+                tagger = (_marker(i.path).get("inputs") or {}).get("tagger")
+                i.world = by_key.get(str(tagger), "-")
+    methods = home / "cache" / "methods"
+    if methods.is_dir():
+        for mdir in sorted(p for p in methods.iterdir() if p.is_dir()):
+            items.extend(_method_items(mdir))
+    for name, kind in (("cache/mappings", "mappings"), ("downloads", "downloads"), ("build-envs", "build-envs")):
+        d = home / name
+        if d.is_dir():
+            for p in sorted(d.iterdir()):
+                items.append(Item(kind, p, tree_size(p), _mtime(p)))
+    if (home / "worlds").is_dir():
+        for p in sorted((home / "worlds").iterdir()):
+            items.append(Item("world", p, tree_size(p), _mtime(p), re.sub(r"-v\d+$", "", p.name)))
+    for name in ("mlflow.db", "mlflow.db-wal", "mlflow.db-shm", "mlartifacts", "mlruns"):
+        p = home / name
+        if p.exists():
+            items.append(Item("tracking", p, tree_size(p), _mtime(p)))
+    if (home / "leaderboards").exists():
+        for p in sorted((home / "leaderboards").iterdir()):
+            items.append(Item("leaderboards", p, tree_size(p), _mtime(p), p.name))
+    known = {"products", "cache", "downloads", "build-envs", "worlds", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm",
+             "mlartifacts", "mlruns", "leaderboards"}
+    for p in sorted(home.iterdir()) if home.is_dir() else []:
+        if p.name not in known:
+            items.append(Item("other", p, tree_size(p), _mtime(p)))
+    if (home / "cache").is_dir():
+        for p in sorted((home / "cache").iterdir()):
+            if p.name not in ("methods", "mappings"):
+                items.append(Item("other", p, tree_size(p), _mtime(p)))
+    return items
+
+
+def _method_items(mdir: Path) -> Iterator[Item]:
+    """A method's cache: each fastText model (``.bin`` + ``.json``) is one item; any other entry is one item."""
+    kind = f"methods/{mdir.name}"
+    now = time.time()
+    for entry in sorted(mdir.iterdir()):
+        if entry.is_dir() and entry.name == "fasttext":
+            files = sorted(entry.iterdir())
+            groups: dict[str, list[Path]] = {}
+            for f in files:
+                stem = f.name.lstrip(".").split(".")[0]
+                groups.setdefault(stem, []).append(f)
+            for group in groups.values():
+                main = next((f for f in group if f.suffix == ".bin" and not f.name.startswith(".")), group[0])
+                busy = main.name.startswith(".") or main.suffix != ".bin"
+                created = min(_mtime(f) for f in group)
+                yield Item(kind, main, sum(tree_size(f) for f in group), created,
+                           extra=tuple(f for f in group if f != main), busy=busy and now - created < BUSY_S)
+        else:
+            yield Item(kind, entry, tree_size(entry), _mtime(entry))
+
+
+def summarize(items: Iterable[Item], by_world: bool = True) -> list[dict[str, Any]]:
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for i in items:
+        key = (i.kind, i.world if by_world else "")
+        r = rows.setdefault(key, {"kind": i.kind, "world": key[1], "items": 0, "bytes": 0})
+        r["items"] += 1
+        r["bytes"] += i.bytes
+    return sorted(rows.values(), key=lambda r: (-r["bytes"], r["kind"], r["world"]))
+
+
+def kind_matches(kind: str, wanted: list[str]) -> bool:
+    return any(kind == w or (w == "methods" and kind.startswith("methods/")) or
+               (w == "tagger" and kind == "tagger-test") for w in wanted)
+
+
+def select(items: list[Item], kinds: list[str] | None, world: str | None, older_than_s: float | None,
+           now: float | None = None) -> list[Item]:
+    """The items ``prune`` would remove (never tracking or leaderboards, never a build in progress)."""
+    now = time.time() if now is None else now
+    out = []
+    for i in items:
+        if i.kind in PROTECTED or i.busy:
+            continue
+        if kinds:
+            if not kind_matches(i.kind, kinds):
+                continue
+        elif i.kind in HEAVY or i.kind == "other":
+            continue
+        if world and i.world != world:
+            continue
+        if older_than_s is not None and now - i.created < older_than_s:
+            continue
+        out.append(i)
+    return out
+
+
+def remove(items: Iterable[Item], home: Path) -> int:
+    """Remove the items (inside ``home`` only); returns the bytes freed."""
+    home = Path(home).resolve()
+    freed = 0
+    for i in items:
+        for p in (i.path, *i.extra):
+            if not p.resolve().is_relative_to(home) or p.resolve() == home:
+                raise ConfigError(f"refusing to remove {p}: it is not inside the harness home {home}")
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p)
+            elif p.exists() or p.is_symlink():
+                p.unlink()
+        freed += i.bytes
+    return freed
+
+
+def known_kinds(items: Iterable[Item]) -> list[str]:
+    return sorted({i.kind for i in items} | {"init", "cpt", "tagger", "tagger-test", "methods", "mappings",
+                                             "world", "downloads", "build-envs"})
+
+
+# -- CLI --------------------------------------------------------------------------------------------------------
+def _table(rows: list[dict[str, Any]], title: str, total: int) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=title)
+    for c, j in (("kind", "left"), ("world", "left"), ("items", "right"), ("size", "right")):
+        t.add_column(c, justify=j)
+    for r in rows:
+        t.add_row(r["kind"], r["world"] or "-", str(r["items"]), human(r["bytes"]))
+    t.add_section()
+    t.add_row("total", "", str(sum(r["items"] for r in rows)), human(total))
+    Console(soft_wrap=True).print(t)
+
+
+def cmd_du(args: argparse.Namespace) -> int:
+    from harness.paths import harness_home
+
+    home = harness_home()
+    items = scan(home)
+    if args.world:
+        items = [i for i in items if i.world == args.world]
+    if args.kind:
+        items = [i for i in items if kind_matches(i.kind, _kinds(args.kind))]
+    rows = summarize(items, by_world=not args.by_kind)
+    total = sum(i.bytes for i in items)
+    if args.json:
+        print(json.dumps({"home": str(home), "total_bytes": total, "rows": rows}, indent=1))
+    else:
+        _table(rows, f"harness home {home}", total)
+        print("tracking and leaderboards are the runs' results and are never pruned; "
+              "`harness cache prune --dry-run` shows what pruning would free")
+    return 0
+
+
+def _kinds(values: list[str] | None) -> list[str]:
+    return [k.strip() for v in values or [] for k in v.split(",") if k.strip()]
+
+
+def cmd_prune(args: argparse.Namespace) -> int:
+    from harness.paths import harness_home
+
+    home = harness_home()
+    items = scan(home)
+    kinds = _kinds(args.kind)
+    bad = [k for k in kinds if k in PROTECTED]
+    if bad:
+        raise ConfigError(f"--kind {', '.join(bad)}: the runs' results (the tracking store, its artifacts, the "
+                          f"published leaderboards) are never pruned")
+    known = known_kinds(items)
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise ConfigError(f"--kind {', '.join(unknown)}: unknown kind; known: {', '.join(known)}")
+    older = parse_age(args.older_than) if args.older_than else None
+    chosen = select(items, kinds or None, args.world, older)
+    rows = summarize(chosen)
+    total = sum(i.bytes for i in chosen)
+    if args.dry_run:
+        if rows:
+            _table(rows, "would remove", total)
+        print(f"would free {human(total)} in {len(chosen)} item(s) (dry run: nothing removed)")
+        return 0
+    freed = remove(chosen, home)
+    if rows:
+        _table(rows, "removed", freed)
+    print(f"freed {human(freed)} in {len(chosen)} item(s)")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """Register ``harness cache du|prune`` on the CLI's subparsers."""
+    c = sub.add_parser("cache", help="what the harness home holds (du) and removing cached products (prune)")
+    csub = c.add_subparsers(dest="cache_command", required=True)
+    du = csub.add_parser("du", help="size of each kind of product, per world")
+    du.add_argument("--kind", action="append", help="only these kinds (comma-separated or repeated)")
+    du.add_argument("--world", help="only this world")
+    du.add_argument("--by-kind", action="store_true", help="one row per kind, worlds summed")
+    du.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    du.set_defaults(func=cmd_du)
+    pr = csub.add_parser("prune", help="remove cached products (never the runs' results) and say what it freed")
+    pr.add_argument("--kind", action="append",
+                    help="only these kinds (comma-separated or repeated): init, cpt, tagger, tagger-test, "
+                         "methods or methods/<name>, mappings, world, downloads, build-envs, ... "
+                         "(default: every cached product; world, downloads and build-envs only when named)")
+    pr.add_argument("--world", help="only products of this world")
+    pr.add_argument("--older-than", help="only products older than this (7d, 12h, 30m, 2w)")
+    pr.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    pr.set_defaults(func=cmd_prune)

@@ -1,0 +1,169 @@
+"""What the harness home keeps: compact init products, `harness cache du` and `harness cache prune`."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from harness.initialize import BODY_FILE, initialize_model, load_model
+
+X = torch.tensor([[0, 5, 9, 14, 22, 2], [0, 7, 30, 2, 1, 1]])
+
+
+def _outputs(model):
+    with torch.no_grad():
+        return model(input_ids=X, attention_mask=(X != 1).long()).logits
+
+
+@pytest.mark.parametrize("method,dim", [("random", None), ("fvt", None), ("random", 16)])
+def test_compact_init_product_loads_the_same_model(synthetic_world, tmp_path, method, dim):
+    full, compact = tmp_path / "full", tmp_path / "compact"
+    for out, flag in ((full, False), (compact, True)):
+        initialize_model(synthetic_world, synthetic_world.default_source, method, dim=dim, seed=3, params={},
+                         out_dir=out, compact=flag)
+    assert not (full / BODY_FILE).exists() and (compact / BODY_FILE).is_file()
+    body = json.loads((compact / BODY_FILE).read_text())
+    assert body["tensors"]  # the encoder body comes from the source model
+    assert not any("word_embeddings" in k for k in body["tensors"])
+    assert (compact / "model.safetensors").stat().st_size < (full / "model.safetensors").stat().st_size
+    a, b = load_model(full), load_model(compact)
+    sa, sb = a.state_dict(), b.state_dict()
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        assert torch.equal(sa[k], sb[k]), k
+    assert torch.equal(_outputs(a), _outputs(b))
+
+
+def test_compact_init_product_refuses_a_changed_source(synthetic_world, tmp_path):
+    from harness.errors import HarnessError
+
+    out = tmp_path / "compact"
+    initialize_model(synthetic_world, synthetic_world.default_source, "random", dim=None, seed=1, params={},
+                     out_dir=out, compact=True)
+    body = json.loads((out / BODY_FILE).read_text())
+    body["files"] = {k: "0" * 64 for k in body["files"]}
+    (out / BODY_FILE).write_text(json.dumps(body))
+    with pytest.raises(HarnessError, match="missing or changed"):
+        load_model(out)
+
+
+# -- harness cache du / prune -----------------------------------------------------------------------------------
+DAY = 86400.0
+
+
+def _folder(path: Path, size: int, marker: dict | None = None) -> Path:
+    path.mkdir(parents=True)
+    (path / "weights.bin").write_bytes(b"\0" * size)
+    if marker is not None:
+        (path / "_DONE.json").write_text(json.dumps(marker))
+    return path
+
+
+@pytest.fixture
+def home(tmp_path):
+    """A harness home with one product of each kind (sizes in KB so that each kind is told apart)."""
+    from harness.hashing import hash_obj
+
+    h = tmp_path / "home"
+    manifest = {"name": "toy", "version": 1}
+    _folder(h / "worlds" / "toy-v1", 9_000)
+    (h / "worlds" / "toy-v1" / "manifest.json").write_text(json.dumps(manifest))
+    now = time.time()
+    _folder(h / "products" / "init" / "i1", 100_000,
+            {"kind": "init", "inputs": {"world": hash_obj(manifest)}, "created": now - 10 * DAY})
+    _folder(h / "products" / "init" / "i2", 110_000,
+            {"kind": "init", "inputs": {"world": "0123456789abcdef"}, "created": now})
+    _folder(h / "products" / "cpt" / "c1", 200_000, {"kind": "cpt", "world": "toy", "created": now})
+    _folder(h / "products" / "tasks" / "tagger" / "t1", 3_000, {"kind": "tagger", "world": "toy", "created": now})
+    _folder(h / "products" / "tasks" / "tagger-test" / "s1", 500,
+            {"kind": "tagger-test", "inputs": {"tagger": "t1"}, "created": now})
+    _folder(h / "products" / "init" / ".tmp-i3-0000", 50_000)  # a build in progress
+    ft = h / "cache" / "methods" / "wechsel" / "fasttext"
+    ft.mkdir(parents=True)
+    (ft / "wechsel-words-abc.bin").write_bytes(b"\0" * 40_000)
+    (ft / "wechsel-words-abc.json").write_text("{}")
+    _folder(h / "cache" / "mappings" / "m1", 2_000)
+    _folder(h / "downloads" / "pypi", 70_000)
+    (h / "mlflow.db").write_bytes(b"\0" * 5_000)
+    _folder(h / "mlartifacts" / "1" / "run", 6_000)
+    _folder(h / "leaderboards" / "toy", 1_000)
+    return h
+
+
+def _rows(items):
+    from harness.cache_admin import summarize
+
+    return {(r["kind"], r["world"]): (r["items"], r["bytes"]) for r in summarize(items)}
+
+
+def test_du_sizes_each_kind_per_world(home):
+    from harness.cache_admin import scan
+
+    rows = _rows(scan(home))
+    assert rows[("init", "toy")][0] == 1 and rows[("init", "toy")][1] > 100_000 and rows[("init", "0123456789abcdef")][1] > 110_000
+    assert rows[("init", "-")][1] == 50_000  # the unfinished build, counted but never pruned
+    assert rows[("cpt", "toy")][0] == 1 and rows[("tagger", "toy")][0] == 1
+    assert rows[("tagger-test", "toy")][0] == 1  # the world of its tagger
+    assert rows[("methods/wechsel", "-")] == (1, 40_000 + 2)  # the model and its .json are one item
+    assert rows[("world", "toy")][1] > 9_000
+    assert rows[("tracking", "-")] == (2, 11_000)
+    assert rows[("leaderboards", "toy")] == (1, 1_000)
+
+
+def test_prune_never_removes_results_or_builds_in_progress(home, monkeypatch, capsys):
+    from harness import cache_admin
+    from harness.cli import build_parser
+
+    monkeypatch.setenv("HARNESS_HOME", str(home))
+    before = {p for p in home.rglob("*")}
+
+    def cli(*argv):
+        args = build_parser().parse_args(["cache", *argv])
+        return args.func(args)
+
+    assert cli("prune", "--dry-run") == 0
+    out = capsys.readouterr().out
+    assert "would free" in out and "nothing removed" in out
+    assert {p for p in home.rglob("*")} == before
+
+    assert cli("prune", "--kind", "init", "--older-than", "7d") == 0
+    assert "freed" in capsys.readouterr().out
+    assert not (home / "products" / "init" / "i1").exists()
+    assert (home / "products" / "init" / "i2").exists()  # younger than 7 days
+
+    assert cli("prune", "--world", "toy") == 0
+    assert not (home / "products" / "cpt" / "c1").exists()
+    assert not (home / "products" / "tasks" / "tagger" / "t1").exists()
+    assert not (home / "products" / "tasks" / "tagger-test" / "s1").exists()
+    assert (home / "products" / "init" / "i2").exists()  # another world
+
+    assert cli("prune") == 0
+    out = capsys.readouterr().out
+    for gone in ("products/init/i2", "cache/methods/wechsel/fasttext/wechsel-words-abc.bin",
+                 "cache/methods/wechsel/fasttext/wechsel-words-abc.json", "cache/mappings/m1"):
+        assert not (home / gone).exists(), gone
+    # the runs' results, the world, its downloads and the build in progress stay
+    for kept in ("mlflow.db", "mlartifacts/1/run/weights.bin", "leaderboards/toy", "worlds/toy-v1",
+                 "downloads/pypi", "products/init/.tmp-i3-0000"):
+        assert (home / kept).exists(), kept
+    assert cache_admin.parse_age("1h") == 3600 and cache_admin.parse_age("2w") == 14 * DAY
+
+    assert cli("prune", "--kind", "downloads,world") == 0
+    assert not (home / "downloads" / "pypi").exists() and not (home / "worlds" / "toy-v1").exists()
+    assert (home / "mlflow.db").exists()
+
+
+def test_prune_refuses_results_and_unknown_kinds(home, monkeypatch, run_cli):
+    r = run_cli("cache", "prune", "--kind", "tracking", env={"HARNESS_HOME": str(home)})
+    assert r.returncode == 2 and "never pruned" in r.stderr
+    r = run_cli("cache", "prune", "--kind", "inti", env={"HARNESS_HOME": str(home)})
+    assert r.returncode == 2 and "unknown kind" in r.stderr
+    r = run_cli("cache", "prune", "--older-than", "soon", env={"HARNESS_HOME": str(home)})
+    assert r.returncode == 2 and "--older-than" in r.stderr
+    r = run_cli("cache", "du", env={"HARNESS_HOME": str(home)})
+    assert r.returncode == 0 and "methods/wechsel" in r.stdout and "tracking" in r.stdout
+    assert (home / "mlflow.db").exists() and (home / "products" / "init" / "i1").exists()
