@@ -470,6 +470,10 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("name", nargs="?", default="bible")
     w.add_argument("--force", action="store_true", help="rebuild even if cached")
     w.set_defaults(func=cmd_world)
+
+    from harness.cache_admin import add_parser as add_cache_parser
+
+    add_cache_parser(sub)  # harness cache du|prune
     return p
 
 
