@@ -5,9 +5,14 @@ beat random initialization before any training (step 0), HyperOFA is level with 
 lowers the MLM loss. For each task's headline metric at step 0 (and per profile) the claim is evaluated on the
 languages both rows have:
 
-* ``beats`` (a > b): **holds** when a is ahead on average and the paired Wilcoxon signed-rank test over languages
-  gives p < ``ALPHA``; **fails** otherwise (the detail says whether a was behind or ahead without significance);
-* ``level`` (a ≈ b): **holds** when the averages differ by at most ``LEVEL_TOLERANCE`` (metric units);
+* ``beats`` (a > b): **holds** when a is ahead on average, the paired Wilcoxon signed-rank test over languages (on
+  each language's mean over seeds) gives p < ``ALPHA``, and the two-level bootstrap interval of the average
+  difference (languages and, within each, seeds resampled: :func:`leaderboard.stats.diff_interval`) lies above
+  zero; **fails** otherwise (the detail says whether a was behind, or ahead without significance, and which test
+  missed);
+* ``level`` (a ≈ b): **holds** when the bootstrap interval of the average difference lies within
+  ±``LEVEL_TOLERANCE`` (metric units; an equivalence test: a point estimate inside the band with an interval
+  reaching out of it fails, with the detail saying so);
 * ``cpt``: **holds** when every row's held-out MLM loss (the ``mlm`` task's average, else the runner's held-out
   diagnostic curve) is lower at the final step than at step 0;
 * **not tested** when a row the claim needs is not on the board (the method was not run, or not this task).
@@ -22,10 +27,11 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from leaderboard.stats import paired_test
+from leaderboard.stats import DiffInterval, diff_interval, paired_test
 
 ALPHA = 0.05
 LEVEL_TOLERANCE = 0.02
+RESAMPLES = 2000  # of the two-level bootstrap of each claim's average difference
 
 
 @dataclass(frozen=True)
@@ -64,12 +70,13 @@ class ClaimResult:
     p_value: float | None = None
     n: int = 0  # languages (or rows, for the CPT claim) the verdict rests on
     detail: str = ""
+    interval: DiffInterval | None = None  # of a - b (seeds and languages resampled)
 
     def as_dict(self) -> dict[str, Any]:
         return {"claim": self.claim.id, "paper": self.claim.source, "statement": self.claim.statement,
                 "profile": self.profile, "task": self.task, "status": self.status, "a_avg": self.a_avg,
                 "b_avg": self.b_avg, "diff": self.diff, "p_value": self.p_value, "n": self.n,
-                "detail": self.detail}
+                "detail": self.detail, "interval": dict(self.interval.__dict__) if self.interval else None}
 
 
 def _row(board: Any, method: str) -> Any | None:
@@ -98,19 +105,29 @@ def _pairwise(claim: Claim, board: Any) -> ClaimResult:
     res.b_avg = statistics.fmean(vb[x] for x in langs)
     res.diff = res.a_avg - res.b_avg
     sign = 1.0 if board.higher_is_better else -1.0
-    if claim.kind == "level":
-        res.status = "holds" if abs(res.diff) <= LEVEL_TOLERANCE else "fails"
-        res.detail = f"|diff| {'≤' if res.status == 'holds' else '>'} {LEVEL_TOLERANCE}"
-        res.p_value = paired_test(claim.a, claim.b, va, vb, board.higher_is_better).p_value
-        return res
+    res.interval = iv = diff_interval({x: ra.entries[x].values for x in langs}, {x: rb.entries[x].values for x in langs},
+                                      resamples=RESAMPLES, key=(board.task, board.profile, claim.id))
+    lo, hi = (iv.lo, iv.hi) if iv is not None else (res.diff, res.diff)
     test = paired_test(claim.a, claim.b, va, vb, board.higher_is_better)  # over the languages both rows have
     res.p_value = test.p_value
+    if claim.kind == "level":
+        inside = -LEVEL_TOLERANCE <= lo and hi <= LEVEL_TOLERANCE
+        res.status = "holds" if inside else "fails"
+        if inside:
+            res.detail = f"interval within ±{LEVEL_TOLERANCE}"
+        elif abs(res.diff) <= LEVEL_TOLERANCE:
+            res.detail = f"|diff| ≤ {LEVEL_TOLERANCE}, but the interval reaches beyond ±{LEVEL_TOLERANCE}"
+        else:
+            res.detail = f"|diff| > {LEVEL_TOLERANCE}"
+        return res
     ahead = sign * res.diff > 0
     significant = test.p_value is not None and test.p_value < ALPHA
-    res.status = "holds" if ahead and significant else "fails"
+    clear = sign * lo > 0 if sign > 0 else sign * hi > 0  # the whole interval on a's side of zero
+    res.status = "holds" if ahead and significant and clear else "fails"
+    missed = [m for m, ok in ((f"Wilcoxon p ≥ {ALPHA}", significant), ("interval includes 0", clear)) if not ok]
     res.detail = (f"{test.wins} wins / {test.ties} ties / {test.losses} losses; "
                   + ("ahead" if ahead else "behind" if sign * res.diff < 0 else "level")
-                  + ("" if significant or not ahead else f", not significant at {ALPHA}"))
+                  + (f", not significant ({'; '.join(missed)})" if ahead and missed else ""))
     return res
 
 
@@ -177,8 +194,20 @@ def claim_rows(results: list[ClaimResult]) -> tuple[list[str], list[list[str]]]:
     """Header and rows of the claims table as text (shared by the terminal, Markdown and HTML renderings)."""
     from leaderboard import fmt
 
-    head = ["claim", "paper", "task", "profile", "verdict", "a", "b", "diff", "p", "n", "detail"]
+    head = ["claim", "paper", "task", "profile", "verdict", "a", "b", "diff", "95% interval", "p", "n", "detail"]
     rows = [[r.claim.statement, r.claim.source, r.task, r.profile, r.status, fmt.value(r.a_avg),
-             fmt.value(r.b_avg), "-" if r.diff is None else f"{r.diff:+.3f}",
-             "-" if r.p_value is None else f"{r.p_value:.3g}", str(r.n), r.detail] for r in results]
+             fmt.value(r.b_avg), "-" if r.diff is None else f"{r.diff:+.3f}", _interval(r.interval),
+             "-" if r.p_value is None else f"{r.p_value:.3g}", _n(r), r.detail] for r in results]
     return head, rows
+
+
+def _interval(iv: DiffInterval | None) -> str:
+    return "-" if iv is None or not iv.resamples else f"[{iv.lo:+.3f}, {iv.hi:+.3f}]"
+
+
+def _n(r: ClaimResult) -> str:
+    """Languages, and seeds per row where the interval resampled them (``23 × 3/3 seeds``)."""
+    iv = r.interval
+    if iv is None:
+        return str(r.n)
+    return f"{r.n} × {iv.seeds_a}/{iv.seeds_b} seeds"

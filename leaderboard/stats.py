@@ -188,6 +188,58 @@ def paired_test(a: str, b: str, va: dict[str, float], vb: dict[str, float], high
                     float(np.median(diffs)) if len(langs) else None, stat, p)
 
 
+@dataclass
+class DiffInterval:
+    """The average over languages of ``a - b`` with its two-level bootstrap interval and p-value."""
+
+    diff: float
+    lo: float
+    hi: float
+    p_value: float  # two-sided: twice the share of resamples on the far side of zero (at most 1)
+    languages: int
+    seeds_a: int  # the most seeds any language of a has
+    seeds_b: int
+    resamples: int
+
+
+def diff_interval(a: dict[str, Sequence[float]], b: dict[str, Sequence[float]], *, resamples: int = 2000,
+                  level: float = 0.95, seed: int = 0, key: object = "") -> DiffInterval | None:
+    """Two-level bootstrap of the average over languages of ``mean_seeds(a) - mean_seeds(b)``.
+
+    ``a`` and ``b`` map a language to the values of each seed. Each resample draws the languages both rows have
+    with replacement and, within each drawn language, each row's seeds with replacement (the rows' seeds are not
+    paired: seed 1 of one method shares nothing with seed 1 of another). So the interval carries both sources of
+    variation the design has -- which languages were tested, and which seeds were run -- where the Wilcoxon test
+    over languages sees only the first. With one seed per row it is a bootstrap over languages. None when the rows
+    share no language."""
+    langs = sorted(set(a) & set(b))
+    if not langs:
+        return None
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed("diff", key)])
+    n = len(langs)
+    point = float(np.mean([np.mean(a[x]) - np.mean(b[x]) for x in langs]))
+    if resamples <= 0:
+        return DiffInterval(point, point, point, 1.0, n, max(len(a[x]) for x in langs),
+                            max(len(b[x]) for x in langs), 0)
+
+    def seed_means(values: dict[str, Sequence[float]]) -> np.ndarray:
+        """(resamples, languages): each language's mean over its seeds, the seeds drawn with replacement."""
+        out = np.empty((resamples, n))
+        for j, x in enumerate(langs):
+            v = np.asarray(values[x], dtype=float)
+            out[:, j] = v[rng.integers(0, len(v), size=(resamples, len(v)))].mean(axis=1)
+        return out
+
+    per_lang = seed_means(a) - seed_means(b)
+    drawn = rng.integers(0, n, size=(resamples, n))
+    reps = np.take_along_axis(per_lang, drawn, axis=1).mean(axis=1)
+    alpha = (1.0 - level) / 2
+    lo, hi = np.quantile(reps, [alpha, 1.0 - alpha])
+    p = min(1.0, 2.0 * min(float((reps <= 0).mean()), float((reps >= 0).mean())))
+    return DiffInterval(point, float(lo), float(hi), p, n, max(len(a[x]) for x in langs),
+                        max(len(b[x]) for x in langs), resamples)
+
+
 def holm(p_values: Sequence[float | None]) -> list[float | None]:
     """Holm's step-down adjusted p-values (None stays None and does not count)."""
     idx = [i for i, p in enumerate(p_values) if p is not None and not math.isnan(p)]

@@ -96,3 +96,51 @@ def test_no_claim_holding_is_said_in_one_sentence():
     assert summary(res) == "This run reproduces none of the 1 tested claims of the papers."
     assert {c.id for c in CLAIMS} >= {"focus>random", "wechsel>random", "ofa>random", "hyperofa~ofa",
                                       "tiktotok>random", "fvt>random", "cpt"}
+
+
+def _seeded_row(method: str, per_lang: list[list[float]]) -> Row:
+    return Row(method, {lang: Entry(list(v), [str(s + 1) for s in range(len(v))])
+                        for lang, v in zip(LANGS, per_lang, strict=True)}, variant=VariantKey(method, "full", "src"))
+
+
+def test_seed_noise_keeps_a_claim_from_holding_when_only_the_language_test_sees_a_gain():
+    base = [0.20, 0.22, 0.18, 0.25, 0.30, 0.10, 0.15, 0.21]
+    random = _seeded_row("random", [[v, v, v] for v in base])
+    # ahead by 0.01 on the mean of every language (Wilcoxon over languages: p = 0.0078), but the seeds scatter by
+    # ±0.3: the two-level bootstrap, which also resamples seeds, puts zero well inside the interval
+    noisy = _seeded_row("focus", [[v + 0.31, v - 0.27, v + 0.01] for v in base])
+    steady = _seeded_row("ofa", [[v + 0.009, v + 0.01, v + 0.011] for v in base])
+    res = evaluate_claims([_board("sr-t", [random, noisy, steady])], [])
+    focus = _by(res, "focus>random")
+    assert focus.p_value < 0.01 and focus.diff > 0
+    assert focus.interval.lo < 0 < focus.interval.hi
+    assert focus.status == "fails" and "interval includes 0" in focus.detail
+    assert focus.interval.seeds_a == 3 and focus.interval.seeds_b == 3 and focus.interval.languages == 8
+    ofa = _by(res, "ofa>random")
+    assert ofa.status == "holds" and 0 < ofa.interval.lo <= ofa.diff <= ofa.interval.hi
+
+
+def test_level_needs_the_whole_interval_inside_the_band():
+    base = [0.20, 0.22, 0.18, 0.25, 0.30, 0.10, 0.15, 0.21]
+    ofa = _seeded_row("ofa", [[v, v, v] for v in base])
+    wide = _seeded_row("hyperofa", [[v + 0.2, v - 0.2, v] for v in base])  # level on average, not shown level
+    res = evaluate_claims([_board("sr-t", [ofa, wide])], [])
+    level = _by(res, "hyperofa~ofa")
+    assert abs(level.diff) < 1e-9 and level.status == "fails" and "interval reaches beyond" in level.detail
+    tight = _seeded_row("hyperofa", [[v + 0.001, v - 0.001, v] for v in base])
+    level = _by(evaluate_claims([_board("sr-t", [ofa, tight])], []), "hyperofa~ofa")
+    assert level.status == "holds" and -0.02 <= level.interval.lo <= level.interval.hi <= 0.02
+
+
+def test_diff_interval_is_reproducible_and_brackets_the_average_difference():
+    from leaderboard.stats import diff_interval
+
+    a = {lang: [0.1 * i, 0.1 * i + 0.02] for i, lang in enumerate(LANGS)}
+    b = {lang: [0.1 * i - 0.05] for i, lang in enumerate(LANGS)}
+    one = diff_interval(a, b, key="k")
+    assert one == diff_interval(a, b, key="k")  # the same stream for the same cell
+    assert abs(one.diff - 0.06) < 1e-12 and one.lo <= one.diff <= one.hi and one.lo > 0 and one.p_value < 0.01
+    assert one.seeds_a == 2 and one.seeds_b == 1 and one.languages == 8
+    assert diff_interval(a, {"xx_Latn": [0.0]}) is None  # no language in common
+    flat = diff_interval({x: [0.5] for x in LANGS}, {x: [0.5] for x in LANGS})
+    assert flat.lo == flat.hi == flat.diff == 0.0 and flat.p_value == 1.0
