@@ -320,7 +320,22 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     return print_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
                              step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
                              out=args.out, log_run=not args.no_log, write=not args.no_write,
-                             bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
+                             bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
+                             console=_board_console())
+
+
+def _board_console() -> Console:
+    """The console the tables are printed to: as wide as ``COLUMNS`` says, else the terminal, else 100 cells
+    when piped; tables wider than that are split into parts (the files keep them whole)."""
+    import shutil
+
+    try:
+        columns = int(os.environ.get("COLUMNS", ""))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        columns = shutil.get_terminal_size((100, 24)).columns if sys.stdout.isatty() else 100
+    return Console(width=max(columns, 20))
 
 
 def cmd_ui(args: argparse.Namespace) -> int:

@@ -1,10 +1,19 @@
 """Terminal rendering (rich): the board with the best value of every column in bold green, its slices and the
-paired tests. Boards with many languages are printed transposed (languages as rows) so that they stay readable."""
+paired tests. Boards with many languages are printed transposed (languages as rows) so that they stay readable.
+
+Every table meets the console's width: a table wider than the console is split into parts that each repeat the key
+column (row names or languages), and long names wrap at words, so no glyph is cut and no column is dropped; the
+files (``render_text``) hold the whole tables."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.cells import cell_len
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from leaderboard import fmt
 from leaderboard.claims import claim_rows, summary
@@ -53,53 +62,166 @@ def _summary_headers(board: Board) -> list[str]:
     return heads + [name for _, name in board.init_columns()]
 
 
-def board_table(board: Board, transpose: bool | None = None) -> Table:
+# -- tables that fit the width ------------------------------------------------------------------------------
+NUMBER_HEADER_CAP = 12  # a number column's header wraps at words beyond this many cells
+TEXT_CAP = 30  # a text column (row names, claims, details) wraps beyond this many cells
+UNLIMITED = 10**6
+
+
+@dataclass
+class Col:
+    header: str
+    justify: str = "right"
+    text: bool = False  # words that may wrap over lines (names, details); numbers are kept whole when they fit
+
+
+@dataclass
+class Grid:
+    """A table before it meets a width: a key column repeated in every part, then the other columns."""
+
+    title: str
+    key: Col
+    cols: list[Col]
+    rows: list[tuple[str, list[str]]] = field(default_factory=list)
+    sections: set[int] = field(default_factory=set)  # row indexes that start a new section
+
+    def add(self, key: str, cells: list[str], section: bool = False) -> None:
+        if section:
+            self.sections.add(len(self.rows))
+        self.rows.append((key, list(cells)))
+
+
+def _cells(markup: str) -> int:
+    """Terminal cells the markup takes on its widest line."""
+    return max((Text.from_markup(line).cell_len for line in markup.split("\n")), default=0)
+
+
+def _longest_word(markup: str) -> int:
+    return max((cell_len(w) for w in Text.from_markup(markup).plain.split()), default=0)
+
+
+def _want(col: Col, cells: list[str], limit: bool) -> int:
+    """The width a column asks for: every number whole, headers and texts wrapped at words beyond a cap."""
+    widest = max([_cells(c) for c in cells] or [1])
+    head = _cells(col.header)
+    if not limit:
+        return max(widest, head, 1)
+    if col.text:
+        return max(1, min(max(widest, head), max(TEXT_CAP, 8)))
+    return max(widest, min(head, max(NUMBER_HEADER_CAP, _longest_word(col.header))), 1)
+
+
+def _table_width(widths: list[int]) -> int:
+    """A rich table with the default box and padding: one cell of padding either side, one rule between columns
+    and one at each edge."""
+    return sum(w + 2 for w in widths) + len(widths) + 1
+
+
+def _parts(key_w: int, widths: list[int], width: int) -> list[list[int]]:
+    """Consecutive column indexes per part, so that every part with the key column fits ``width``."""
+    parts: list[list[int]] = []
+    cur: list[int] = []
+    for i, w in enumerate(widths):
+        if cur and _table_width([key_w, *[widths[j] for j in cur], w]) > width:
+            parts.append(cur)
+            cur = []
+        cur.append(i)
+    if cur or not parts:
+        parts.append(cur)
+    return parts
+
+
+def fit(grid: Grid, width: int | None) -> list[Any]:
+    """``grid`` as one rich table when it fits ``width`` terminal cells (None: any width), else as several, each
+    repeating the key column and titled with the part it holds; wide texts wrap, nothing is cut or dropped."""
+    limit = width is not None
+    width = UNLIMITED if width is None else max(int(width), 20)
+    key_w = _want(grid.key, [k for k, _ in grid.rows], limit)
+    widths = [_want(c, [r[1][i] for r in grid.rows], limit) for i, c in enumerate(grid.cols)]
+    if limit:
+        # a key column never takes more than a third of the width, and each part holds at least one column
+        key_w = min(key_w, max(8, width // 3))
+        room = width - _table_width([key_w, 0]) - 2
+        widths = [max(1, min(w, room)) for w in widths]
+    parts = _parts(key_w, widths, width)
+    if len(parts) > 1:  # as many parts, as even as they come: the narrowest width that needs no more of them
+        narrow = width
+        while narrow > 20 and len(_parts(key_w, widths, narrow - 1)) == len(parts):
+            narrow -= 1
+        parts = _parts(key_w, widths, narrow)
+    tables: list[Any] = []
+    for n, idx in enumerate(parts, 1):
+        t = Table(title=grid.title if len(parts) == 1 else None, title_justify="left")
+        if len(parts) > 1:
+            heads = [Text.from_markup(grid.cols[i].header).plain for i in idx]
+            span = heads[0] if len(heads) == 1 else f"{heads[0]} … {heads[-1]}"
+            # the title on a line of its own, wrapped at the console's width rather than the part's
+            tables.append(Text.from_markup(f"{grid.title} · part {n}/{len(parts)}: {span}"))
+        t.add_column(grid.key.header, justify=grid.key.justify, overflow="fold",
+                     **({"width": key_w} if limit else {}))
+        for i in idx:
+            c = grid.cols[i]
+            t.add_column(c.header, justify=c.justify, overflow="fold", **({"width": widths[i]} if limit else {}))
+        for r, (key, cells) in enumerate(grid.rows):
+            if r in grid.sections and r > 0:
+                t.add_section()
+            t.add_row(key, *[cells[i] for i in idx])
+        tables.append(t)
+    return tables
+
+
+def _width(console: Console, split: bool) -> int | None:
+    return console.width if split else None
+
+
+# -- the tables -----------------------------------------------------------------------------------------------
+def board_grid(board: Board, transpose: bool | None = None) -> Grid:
     transpose = len(board.languages) > TRANSPOSE_ABOVE if transpose is None else transpose
     title = f"{board.title} ({fmt.direction(board)})"
-    t = Table(title=title, title_justify="left")
     rows = board.rows + board.paper_rows
     if not transpose:
-        t.add_column("row")
-        for lang in board.languages:
-            t.add_column(lang, justify="right")
-        for h in _summary_headers(board):
-            t.add_column(h, justify="right")
+        g = Grid(title, Col("row", "left", text=True),
+                 [Col(lang) for lang in board.languages] + [Col(h) for h in _summary_headers(board)])
         for i, r in enumerate(rows):
-            if r.kind == "paper" and (i == 0 or rows[i - 1].kind != "paper"):
-                t.add_section()
             label = r.label if r.kind == "ours" else f"[italic]{r.label}[/italic]"
-            t.add_row(label, *[_cell(board, r, lang) for lang in board.languages], *_summary(board, r))
-        return t
-    t.add_column("language")
-    for r in rows:
-        t.add_column(r.label, justify="right")
+            g.add(label, [*[_cell(board, r, lang) for lang in board.languages], *_summary(board, r)],
+                  section=r.kind == "paper" and (i == 0 or rows[i - 1].kind != "paper"))
+        return g
+    g = Grid(title, Col("language", "left"), [Col(r.label) for r in rows])
     for lang in board.languages:
-        t.add_row(lang, *[_cell(board, r, lang) for r in rows])
-    t.add_section()
+        g.add(lang, [_cell(board, r, lang) for r in rows])
     sums = [_summary(board, r) for r in rows]
     for i, h in enumerate(_summary_headers(board)):
-        t.add_row(h, *[s[i] for s in sums])
-    return t
+        g.add(h, [s[i] for s in sums], section=i == 0)
+    return g
 
 
-def slices_table(board: Board) -> Table | None:
+def board_table(board: Board, transpose: bool | None = None) -> Table:
+    """The whole board as one table (any width)."""
+    return fit(board_grid(board, transpose), None)[0]
+
+
+def slices_grid(board: Board) -> Grid | None:
     if not board.slices:
         return None
-    t = Table(title=f"slices · {board.task} · {board.metric} · {board.step_label}", title_justify="left")
-    t.add_column("row")
-    for s in board.slices:
-        t.add_column(f"{s.dimension}: {s.header}", justify="right")
+    g = Grid(f"slices · {board.task} · {board.metric} · {board.step_label}", Col("row", "left", text=True),
+             [Col(f"{s.dimension}: {s.header}") for s in board.slices])
     for r in board.rows + board.paper_rows:
         cells = []
         for s in board.slices:
             v = s.averages.get(r.label)
             best = board.best_of([s.averages.get(o.label) for o in board.rows])
             cells.append(_mark(fmt.cell(board, v), r.kind == "ours" and v is not None and v == best))
-        t.add_row(r.label if r.kind == "ours" else f"[italic]{r.label}[/italic]", *cells)
-    return t
+        g.add(r.label if r.kind == "ours" else f"[italic]{r.label}[/italic]", cells)
+    return g
 
 
-def pairs_table(board: Board, limit_rows: int = 6) -> Table | None:
+def slices_table(board: Board) -> Table | None:
+    g = slices_grid(board)
+    return None if g is None else fit(g, None)[0]
+
+
+def pairs_grid(board: Board, limit_rows: int = 6) -> Grid | None:
     if not board.pairs:
         return None
     pairs = board.pairs
@@ -108,48 +230,60 @@ def pairs_table(board: Board, limit_rows: int = 6) -> Table | None:
         top = board.rows[0].label
         pairs = [p for p in pairs if top in (p.a, p.b)]
         note = f" (against {top}; all pairs in the HTML page)"
-    t = Table(title=f"paired Wilcoxon signed-rank over languages · {board.step_label}{note}", title_justify="left")
-    for col in ("A", "B", "langs", "A wins/ties/losses", "median A-B", "p", "p Holm"):
-        t.add_column(col, justify="left" if col in ("A", "B") else "right")
+    g = Grid(f"paired Wilcoxon signed-rank over languages · {board.step_label}{note}", Col("A", "left", text=True),
+             [Col("B", "left", text=True)] + [Col(c) for c in ("langs", "A wins/ties/losses", "median A-B", "p",
+                                                                "p Holm")])
     for p in pairs:
-        t.add_row(p.a, p.b, str(p.n), f"{p.wins}/{p.ties}/{p.losses}", fmt.value(p.median_diff, True),
-                  fmt.p(p.p_value), fmt.p(p.p_holm))
-    return t
+        g.add(p.a, [p.b, str(p.n), f"{p.wins}/{p.ties}/{p.losses}", fmt.value(p.median_diff, True),
+                    fmt.p(p.p_value), fmt.p(p.p_holm)])
+    return g
 
 
-def render(board: Board, console: Console, *, transpose: bool | None = None, details: bool = True) -> None:
-    console.print(board_table(board, transpose))
+def pairs_table(board: Board, limit_rows: int = 6) -> Table | None:
+    g = pairs_grid(board, limit_rows)
+    return None if g is None else fit(g, None)[0]
+
+
+def render(board: Board, console: Console, *, transpose: bool | None = None, details: bool = True,
+           split: bool = True) -> None:
+    """The board (then its slices and paired tests) at the console's width: a table wider than the console is
+    split into parts that repeat the row names (``split=False``: whole tables, for files)."""
+    width = _width(console, split)
+    for t in fit(board_grid(board, transpose), width):
+        console.print(t)
     for note in board.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
     if details:
-        for extra in (slices_table(board), pairs_table(board)):
-            if extra is not None:
-                console.print(extra)
+        for g in (slices_grid(board), pairs_grid(board)):
+            if g is not None:
+                for t in fit(g, width):
+                    console.print(t)
     console.print()
 
 
-def render_claims(claims: list, console: Console) -> None:
+def render_claims(claims: list, console: Console, *, split: bool = True) -> None:
     """The papers' claims on this run: one sentence, then the table (nothing when there are no claims)."""
     if not claims:
         return
     head, rows = claim_rows(claims)
     console.print(f"[bold]{summary(claims)}[/bold]")
-    t = Table(title="the papers' claims on this run", show_lines=False)
-    for h in head:
-        t.add_column(h, justify="right" if h in ("a", "b", "diff", "p", "n") else "left")
+    numeric = ("a", "b", "diff", "p", "n")
+    g = Grid("the papers' claims on this run", Col(head[0], "left", text=True),
+             [Col(h, "right" if h in numeric else "left", text=h not in numeric) for h in head[1:]])
     for r in rows:
         style = {"holds": "green", "fails": "red"}.get(r[4], "dim")
-        t.add_row(*r[:4], f"[{style}]{r[4]}[/{style}]", *r[5:])
-    console.print(t)
+        g.add(r[0], [*r[1:4], f"[{style}]{r[4]}[/{style}]", *r[5:]])
+    for t in fit(g, _width(console, split)):
+        console.print(t)
     console.print()
 
 
 def render_text(boards: list[Board], width: int = 400, claims: list | None = None) -> str:
     """The terminal rendering as plain text (the ``leaderboard.txt`` artifact)."""
     console = Console(width=width, record=True, color_system=None, file=_Null())
-    render_claims(claims or [], console)
+    render_claims(claims or [], console, split=False)
     for b in boards:
-        render(b, console)
+        render(b, console, split=False)
     return console.export_text()
 
 

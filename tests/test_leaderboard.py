@@ -665,3 +665,77 @@ def test_variant_labels_name_only_the_parameters_that_differ_and_survive_the_ter
     console = Console(width=200, record=True, color_system=None, file=io.StringIO())
     console.print(labels[variant])
     assert "(overlap=casefold, specials=role)" in console.export_text()
+
+
+# -- terminal width ---------------------------------------------------------------------------------------
+WIDE_LANGS = [f"l{i:02d}_{'Latn' if i % 3 else 'Cyrl'}" for i in range(14)]  # 14: languages stay columns
+WIDE_METHODS = ["alpha", "wechsel+overlap-long-variant", "beta", "focus-with-a-long-name"]
+
+
+@pytest.fixture(scope="module")
+def wide_exp(tracking_uri) -> str:
+    """Experiment ``lb-wide``: 14 languages and long method names, far wider than 100 columns."""
+    client = MlflowClient(tracking_uri)
+    name = "lb-wide"
+    exp = client.get_experiment_by_name(name)
+    exp_id = exp.experiment_id if exp else client.create_experiment(name)
+    if not client.search_runs([exp_id], max_results=1):
+        for k, m in enumerate(WIDE_METHODS):
+            make_cell(client, exp_id, m, 1, world="wideworld",
+                      hits={lang: (7 * i + 11 * k) % 50 for i, lang in enumerate(WIDE_LANGS)})
+    return name
+
+
+_BOX_PAIRS = {"┏": "┓", "┃": "┃", "┡": "┩", "│": "│", "├": "┤", "└": "┘"}
+
+
+def _check_fits(text: str, width: int) -> None:
+    from rich.cells import cell_len
+
+    for line in text.splitlines():
+        assert cell_len(line) <= width and len(line) <= width, line
+        body = line.rstrip()
+        if body[:1] in _BOX_PAIRS:  # a table line is never cut: it closes with its own border
+            assert body[-1] == _BOX_PAIRS[body[0]], line
+
+
+@pytest.mark.parametrize("columns", ["100", None])
+def test_piped_leaderboard_fits_100_columns_and_keeps_every_language(run_cli, wide_exp, tmp_path, columns):
+    """``COLUMNS=100 harness leaderboard | cat`` (and piped without COLUMNS: 100): no line over 100 cells, no
+    table cut at a border, every language column and every row shown; the files keep the whole tables."""
+    out = tmp_path / "o"
+    env = {"COLUMNS": columns} if columns else {}
+    proc = run_cli("leaderboard", "--experiment", wide_exp, "--out", str(out), "--no-log", "--bootstrap", "0",
+                   env=env, check=True)
+    text = proc.stdout
+    _check_fits(text, 100)
+    board = text[text.index("lb-wide · sr-t · acc@10 · step 10 (final)"):text.index("slices ·")]
+    assert "part 1/" in board  # it did not fit in one table
+    for lang in WIDE_LANGS:
+        assert re.search(rf"┃ +{lang} +┃", board), lang
+    for m in WIDE_METHODS:
+        assert re.search(rf"│ {re.escape(m)} ", board), m  # every row, its name wrapped at words only
+    for col in ("avg", "rank", "copied", "method", "random"):
+        assert re.search(rf"┃ +{col} +┃", board), col
+    # the text file holds the whole board in one table: one header line with every language
+    whole = (out / "leaderboard.txt").read_text()
+    assert any(all(lang in line for lang in WIDE_LANGS) for line in whole.splitlines())
+
+
+def test_terminal_tables_split_at_any_width_and_drop_nothing(lb):
+    from rich.console import Console
+
+    from leaderboard.render_terminal import render, render_claims
+
+    b = _board(lb)
+    for width in (40, 60, 100, 300):
+        con = Console(width=width, record=True, file=io.StringIO())
+        render_claims(lb.claims, con)
+        render(b, con)
+        text = con.export_text()
+        _check_fits(text, width)
+        for lang in b.languages:
+            assert lang in text
+        for s in _shown_numbers(b):
+            assert s in text, (width, s)
+        assert ("part 1/" in text) == (width < 300), width  # split where it must be, whole where it fits
