@@ -4,6 +4,10 @@ A product (initialized model, CPT checkpoint, fine-tuned tagger, trained hyperne
 ``<home>/products/<kind>/<key>/``. It is built in a temporary sibling folder and renamed into place only when
 complete, with a ``_DONE.json`` marker holding its inputs, so a run killed mid-build leaves no half product
 behind, and a repeated run finds the finished one and recomputes nothing.
+
+The marker also records the size and sha256 of every file of the product. A product found damaged (a file
+truncated, changed or missing, an unreadable marker) or without its marker is reported in one warning line, removed
+and built again: a damaged product is never used. A marker written before these checks (no file list) is trusted.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.hashing import hash_obj, stable_json
+from harness.hashing import hash_obj, sha256_file, stable_json
 from harness.paths import harness_home
 
 log = logging.getLogger(__name__)
@@ -47,9 +51,19 @@ class ProductCache:
         return key, self.root / kind / key
 
     def lookup(self, kind: str, inputs: Any) -> Product | None:
+        """The finished product for ``inputs``, or None (also when the one found is damaged: it is removed)."""
         key, path = self.path_for(kind, inputs)
         if (path / DONE).is_file():
-            return Product(kind, key, path, cached=True)
+            problem = verify_product(path)
+            if problem is None:
+                return Product(kind, key, path, cached=True)
+            log.warning("%s product %s at %s is damaged (%s); removing it and computing it again",
+                        kind, key, path, problem)
+            _remove(path)
+        elif path.is_dir():
+            log.warning("%s product %s at %s has no completion marker (%s); computing it again",
+                        kind, key, path, DONE)
+            _remove(path)
         return None
 
     def get_or_build(self, kind: str, inputs: Any, build: Callable[[Path], dict | None]) -> Product:
@@ -69,7 +83,8 @@ class ProductCache:
         try:
             extra = build(tmp) or {}
             marker = {"kind": kind, "key": key, "inputs": json.loads(stable_json(inputs)),
-                      "seconds": round(time.time() - t0, 3), "created": time.time(), **extra}
+                      "seconds": round(time.time() - t0, 3), "created": time.time(), **extra,
+                      "files": file_digests(tmp)}
             (tmp / DONE).write_text(json.dumps(marker, indent=1, ensure_ascii=False))
             if path.exists():  # a stale, unfinished folder (no marker) from an older layout
                 shutil.rmtree(path)
@@ -90,3 +105,52 @@ class ProductCache:
                     shutil.rmtree(p, ignore_errors=True)
                     n += 1
         return n
+
+
+_VERIFIED: dict[str, float] = {}  # product folders checked by this process (marker mtime): checked once
+
+
+def file_digests(folder: Path) -> dict[str, dict[str, Any]]:
+    """{relative path: {size, sha256}} of every file below ``folder`` but the marker."""
+    out = {}
+    for f in sorted(folder.rglob("*")):
+        if f.is_file() and f.name != DONE:
+            out[f.relative_to(folder).as_posix()] = {"size": f.stat().st_size, "sha256": sha256_file(f)}
+    return out
+
+
+def verify_product(path: Path) -> str | None:
+    """None when the product at ``path`` matches its marker, else what is wrong (one phrase)."""
+    marker_path = path / DONE
+    try:
+        stamp = marker_path.stat().st_mtime
+        if _VERIFIED.get(str(path)) == stamp:
+            return None
+        marker = json.loads(marker_path.read_text())
+    except (OSError, ValueError) as exc:
+        return f"its marker {DONE} is unreadable: {type(exc).__name__}"
+    files = marker.get("files") if isinstance(marker, dict) else None
+    if files is None:
+        return None if isinstance(marker, dict) else f"its marker {DONE} is not an object"
+    for rel, want in files.items():
+        f = path / rel
+        if not f.is_file():
+            return f"{rel} is missing"
+        size = f.stat().st_size
+        if size != want.get("size"):
+            return f"{rel} has {size} bytes, {want.get('size')} expected"
+    for rel, want in files.items():
+        if sha256_file(path / rel) != want.get("sha256"):
+            return f"{rel} does not match its sha256"
+    _VERIFIED[str(path)] = stamp
+    return None
+
+
+def _remove(path: Path) -> None:
+    """Move a damaged product out of the way (one rename, so no reader sees it half-deleted), then delete it."""
+    trash = path.parent / f".tmp-damaged-{path.name}-{uuid.uuid4().hex[:8]}"
+    try:
+        os.replace(path, trash)
+    except OSError:
+        return
+    shutil.rmtree(trash, ignore_errors=True)

@@ -23,7 +23,8 @@ Cache
 A trained model lives at ``<cache_dir>/fasttext/<kind>-<key>.bin`` with a ``.json`` beside it, where ``key`` is
 the hash of everything that went into it (the content hashes of its input files, the tokenizer fingerprint, the
 corpus recipe and every training setting). It is written to a temporary file and renamed into place, so a killed
-run leaves no half model behind. Models are large: ``(words + bucket) x dim`` floats (fastText's default
+run leaves no half model behind; the ``.json`` records the ``.bin``'s size and sha256, and a cached model that does
+not match them (or has no ``.json``) is reported, removed and trained again, never loaded (:func:`usable`). Models are large: ``(words + bucket) x dim`` floats (fastText's default
 ``bucket`` of 2,000,000 at dim 300 is 2.4 GB); the ``bucket`` setting of each method makes them smaller.
 """
 
@@ -157,7 +158,7 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
     ``keep_corpus``: also write the corpus to that path (e.g. for inspection or for another tool).
     """
     key, path = model_path(cache_dir, kind, inputs, settings)
-    if path is not None and path.is_file() and keep_corpus is None:
+    if path is not None and usable(path) and keep_corpus is None:
         log.info("fastText %s: cached at %s", kind, path)
         return CachedModel(load_model(path), path, key, cached=True)
     workdir = path.parent if path is not None else Path(tempfile.gettempdir())
@@ -171,7 +172,7 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
             Path(keep_corpus).write_bytes(corpus.read_bytes())
         if n_lines == 0:
             raise MissingResourceError(f"fastText {kind}: the training corpus is empty")
-        if path is not None and path.is_file():
+        if path is not None and usable(path):
             return CachedModel(load_model(path), path, key, cached=True, corpus_lines=n_lines)
         from harness.progress import activity
 
@@ -194,10 +195,41 @@ def model_path(cache_dir: Path | None, kind: str, inputs: dict[str, Any],
     return key, (Path(cache_dir) / "fasttext" / f"{kind}-{key}.bin" if cache_dir is not None else None)
 
 
+def usable(path: Path) -> bool:
+    """The cached model ``path`` exists and matches the size and sha256 its ``.json`` records. A damaged one (a
+    truncated or changed ``.bin``, an unreadable ``.json``, a ``.bin`` without its ``.json``) is reported in one
+    warning line and removed, so that it is trained again; it is never loaded. (A ``.json`` written before these
+    checks, without a sha256, is trusted.)"""
+    if not path.is_file():
+        return False
+    meta_path = path.with_suffix(".json")
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        problem = None
+        if not isinstance(meta, dict):
+            problem = f"{meta_path.name} is not an object"
+        elif "sha256" in meta:
+            size = path.stat().st_size
+            if size != meta.get("size"):
+                problem = f"{size} bytes, {meta.get('size')} expected"
+            elif sha256_of(path) != meta["sha256"]:
+                problem = "it does not match its sha256"
+    except FileNotFoundError:
+        problem = f"{meta_path.name} is missing"
+    except (OSError, ValueError) as exc:
+        problem = f"{meta_path.name} is unreadable ({type(exc).__name__})"
+    if problem is None:
+        return True
+    log.warning("fastText model %s is damaged (%s); removing it and training it again", path, problem)
+    for p in (path, meta_path):
+        p.unlink(missing_ok=True)
+    return False
+
+
 def _store(model: Any, path: Path, meta: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.bin")
     model.save_model(str(tmp))
-    meta = {**meta, "words": len(model.get_words())}
+    meta = {**meta, "words": len(model.get_words()), "size": tmp.stat().st_size, "sha256": sha256_of(tmp)}
     path.with_suffix(".json").write_text(json.dumps(meta, indent=1, ensure_ascii=False, default=str),
                                          encoding="utf-8")
     os.replace(tmp, path)  # the .bin last: its presence means the model is complete
@@ -235,7 +267,7 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
     todo = []
     for job in jobs:
         key, path = model_path(cache_dir, job.kind, job.inputs, job.settings)
-        if path is not None and not path.is_file() and all(path != t[1] for t in todo):
+        if path is not None and not usable(path) and all(path != t[1] for t in todo):
             todo.append((job, path, key))
     if len(todo) < 2:
         return 0  # nothing to run side by side

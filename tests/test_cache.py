@@ -45,3 +45,180 @@ def test_unfinished_folder_without_marker_is_rebuilt_and_stale_tmp_cleaned(tmp_p
     assert cache.clean_stale(older_than_s=0) == 1 and not stale.exists()
     p = cache.get_or_build("thing", {"a": 1}, lambda d: (d / "ok").write_text("y") and None)
     assert (p.path / DONE).is_file() and (p.path / "ok").is_file() and not (p.path / "junk").exists()
+
+
+# -- damaged products are detected, reported and recomputed, never used ----------------------------------------
+def _model_like(d):
+    (d / "model.safetensors").write_bytes(bytes(range(256)) * 64)
+    (d / "config.json").write_text('{"a": 1}')
+
+
+def _built(tmp_path):
+    cache = ProductCache(tmp_path)
+    calls = []
+
+    def build(d):
+        calls.append(d)
+        _model_like(d)
+
+    p = cache.get_or_build("init", {"m": 1}, build)
+    return cache, build, calls, p
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "missing-file", "marker-unreadable", "no-marker"])
+def test_damaged_product_is_reported_and_rebuilt(tmp_path, caplog, damage):
+    cache, build, calls, p = _built(tmp_path)
+    weights = p.path / "model.safetensors"
+    good = weights.read_bytes()
+    if damage == "truncated":
+        weights.write_bytes(good[: len(good) // 2])
+    elif damage == "flipped":
+        weights.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:])
+    elif damage == "missing-file":
+        weights.unlink()
+    elif damage == "marker-unreadable":
+        (p.path / DONE).write_text('{"kind": "init", "files": {')
+    else:
+        (p.path / DONE).unlink()
+    with caplog.at_level("WARNING", logger="harness.cache"):
+        again = cache.get_or_build("init", {"m": 1}, build)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and str(p.path) in warned[0]
+    assert ("no completion marker" if damage == "no-marker" else "damaged") in warned[0]
+    assert len(calls) == 2 and not again.cached  # computed again, not used
+    assert (again.path / "model.safetensors").read_bytes() == good
+    assert cache.lookup("init", {"m": 1}) is not None  # and the rebuilt one is sound
+    assert not [x for x in again.path.parent.iterdir() if x.name.startswith(".tmp-")]
+
+
+def test_sound_product_is_used_and_its_marker_lists_every_file(tmp_path, caplog):
+    cache, build, calls, p = _built(tmp_path)
+    assert set(p.info["files"]) == {"model.safetensors", "config.json"}
+    with caplog.at_level("WARNING"):
+        again = cache.get_or_build("init", {"m": 1}, build)
+    assert again.cached and len(calls) == 1 and not caplog.records
+
+
+def test_marker_from_before_the_checks_is_trusted(tmp_path):
+    import json
+
+    cache, build, calls, p = _built(tmp_path)
+    marker = json.loads((p.path / DONE).read_text())
+    del marker["files"]
+    (p.path / DONE).write_text(json.dumps(marker))
+    assert cache.lookup("init", {"m": 1}) is not None
+
+
+# -- cached fastText models -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "json-missing", "json-unreadable"])
+def test_damaged_fasttext_model_is_reported_and_trained_again(tmp_path, caplog, damage):
+    import numpy as np
+
+    from methods.fasttext_util import cached_model
+    from tests.test_fasttext_prefetch import _job
+
+    job = _job("dd")
+    first = cached_model(tmp_path, job.kind, job.inputs, job.settings, job.write_corpus)
+    assert not first.cached and first.path.is_file()
+    meta = first.path.with_suffix(".json")
+    assert "sha256" in meta.read_text()
+    good = first.path.read_bytes()
+    if damage == "truncated":
+        first.path.write_bytes(good[: len(good) // 3])
+    elif damage == "flipped":
+        first.path.write_bytes(good[:-50] + bytes([good[-50] ^ 0xFF]) + good[-49:])
+    elif damage == "json-missing":
+        meta.unlink()
+    else:
+        meta.write_text("{not json")
+    with caplog.at_level("WARNING", logger="methods.fasttext_util"):
+        again = cached_model(tmp_path, job.kind, job.inputs, job.settings, job.write_corpus)
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "damaged" in warned[0] and str(first.path) in warned[0]
+    assert not again.cached  # trained again, the damaged file never loaded
+    assert first.path.read_bytes() == good  # training is deterministic: the same model is back
+    assert np.array_equal(again.model.get_input_matrix(), first.model.get_input_matrix())
+    caplog.clear()
+    assert cached_model(tmp_path, job.kind, job.inputs, job.settings, job.write_corpus).cached
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_prefetch_retrains_a_damaged_model(tmp_path):
+    from methods.fasttext_util import model_path, prefetch_models
+    from tests.test_fasttext_prefetch import _job
+
+    jobs = [_job(x) for x in ("ee", "ff")]
+    assert prefetch_models(tmp_path, jobs, workers=2) == 2
+    _, path = model_path(tmp_path, jobs[0].kind, jobs[0].inputs, jobs[0].settings)
+    good = path.read_bytes()
+    path.write_bytes(good[:1000])
+    _, other = model_path(tmp_path, jobs[1].kind, jobs[1].inputs, jobs[1].settings)
+    other.write_bytes(other.read_bytes()[:1000])
+    assert prefetch_models(tmp_path, jobs, workers=2) == 2
+    assert path.read_bytes() == good
+
+
+# -- worlds ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def built_worlds(tmp_path_factory):
+    """The synthetic world built once; each test damages its own copy."""
+    import os
+
+    from harness.worlds import get_world
+
+    home = tmp_path_factory.mktemp("world-template")
+    old = os.environ.get("HARNESS_HOME")
+    os.environ["HARNESS_HOME"] = str(home)
+    try:
+        get_world("synthetic")
+    finally:
+        if old is None:
+            os.environ.pop("HARNESS_HOME", None)
+        else:
+            os.environ["HARNESS_HOME"] = old
+    return home / "worlds"
+
+
+@pytest.mark.parametrize("damage", ["manifest-garbled", "manifest-edited", "file-truncated", "file-missing",
+                                    "checksums-unreadable"])
+def test_damaged_world_is_reported_and_built_again(tmp_path, monkeypatch, caplog, damage, built_worlds):
+    import json
+    import shutil
+
+    from harness.worlds import CHECKSUMS, get_world, world_dir
+
+    shutil.copytree(built_worlds, tmp_path / "worlds")
+    monkeypatch.setenv("HARNESS_HOME", str(tmp_path))
+    world = get_world("synthetic")
+    root, ident = world.root, world.hash
+    assert root == world_dir("synthetic") and (root / CHECKSUMS).is_file()
+    manifest = root / "manifest.json"
+    some_file = sorted((root / "resources").rglob("*.txt"))[0]
+    if damage == "manifest-garbled":
+        manifest.write_text(manifest.read_text()[:40])
+    elif damage == "manifest-edited":  # still valid JSON of the same size: only the sha256 tells
+        m = json.loads(manifest.read_text())
+        text = manifest.read_text()
+        m["pivot_language"] = m["pivot_language"][::-1]
+        edited = json.dumps(m)
+        edited += " " * (len(text) - len(edited))
+        manifest.write_text(edited)
+        assert manifest.stat().st_size == len(text)
+    elif damage == "file-truncated":
+        some_file.write_text(some_file.read_text()[:10])
+    elif damage == "file-missing":
+        some_file.unlink()
+    else:
+        (root / CHECKSUMS).write_text("{")
+    from harness.errors import MissingResourceError
+
+    with pytest.raises(MissingResourceError, match="damaged"):
+        get_world("synthetic", build=False)  # a worker never loads it
+    with caplog.at_level("WARNING", logger="harness.worlds"):
+        again = get_world("synthetic")
+    warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warned) == 1 and "damaged" in warned[0] and str(root) in warned[0]
+    assert again.hash == ident and again.manifest == json.loads(manifest.read_text())
+    caplog.clear()
+    get_world("synthetic")
+    assert not [r for r in caplog.records if r.levelname == "WARNING"]

@@ -2,10 +2,15 @@
 
 A builder is registered under its name; :func:`get_world` builds it on first use into the harness home
 (atomically: a killed build leaves nothing half-done behind) and loads it.
+
+A built world carries ``checksums.json``: the sha256 of its ``manifest.json`` and ``languages.json`` and the size of
+every file. A world that does not match it (a damaged manifest, a truncated or missing file) is reported in one
+warning line and built again before it is used; a world built before these checks gets the file on its next load.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -58,6 +63,16 @@ def get_world(name: str, *, build: bool = True) -> World:
     """Load world ``name``, building it first if it is not in the cache (``build=False`` only loads)."""
     builder = WORLDS.get(name)
     root = world_dir(name)
+    if (root / "manifest.json").is_file():
+        problem = verify_world(root)
+        if problem is not None:
+            if not build:
+                from harness.errors import MissingResourceError
+
+                raise MissingResourceError(f"world {name!r} at {root} is damaged ({problem}); "
+                                           f"run `harness world build {name} --force`")
+            log.warning("world %s at %s is damaged (%s); building it again", name, root, problem)
+            build_world(name, force=True)
     if not (root / "manifest.json").is_file():
         if not build:
             from harness.errors import MissingResourceError
@@ -73,7 +88,10 @@ def build_world(name: str, *, force: bool = False) -> Path:
     builder = WORLDS.get(name)
     root = world_dir(name)
     if (root / "manifest.json").is_file() and not force:
-        return root
+        problem = verify_world(root)
+        if problem is None:
+            return root
+        log.warning("world %s at %s is damaged (%s); building it again", name, root, problem)
     root.parent.mkdir(parents=True, exist_ok=True)
     tmp = root.parent / f".tmp-{root.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
@@ -82,6 +100,7 @@ def build_world(name: str, *, force: bool = False) -> Path:
         builder.build(tmp)
         if not (tmp / "manifest.json").is_file():
             raise RuntimeError(f"world builder {name!r} wrote no manifest.json")
+        write_checksums(tmp)
         if root.exists():
             shutil.rmtree(root)
         os.replace(tmp, root)
@@ -89,3 +108,52 @@ def build_world(name: str, *, force: bool = False) -> Path:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return root
+
+
+CHECKSUMS = "checksums.json"
+_HASHED = ("manifest.json", "languages.json")  # the world's identity and its language table: hashed, not only sized
+
+
+def write_checksums(root: Path) -> None:
+    from harness.hashing import sha256_file
+
+    files = {p.relative_to(root).as_posix(): p.stat().st_size for p in sorted(root.rglob("*"))
+             if p.is_file() and p.name != CHECKSUMS}
+    sums = {rel: sha256_file(root / rel) for rel in _HASHED if (root / rel).is_file()}
+    tmp = root / f".{CHECKSUMS}.{uuid.uuid4().hex[:8]}"
+    tmp.write_text(json.dumps({"sha256": sums, "sizes": files}, indent=0, sort_keys=True))
+    os.replace(tmp, root / CHECKSUMS)
+
+
+def verify_world(root: Path) -> str | None:
+    """None when the world at ``root`` matches its ``checksums.json``, else what is wrong (one phrase). A world
+    without the file (built before these checks) gets one if its manifest and language table parse."""
+    from harness.hashing import sha256_file
+
+    path = root / CHECKSUMS
+    if not path.is_file():
+        for rel in _HASHED:
+            try:
+                json.loads((root / rel).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                return f"{rel} is unreadable ({type(exc).__name__})"
+        try:
+            write_checksums(root)
+        except OSError:
+            pass
+        return None
+    try:
+        sums = json.loads(path.read_text())
+        sha, sizes = sums["sha256"], sums["sizes"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        return f"{CHECKSUMS} is unreadable ({type(exc).__name__})"
+    for rel, size in sizes.items():
+        f = root / rel
+        if not f.is_file():
+            return f"{rel} is missing"
+        if f.stat().st_size != size:
+            return f"{rel} has {f.stat().st_size} bytes, {size} expected"
+    for rel, digest in sha.items():
+        if sha256_file(root / rel) != digest:
+            return f"{rel} does not match its sha256"
+    return None
