@@ -61,8 +61,9 @@ Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset
 (True), ``bucket_factor`` (40), ``amp`` ("auto" | "bf16" | "off"), ``control`` (True), ``source_languages`` /
 ``target_languages`` / ``max_words`` (as OFA), ``specials`` ("string", as OFA), ``cache`` (True).
 
-Reference behaviour (``enesozeren/hyper-ofa``; checked by ``tests/test_hyperofa_reference.py`` against fixtures that
-``scripts/reference/make_ofa_fixtures.py`` made with the authors' code on the bible world's assets): the matched
+Reference behaviour (``enesozeren/hyper-ofa``; checked by ``tests/test_hyperofa.py`` and
+``tests/test_hypernetwork.py`` against fixtures that ``scripts/reference/make_ofa_fixtures.sh`` made with the
+authors' code on the bible world's assets): the matched
 word sets of every source and target token, the training pairs (every source token with a matched word, its
 ``F_s`` row as the target), the overlap and the copied / predicted / Gaussian counts are the reference's; the
 hypernetwork's forward pass, loss and padding are the reference's on the same weights and batch. Departures by

@@ -29,8 +29,8 @@ side; ``None`` = all languages, the reference default), ``max_words`` (use only 
 float64), ``save_neighbours`` (write the neighbour ids and weights of every method row to
 ``ctx.workdir/ofa_neighbours.npz``), ``specials`` ("string", the reference's; "role": the harness's variant).
 
-Reference behaviour (checked against ``cisnlp/ofa`` on the bible world's assets by ``tests/test_ofa_reference.py``,
-fixtures made by ``scripts/reference/make_ofa_fixtures.py``): the overlap (exact, then case-insensitive), the
+Reference behaviour (checked against ``cisnlp/ofa`` on the bible world's assets by ``tests/test_ofa.py``,
+fixtures made by ``scripts/reference/make_ofa_fixtures.sh``): the overlap (exact, then case-insensitive), the
 subword vectors, the top-k search over all source subwords and the softmax weights are the reference's; the
 factorization is the reference's convention (``F_s = U[:, :d']``, ``P = diag(S) Vh``), computed in float64 with
 torch, so a column of ``F_s`` may have the opposite sign (``F_s P`` is the same). Departures: the Gaussian rows come

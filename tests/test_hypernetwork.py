@@ -384,3 +384,78 @@ def test_early_stopping_on_targets_unrelated_to_the_inputs():
     assert len(val) == len(train) == o.epochs_run
     assert o.best_val_loss == min(val) and min(val[o.best_epoch:]) > min(val)
     assert train[-1] < train[o.best_epoch - 1]  # it was still fitting the training set
+
+
+# -- against the authors' code (enesozeren/hyper-ofa) on the same weights and batch --------------------------------------
+REFERENCE = __import__("pathlib").Path(__file__).parent / "fixtures" / "reference" / "ofa"
+
+
+def reference_weights_as_ours(theirs: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The reference ``LSTMModel``'s state dict in :class:`BiLSTMHypernetwork`'s names: ``lstm.*_l{n}`` is the
+    forward LSTM of layer n (``fwd.{n}.*_l0``), ``lstm.*_l{n}_reverse`` the backward one (``bwd.{n}.*_l0``),
+    ``linear_output_layers.{0,3}`` the head's two linear layers (``head.{0,3}``)."""
+    out = {}
+    for k, v in theirs.items():
+        if k.startswith("lstm."):
+            name = k.removeprefix("lstm.")
+            direction = "bwd" if name.endswith("_reverse") else "fwd"
+            name = name.removesuffix("_reverse")
+            base, layer = name.rsplit("_l", 1)
+            out[f"{direction}.{layer}.{base}_l0"] = v
+        elif k.startswith("linear_output_layers."):
+            out["head." + k.removeprefix("linear_output_layers.")] = v
+    return out
+
+
+def test_hypernetwork_forward_loss_and_gradients_match_the_authors_code(tmp_path):
+    """On the reference's own weights (its ``LSTMModel``: 2 layers, hidden 16, d' = 100, drawn with
+    ``torch.manual_seed(0)``) and a batch of 24 real source tokens of the bible world (word sets from its word
+    vectors, fed through its ``OFADataset`` and ``custom_collate_fn``): our padding gives the same index matrix,
+    our word-vector lookup the same inputs, our BiLSTM the same outputs (eval mode), ``hyperofa_loss`` the same
+    loss, contrastive and L1 terms (``CustomLoss``, tau 0.5 and 0.25, lambda 0.1) and the same gradients.
+
+    Differs by design, not compared: ours runs each direction of each layer as a one-layer LSTM on padded
+    batches (the backward one on the sequences reversed within their lengths) instead of a packed
+    ``nn.LSTM(bidirectional=True)`` -- the same function; dropout masks in training mode (other random draws);
+    a set longer than 256 is cut to a seeded random subset or the first 256 in file order (the reference: the
+    first 256 of its ``list(set())`` order); every training set is shuffled every epoch."""
+    from safetensors.torch import load_file
+
+    from methods.wordvectors import load_word_vectors
+    from tests.test_ofa import reference_inputs
+
+    ref = reference_inputs(tmp_path)
+    wv = load_word_vectors(ref.world.resource_files("word_vectors"))
+    z = np.load(REFERENCE / "hypernetwork.npz")
+    hn = ref.meta["hypernetwork"]
+    lengths = z["lengths"]
+    sets = np.split(z["inputs_flat"].astype(np.int64), np.cumsum(lengths)[:-1])
+    # the input pipeline: padding with the index after the last word, then the lookup with a zero row there
+    idx, lens = pad_batch(sets, pad_index=len(wv))
+    assert np.array_equal(idx.numpy(), z["batch"]) and np.array_equal(lens.numpy(), lengths)
+    from methods.hypernetwork import SetData
+
+    data = SetData(torch.from_numpy(np.asarray(wv.vectors)), sets, torch.from_numpy(z["targets"]), torch.device("cpu"))
+    x, lens = data.batch(sets)
+    assert not x[idx == len(wv)].any()
+    cfg = HypernetConfig(input_dim=wv.dim, output_dim=z["targets"].shape[1], hidden=hn["hidden"], layers=hn["layers"],
+                         dropout=hn["dropout"])
+    model = BiLSTMHypernetwork(cfg)
+    theirs = load_file(str(REFERENCE / "hypernetwork.safetensors"))
+    model.load_state_dict(reference_weights_as_ours(theirs))  # strict: every parameter has its counterpart
+    assert parameter_count(model) == sum(v.numel() for v in theirs.values())
+    model.eval()
+    pred = model(x, lens)
+    np.testing.assert_allclose(pred.detach().numpy(), z["output"], rtol=1e-4, atol=1e-6)
+    target = torch.from_numpy(z["targets"])
+    for tau, key in ((0.5, "loss_t05"), (0.25, "loss_t025")):
+        loss, contrastive, l1 = hyperofa_loss(pred, target, lam=hn["loss_lambda"], temperature=tau)
+        np.testing.assert_allclose([float(v.detach()) for v in (loss, contrastive, l1)], z[key], rtol=1e-5)
+    loss, _, _ = hyperofa_loss(pred, target, lam=hn["loss_lambda"], temperature=0.5)
+    loss.backward()
+    names = reference_weights_as_ours({k: k for k in theirs})  # our name -> theirs
+    grads = dict(model.named_parameters())
+    for ours_name, their_name in names.items():
+        want = z[f"grad.{their_name}"]
+        np.testing.assert_allclose(grads[ours_name].grad.numpy(), want, rtol=1e-3, atol=1e-6 * np.abs(want).max(),
+                                   err_msg=ours_name)

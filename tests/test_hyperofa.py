@@ -20,6 +20,7 @@ from methods.overlap import mapping_cache
 from tests._surgery_fixtures import TinyWorld
 
 TINY = {"preset": "tiny", "epochs": 3}
+REFERENCE = Path(__file__).parent / "fixtures" / "reference" / "ofa"
 
 
 @pytest.fixture(scope="module")
@@ -248,3 +249,60 @@ def test_fast_matching_equals_ofa_edges(synth):
         assert fast.lengths.sum() > 0
     only = word_sets(t, wv, languages={"qab"})
     assert 0 < only.lengths.sum() < word_sets(t, wv).lengths.sum()
+
+
+# -- HyperOFA's steps shared with OFA, against the authors' code (enesozeren/hyper-ofa) ---------------------------------
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    from tests.test_ofa import reference_inputs
+
+    return reference_inputs(tmp_path_factory.mktemp("hyperofa-reference"))
+
+
+def test_word_sets_and_training_pairs_match_the_authors_code(reference):
+    """The matched word sets of every source and target token (``get_subword_to_word_mappings``: the 4-variant
+    tokenization of each word, duplicates removed) are the reference's, as sets, on the bible world's tokenizers
+    and 2,000 of its word vectors; so are the hypernetwork's training pairs: every source token with a matched
+    word, its F_s row the target (the reference's ``create_input_target_pairs``).
+
+    Differs by design, not compared: the order inside a set (the reference's ``list(set())`` is hash-ordered; ours
+    is word-file order), and the split (ours: a seeded generator with a floor of held-out pairs; the reference:
+    ``np.random.seed(42)``, 97 / 2.5 / 0.5 %, here 1,899 / 48 / 11 pairs)."""
+    from methods.hyperofa import word_sets
+    from methods.wordvectors import load_word_vectors
+
+    ref = reference
+    wv = load_word_vectors(ref.world.resource_files("word_vectors"))
+    with np.load(REFERENCE / "hyperofa.npz") as z:
+        theirs = {side: (z[f"{side}_indptr"], z[f"{side}_words"]) for side in ("source", "target")}
+        split = [len(z[f"split_{k}"]) for k in ("train", "val", "test")]
+    for side, tok in (("source", ref.s), ("target", ref.t)):
+        ws = word_sets(tok, wv)
+        indptr, words = theirs[side]
+        assert np.array_equal(ws.indptr, indptr), side
+        assert np.array_equal(ws.words, words.astype(np.int64)), side
+    ws_s = word_sets(ref.s, wv)
+    train_tokens = np.flatnonzero(ws_s.lengths > 0)
+    assert len(train_tokens) == ref.meta["hyperofa"]["matched_source"] == sum(split)
+    assert int((word_sets(ref.t, wv).lengths > 0).sum()) == ref.meta["hyperofa"]["matched_target"]
+
+
+def test_hyperofa_rows_are_copied_predicted_or_drawn_as_the_authors_assemble_them(reference):
+    """Every target row has the provenance the reference's ``init_target_matrix.create_target_embeddings`` gives
+    it (overlap copied from the same source rows, every other token with a matched word predicted, the rest
+    Gaussian), so the counts are OFA's; the copied rows are the source rows."""
+    ref = reference
+    with np.load(REFERENCE / "hyperofa.npz") as z:
+        prov = z["provenance"]
+    with np.load(REFERENCE / "ofa.npz") as z:
+        their_copy = dict(zip(z["copy_target"].tolist(), z["copy_source"].tolist(), strict=True))
+    from tests.test_ofa import reference_ctx
+
+    res = METHODS.get("hyperofa")().initialize(reference_ctx(
+        ref, {"preset": "tiny", "epochs": 1, "control": False, "source_kind": "mono"}))
+    assert np.array_equal(res.provenance, prov)
+    assert res.counts() == {**ref.meta["hyperofa"]["counts"], "unk": 0} == {**ref.meta["ofa"]["counts"], "unk": 0}
+    assert res.copy == their_copy
+    ids = torch.tensor(sorted(their_copy))
+    assert torch.equal(res.matrix[ids], ref.f_s[torch.tensor([their_copy[int(t)] for t in ids])])
+    assert res.stats["source_subwords_matched"] == ref.meta["hyperofa"]["matched_source"]
