@@ -1,0 +1,446 @@
+"""``harness compare A B``: two experiments, runs or leaderboard folders side by side, per task and language.
+
+Each side is resolved, in this order, to
+  * a **leaderboard folder** (a folder holding the ``leaderboard.json`` that ``harness leaderboard`` writes, or that
+    file itself): the per-seed values it stores;
+  * an **MLflow run** (a 32-hex run id): a cell run with its task runs, or a task run with its cell;
+  * an **MLflow experiment** by name: every cell in it.
+
+Both sides are read back, never recomputed, into rows (a model variant, labelled as on the leaderboard) of per-language
+values per seed. A row of A meets the row of B with the same label, or, when each side has a single row for a table
+(two runs), those two rows. For every task, metric, profile and CPT step both sides have, and for every language both
+rows have, the comparison gives A, B, ``A - B`` (means over seeds), a bootstrap interval of the difference and whether
+it is significant (the interval excludes 0), with a two-sided bootstrap p-value:
+
+  * **items, paired**: one seed a side, the same world and the same number of test items (the same sentences in the
+    same order): the items are drawn with replacement, the same indices for both sides;
+  * **seeds + items** / **seeds**: otherwise, each side's mean over seeds is resampled on its own, seeds with
+    replacement and, within each drawn seed, its items when the run logged them (:mod:`leaderboard.stats`);
+  * no interval when a side has neither items nor two seeds (a single run read from a leaderboard folder).
+
+A row's average over the languages both rows have comes with :func:`leaderboard.stats.diff_interval` (languages and
+seeds resampled). Output: Markdown (one table per task, metric, step and pair of rows) or CSV (one line per language
+and average).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from harness.errors import HarnessError
+from leaderboard.stats import ItemSample, SeedSample, diff_interval, stable_seed
+
+RUN_ID = re.compile(r"^[0-9a-f]{32}$")
+LEVEL = 0.95
+
+
+# -- what a side holds ----------------------------------------------------------------------------------------
+@dataclass
+class SideRow:
+    """One row of one side: per-language values per seed, and each seed's test items when they were logged."""
+
+    label: str
+    world: str = ""
+    values: dict[str, list[float]] = field(default_factory=dict)
+    items: dict[str, list[ItemSample | None]] = field(default_factory=dict)
+
+    def mean(self, lang: str) -> float:
+        return statistics.fmean(self.values[lang])
+
+
+@dataclass
+class SideTable:
+    task: str
+    metric: str
+    profile: str
+    step: str  # "final" or the CPT step
+    higher_is_better: bool
+    headline: bool
+    rows: dict[str, SideRow] = field(default_factory=dict)
+
+
+@dataclass
+class Side:
+    name: str
+    kind: str  # "experiment", "run" or "folder"
+    tables: dict[tuple[str, str, str, str], SideTable] = field(default_factory=dict)
+
+    @property
+    def title(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+
+# -- reading a side -------------------------------------------------------------------------------------------
+def resolve(spec: str, client: Any = None) -> Side:
+    """A leaderboard folder, an MLflow run id or an experiment name (see the module's docstring)."""
+    p = Path(spec).expanduser()
+    if p.is_file() and p.name.endswith(".json"):
+        return from_folder(p.parent, p)
+    if p.is_dir():
+        if (p / "leaderboard.json").is_file():
+            return from_folder(p, p / "leaderboard.json")
+        raise HarnessError(f"{spec}: a folder without leaderboard.json; give the folder `harness leaderboard` "
+                           "wrote (its --out, or <HARNESS_HOME>/leaderboards/<experiment>/)")
+    if client is None:
+        raise HarnessError(f"{spec}: not a leaderboard folder, and no tracking store to look for a run or an "
+                           "experiment")
+    if RUN_ID.match(spec):
+        try:
+            run = client.get_run(spec)
+        except Exception:
+            run = None
+        if run is not None:
+            return from_run(client, run)
+    exp = client.get_experiment_by_name(spec)
+    if exp is not None and exp.lifecycle_stage == "active":
+        return from_experiment(client, exp)
+    names = sorted(e.name for e in client.search_experiments())
+    raise HarnessError(f"{spec!r} is neither a leaderboard folder, a run id nor an experiment "
+                       f"(experiments: {', '.join(names) or 'none'}); see `harness compare --help`")
+
+
+def _step_key(kind: str, step: int | None) -> str | None:
+    if kind == "final":
+        return "final"
+    if kind == "step" and step is not None:
+        return str(step)
+    return None  # delta boards are not compared (compare the steps themselves)
+
+
+def _from_data(name: str, kind: str, data: Any) -> Side:
+    """Rows of every board of the runs in ``data`` (an ``ExperimentData``), with each seed's items."""
+    from leaderboard.collect import task_info
+    from leaderboard.tables import _variant, build_leaderboard
+
+    side = Side(name, kind)
+    if not data.tasks:
+        return side
+    lb = build_leaderboard(data, bootstrap=0, papers=False)
+    for b in lb.boards:
+        step = _step_key(b.kind, b.step)
+        if step is None:
+            continue
+        headline, _, _ = task_info(b.task)
+        table = SideTable(b.task, b.metric, b.profile, step, b.higher_is_better, headline in (None, b.metric))
+        for r in b.rows:
+            runs = [t for t in data.tasks if t.task == b.task and t.profile == b.profile
+                    and _variant(t, data.parent(t), False) == r.variant]
+            row = SideRow(r.label, world=runs[0].world if runs else "")
+            for lang, e in r.entries.items():
+                row.values[lang] = list(e.values)
+                its: list[ItemSample | None] = []
+                for seed in e.seeds:
+                    run = next((t for t in runs if t.seed == seed), None)
+                    st = None if run is None else (data.final_step(run) if step == "final" else int(step))
+                    raw = data.items(run, st).get(b.metric, {}).get(lang) if run is not None and st is not None \
+                        else None
+                    its.append(ItemSample.from_dict(raw) if raw and raw.get("num") else None)
+                row.items[lang] = its
+            table.rows[r.label] = row
+        side.tables[(b.task, b.metric, b.profile, step)] = table
+    return side
+
+
+def from_experiment(client: Any, exp: Any) -> Side:
+    from leaderboard.collect import collect_experiment
+
+    return _from_data(exp.name, "experiment", collect_experiment(client, exp))
+
+
+def from_run(client: Any, run: Any) -> Side:
+    """A cell run with its task runs; a task run brings its cell (and that cell's other tasks)."""
+    from harness.tracking import TAG
+    from leaderboard.collect import ExperimentData, _cell_run, _task_run
+
+    tags = run.data.tags
+    cell = run
+    if tags.get(f"{TAG}kind") == "task":
+        parent = tags.get(f"{TAG}parent") or tags.get("mlflow.parentRunId")
+        if not parent:
+            raise HarnessError(f"run {run.info.run_id} is a task run without its cell run")
+        cell = client.get_run(parent)
+    elif tags.get(f"{TAG}kind") != "cell":
+        raise HarnessError(f"run {run.info.run_id} is not a harness cell or task run (tag {TAG}kind is "
+                           f"{tags.get(f'{TAG}kind')!r}); give a run of `harness run`")
+    exp_id = cell.info.experiment_id
+    task_runs = client.search_runs([exp_id], filter_string=f"tags.`{TAG}kind` = 'task' and "
+                                                           f"tags.`{TAG}parent` = '{cell.info.run_id}'")
+    tasks = [t for t in (_task_run(client, r) for r in task_runs) if t is not None and t.scores]
+    data = ExperimentData(name=client.get_experiment(exp_id).name, experiment_id=exp_id,
+                          cells={cell.info.run_id: _cell_run(client, cell)}, tasks=tasks, client=client)
+    return _from_data(run.info.run_id, "run", data)
+
+
+def from_folder(folder: Path, path: Path) -> Side:
+    """The boards of a ``leaderboard.json``: per-seed values (no items: the interval resamples seeds only)."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        boards = doc["boards"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise HarnessError(f"{path}: not a leaderboard.json written by `harness leaderboard` ({exc})") from exc
+    from leaderboard.collect import task_info
+
+    side = Side(str(folder), "folder")
+    worlds = doc.get("worlds") or []
+    for b in boards:
+        step = _step_key(b.get("kind", ""), b.get("step"))
+        if step is None:
+            continue
+        headline, _, _ = task_info(b["task"])
+        table = SideTable(b["task"], b["metric"], b["profile"], step, bool(b.get("higher_is_better", True)),
+                          headline in (None, b["metric"]))
+        for r in b.get("rows", []):
+            row = SideRow(r["label"], world=",".join(worlds))
+            for lang, v in (r.get("values") or {}).items():
+                seeds = v.get("seeds") or {}
+                row.values[lang] = [float(x) for x in seeds.values()] if seeds else [float(v["mean"])]
+                row.items[lang] = [None] * len(row.values[lang])
+            table.rows[r["label"]] = row
+        side.tables[(b["task"], b["metric"], b["profile"], step)] = table
+    return side
+
+
+# -- the comparison -------------------------------------------------------------------------------------------
+@dataclass
+class LangDiff:
+    language: str  # a language, or "avg (N)" for the average over the languages both rows have
+    a: float | None
+    b: float | None
+    seeds_a: int = 0
+    seeds_b: int = 0
+    diff: float | None = None
+    lo: float | None = None
+    hi: float | None = None
+    p: float | None = None
+    resampled: str = ""  # what the interval resamples; "" when there is none
+
+    @property
+    def significant(self) -> bool | None:
+        if self.lo is None or self.hi is None:
+            return None
+        return self.lo > 0 or self.hi < 0
+
+
+@dataclass
+class Comparison:
+    task: str
+    metric: str
+    profile: str
+    step: str
+    higher_is_better: bool
+    row_a: str
+    row_b: str
+    lines: list[LangDiff]
+    average: LangDiff | None
+
+    def better(self, d: LangDiff) -> str:
+        """``A`` or ``B`` when the difference is significant, else ``—``."""
+        if not d.significant or d.diff is None:
+            return "—"
+        return "A" if (d.diff > 0) == self.higher_is_better else "B"
+
+
+def _mean_replicates(values: list[float], items: list[ItemSample | None], rng: np.random.Generator,
+                     m: int) -> np.ndarray:
+    """``m`` bootstrap replicates of the mean over seeds: seeds with replacement, then each seed's items."""
+    samples = [SeedSample(v, [(1.0, it)] if it is not None else []) for v, it in zip(values, items, strict=True)]
+    k = len(samples)
+    drawn = rng.integers(0, k, size=(m, k)) if k > 1 else np.zeros((m, 1), dtype=int)
+    out = np.empty((m, k))
+    for s, sample in enumerate(samples):
+        pos = np.nonzero(drawn == s)
+        if len(pos[0]):
+            out[pos] = sample.resampled(rng, len(pos[0]))
+    return out.mean(axis=1)
+
+
+def _paired_replicates(a: ItemSample, b: ItemSample, rng: np.random.Generator, m: int,
+                       chunk: int = 128) -> np.ndarray:
+    """``m`` replicates of ``a - b`` on the same test items drawn with replacement (the same indices for both)."""
+    n = len(a)
+    out = np.empty(m)
+    for i in range(0, m, chunk):
+        k = min(chunk, m - i)
+        idx = rng.integers(0, n, size=(k, n))
+        va = a.finish(a.num[idx].sum(axis=1), a.den[idx].sum(axis=1))
+        vb = b.finish(b.num[idx].sum(axis=1), b.den[idx].sum(axis=1))
+        out[i: i + k] = va - vb
+    return out
+
+
+def _varies(values: list[float], items: list[ItemSample | None]) -> bool:
+    return len(values) > 1 or (len(values) == 1 and items[0] is not None)
+
+
+def lang_diff(lang: str, ra: SideRow, rb: SideRow, *, resamples: int, seed: int, key: object,
+              level: float = LEVEL) -> LangDiff:
+    va, vb = ra.values[lang], rb.values[lang]
+    ia, ib = ra.items.get(lang) or [None] * len(va), rb.items.get(lang) or [None] * len(vb)
+    d = LangDiff(lang, ra.mean(lang), rb.mean(lang), len(va), len(vb))
+    d.diff = d.a - d.b  # type: ignore[operator]
+    if resamples <= 0 or not (_varies(va, ia) and _varies(vb, ib)):
+        return d
+    rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed(key)])
+    if (len(va) == len(vb) == 1 and ia[0] is not None and ib[0] is not None and len(ia[0]) == len(ib[0])
+            and ra.world and ra.world == rb.world):
+        reps = _paired_replicates(ia[0], ib[0], rng, resamples)
+        d.resampled = "items, paired"
+    else:
+        reps = _mean_replicates(va, ia, rng, resamples) - _mean_replicates(vb, ib, rng, resamples)
+        with_items = any(x is not None for x in ia + ib)
+        d.resampled = "seeds + items" if with_items and (len(va) > 1 or len(vb) > 1) else (
+            "items" if with_items else "seeds")
+    alpha = (1.0 - level) / 2
+    lo, hi = np.quantile(reps, [alpha, 1.0 - alpha])
+    d.lo, d.hi = float(lo), float(hi)
+    d.p = float(min(1.0, 2 * min(np.mean(reps <= 0), np.mean(reps >= 0))))
+    return d
+
+
+def compare(a: Side, b: Side, *, task: str | None = None, metric: str | None = None, step: str = "final",
+            resamples: int = 1000, seed: int = 0) -> list[Comparison]:
+    """Every table both sides have (``metric``: None = the task's headline, ``all``; ``step``: ``final``, a CPT
+    step, or ``all``), row against row, language by language, with the average."""
+    out: list[Comparison] = []
+    for key in sorted(set(a.tables) & set(b.tables)):
+        ta, tb = a.tables[key], b.tables[key]
+        t, m, prof, st = key
+        if (task and t != task) or (step != "all" and st != str(step)):
+            continue
+        if (metric is None and not ta.headline) or (metric not in (None, "all") and m != metric):
+            continue
+        if len(ta.rows) == 1 and len(tb.rows) == 1:
+            pairs = [(next(iter(ta.rows.values())), next(iter(tb.rows.values())))]
+        else:
+            pairs = [(ta.rows[lab], tb.rows[lab]) for lab in ta.rows if lab in tb.rows]
+        for ra, rb in pairs:
+            langs = sorted(set(ra.values) | set(rb.values))
+            lines = []
+            for lang in langs:
+                if lang in ra.values and lang in rb.values:
+                    lines.append(lang_diff(lang, ra, rb, resamples=resamples, seed=seed,
+                                           key=(t, m, prof, st, ra.label, rb.label, lang)))
+                else:
+                    lines.append(LangDiff(lang, ra.mean(lang) if lang in ra.values else None,
+                                          rb.mean(lang) if lang in rb.values else None,
+                                          len(ra.values.get(lang, [])), len(rb.values.get(lang, []))))
+            both = [lang for lang in langs if lang in ra.values and lang in rb.values]
+            avg = None
+            if both:
+                avg = LangDiff(f"avg ({len(both)})", statistics.fmean(ra.mean(x) for x in both),
+                               statistics.fmean(rb.mean(x) for x in both),
+                               max(len(ra.values[x]) for x in both), max(len(rb.values[x]) for x in both))
+                avg.diff = avg.a - avg.b  # type: ignore[operator]
+                iv = diff_interval({x: ra.values[x] for x in both}, {x: rb.values[x] for x in both},
+                                   resamples=resamples, level=LEVEL, seed=seed,
+                                   key=("compare", t, m, prof, st, ra.label, rb.label)) \
+                    if resamples > 0 and len(both) > 1 else None
+                if iv is not None:
+                    avg.lo, avg.hi, avg.p, avg.resampled = iv.lo, iv.hi, iv.p_value, "languages + seeds"
+            out.append(Comparison(t, m, prof, st, ta.higher_is_better, ra.label, rb.label, lines, avg))
+    return out
+
+
+# -- rendering ------------------------------------------------------------------------------------------------
+def _v(x: float | None, delta: bool = False) -> str:
+    from leaderboard import fmt
+
+    return fmt.value(x, delta)
+
+
+def _sig(d: LangDiff) -> str:
+    s = d.significant
+    return "—" if s is None else ("yes" if s else "no")
+
+
+def _step_title(step: str) -> str:
+    return "final step" if step == "final" else f"step {step}"
+
+
+def to_markdown(a: Side, b: Side, comps: list[Comparison], *, resamples: int) -> str:
+    out = [f"# {a.name} vs {b.name}", "",
+           f"A = {a.title}, B = {b.title}. Per task and language: means over seeds, `A - B`, its "
+           f"{int(LEVEL * 100)} % bootstrap interval ({resamples} resamples; what is resampled in the last column) "
+           "and whether it is significant (the interval excludes 0). *better* names the better side when it is.", ""]
+    if not comps:
+        only_a = sorted({k[:2] for k in a.tables} - {k[:2] for k in b.tables})
+        out.append("No table in common" + (f" (only in A: {', '.join(' · '.join(k) for k in only_a)})"
+                                          if only_a else "") + ".")
+        return "\n".join(out) + "\n"
+    for c in comps:
+        rows = f"row {c.row_a}" if c.row_a == c.row_b else f"A: {c.row_a}, B: {c.row_b}"
+        out += [f"## {c.task} · {c.metric} · {_step_title(c.step)} · profile {c.profile} · {rows}", "",
+                f"{'higher' if c.higher_is_better else 'lower'} is better", "",
+                "| language | A | B | A - B | interval | significant | p | better | seeds A/B | resampled |",
+                "| --- | ---: | ---: | ---: | --- | --- | ---: | --- | --- | --- |"]
+        for d in c.lines + ([c.average] if c.average else []):
+            name = f"**{d.language}**" if d is c.average else d.language
+            iv = f"[{_v(d.lo, True)}, {_v(d.hi, True)}]" if d.lo is not None else "—"
+            p = "—" if d.p is None else (f"< {1 / resamples:.2g}" if d.p == 0 and resamples > 0 else f"{d.p:.3g}")
+            out.append(f"| {name} | {_v(d.a)} | {_v(d.b)} | {_v(d.diff, True)} | {iv} | {_sig(d)} | {p} | "
+                       f"{c.better(d)} | {d.seeds_a}/{d.seeds_b} | {d.resampled or 'none'} |")
+        out.append("")
+    return "\n".join(out)
+
+
+CSV_FIELDS = ["task", "metric", "profile", "step", "row_a", "row_b", "language", "a", "b", "diff", "ci_low",
+              "ci_high", "p", "significant", "better", "seeds_a", "seeds_b", "resampled", "higher_is_better"]
+
+
+def to_csv(comps: list[Comparison]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for c in comps:
+        for d in c.lines + ([c.average] if c.average else []):
+            w.writerow({"task": c.task, "metric": c.metric, "profile": c.profile, "step": c.step,
+                        "row_a": c.row_a, "row_b": c.row_b, "language": d.language,
+                        "a": "" if d.a is None else d.a, "b": "" if d.b is None else d.b,
+                        "diff": "" if d.diff is None else d.diff, "ci_low": "" if d.lo is None else d.lo,
+                        "ci_high": "" if d.hi is None else d.hi, "p": "" if d.p is None else d.p,
+                        "significant": {None: "", True: "yes", False: "no"}[d.significant],
+                        "better": "" if c.better(d) == "—" else c.better(d), "seeds_a": d.seeds_a,
+                        "seeds_b": d.seeds_b, "resampled": d.resampled, "higher_is_better": c.higher_is_better})
+    return buf.getvalue()
+
+
+def run_compare(a: str, b: str, *, tracking_uri: str | None = None, task: str | None = None,
+                metric: str | None = None, step: str = "final", fmt: str = "md", out: Path | None = None,
+                resamples: int = 1000, seed: int = 0) -> int:
+    """``harness compare``: print (or write to ``out``) the comparison of ``a`` and ``b``."""
+    import sys
+
+    from harness.tracking import Tracker
+
+    if fmt not in ("md", "csv"):
+        raise HarnessError(f"--format {fmt!r}: use md or csv")
+    if step not in ("final", "all") and not str(step).isdigit():
+        raise HarnessError(f"--step {step!r}: use final, all or a CPT step (0, 10, ...)")
+    client = None
+    if not all(Path(x).expanduser().exists() for x in (a, b)):
+        client = Tracker(tracking_uri).client
+    side_a, side_b = resolve(a, client), resolve(b, client)
+    comps = compare(side_a, side_b, task=task, metric=metric, step=step, resamples=resamples, seed=seed)
+    text = to_csv(comps) if fmt == "csv" else to_markdown(side_a, side_b, comps, resamples=resamples)
+    if out is not None:
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text, encoding="utf-8")
+        sig = sum(1 for c in comps for d in c.lines if d.significant)
+        n = sum(1 for c in comps for d in c.lines if d.diff is not None)
+        sys.stderr.write(f"{len(comps)} table(s), {n} language comparison(s), {sig} significant: written to {out}\n")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+__all__ = ["Comparison", "LangDiff", "Side", "compare", "resolve", "run_compare", "to_csv", "to_markdown"]
