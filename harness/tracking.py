@@ -21,6 +21,14 @@ from harness.versions import run_tags
 
 TAG = "harness."
 _BAD = re.compile(r"[^\w\-. /:]")
+# MLflow 3's UI opens an experiment on the page of its kind: a model-training experiment opens on the runs table
+# (an experiment without the tag opens on the GenAI overview, "Traces 0")
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
+# a saved view of the runs table (the UI's "share" state): the experiment tag ``mlflow.sharedViewState.<key>`` holds
+# the columns, sort and filter that ``#/experiments/<id>/runs?viewStateShareKey=<key>`` opens with
+SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
+RESULTS_VIEW = "harness-results"
 
 
 def metric_key(*parts: str) -> str:
@@ -67,15 +75,32 @@ class Tracker:
 
     # -- experiments ---------------------------------------------------------------------------------------
     def experiment(self, name: str) -> str:
+        """The experiment's id, created when absent; either way a model-training experiment (its kind tag is set on
+        an experiment created before the tag was, the first time it is used again)."""
         exp = self.client.get_experiment_by_name(name)
         if exp is not None:
             if exp.lifecycle_stage == "deleted":
                 self.client.restore_experiment(exp.experiment_id)
+            if EXPERIMENT_KIND_TAG not in (exp.tags or {}):
+                self.client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
             return exp.experiment_id
         artifact_root = None
         if self.uri.startswith("sqlite:"):
             artifact_root = (default_artifact_root() / re.sub(r"[^\w.-]", "_", name)).as_uri()
-        return self.client.create_experiment(name, artifact_location=artifact_root)
+        return self.client.create_experiment(name, artifact_location=artifact_root,
+                                             tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
+
+    def save_runs_view(self, experiment_id: str, *, columns: list[str], order_by: str | None = None,
+                       ascending: bool = False, search_filter: str = "", key: str = RESULTS_VIEW) -> str:
+        """Save a view of the experiment's runs table (``columns`` as the UI names them, e.g.
+        ``metrics.`final/avg```, ``params.`task```) under ``key``; :func:`runs_table_url` opens it."""
+        state = {"searchFilter": search_filter, "orderByKey": order_by or "attributes.start_time",
+                 "orderByAsc": bool(ascending), "lifecycleFilter": "Active", "datasetsFilter": [],
+                 "modelVersionFilter": "All Runs", "startTime": "ALL", "selectedColumns": list(columns),
+                 "runsPinned": [], "runsHidden": [], "runsExpanded": {}, "runListHidden": False,
+                 "viewMaximized": False}
+        self.client.set_experiment_tag(experiment_id, SHARED_VIEW_PREFIX + key, json.dumps(state))
+        return key
 
     # -- runs ----------------------------------------------------------------------------------------------
     def find_runs(self, experiment_id: str, tags: dict[str, str]) -> list[Any]:
@@ -173,6 +198,24 @@ class Tracker:
 
     def log_artifact(self, run_id: str, path: Path, artifact_path: str | None = None) -> None:
         self.client.log_artifact(run_id, str(path), artifact_path)
+
+
+def column(kind: str, name: str) -> str:
+    """A runs-table column as the MLflow UI names it: ``metrics.`final/avg```, ``params.`task```."""
+    return f"{kind}.`{name}`"
+
+
+def runs_table_url(base: str, experiment_id: str, view: str | None = None) -> str:
+    """The UI's runs table of an experiment (``view``: a saved view, :meth:`Tracker.save_runs_view`)."""
+    from urllib.parse import quote
+
+    url = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
+    return f"{url}?viewStateShareKey={quote(view)}" if view else url
+
+
+def artifact_url(base: str, experiment_id: str, run_id: str, path: str) -> str:
+    """The UI's view of one artifact of a run (an HTML file is shown as the page)."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}"
 
 
 # -- the SQLite store: created atomically, a half-created one recreated ----------------------------------------

@@ -1,4 +1,10 @@
-"""``harness ui``: the MLflow UI bound to 127.0.0.1, one worker, job execution off (fast start, no orphans)."""
+"""``harness ui``: the MLflow UI bound to 127.0.0.1, one worker, job execution off (fast start, no orphans).
+
+It prints where the results are: for each experiment, its runs table opened on the saved results view (one run per
+method and task with ``step0/avg``, ``final/avg`` ... as sortable columns, see :mod:`leaderboard.publish`) and its
+current leaderboard page (the ``leaderboard.html`` artifact of its leaderboard run); ``--open`` opens the most
+recently rendered leaderboard (or, before any, the runs table) in a browser.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 
 from harness.paths import default_artifact_root, default_tracking_uri
 
@@ -65,18 +72,74 @@ def check_port(port: int) -> None:
                                f"pass another --port or stop what uses it") from None
 
 
+@dataclass
+class Links:
+    experiment: str
+    experiment_id: str
+    runs: str  # the runs table (on the saved results view when there is one)
+    leaderboard: str | None = None  # the leaderboard page in the UI
+    leaderboard_file: str | None = None  # the same page on disk, when the run says where
+    rendered: str = ""  # when the leaderboard was last rendered (ISO time), for "the current one"
+
+
+def links(tracking_uri: str, base: str) -> list[Links]:
+    """The runs-table and leaderboard URLs of every active experiment that has runs, newest leaderboard first."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.tracking import RESULTS_VIEW, SHARED_VIEW_PREFIX, TAG, artifact_url, runs_table_url
+
+    client = MlflowClient(tracking_uri)
+    out = []
+    for exp in client.search_experiments():
+        if exp.name == "Default" and not client.search_runs([exp.experiment_id], max_results=1):
+            continue
+        view = RESULTS_VIEW if SHARED_VIEW_PREFIX + RESULTS_VIEW in (exp.tags or {}) else None
+        item = Links(exp.name, exp.experiment_id, runs_table_url(base, exp.experiment_id, view))
+        boards = client.search_runs([exp.experiment_id], filter_string=f"tags.`{TAG}kind` = 'leaderboard'",
+                                    max_results=1, order_by=["attributes.start_time DESC"])
+        if boards:
+            run = boards[0]
+            item.leaderboard = artifact_url(base, exp.experiment_id, run.info.run_id, "leaderboard.html")
+            item.rendered = run.data.tags.get(f"{TAG}rendered_at", "")
+        out.append(item)
+    return sorted(out, key=lambda x: (x.rendered, x.experiment), reverse=True)
+
+
+def print_links(items: list[Links], base: str) -> str | None:
+    """Print the URLs; returns the one to open (the current leaderboard, else the first runs table)."""
+    print(f"MLflow UI at {base}")
+    if not items:
+        print("  no experiment yet: run `harness run ...` first")
+        return None
+    for x in items:
+        print(f"  {x.experiment}")
+        print(f"    runs table:  {x.runs}")
+        if x.leaderboard:
+            print(f"    leaderboard: {x.leaderboard}")
+        else:
+            print("    leaderboard: none yet (`harness leaderboard` renders it)")
+    current = next((x for x in items if x.leaderboard), None)
+    if current is not None:
+        print(f"current leaderboard ({current.experiment}, rendered {current.rendered or '?'}): "
+              f"{current.leaderboard}")
+        return current.leaderboard
+    return items[0].runs
+
+
 def serve(tracking_uri: str | None = None, port: int = 5000, open_browser: bool = False) -> int:
-    from harness.tracking import check_tracking_uri
+    from harness.tracking import Tracker, check_tracking_uri
 
     check_port(port)
     tracking_uri = check_tracking_uri(tracking_uri)
+    Tracker(tracking_uri)  # the store exists (created when absent) before the server reads it
     proc = start_server(tracking_uri, port)
     url = f"http://127.0.0.1:{port}"
-    print(f"MLflow UI at {url} (pid {proc.pid}); Ctrl-C stops it")
+    target = print_links(links(tracking_uri, url), url)
+    print(f"(server pid {proc.pid}; Ctrl-C stops it)", flush=True)
     if open_browser:
         import webbrowser
 
-        webbrowser.open(url)
+        webbrowser.open(target or url)
     try:
         proc.wait()
     except KeyboardInterrupt:

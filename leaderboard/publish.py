@@ -8,6 +8,15 @@ MLflow: one run per experiment it summarizes, tagged ``harness.kind=leaderboard`
 updated on every render (its previous artifacts are replaced, never duplicated). It holds the files above as
 artifacts, every board through ``MlflowClient.log_table`` (``tables/<board>.json``, shown by the UI's artifact
 view), and the headline tables in Markdown as the run's description.
+
+Results runs, the numbers a person sorts and charts in the runs table: one run per task and row (method variant)
+and profile, tagged ``harness.kind=result``, named ``<task> · <row>`` (``sr-t · ofa d=full``), found again by its
+identity and updated on every render. Its metrics are the task's headline metric (seed means, as on the board):
+``step0/avg``, ``final/avg``, ``delta/avg`` (final - step 0), ``final/avg_common``, ``final/mean_rank`` and
+``step0/<lang>``, ``final/<lang>`` per language; its params name the task, metric, method, dim, source, profile,
+seeds and final CPT step; its artifacts are the task's board CSVs and the cells' ``init_report.json``. The
+experiment gets a saved view of its runs table (these runs, those columns, best first), the page ``harness ui``
+prints.
 """
 
 from __future__ import annotations
@@ -23,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.tracking import TAG, Tracker, metric_key
+from harness.tracking import RESULTS_VIEW, TAG, Tracker, column, metric_key
 from leaderboard.tables import Board, Leaderboard, board_dict, build_leaderboard, select_boards
 
 log = logging.getLogger(__name__)
@@ -131,16 +140,128 @@ def leaderboard_run(tracker: Tracker, experiment_id: str) -> tuple[str, bool]:
 
 
 def log_to_mlflow(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, generated: str) -> str:
-    """Log the rendered files to the experiment's leaderboard run (a failure marks the run FAILED)."""
-    client = tracker.client
-    exp = client.get_experiment_by_name(lb.experiment)
-    run_id, existed = leaderboard_run(tracker, exp.experiment_id)
+    """Log the rendered files to the experiment's leaderboard run (a failure marks the run FAILED), then the
+    results runs and the runs table's saved view."""
+    exp_id = tracker.experiment(lb.experiment)  # sets the experiment's kind on an experiment created before it
+    run_id, existed = leaderboard_run(tracker, exp_id)
     try:
         _log(tracker, lb, out_dir, run_id, existed, generated=generated)
     except BaseException as exc:
         tracker.fail(run_id, exc if isinstance(exc, Exception) else "interrupted")
         raise
+    log_result_runs(tracker, lb, exp_id, out_dir, leaderboard_run_id=run_id)
     return run_id
+
+
+RESULT_COLUMNS = [column("params", "task"), column("params", "metric"), column("metrics", "step0/avg"),
+                  column("metrics", "final/avg"), column("metrics", "delta/avg"), column("metrics", "final/mean_rank"),
+                  column("params", "seeds"), column("params", "final_step")]
+
+
+def result_boards(lb: Leaderboard) -> dict[tuple[str, str], dict[str, Board]]:
+    """(profile, task) -> {"step0": board, "final": board, "delta": board} of the task's headline metric."""
+    out: dict[tuple[str, str], dict[str, Board]] = {}
+    for b in lb.boards:
+        if not b.headline:
+            continue
+        name = {"final": "final", "delta": "delta"}.get(b.kind) or ("step0" if b.step == 0 else None)
+        if name:
+            out.setdefault((b.profile, b.task), {})[name] = b
+    return out
+
+
+def result_metrics(boards: dict[str, Board], label: str) -> dict[str, float]:
+    """The metrics of one results run: averages, mean rank and per-language values of the row ``label``."""
+    metrics: dict[str, float] = {}
+    for name, b in boards.items():
+        try:
+            row = b.row(label)
+        except KeyError:
+            continue
+        for stat in ("avg", "avg_common", "mean_rank"):
+            v = getattr(row, stat)
+            if v is not None and (stat == "avg" or name == "final"):
+                metrics[metric_key(name, stat)] = float(v)
+        if name != "delta":
+            for lang in b.languages:
+                v = row.value(lang)
+                if v is not None:
+                    metrics[metric_key(name, lang)] = float(v)
+    return metrics
+
+
+def _init_reports(tracker: Tracker, exp_id: str, row: Any, folder: Path) -> list[Path]:
+    """The cells' ``init_report.json`` of a row (one per seed), downloaded into ``folder``."""
+    key = row.variant
+    if key is None:
+        return []
+    out = []
+    for seed in row.seeds:
+        runs = tracker.find_runs(exp_id, {"kind": "cell", "method": key.method, "dim": key.dim,
+                                          "source": key.source, "seed": seed})
+        for run in runs[:1]:
+            try:
+                got = Path(tracker.client.download_artifacts(run.info.run_id, "init_report.json", str(folder)))
+            except Exception as exc:  # noqa: BLE001 - a cell without the report: the run is still worth logging
+                log.warning("no init_report.json in run %s: %s", run.info.run_id, exc)
+                continue
+            dest = folder / f"init_report_seed{seed}.json"
+            got.replace(dest)
+            out.append(dest)
+    return out
+
+
+def log_result_runs(tracker: Tracker, lb: Leaderboard, exp_id: str, out_dir: Path, *,
+                    leaderboard_run_id: str | None = None) -> list[str]:
+    """One run per task x row x profile with the headline numbers as metrics (see the module docstring), and the
+    experiment's saved runs-table view of them. Returns the run ids."""
+    import tempfile
+
+    client = tracker.client
+    ids: list[str] = []
+    several_profiles = len({p for p, _ in result_boards(lb)}) > 1
+    for (profile, task), boards in sorted(result_boards(lb).items()):
+        ref = boards.get("final") or boards.get("step0") or next(iter(boards.values()))
+        csvs = [out_dir / "csv" / f"{b.id}.csv" for b in boards.values()]
+        for row in ref.rows:
+            name = f"{task} · {row.label}" + (f" · {profile}" if several_profiles else "")
+            run_id, existed = tracker.get_or_create_run(
+                exp_id, {"kind": "result", "task": task, "profile": profile, "row": row.label}, name)
+            try:
+                if existed:
+                    _clear_artifacts(client, run_id)
+                key = row.variant
+                params = {"task": task, "metric": ref.metric, "profile": profile, "row": row.label,
+                          "seeds": " ".join(row.seeds), "higher_is_better": ref.higher_is_better,
+                          "final_step": ref.step if ref.step is not None else "mixed"}
+                if key is not None:
+                    params.update(method=key.method, dim=key.dim, source=key.source)
+                run = client.get_run(run_id)
+                changed = {k: v for k, v in params.items() if run.data.params.get(k, str(v)) != str(v)}
+                if changed:  # a param cannot be overwritten; the tag says what it is now
+                    tracker.set_tags(run_id, {f"now.{k}": v for k, v in changed.items()})
+                tracker.log_params(run_id, params)
+                tracker.log_metrics(run_id, result_metrics(boards, row.label), step=0)
+                tags = {"world": ",".join(lb.worlds), "method": key.method if key else row.label,
+                        "mlflow.runName": name}
+                if leaderboard_run_id:
+                    tags["leaderboard_run"] = leaderboard_run_id
+                tracker.set_tags(run_id, tags)
+                for f in csvs:
+                    if f.is_file():
+                        client.log_artifact(run_id, str(f), "leaderboard")
+                with tempfile.TemporaryDirectory() as td:
+                    for f in _init_reports(tracker, exp_id, row, Path(td)):
+                        client.log_artifact(run_id, str(f), "init")
+                tracker.finish(run_id)
+            except BaseException as exc:
+                tracker.fail(run_id, exc if isinstance(exc, Exception) else "interrupted")
+                raise
+            ids.append(run_id)
+    if ids:
+        tracker.save_runs_view(exp_id, columns=RESULT_COLUMNS, order_by=column("metrics", "final/avg"),
+                               search_filter=f"tags.`{TAG}kind` = 'result'", key=RESULTS_VIEW)
+    return ids
 
 
 def _log(tracker: Tracker, lb: Leaderboard, out_dir: Path, run_id: str, existed: bool, *, generated: str) -> None:
