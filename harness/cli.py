@@ -355,7 +355,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_ui(args: argparse.Namespace) -> int:
     from harness.ui import serve
 
-    return serve(tracking_uri=args.tracking_uri, port=args.port, open_browser=not args.no_browser)
+    return serve(tracking_uri=args.tracking_uri, port=args.port, open_browser=args.open and not args.no_browser)
 
 
 # -- world -------------------------------------------------------------------------------------------------
@@ -506,7 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
     u = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print its URL")
     u.add_argument("--tracking-uri")
     u.add_argument("--port", type=int, default=5000)
-    u.add_argument("--no-browser", action="store_true")
+    u.add_argument("--open", action="store_true", help="open the current leaderboard in a browser")
+    u.add_argument("--no-browser", action="store_true", help="never open a browser (the default)")
     u.set_defaults(func=cmd_ui)
 
     w = sub.add_parser("world", help="build, describe or check a world")
