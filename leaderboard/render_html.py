@@ -1,6 +1,8 @@
 """One self-contained static HTML page: sortable tables (a few lines of inline JS; the page reads fine without
-it), per-language bar charts and CPT loss curves per method as inline SVG. No network at view time: no CDN, no
-fonts, no images outside the page."""
+it) whose row names stay in view when a wide table scrolls, per-language bar charts (each row, and each row minus
+``random``), the init counts as stacked bars and CPT loss curves per method, as inline SVG. No network at view time:
+no CDN, no fonts, no images outside the page. A column where every row scores the same has no best: it is grey,
+with a note."""
 
 from __future__ import annotations
 
@@ -13,7 +15,8 @@ from leaderboard.claims import claim_rows, summary
 from leaderboard.tables import Board, Leaderboard, Row, VariantInfo
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
-           "#17becf")
+           "#17becf", "#393b79", "#e6550d", "#637939", "#843c39", "#7b4173", "#3182bd", "#31a354", "#756bb1",
+           "#fd8d3c", "#636363")
 MAX_BAR_LANGUAGES = 60  # above this, the bar chart shows the slices instead of every language
 
 CSS = """
@@ -34,6 +37,12 @@ svg{font:11px system-ui,sans-serif;background:#fff}.charts{display:flex;flex-wra
 td.claim-holds{background:#d8f5d0;color:#145214;font-weight:700}td.claim-fails{background:#fde2e1;color:#8b1a13;
 font-weight:700}p.summary{font-weight:600}
 footer{color:#555;font-size:12px;padding:10px 24px;border-top:1px solid #ddd}
+td.tie{background:#eceff1;color:#666}
+table.board td:first-child,table.board th:first-child,table.slices td:first-child,table.slices th:first-child,
+table.claims td:first-child,table.claims th:first-child{position:sticky;left:0;z-index:1;background:#fff;
+box-shadow:inset -1px 0 #d0d7de}
+table.board th:first-child,table.slices th:first-child,table.claims th:first-child{z-index:3;background:#f3f6f9}
+th{z-index:2}tbody.paper td:first-child{background:#fafafa}
 """
 
 JS = """
@@ -90,8 +99,21 @@ def _value_td(board: Board, row: Row, lang: str) -> str:
             e.seeds, e.values, strict=True)) + ")"
     if e.ci:
         tip += f"; 95% CI {fmt.ci(e.ci, delta)}"
+    tied = tied_columns(board)
+    if row.kind == "ours" and lang in tied:
+        return _td(text, repr(e.mean), "tie", tip + f"; every row scores {fmt.cell(board, e.mean)}: no best")
     best = row.kind == "ours" and e.mean == board.best(lang)
     return _td(text, repr(e.mean), "best" if best else "", tip)
+
+
+def tied_columns(board: Board) -> dict[str, float]:
+    """Languages where every one of our rows (two or more) scores the same: no row is best there."""
+    out = {}
+    for lang in board.languages:
+        vals = [v for r in board.rows if (v := r.value(lang)) is not None]
+        if len(vals) > 1 and len(set(vals)) == 1:
+            out[lang] = vals[0]
+    return out
 
 
 def _lang_title(lb: Leaderboard, board: Board, lang: str) -> str:
@@ -143,9 +165,15 @@ def board_html(lb: Leaderboard, board: Board) -> str:
     body = "".join(tr(r) for r in board.rows)
     paper = "".join(tr(r) for r in board.paper_rows)
     notes = "".join(f'<p class="note">note: {esc(n)}</p>' for n in board.notes)
+    tied = tied_columns(board)
+    if tied:
+        notes += ('<p class="note tie-note">note: no best in ' + esc(", ".join(
+            f"{lang} (every row {fmt.cell(board, v)})" for lang, v in tied.items())) + ": every row scores the same "
+            "there (grey)</p>")
     return (f'<h3 id="{esc(board.id)}">{esc(board.title)}</h3><p class="hint">{esc(fmt.direction(board))}; '
             "mean ± std over seeds (hover a cell for the seeds and the 95% bootstrap interval); best per column "
-            f'in green; click a header to sort.</p><div class="wrap"><table class="board sortable" '
+            "in green, a column where every row scores the same in grey (no best); click a header to sort.</p>"
+            '<div class="wrap"><table class="board sortable" '
             f'data-board="{esc(board.id)}"><thead><tr>{"".join(heads)}</tr></thead><tbody>{body}</tbody>'
             + (f'<tbody class="paper">{paper}</tbody>' if paper else "") + f"</table></div>{notes}")
 
@@ -257,7 +285,7 @@ def bar_chart(board: Board, colors: dict[str, str]) -> str:
         return left + (v - lo) / (hi - lo) * plot_w
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{esc(board.title)}">', legend]
+             f'data-plot="bars" aria-label="{esc(board.title)}">', legend]
     for t in _ticks(lo, hi):
         parts.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{height - 24}" stroke="#eee"/>'
                      f'<text x="{x(t):.1f}" y="{height - 10}" text-anchor="middle">{t:g}</text>')
@@ -275,7 +303,8 @@ def bar_chart(board: Board, colors: dict[str, str]) -> str:
             v, c = d[r.label]
             y = y0 + j * bar_h
             x0, x1 = sorted((x(base), x(v)))
-            parts.append(f'<rect x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.5):.1f}" height="{bar_h - 2}" '
+            parts.append(f'<rect class="mark" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.5):.1f}" '
+                         f'height="{bar_h - 2}" '
                          f'fill="{colors[r.label]}"><title>{esc(r.label)} · {esc(name)}: {fmt.cell(board, v)}'
                          f"</title></rect>")
             if c:
@@ -285,6 +314,128 @@ def bar_chart(board: Board, colors: dict[str, str]) -> str:
                          f'font-size="9">{esc(fmt.cell(board, v))}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _baseline(board: Board, row: Row) -> Row | None:
+    """The ``random`` row a row is measured against: the one of the same source and factorized dim, else the
+    first ``random`` row of the board."""
+    randoms = [r for r in board.rows if r.variant is not None and r.variant.method == "random"]
+    if not randoms or row in randoms or row.variant is None:
+        return None
+    same = [r for r in randoms if r.variant and (r.variant.dim, r.variant.source) == (row.variant.dim,
+                                                                                        row.variant.source)]
+    return (same or randoms)[0]
+
+
+def random_delta_chart(board: Board, colors: dict[str, str]) -> str:
+    """Per language, each row minus its ``random`` row (the same source and dim): bars from 0, right = more of
+    the metric (better when higher is better)."""
+    rows = [(r, b) for r in board.rows if (b := _baseline(board, r)) is not None]
+    if not rows or not board.languages or len(board.languages) > MAX_BAR_LANGUAGES:
+        return ""
+    cats = []
+    for lang in board.languages:
+        d = {r.label: r.value(lang) - b.value(lang) for r, b in rows  # type: ignore[operator]
+             if r.value(lang) is not None and b.value(lang) is not None}
+        cats.append((lang, d))
+    vals = [v for _, d in cats for v in d.values()]
+    if not vals:
+        return ""
+    lo, hi = min(0.0, min(vals)), max(0.0, max(vals))
+    if hi == lo:
+        hi = lo + 1.0
+    pad = 0.04 * (hi - lo)
+    lo, hi = lo - (pad if lo < 0 else 0), hi + pad
+    width, left, right = 760, 150, 70
+    plot_w = width - left - right
+    labels = [r.label for r, _ in rows]
+    legend, top = _legend(labels, colors, left, 16, plot_w)
+    bar_h, gap = 11, 9
+    group_h = len(rows) * bar_h + gap
+    height = top + len(cats) * group_h + 30
+    base_names = sorted({b.label for _, b in rows})
+
+    def x(v: float) -> float:
+        return left + (v - lo) / (hi - lo) * plot_w
+
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+             f'data-plot="delta" aria-label="{esc(board.title)}: each row minus {esc(", ".join(base_names))}">',
+             legend]
+    for t in _ticks(lo, hi):
+        parts.append(f'<line x1="{x(t):.1f}" y1="{top - 4}" x2="{x(t):.1f}" y2="{height - 24}" stroke="#eee"/>'
+                     f'<text x="{x(t):.1f}" y="{height - 10}" text-anchor="middle">{t:+g}</text>')
+    parts.append(f'<line x1="{x(0):.1f}" y1="{top - 4}" x2="{x(0):.1f}" y2="{height - 24}" stroke="#444"/>')
+    for i, (name, d) in enumerate(cats):
+        y0 = top + i * group_h
+        parts.append(f'<text x="{left - 6}" y="{y0 + len(rows) * bar_h / 2 + 4:.1f}" text-anchor="end">'
+                     f"{esc(name)}</text>")
+        for j, label in enumerate(labels):
+            if label not in d:
+                continue
+            v = d[label]
+            y = y0 + j * bar_h
+            x0, x1 = sorted((x(0), x(v)))
+            parts.append(f'<rect class="mark" x="{x0:.1f}" y="{y}" width="{max(x1 - x0, 0.5):.1f}" '
+                         f'height="{bar_h - 2}" fill="{colors[label]}"><title>{esc(label)} · {esc(name)}: '
+                         f"{fmt.value(v, True)} against random</title></rect>")
+            tx, anchor = (x1 + 3, "start") if v >= 0 else (x0 - 3, "end")
+            parts.append(f'<text x="{tx:.1f}" y="{y + bar_h - 3}" font-size="9" text-anchor="{anchor}">'
+                         f"{esc(fmt.value(v, True))}</text>")
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+INIT_PARTS = (("init/copied", "copied", "#4c78a8"), ("init/method", "method", "#f58518"),
+              ("init/random", "random", "#b9b9b9"))
+
+
+def init_chart(variants: list[VariantInfo], title: str) -> str:
+    """One stacked bar per row: how many target rows were copied, computed by the method and drawn at random
+    (mean over seeds, from the init reports)."""
+    vs = [v for v in variants if any(k in v.init for k, _, _ in INIT_PARTS)]
+    if not vs:
+        return ""
+    totals = [sum(v.init.get(k, 0.0) for k, _, _ in INIT_PARTS) for v in vs]
+    top_total = max(totals) or 1.0
+    left = min(max(100, 7 * max(len(v.label) for v in vs) + 12), 460)  # the longest row name in full
+    right = 150
+    width = left + 520 + right
+    plot_w = width - left - right
+    parts_legend = "".join(f'<rect x="{left + 110 * i}" y="27" width="12" height="10" fill="{c}"/>'
+                           f'<text x="{left + 110 * i + 16}" y="36">{name}</text>'
+                           for i, (_, name, c) in enumerate(INIT_PARTS))
+    top, bar_h = 50, 18
+    height = top + len(vs) * (bar_h + 6) + 12
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+           f'data-plot="init" aria-label="{esc(title)}"><text x="{left}" y="16" font-size="13" '
+           f'font-weight="600">{esc(title)}</text>', parts_legend]
+    for i, (v, total) in enumerate(zip(vs, totals, strict=True)):
+        y = top + i * (bar_h + 6)
+        out.append(f'<text x="{left - 6}" y="{y + bar_h - 5}" text-anchor="end">{esc(v.label)}</text>')
+        x = float(left)
+        for key, name, color in INIT_PARTS:
+            n = v.init.get(key, 0.0)
+            w = n / top_total * plot_w
+            if n > 0:
+                share = n / total if total else 0.0
+                out.append(f'<rect class="mark" x="{x:.1f}" y="{y}" width="{max(w, 0.5):.1f}" height="{bar_h}" '
+                           f'fill="{color}"><title>{esc(v.label)}: {name} {fmt.init(key, n)} ({share:.0%})'
+                           "</title></rect>")
+            x += w
+        of = "" if total == top_total else f" of {fmt.init('', top_total)}"
+        out.append(f'<text x="{x + 4:.1f}" y="{y + bar_h - 5}" font-size="10">{fmt.init("", total)}{of}</text>')
+    out.append("</svg>")
+    return "".join(out)
+
+
+def _init_html(lb: Leaderboard) -> str:
+    charts = "".join(init_chart([v for v in lb.variants if v.profile == p], f"target rows by origin · profile {p}")
+                     for p in sorted({v.profile for v in lb.variants}))
+    if not charts:
+        return ""
+    return ('<h2 id="init">Initialization</h2><p class="hint">How each row\'s target embedding rows were made: copied '
+            "from the source (overlapping tokens), computed by the method, or drawn at random (the method's "
+            'fallback); mean over seeds, from the init reports.</p><div class="charts">' + charts + "</div>")
 
 
 def line_chart(series: dict[str, list[tuple[int, float]]], colors: dict[str, str], title: str,
@@ -311,7 +462,8 @@ def line_chart(series: dict[str, list[tuple[int, float]]], colors: dict[str, str
         return top + (1 - (v - y_lo) / (y_hi - y_lo)) * plot_h
 
     parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{esc(title)}"><text x="{left}" y="16" font-size="13" font-weight="600">{esc(title)}'
+             f'data-plot="curve" aria-label="{esc(title)}"><text x="{left}" y="16" font-size="13" '
+             f'font-weight="600">{esc(title)}'
              f"</text>", legend]
     for t in _ticks(y_lo, y_hi):
         parts.append(f'<line x1="{left}" y1="{py(t):.1f}" x2="{width - right}" y2="{py(t):.1f}" stroke="#eee"/>'
@@ -326,7 +478,8 @@ def line_chart(series: dict[str, list[tuple[int, float]]], colors: dict[str, str
     for label, pts in series.items():
         c = colors.get(label, "#333")
         path = " ".join(f"{px(s):.1f},{py(v):.1f}" for s, v in pts)
-        parts.append(f'<polyline points="{path}" fill="none" stroke="{c}" stroke-width="2"><title>{esc(label)}'
+        parts.append(f'<polyline class="mark" points="{path}" fill="none" stroke="{c}" stroke-width="2"><title>'
+                     f'{esc(label)}'
                      "</title></polyline>")
         if len(pts) <= 40:
             parts += [f'<circle cx="{px(s):.1f}" cy="{py(v):.1f}" r="3" fill="{c}"><title>{esc(label)} · step {s}: '
@@ -411,7 +564,14 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
         parts = [f'<h2 id="{esc(sid)}">{esc(task)} · {esc(head.metric)} · profile {esc(profile)}</h2>',
                  board_html(lb, head), slices_html(head),
                  f'<h3>Per language · {esc(head.metric)} · {esc(head.step_label)}</h3><div class="charts">'
-                 f"{bar_chart(head, colors)}</div>", pairs_html(head)]
+                 f"{bar_chart(head, colors)}</div>"]
+        versus = random_delta_chart(head, colors)
+        if versus:
+            parts.append(f"<h3>Per language · each method minus random · {esc(head.metric)} · "
+                         f'{esc(head.step_label)}</h3><p class="hint">{esc(fmt.direction(head))}: bars to the '
+                         f"{'right' if head.higher_is_better else 'left'} of 0 beat random on that language."
+                         f'</p><div class="charts">{versus}</div>')
+        parts.append(pairs_html(head))
         if delta is not None:
             parts += [board_html(lb, delta), slices_html(delta)]
         rest = [b for b in boards if b is not head and b is not delta]
@@ -431,7 +591,8 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
                         + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody>"
                         "</table></div>")
         nav.insert(0, '<a href="#claims">claims</a>')
-    for anchor, name in (("cpt", "CPT curves"), ("settings", "settings"), ("languages", "languages")):
+    for anchor, name in (("init", "init counts"), ("cpt", "CPT curves"), ("settings", "settings"),
+                         ("languages", "languages")):
         nav.append(f'<a href="#{anchor}">{name}</a>')
     info = [f"worlds: {', '.join(lb.worlds) or '-'}", f"{len(lb.variants)} variant(s)"]
     bs = lb.bootstrap or {}
@@ -447,7 +608,7 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
             f"<title>Leaderboard · {esc(lb.experiment)}</title><style>{CSS}</style></head><body>"
             f"<header><h1>Leaderboard · {esc(lb.experiment)}</h1><p>{esc(' · '.join(info))}</p></header>"
             f'<nav>{"".join(nav)}<label style="float:right"><input type="checkbox" id="show-ci"> show 95% '
-            "bootstrap intervals</label></nav><main>" + "".join(sections) + _cpt_html(lb, colors)
+            "bootstrap intervals</label></nav><main>" + "".join(sections) + _init_html(lb) + _cpt_html(lb, colors)
             + _settings_html(lb.variants) + _languages_html(lb) + "</main><footer>Averages are over complete "
             "language sets only (a row with gaps shows them and gets no average); avg∩ and ranks use the "
             f"languages every row has; {esc(boot)}; paired tests are Wilcoxon signed-rank over languages. Rows "
