@@ -242,8 +242,12 @@ class Runner:
                         for mkey in run.data.metrics:
                             if not mkey.startswith(task_name + "/") or mkey.count("/") != 2:
                                 continue
-                            for m in tr.client.get_metric_history(run.info.run_id, mkey):
-                                values.setdefault((mkey, m.step), []).append(m.value)
+                            # one value per run and step: a run killed between logging an evaluation and
+                            # marking it done logs it again when resumed (the same value, a second point)
+                            history = tr.client.get_metric_history(run.info.run_id, mkey)
+                            last = {m.step: m.value for m in sorted(history, key=lambda m: m.timestamp)}
+                            for st, value in last.items():
+                                values.setdefault((mkey, st), []).append(value)
                 if not values:
                     continue
                 run_id, _ = tr.get_or_create_run(exp, {"kind": "aggregate", "group": group, "task": task_name},
