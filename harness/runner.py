@@ -345,7 +345,11 @@ class Runner:
                 if isinstance(mem.get("peak_rss_mb"), (int, float)):
                     scalars["init/peak_rss_mb"] = float(mem["peak_rss_mb"])
                 tr.log_metrics(parent, {**scalars, **{f"init/{k}": v for k, v in counts.items()},
-                                        "init/seconds": float(report.get("seconds", 0.0))}, step=0)
+                                        "init/seconds": float(report.get("seconds", 0.0)),
+                                        # what this cell spent (init/seconds is the product's own computation,
+                                        # which a cached product did not repeat)
+                                        "init/wall_seconds": time.time() - t0, "init/cached": float(prod.cached)},
+                               step=0)
                 tr.log_dict(parent, report, "init_report.json")
                 self.log_init_artifacts(parent, prod.path / "artifacts")
                 tr.log_dict(parent, {code: {"script": lang.script, "seen": lang.seen.get(cell.source),
@@ -396,6 +400,8 @@ class Runner:
                     prog.remove_task(bar)
                 self.say(f"  CPT: {steps} steps in {time.time() - t_cpt:.1f}s")
                 if not tr.is_done(parent, "cpt_log"):
+                    # the wall time of this call (a resumed CPT counts only what was left): benchmarks/bench_main_job.py
+                    tr.log_metrics(parent, {"cpt/seconds": time.time() - t_cpt}, step=steps)
                     tr.log_series(parent, "cpt/train_loss", [(r["step"], r["loss"]) for r in read_train_log(cpt_dir)])
                     tr.mark_done(parent, "cpt_log")
                 _fault("cpt")

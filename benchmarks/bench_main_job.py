@@ -1,0 +1,165 @@
+"""Where the main job's time goes: per method, per seed, per phase, from the runs in MLflow.
+
+The main job is README command 1, ``harness run --methods all --tasks sr-t,ner`` on the default world (the
+``bible`` world, its default source, the ``cpu`` profile, three seeds). This script reads an experiment's cell runs
+and prints, per method, the initialization time (first seed and the others: the first pays for the per-world
+products that later seeds and methods share, such as fastText models and subword vectors), each task's evaluation
+time at step 0 and after CPT, CPT itself and the cell's wall time; then the totals: the job's wall time (first cell
+start to last cell end), the sum of the cells' wall times (about the core-seconds of one-thread cells) and what
+that sum means for one to eight parallel cells.
+
+With ``--run HOME`` it first runs the main job itself in that (fresh) harness home, timing the world build and the
+run separately, so the whole of README command 1 but the package install is measured:
+
+    OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py                       # the default experiment
+    OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py --experiment bible/mono-3seeds
+    OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py --run /tmp/fresh-home   # cold: world build included
+
+Times measured while other work shares the machine are longer than on a quiet one; the script says how many cores
+the machine has and the load average when it ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+README_COMMAND = ["run", "--methods", "all", "--tasks", "sr-t,ner"]
+
+
+def _fmt(v: float | None) -> str:
+    return "—" if v is None else f"{v:,.0f}"
+
+
+def _mean(xs: list[float]) -> float | None:
+    return statistics.fmean(xs) if xs else None
+
+
+def run_main_job(home: Path) -> dict[str, float]:
+    """README command 1 in ``home`` (world build, then the run); the wall time of each part."""
+    env = {**os.environ, "HARNESS_HOME": str(home), "OMP_NUM_THREADS": "1"}
+    times = {}
+    for name, args in (("world build", ["world", "build", "bible"]), ("run", README_COMMAND)):
+        t0 = time.time()
+        proc = subprocess.run([sys.executable, "-m", "harness.cli", *args], env=env)
+        times[name] = time.time() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"`harness {' '.join(args)}` failed with exit status {proc.returncode}")
+    return times
+
+
+def breakdown(tracking_uri: str, experiment: str) -> tuple[Table, Table]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(experiment)
+    if exp is None:
+        raise SystemExit(f"no experiment {experiment!r} at {tracking_uri}")
+    runs = client.search_runs([exp.experiment_id], max_results=5000)
+    cells = [r for r in runs if r.data.tags.get("harness.kind") == "cell"]
+    if not cells:
+        raise SystemExit(f"experiment {experiment!r} has no cell runs")
+    tasks_of = defaultdict(list)
+    for r in runs:
+        if r.data.tags.get("harness.kind") == "task":
+            tasks_of[r.data.tags.get("mlflow.parentRunId")].append(r)
+
+    by_method: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    task_names: set[str] = set()
+    starts, ends, walls = [], [], []
+    for cell in sorted(cells, key=lambda r: r.info.start_time):
+        method = cell.data.params.get("method") or cell.data.tags.get("method") or cell.info.run_name
+        d = by_method[method]
+        d["seeds"].append(1)
+        # the time this cell spent on its initialization (older runs: the product's computation time)
+        init_s = cell.data.metrics.get("init/wall_seconds", cell.data.metrics.get("init/seconds"))
+        if init_s is not None:
+            d["init first" if len(d["seeds"]) == 1 else "init later"].append(init_s)
+        if cell.data.metrics.get("cpt/seconds") is not None:
+            d["cpt"].append(cell.data.metrics["cpt/seconds"])
+        if cell.info.end_time:
+            wall = (cell.info.end_time - cell.info.start_time) / 1000
+            d["wall"].append(wall)
+            walls.append(wall)
+            starts.append(cell.info.start_time)
+            ends.append(cell.info.end_time)
+        for t in tasks_of.get(cell.info.run_id, []):
+            name = t.info.run_name
+            task_names.add(name)
+            key = next((k for k in t.data.metrics if k.endswith("/seconds")), None)
+            if key is None:
+                continue
+            for m in client.get_metric_history(t.info.run_id, key):
+                d[f"{name} @0" if m.step == 0 else f"{name} @N"].append(m.value)
+
+    cols = ["init first", "init later", *[f"{t} @{s}" for t in sorted(task_names) for s in ("0", "N")], "cpt",
+            "wall"]
+    table = Table(title=f"{experiment}: seconds per cell (mean over seeds)")
+    table.add_column("method")
+    table.add_column("cells", justify="right")
+    for c in cols:
+        table.add_column(c, justify="right")
+    for method in sorted(by_method, key=lambda m: -sum(by_method[m]["wall"])):
+        d = by_method[method]
+        table.add_row(method, str(len(d["seeds"])), *[_fmt(_mean(d[c])) for c in cols])
+
+    total = Table(title="totals")
+    total.add_column("what")
+    total.add_column("value", justify="right")
+    span = (max(ends) - min(starts)) / 1000 if starts else 0.0
+    cell_sum = sum(walls)
+    total.add_row("cells (finished)", f"{len(walls)} of {len(cells)}")
+    total.add_row("job wall time, first cell start to last cell end", f"{span / 60:.1f} min")
+    total.add_row("sum of the cells' wall times", f"{cell_sum / 60:.1f} min")
+    for workers in (1, 2, 4, 8):
+        total.add_row(f"  / {workers} parallel cell(s), with no contention", f"{cell_sum / workers / 60:.1f} min")
+    phase = defaultdict(float)
+    for d in by_method.values():
+        for c in cols[:-1]:
+            phase[c.split(" @")[0] if "@" in c else ("init" if c.startswith("init") else c)] += sum(d[c])
+    for name, secs in sorted(phase.items(), key=lambda kv: -kv[1]):
+        total.add_row(f"phase {name} (summed over cells)", f"{secs / 60:.1f} min ({secs / max(cell_sum, 1e-9):.0%})")
+    return table, total
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--experiment", default="bible/mono", help="MLflow experiment (default: the main job's)")
+    ap.add_argument("--tracking-uri", default=None, help="default: the harness home's store")
+    ap.add_argument("--run", type=Path, default=None, metavar="HOME",
+                    help="first run README command 1 in this fresh harness home (world build included)")
+    args = ap.parse_args()
+    console = Console(width=200)
+    cold = None
+    if args.run is not None:
+        if args.run.exists() and any(args.run.iterdir()):
+            raise SystemExit(f"--run {args.run}: give an empty or new folder (a fresh harness home)")
+        args.run.mkdir(parents=True, exist_ok=True)
+        os.environ["HARNESS_HOME"] = str(args.run)
+        cold = run_main_job(args.run)
+    from harness.paths import default_tracking_uri
+
+    uri = args.tracking_uri or default_tracking_uri()
+    table, total = breakdown(uri, args.experiment)
+    if cold:
+        for name, secs in cold.items():
+            total.add_row(f"measured: {name}", f"{secs / 60:.1f} min")
+        total.add_row("measured: README command 1 without the install", f"{sum(cold.values()) / 60:.1f} min")
+    console.print(table)
+    console.print(total)
+    load = os.getloadavg()
+    console.print(f"{os.cpu_count()} cores; load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+                  f"(1 / 5 / 15 min) when this ran")
+
+
+if __name__ == "__main__":
+    main()
