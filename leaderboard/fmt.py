@@ -47,3 +47,22 @@ def ci(c: tuple[float, float] | None, delta: bool = False) -> str:
 
 def direction(board: Board) -> str:
     return "higher is better" if board.higher_is_better else "lower is better"
+
+
+def tied_columns(board: Board) -> dict[str, float]:
+    """Languages where every one of our rows (two or more) scores the same: no row is best there."""
+    out = {}
+    for lang in board.languages:
+        vals = [v for r in board.rows if (v := r.value(lang)) is not None]
+        if len(vals) > 1 and len(set(vals)) == 1:
+            out[lang] = vals[0]
+    return out
+
+
+def ties_note(board: Board) -> str | None:
+    """``no best in jpn_Jpan (every row 0.000)...`` for the columns where every row scores the same."""
+    tied = tied_columns(board)
+    if not tied:
+        return None
+    return ("no best in " + ", ".join(f"{lang} (every row {cell(board, v)})" for lang, v in tied.items())
+            + ": every row scores the same there")

@@ -99,21 +99,11 @@ def _value_td(board: Board, row: Row, lang: str) -> str:
             e.seeds, e.values, strict=True)) + ")"
     if e.ci:
         tip += f"; 95% CI {fmt.ci(e.ci, delta)}"
-    tied = tied_columns(board)
+    tied = fmt.tied_columns(board)
     if row.kind == "ours" and lang in tied:
         return _td(text, repr(e.mean), "tie", tip + f"; every row scores {fmt.cell(board, e.mean)}: no best")
     best = row.kind == "ours" and e.mean == board.best(lang)
     return _td(text, repr(e.mean), "best" if best else "", tip)
-
-
-def tied_columns(board: Board) -> dict[str, float]:
-    """Languages where every one of our rows (two or more) scores the same: no row is best there."""
-    out = {}
-    for lang in board.languages:
-        vals = [v for r in board.rows if (v := r.value(lang)) is not None]
-        if len(vals) > 1 and len(set(vals)) == 1:
-            out[lang] = vals[0]
-    return out
 
 
 def _lang_title(lb: Leaderboard, board: Board, lang: str) -> str:
@@ -165,11 +155,9 @@ def board_html(lb: Leaderboard, board: Board) -> str:
     body = "".join(tr(r) for r in board.rows)
     paper = "".join(tr(r) for r in board.paper_rows)
     notes = "".join(f'<p class="note">note: {esc(n)}</p>' for n in board.notes)
-    tied = tied_columns(board)
-    if tied:
-        notes += ('<p class="note tie-note">note: no best in ' + esc(", ".join(
-            f"{lang} (every row {fmt.cell(board, v)})" for lang, v in tied.items())) + ": every row scores the same "
-            "there (grey)</p>")
+    tie_note = fmt.ties_note(board)
+    if tie_note:
+        notes += f'<p class="note tie-note">note: {esc(tie_note)} (grey)</p>'
     return (f'<h3 id="{esc(board.id)}">{esc(board.title)}</h3><p class="hint">{esc(fmt.direction(board))}; '
             "mean ± std over seeds (hover a cell for the seeds and the 95% bootstrap interval); best per column "
             "in green, a column where every row scores the same in grey (no best); click a header to sort.</p>"

@@ -58,6 +58,8 @@ def board_md(board: Board) -> list[str]:
            f"every row has (ties share their average rank).*", ""]
     out += _table(head, rows)
     out += [f"> note: {n}" for n in board.notes]
+    if tie_note := fmt.ties_note(board):
+        out.append(f"> note: {tie_note} (none is bold)")
     cis = [(r.label, lang, e.ci) for r in board.rows for lang, e in sorted(r.entries.items()) if e.ci]
     if cis:
         out += ["", "<details><summary>95% bootstrap intervals (seeds, then test items)</summary>", ""]

@@ -253,6 +253,8 @@ def render(board: Board, console: Console, *, transpose: bool | None = None, det
         console.print(t)
     for note in board.notes:
         console.print(f"[yellow]note:[/yellow] {note}")
+    if tie_note := fmt.ties_note(board):
+        console.print(f"[yellow]note:[/yellow] {tie_note} (none is marked)")
     if details:
         for g in (slices_grid(board), pairs_grid(board)):
             if g is not None:

@@ -739,3 +739,27 @@ def test_terminal_tables_split_at_any_width_and_drop_nothing(lb):
         for s in _shown_numbers(b):
             assert s in text, (width, s)
         assert ("part 1/" in text) == (width < 300), width  # split where it must be, whole where it fits
+
+
+def test_a_column_where_every_row_scores_the_same_is_named_in_every_rendering():
+    from rich.console import Console
+
+    from leaderboard.render_html import board_html
+    from leaderboard.render_markdown import board_md
+    from leaderboard.render_terminal import render
+    from leaderboard.tables import Board, Entry, Leaderboard, Row
+
+    zero = Board("e", "ner", "f1", "cpu", True, "step", 0, ["fra_Latn", "jpn_Jpan"], [
+        Row(m, {"jpn_Jpan": Entry([0.0], ["1"]), "fra_Latn": Entry([v], ["1"])}) for m, v in (("a", 0.2), ("b", 0.3))])
+    note = "no best in jpn_Jpan (every row 0.000)"
+    con = Console(width=200, record=True, file=io.StringIO())
+    render(zero, con, details=False)
+    assert note in con.export_text()
+    md = "\n".join(board_md(zero))
+    assert note in md and "**0.000**" not in md and "**0.300**" in md
+    page = board_html(Leaderboard("e", [zero], [], {}, []), zero)
+    assert note in page and page.count('class="tie"') == 2 and page.count('class="best"') == 1
+    # a tie between some rows above the rest is still the best
+    top = Board("e", "ner", "f1", "cpu", True, "step", 0, ["fra_Latn"], [
+        Row(m, {"fra_Latn": Entry([v], ["1"])}) for m, v in (("a", 0.3), ("b", 0.3), ("c", 0.1))])
+    assert "no best" not in "\n".join(board_md(top)) and "**0.300**" in "\n".join(board_md(top))
