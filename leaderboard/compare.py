@@ -7,8 +7,9 @@ Each side is resolved, in this order, to
   * an **MLflow experiment** by name: every cell in it.
 
 Both sides are read back, never recomputed, into rows (a model variant, labelled as on the leaderboard) of per-language
-values per seed. A row of A meets the row of B with the same label, or, when each side has a single row for a table
-(two runs), those two rows. For every task, metric, profile and CPT step both sides have, and for every language both
+values per seed. A row of A meets the row of B with the same label, or the one row of B of the same method and dim
+(labels name the parameters that differ within one experiment), or, when each side has a single row for a table
+(two runs), that row. For every task, metric, profile and CPT step both sides have, and for every language both
 rows have, the comparison gives A, B, ``A - B`` (means over seeds), a bootstrap interval of the difference and whether
 it is significant (the interval excludes 0), with a two-sided bootstrap p-value:
 
@@ -306,6 +307,31 @@ def lang_diff(lang: str, ra: SideRow, rb: SideRow, *, resamples: int, seed: int,
     return d
 
 
+def _method_dim(label: str) -> tuple[str, str]:
+    """``("hyperofa", "full")`` from a row label ``hyperofa d=full (epochs=60, patience=5)``."""
+    method, _, rest = label.partition(" d=")
+    return method, rest.split(" ")[0]
+
+
+def match_rows(ta: SideTable, tb: SideTable) -> list[tuple[SideRow, SideRow]]:
+    """The rows to put side by side: the single row of each side (two runs); else the rows with the same label,
+    then, among the rest, the rows of the same method and dim when each side has exactly one of them (a label
+    names the parameters that tell variants apart within its own experiment, so one variant may be labelled
+    differently in two experiments)."""
+    if len(ta.rows) == 1 and len(tb.rows) == 1:
+        return [(next(iter(ta.rows.values())), next(iter(tb.rows.values())))]
+    pairs = [(ta.rows[lab], tb.rows[lab]) for lab in ta.rows if lab in tb.rows]
+    rest_a = [r for lab, r in ta.rows.items() if lab not in tb.rows]
+    rest_b = [r for lab, r in tb.rows.items() if lab not in ta.rows]
+    for ra in rest_a:
+        key = _method_dim(ra.label)
+        same_a = [r for r in rest_a if _method_dim(r.label) == key]
+        same_b = [r for r in rest_b if _method_dim(r.label) == key]
+        if len(same_a) == 1 and len(same_b) == 1:
+            pairs.append((ra, same_b[0]))
+    return pairs
+
+
 def compare(a: Side, b: Side, *, task: str | None = None, metric: str | None = None, step: str = "final",
             resamples: int = 1000, seed: int = 0) -> list[Comparison]:
     """Every table both sides have (``metric``: None = the task's headline, ``all``; ``step``: ``final``, a CPT
@@ -318,10 +344,7 @@ def compare(a: Side, b: Side, *, task: str | None = None, metric: str | None = N
             continue
         if (metric is None and not ta.headline) or (metric not in (None, "all") and m != metric):
             continue
-        if len(ta.rows) == 1 and len(tb.rows) == 1:
-            pairs = [(next(iter(ta.rows.values())), next(iter(tb.rows.values())))]
-        else:
-            pairs = [(ta.rows[lab], tb.rows[lab]) for lab in ta.rows if lab in tb.rows]
+        pairs = match_rows(ta, tb)
         for ra, rb in pairs:
             langs = sorted(set(ra.values) | set(rb.values))
             lines = []

@@ -181,3 +181,20 @@ def test_better_follows_the_metric_direction():
         assert len(comps) == 1
         c = comps[0]
         assert c.better(c.lines[0]) == winner
+
+
+def test_rows_meet_by_label_then_by_method_and_dim():
+    from leaderboard.compare import SideTable, match_rows
+
+    def table(*labels: str) -> SideTable:
+        return SideTable("sr-t", "acc@10", "cpu", "final", True, True, {lab: SideRow(lab) for lab in labels})
+
+    a = table("random d=full", "hyperofa d=full (epochs=60, patience=5)", "focus d=full (overlap=casefold)",
+              "focus d=full (defaults)", "ofa d=100")
+    b = table("random d=full", "hyperofa d=full", "focus d=full", "ofa d=full")
+    got = {(x.label, y.label) for x, y in match_rows(a, b)}
+    # focus has two variants in A: which one B's focus is cannot be told, so neither is compared; ofa d=100 is not
+    # ofa d=full
+    assert got == {("random d=full", "random d=full"), ("hyperofa d=full (epochs=60, patience=5)", "hyperofa d=full")}
+    assert {(x.label, y.label) for x, y in match_rows(table("fvt d=full"), table("random d=full"))} == {
+        ("fvt d=full", "random d=full")}  # two runs: their single rows
