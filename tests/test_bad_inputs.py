@@ -116,6 +116,14 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("ui-bogus-uri", ["ui", "--no-browser", "--port", "{free_port}", "--tracking-uri", "bogus://x"], {},
      ["unknown scheme"]),
     ("ui-port-not-int", ["ui", "--port", "http"], {}, ["--port"]),
+    # -- cache
+    ("cache-no-action", ["cache"], {}, ["required", "cache --help"]),
+    ("cache-unknown-action", ["cache", "wipe"], {}, ["invalid choice", "prune"]),
+    ("cache-prune-bad-age", ["cache", "prune", "--older-than", "7x"], {}, ["--older-than", "7d"]),
+    ("cache-prune-age-missing", ["cache", "prune", "--older-than"], {}, ["--older-than"]),
+    ("cache-prune-unknown-kind", ["cache", "prune", "--kind", "modles"], {}, ["unknown kind", "init"]),
+    ("cache-du-unknown-flag", ["cache", "du", "--sizes"], {}, ["unrecognized", "--sizes"]),
+    ("cache-home-is-file", ["cache", "du"], {}, ["is a file", "HARNESS_HOME"]),
 ]
 
 
@@ -148,7 +156,7 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path):
         for k, v in subs.items():
             a = a.replace(k, v)
         argv.append(a)
-    if name == "home-is-file":
+    if name.endswith("home-is-file"):
         home.rmdir()
         home.write_text("not a folder")
     if name == "home-unwritable":
