@@ -23,17 +23,28 @@ given as ``source_vectors``: the pair's world holds French text only.
 The default fastText settings are small (dim 32-64, few epochs, 200k buckets) so that the table comes quickly;
 ``--settings cpu`` takes the ``cpu`` profile's method parameters, ``--settings paper`` every method's defaults
 (FOCUS dim 300 / 2M buckets is a 2.4 GB model).
+
+Step by step (``--steps``, real pair only): with the fastText models given (trained once, cached in ``--cache``),
+each side runs ``--repeats`` times on the same inputs and the fastest run counts; each step's time is measured by
+wrapping the functions that do it on both sides (the harness's in ``methods.focus`` / ``methods.wechsel``, the
+reference's in ``deepfocus.focus`` / ``wechsel``), the rest of each call is "other". The table gives step, harness
+s, reference s and the ratio, and says how many CPUs the machine has and whether other processes were busy (times
+on a shared machine vary; compare ratios measured side by side)::
+
+    OMP_NUM_THREADS=1 .venv-parity/bin/python benchmarks/bench_methods.py --steps --cache /tmp/bench-cache
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
+import os
 import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import torch
@@ -141,6 +152,193 @@ def theirs_wechsel(world: Any, inputs: dict[str, Any], result: Any) -> dict[str,
     return {"seconds": seconds, **mem.as_dict()}
 
 
+# -- step by step ----------------------------------------------------------------------------------------------
+# (step label, module, attribute): the functions that make each step, on each side
+OUR_STEPS = {
+    "focus": [
+        ("load fastText model", "methods.focus", "load_model"),
+        ("load fastText model", "methods.focus", "cached_model"),
+        ("overlap", None, "mapping_for"),
+        ("token vectors", "methods.focus", "word_vectors"),
+        ("token vectors", "methods.focus", "in_vocabulary"),
+        ("similarities + sparsemax + combination", "methods.focus", "focus_combine"),
+        ("fallback rows", "methods.focus", "fallback_matrix"),
+        ("per-language report (harness only)", "methods.focus", "language_token_counts"),
+        ("per-language report (harness only)", "methods.focus", "assign_languages"),
+        ("per-language report (harness only)", "methods.focus", "per_language_counts"),
+    ],
+    "wechsel": [
+        ("load fastText models", "methods.wechsel", "load_model"),
+        ("load fastText models", "methods.wechsel", "cached_model"),
+        ("overlap", None, "mapping_for"),
+        ("alignment (dictionary, Procrustes)", "methods.wechsel", "read_dictionary"),
+        ("alignment (dictionary, Procrustes)", "methods.wechsel", "alignment_pairs"),
+        ("alignment (dictionary, Procrustes)", "methods.wechsel", "procrustes"),
+        ("token vectors", "methods.wechsel", "decoded_tokens"),
+        ("token vectors", "methods.wechsel", "word_vectors"),
+        ("neighbours + softmax + combination", "methods.wechsel", "knn_softmax"),
+        ("fallback rows", "methods.wechsel", "fallback_matrix"),
+        ("token counts, languages (harness only)", "methods.wechsel", "language_token_counts"),
+        ("token counts, languages (harness only)", "methods.wechsel", "assign_languages"),
+        ("token counts, languages (harness only)", "methods.wechsel", "per_language_counts"),
+    ],
+}
+THEIR_STEPS = {
+    "focus": [
+        ("load fastText model", "deepfocus.focus", "load_target_token_embedding"),
+        ("overlap", "deepfocus.focus", "get_overlapping_tokens"),
+        ("token vectors", "deepfocus.focus", "is_very_rare_token"),
+        ("similarities + sparsemax + combination", "deepfocus.focus", "focus_additional_token_initialization"),
+    ],
+    "wechsel": [
+        ("load fastText models", "fasttext", "load_model"),
+        ("alignment (dictionary, Procrustes)", "wechsel", "WECHSEL.__init__"),
+        ("token vectors", "wechsel", "get_subword_embeddings_in_word_embedding_space"),
+        ("neighbours + softmax + combination", "wechsel", "create_target_embeddings"),
+    ],
+}
+
+
+class StepClock:
+    """Wrap functions so that the time spent in them adds up per step label (outermost call only)."""
+
+    def __init__(self, spec: list[tuple[str, str | None, str]], holder: Any = None):
+        import importlib
+
+        self.totals: dict[str, float] = {}
+        self.patches: list[tuple[Any, str, Any]] = []
+        self.depth = 0
+        for label, module, attr in spec:
+            owner = holder if module is None else importlib.import_module(module)
+            *path, name = attr.split(".")
+            for part in path:
+                owner = getattr(owner, part)
+            if not hasattr(owner, name):
+                continue
+            self.patches.append((owner, name, getattr(owner, name)))
+            setattr(owner, name, self._wrap(label, getattr(owner, name)))
+
+    def _wrap(self, label: str, fn: Any) -> Any:
+        def timed(*a: Any, **k: Any) -> Any:
+            if self.depth:
+                return fn(*a, **k)
+            self.depth += 1
+            t0 = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                self.depth -= 1
+                self.totals[label] = self.totals.get(label, 0.0) + time.perf_counter() - t0
+        return timed
+
+    def restore(self) -> None:
+        for owner, name, fn in reversed(self.patches):
+            setattr(owner, name, fn)
+
+
+def run_steps(fn: Any, spec: list[tuple[str, str | None, str]], holder: Any = None, repeats: int = 2
+              ) -> dict[str, float]:
+    """Per-step seconds of the fastest of ``repeats`` calls of ``fn`` (``"total"`` and ``"other"`` included)."""
+    best: dict[str, float] | None = None
+    for _ in range(repeats):
+        gc.collect()
+        clock = StepClock(spec, holder)
+        t0 = time.perf_counter()
+        try:
+            fn()
+        finally:
+            total = time.perf_counter() - t0
+            clock.restore()
+        steps = {**clock.totals, "total": total}
+        steps["other"] = max(0.0, total - sum(v for k, v in clock.totals.items()))
+        if best is None or total < best["total"]:
+            best = steps
+    return best or {}
+
+
+def machine_note() -> str:
+    cpus = os.cpu_count()
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = float("nan")
+    return (f"{cpus} CPUs, load average {load:.1f} at the start (a load near or above the CPU count means other "
+            f"processes shared the machine: absolute times vary, the ratios were measured side by side)")
+
+
+def step_table(cache: Path, methods: list[str], repeats: int) -> None:
+    """FOCUS and WECHSEL on the real pair, with their fastText models given, step by step beside the reference."""
+    import fasttext
+
+    from harness.registry import METHODS
+    from methods.base import InitContext
+    from methods.multilang import dictionary_for
+    from methods.overlap import mapping_cache
+
+    world, inputs = load_real_pair()
+    note = machine_note()
+    st, tt, e_s = inputs["st"], inputs["tt"], inputs["e_s"]
+    focus_params = {"dim": 100, "epochs": 3, "min_count": 10, "bucket": 200_000}
+    wechsel_params = {"dim": 100, "epochs": 5, "min_count": 5, "bucket": 200_000, "threads": 10}
+    tables = []
+    for method in methods:
+        params = focus_params if method == "focus" else wechsel_params
+        if method == "wechsel":
+            path, _ = pivot_vectors(inputs, params, cache, 0)
+            params = {**params, "source_vectors": path}
+
+        holder = SimpleNamespace(mapping_for=mapping_cache(st, tt, None))  # the overlap is timed on its first use
+
+        def ctx(holder=holder, params=params):
+            return InitContext(source_matrix=e_s, source_tokenizer=st, target_tokenizer=tt,
+                               mapping_for=lambda rule, **o: holder.mapping_for(rule, **o), world=world, seed=0,
+                               params=dict(params), cache_dir=cache)
+
+        first = METHODS.get(method)().initialize(ctx())  # trains (or finds) the fastText models
+        ours = run_steps(lambda method=method, ctx=ctx: METHODS.get(method)().initialize(ctx()), OUR_STEPS[method],
+                         holder, repeats)
+        if method == "focus":
+            from deepfocus import FOCUS
+
+            model_path = first.stats["fasttext"]["path"]
+            theirs = run_steps(lambda model_path=model_path: FOCUS(
+                target_tokenizer=tt, source_tokenizer=st, source_embeddings=e_s.clone(),
+                fasttext_model_path=model_path, exact_match_all=True, match_symbols=True, fuzzy_match_all=False,
+                verbosity="silent", processes=1), THEIR_STEPS[method], repeats=repeats)
+        else:
+            from wechsel import WECHSEL
+
+            s = first.stats
+            lang = next(la for la, info in s["languages"].items() if "vectors" in info)
+            dict_path, _ = dictionary_for(world, s["source_language"], lang)
+
+            def reference(s=s, lang=lang, dict_path=dict_path):
+                w = WECHSEL(fasttext.load_model(s["source_vectors"]["path"]),
+                            fasttext.load_model(s["languages"][lang]["vectors"]["path"]),
+                            align_strategy="bilingual_dictionary", bilingual_dictionary=str(dict_path))
+                return w.apply(st, tt, e_s.numpy().copy())
+
+            theirs = run_steps(reference, THEIR_STEPS[method], repeats=repeats)
+        tables.append((method, ours, theirs))
+
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=160)
+    for method, ours, theirs in tables:
+        t = Table(title=f"{method} on the real pair ({len(tt)} target tokens), fastText models given, fastest of "
+                        f"{repeats}: harness vs reference, same inputs")
+        for col in ("step", "harness s", "reference s", "reference / harness"):
+            t.add_column(col, justify="left" if col == "step" else "right")
+        labels = [la for la in dict.fromkeys([*ours, *theirs]) if la not in ("total", "other")]
+        for label in [*labels, "other", "total"]:
+            a, b = ours.get(label), theirs.get(label)
+            ratio = f"{b / a:.1f}x" if a and b else "-"
+            t.add_row(label, f"{a:.2f}" if a is not None else "-", f"{b:.2f}" if b is not None else "-", ratio)
+        console.print(t)
+    console.print(f"machine: {note}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--worlds", default="synthetic,bible")
@@ -149,8 +347,21 @@ def main() -> None:
                     help="method parameters: small fastText models, the cpu profile's, or the defaults (paper)")
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--steps", action="store_true",
+                    help="real pair only: FOCUS and WECHSEL step by step beside deepfocus and wechsel")
+    ap.add_argument("--cache", type=Path, default=None,
+                    help="--steps: method cache to keep the fastText models in between runs (default: temporary)")
+    ap.add_argument("--repeats", type=int, default=2, help="--steps: runs per side (the fastest counts)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+
+    if args.steps:
+        import methods  # noqa: F401  (registers the methods)
+
+        cache = args.cache or Path(tempfile.mkdtemp(prefix="bench-steps-"))
+        cache.mkdir(parents=True, exist_ok=True)
+        step_table(cache, [m for m in args.methods.split(",") if m in REAL_PAIR_METHODS], args.repeats)
+        return
 
     import methods  # noqa: F401  (registers the methods)
     from harness.worlds import get_world

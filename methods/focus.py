@@ -139,10 +139,10 @@ def focus_combine(new_vectors: torch.Tensor, anchor_vectors: torch.Tensor, ancho
         w = sparsemax_topk(sims, k=sparsemax_k)
         out[start:stop] = (w @ rows).to("cpu", anchor_rows.dtype)
         w_cpu = w.cpu()
-        for r in range(w_cpu.shape[0]):
-            idx = torch.nonzero(w_cpu[r] > 0).flatten()
-            supports.append(idx.numpy())
-            weights.append(w_cpu[r, idx].numpy())
+        r_idx, c_idx = torch.nonzero(w_cpu > 0, as_tuple=True)  # row-major: each row's support in anchor order
+        cuts = np.cumsum(torch.bincount(r_idx, minlength=stop - start).numpy())[:-1]
+        supports.extend(np.split(c_idx.numpy(), cuts))
+        weights.extend(np.split(w_cpu[r_idx, c_idx].numpy(), cuts))
         if progress is not None:
             progress(stop - start)
     return out, supports, weights

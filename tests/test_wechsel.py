@@ -209,3 +209,67 @@ def test_specials_parameter_reaches_the_overlap_rule(wechsel_run):
     assert plain.copy == ctx.mapping_for("wechsel", specials="string").copy
     with pytest.raises(ConfigError, match="specials"):
         METHODS.get("wechsel")().initialize(dataclasses.replace(ctx, params={**TINY, "specials": "id"}))
+
+
+def _knn_float64(u_t, u_s, f_s, k, temperature):
+    """The all-float64 search the screened one must reproduce: ties to the lower source id."""
+    us = u_s / np.maximum(np.linalg.norm(u_s, axis=1, keepdims=True), 1e-300)
+    rows, nbs = [], []
+    for u in u_t:
+        sims = us @ (u / np.linalg.norm(u))
+        top = np.argsort(-sims, kind="stable")[:k]
+        w = np.exp((sims[top] - sims[top].max()) / temperature)
+        rows.append((w / w.sum()) @ f_s[top])
+        nbs.append(top)
+    return np.array(rows), np.array(nbs)
+
+
+@pytest.mark.parametrize("kind", ["random", "nearly parallel", "tied"])
+def test_screened_neighbour_search_is_the_float64_search(kind):
+    """knn_softmax screens candidates in float32 and ranks them in float64; its neighbours and rows are the
+    all-float64 search's, also where cosines differ by less than float32 can tell (nearly parallel vectors fall
+    back to the float64 search) and where source vectors are equal (ties go to the lower id)."""
+    from methods.wechsel import knn_softmax
+
+    g = np.random.default_rng(1)
+    u_s, u_t = g.standard_normal((4000, 24)), g.standard_normal((300, 24))
+    if kind == "nearly parallel":
+        u_s, u_t = 1 + 1e-3 * u_s, 1 + 1e-3 * u_t  # cosines 1 - O(1e-6): float32 cannot rank them
+    if kind == "tied":
+        u_s[2000:] = u_s[:2000]  # every vector twice
+        u_s[::7] = u_s[3]  # and one of them 572 times
+    u_s[5] = 0  # a zero vector scores 0
+    f_s = g.standard_normal((4000, 6)).astype(np.float32)
+    rows, nbs, _ = knn_softmax(u_t, u_s, torch.from_numpy(f_s), k=10, temperature=0.1, block_size=128)
+    want_rows, want_nbs = _knn_float64(u_t, u_s, f_s.astype(np.float64), 10, 0.1)
+    assert np.array_equal(nbs, want_nbs)
+    np.testing.assert_allclose(rows.numpy(), want_rows, atol=1e-6)
+
+
+def test_batch_decoding_is_decode():
+    """decoded_tokens' batch path gives tokenizer.decode(i).strip() for every id (WordPiece with its clean-up, and
+    SentencePiece), and falls back to decode when the batch path disagrees."""
+    from transformers import AutoTokenizer
+
+    from harness.worlds import get_world
+    from tests.test_ofa import source_tokenizer
+
+    w = get_world("synthetic", build=True)
+    for tok in (source_tokenizer(), AutoTokenizer.from_pretrained(w.target_tokenizer_dir)):
+        assert decoded_tokens(tok) == [tok.decode(i).strip() for i in range(len(tok))]
+
+    class Odd:  # a backend whose batch decoding is wrong
+        def __init__(self, tok):
+            self.tok = tok
+            self.backend_tokenizer = type("B", (), {"decode_batch": lambda s, ids, **k: ["x"] * len(ids),
+                                                    "model": None})()
+            self.all_special_ids = tok.all_special_ids
+
+        def __len__(self):
+            return len(self.tok)
+
+        def decode(self, i):
+            return self.tok.decode(i)
+
+    tok = source_tokenizer()
+    assert decoded_tokens(Odd(tok)) == [tok.decode(i).strip() for i in range(len(tok))]
