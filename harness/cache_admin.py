@@ -59,6 +59,7 @@ class Item:
     world: str = "-"
     extra: tuple[Path, ...] = ()
     busy: bool = False  # an unfinished build, perhaps still running
+    finished: bool = False  # a product of a cell whose MLflow run finished (its results are logged)
 
 
 def tree_size(path: Path) -> int:
@@ -121,8 +122,9 @@ def world_names(home: Path) -> dict[str, str]:
     return out
 
 
-def cell_worlds(home: Path) -> dict[str, str]:
-    """Cell key -> world name, read (read-only) from the default tracking store's run tags."""
+def cell_runs(home: Path) -> dict[str, dict[str, str]]:
+    """Cell key -> {"world", "profile", "status"} of the cell runs in the home's default tracking store (read
+    read-only); a cell with several runs is FINISHED when one of them is."""
     import sqlite3
 
     db = home / "mlflow.db"
@@ -131,13 +133,25 @@ def cell_worlds(home: Path) -> dict[str, str]:
     try:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
-            rows = con.execute("SELECT a.value, b.value FROM tags a JOIN tags b ON a.run_uuid = b.run_uuid "
-                               "WHERE a.key = 'harness.cell' AND b.key = 'harness.world'").fetchall()
+            rows = con.execute(
+                "SELECT a.value, b.key, b.value, r.status FROM tags a JOIN tags b ON a.run_uuid = b.run_uuid "
+                "JOIN runs r ON r.run_uuid = a.run_uuid WHERE a.key = 'harness.cell' AND b.key IN "
+                "('harness.world', 'harness.profile', 'harness.kind')").fetchall()
         finally:
             con.close()
     except sqlite3.Error:
         return {}
-    return {str(c): str(w) for c, w in rows}
+    runs: dict[tuple[str, str], dict[str, str]] = {}
+    for cell, key, value, status in rows:
+        r = runs.setdefault((str(cell), str(status)), {"status": str(status)})
+        r[key[len("harness."):]] = str(value)
+    out: dict[str, dict[str, str]] = {}
+    for (cell, _), r in runs.items():
+        if r.get("kind") != "cell":
+            continue
+        if cell not in out or r["status"] == "FINISHED":
+            out[cell] = r
+    return out
 
 
 def _product_items(home: Path, kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
@@ -169,28 +183,43 @@ def scan(home: Path) -> list[Item]:
                     items.extend(_product_items(home, sub, sub.name, hashes))
             else:
                 items.extend(_product_items(home, kind_dir, kind_dir.name, hashes))
-        # a tagger's model key is "<cell key>:<step>"; the cell's MLflow runs name its world
-        cells = cell_worlds(home)
+        # a tagger's model key is "<cell key>:<step>"; the cell's MLflow runs name its world and status
+        cells = cell_runs(home)
         for i in items:
-            if i.kind == "tagger" and i.world == "-":
-                model = str((_marker(i.path).get("inputs") or {}).get("model") or "")
-                i.world = cells.get(model.split(":")[0], "-")
-        # a CPT product's folder is the hash of its init product's key, its settings and seed
-        inits = {i.path.name: i.world for i in items if i.kind == "init"}
+            if i.kind == "tagger":
+                cell = cells.get(str((_marker(i.path).get("inputs") or {}).get("model") or "").split(":")[0], {})
+                i.finished = cell.get("status") == "FINISHED"
+                if i.world == "-":
+                    i.world = cell.get("world", "-")
+        # a CPT product's folder is the hash of its init product's key, its settings and seed; the cell's key is
+        # the hash of the init product's inputs, the profile and the CPT settings
+        inits = {i.path.name: i for i in items if i.kind == "init"}
+        profiles = sorted({c.get("profile", "") for c in cells.values()} - {""})
         for i in items:
-            if i.kind == "cpt" and i.world == "-":
-                info = _marker(i.path)
-                settings = {k: v for k, v in (info.get("settings") or {}).items() if k != "devices"}
-                for key, world in inits.items():
-                    if hash_obj({"init": key, "cpt": settings, "seed": info.get("seed")}) == i.path.name:
-                        i.world = world
-                        break
+            if i.kind != "cpt":
+                continue
+            info = _marker(i.path)
+            settings = {k: v for k, v in (info.get("settings") or {}).items() if k != "devices"}
+            for key, init in inits.items():
+                if hash_obj({"init": key, "cpt": settings, "seed": info.get("seed")}) != i.path.name:
+                    continue
+                if i.world == "-":
+                    i.world = init.world
+                inputs = _marker(init.path).get("inputs") or {}
+                for profile in profiles:
+                    cell = cells.get(hash_obj({**inputs, "profile": profile, "cpt": settings}), {})
+                    if cell.get("status") == "FINISHED":
+                        i.finished = init.finished = True
+                break
         # tagger-test scores belong to the world of their tagger
-        by_key = {i.path.name: i.world for i in items if i.kind == "tagger"}
+        by_key = {i.path.name: i for i in items if i.kind == "tagger"}
         for i in items:
-            if i.kind == "tagger-test" and i.world == "-":
-                tagger = (_marker(i.path).get("inputs") or {}).get("tagger")
-                i.world = by_key.get(str(tagger), "-")
+            if i.kind == "tagger-test":
+                tagger = by_key.get(str((_marker(i.path).get("inputs") or {}).get("tagger")))
+                if tagger is not None:
+                    i.finished = tagger.finished
+                    if i.world == "-":
+                        i.world = tagger.world
     methods = home / "cache" / "methods"
     if methods.is_dir():
         for mdir in sorted(p for p in methods.iterdir() if p.is_dir()):
@@ -259,12 +288,13 @@ def kind_matches(kind: str, wanted: list[str]) -> bool:
 
 
 def select(items: list[Item], kinds: list[str] | None, world: str | None, older_than_s: float | None,
-           now: float | None = None) -> list[Item]:
-    """The items ``prune`` would remove (never tracking or leaderboards, never a build in progress)."""
+           now: float | None = None, finished: bool = False) -> list[Item]:
+    """The items ``prune`` would remove (never tracking or leaderboards, never a build in progress; with
+    ``finished`` only the init, CPT and tagger products of cells whose MLflow run finished)."""
     now = time.time() if now is None else now
     out = []
     for i in items:
-        if i.kind in PROTECTED or i.busy:
+        if i.kind in PROTECTED or i.busy or (finished and not i.finished):
             continue
         if kinds:
             if not kind_matches(i.kind, kinds):
@@ -354,7 +384,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"--kind {', '.join(unknown)}: unknown kind; known: {', '.join(known)}")
     older = parse_age(args.older_than) if args.older_than else None
-    chosen = select(items, kinds or None, args.world, older)
+    chosen = select(items, kinds or None, args.world, older, finished=args.finished)
     rows = summarize(chosen)
     total = sum(i.bytes for i in chosen)
     if args.dry_run:
@@ -386,5 +416,8 @@ def add_parser(sub: Any) -> None:
                          "(default: every cached product; world, downloads and build-envs only when named)")
     pr.add_argument("--world", help="only products of this world")
     pr.add_argument("--older-than", help="only products older than this (7d, 12h, 30m, 2w)")
+    pr.add_argument("--finished", action="store_true",
+                    help="only the init, CPT and tagger products of cells whose MLflow run finished (a later "
+                         "evaluation of such a cell builds them again)")
     pr.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     pr.set_defaults(func=cmd_prune)

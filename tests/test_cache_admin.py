@@ -167,3 +167,47 @@ def test_prune_refuses_results_and_unknown_kinds(home, monkeypatch, run_cli):
     r = run_cli("cache", "du", env={"HARNESS_HOME": str(home)})
     assert r.returncode == 0 and "methods/wechsel" in r.stdout and "tracking" in r.stdout
     assert (home / "mlflow.db").exists() and (home / "products" / "init" / "i1").exists()
+
+
+def test_prune_finished_takes_only_the_products_of_finished_cells(tmp_path, monkeypatch, capsys):
+    """Init and CPT products are tied to their cell (the hash of the init inputs, profile and CPT settings); only
+    those whose cell's MLflow run FINISHED go, and with them the cell's tagger records."""
+    import sqlite3
+
+    from harness.cli import build_parser
+    from harness.hashing import hash_obj
+
+    h = tmp_path / "home"
+    settings = {"steps": 10, "lr": 1e-4, "devices": 1}
+    cpt = {k: v for k, v in settings.items() if k != "devices"}
+    con = sqlite3.connect(_mkdir(h) / "mlflow.db")
+    con.execute("CREATE TABLE runs (run_uuid TEXT, status TEXT)")
+    con.execute("CREATE TABLE tags (key TEXT, value TEXT, run_uuid TEXT)")
+    for n, (method, status) in enumerate((("done", "FINISHED"), ("busy", "RUNNING"))):
+        inputs = {"world": "w", "source": "s", "method": method, "params": {}, "dim": None, "seed": 1,
+                  "init_version": 2}
+        _folder(h / "products" / "init" / f"init-{method}", 1000, {"kind": "init", "inputs": inputs})
+        cpt_key = hash_obj({"init": f"init-{method}", "cpt": cpt, "seed": 1})
+        _folder(h / "products" / "cpt" / cpt_key, 2000, {"kind": "cpt", "settings": settings, "seed": 1})
+        cell = hash_obj({**inputs, "profile": "cpu", "cpt": cpt})
+        _folder(h / "products" / "tasks" / "tagger" / f"tagger-{method}", 10,
+                {"kind": "tagger", "inputs": {"model": f"{cell}:0"}})
+        run = f"run{n}"
+        con.execute("INSERT INTO runs VALUES (?, ?)", (run, status))
+        con.executemany("INSERT INTO tags VALUES (?, ?, ?)", [("harness.cell", cell, run), ("harness.kind", "cell", run),
+                                                             ("harness.profile", "cpu", run),
+                                                             ("harness.world", "toy", run)])
+    con.commit()
+    con.close()
+    monkeypatch.setenv("HARNESS_HOME", str(h))
+    args = build_parser().parse_args(["cache", "prune", "--finished"])
+    assert args.func(args) == 0
+    assert "freed" in capsys.readouterr().out
+    remaining = {p.name for kind in ("init", "cpt", "tasks/tagger") for p in (h / "products" / kind).iterdir()}
+    assert remaining == {"init-busy", hash_obj({"init": "init-busy", "cpt": cpt, "seed": 1}), "tagger-busy"}
+    assert (h / "mlflow.db").is_file()
+
+
+def _mkdir(p: Path) -> Path:
+    p.mkdir(parents=True, exist_ok=True)
+    return p
