@@ -162,24 +162,53 @@ def alignment_pairs(source_model: Any, target_model: Any, pairs: list[tuple[str,
     return s_vecs[s3[keep]], t_vecs[t3[keep]]
 
 
+def _screen(ut: torch.Tensor, us32: torch.Tensor, c: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``c`` source vectors of largest float32 inner product with each row of ``ut`` (unit vectors):
+    ``(float32 products (n, c), source ids (n, c))``. On a CPU by faiss's exhaustive search when it is installed
+    (about twice as fast as a matmul and ``torch.topk``; one call over all rows, with torch's thread count),
+    otherwise by blocks of matmul and ``torch.topk``."""
+    q = ut.to(torch.float32)
+    if torch.device(device).type == "cpu":
+        try:
+            import faiss
+        except ImportError:
+            faiss = None
+        if faiss is not None:
+            index = faiss.IndexFlatIP(us32.shape[1])
+            index.add(np.ascontiguousarray(us32.cpu().numpy()))
+            threads = faiss.omp_get_max_threads()
+            faiss.omp_set_num_threads(torch.get_num_threads())
+            try:
+                vals, ids = index.search(np.ascontiguousarray(q.cpu().numpy()), c)
+            finally:
+                faiss.omp_set_num_threads(threads)
+            return torch.from_numpy(vals), torch.from_numpy(ids).to(torch.long)
+    out_v, out_i = [], []
+    for start in range(0, len(q), 1024):
+        v, i = torch.topk(q[start:start + 1024] @ us32.T, c, dim=1, sorted=False)
+        out_v.append(v)
+        out_i.append(i)
+    return torch.cat(out_v), torch.cat(out_i)
+
+
 def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch.Tensor, *, k: int,
                 temperature: float, block_size: int = 1024, device: str = "cpu",
-                progress: Callable[[int], None] | None = None, screen: int = 32
+                progress: Callable[[int], None] | None = None, screen: int = 16
                 ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
     """Steps 4-5 in float64: cosine of each target vector to every source vector (zero vectors score 0), the
     ``k`` best (ties broken towards the lower source id: tokens that decode to the same string, such as ``▁go``
     and ``go``, have identical vectors), ``softmax(sim / temperature)`` over them, the weighted sum of
     ``source_matrix`` rows. Returns ``(rows, neighbour ids (n, k), weights (n, k))``.
 
-    The search over all source vectors runs in float32 and keeps ``k + screen`` candidates per row; their
-    cosines are then computed again in float64 from the float64 unit vectors, and the ``k`` best of those by
-    (cosine, source id) are the neighbours. A float32 cosine of two unit vectors of dimension d is within
-    ``delta = (d + 2) 2^-23`` of the float64 one (twice the rounding bound), so a vector left out of the candidates
-    (float32 cosine at most the smallest candidate's, ``m``) has a float64 cosine of at most ``m + delta``: when the
-    k-th float64 cosine is above that, the neighbours are exactly those of the all-float64 search; a row where it
-    is not (nearly parallel vectors) is searched again in float64 over all source vectors. Several times faster
-    than the all-float64 search with the same neighbours and weights (a test checks it on random and on
-    nearly parallel vectors)."""
+    The search over all source vectors runs in float32 (:func:`_screen`) and keeps ``k + screen`` candidates per
+    row; their cosines are then computed again in float64 from the float64 unit vectors, and the ``k`` best of
+    those by (cosine, source id) are the neighbours. A float32 inner product of two unit vectors of dimension d is
+    within ``delta = (d + 2) 2^-23`` of the float64 cosine (twice the rounding bound), so a vector left out of the
+    candidates (float32 product at most the smallest candidate's, ``m``) has a float64 cosine of at most
+    ``m + delta``: when the k-th float64 cosine is above that, the neighbours are exactly those of the all-float64
+    search; a row where it is not (nearly parallel vectors, large ties) is searched again in float64 over all
+    source vectors. The same neighbours and weights as the all-float64 search (a test checks it on random, nearly
+    parallel and tied vectors), several times faster."""
     def unit(x: torch.Tensor) -> torch.Tensor:
         norm = x.norm(dim=1, keepdim=True)
         return torch.where(norm > 0, x / norm.clamp_min(1e-300), torch.zeros_like(x))
@@ -187,25 +216,28 @@ def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch
     k = min(int(k), u_source.shape[0])
     extra = min(k + max(int(screen), 16), u_source.shape[0])  # candidates, with room to order ties by source id
     us = unit(torch.from_numpy(u_source).to(device, torch.float64))
-    us32 = us.to(torch.float32)
     fs = source_matrix.to(device, torch.float64)
     n = u_target.shape[0]
     out = torch.empty((n, source_matrix.shape[1]), dtype=source_matrix.dtype)
     nbs = np.zeros((n, k), dtype=np.int64)
     wts = np.zeros((n, k), dtype=np.float64)
+    if n == 0:
+        return out, nbs, wts
+    ut_all = unit(torch.from_numpy(u_target).to(device, torch.float64))
+    vals32, cand = _screen(ut_all, us.to(torch.float32), extra, device)
     delta = (u_source.shape[1] + 2) * 2.0 ** -23
     for start in range(0, n, block_size):
         stop = min(start + block_size, n)
-        ut = unit(torch.from_numpy(u_target[start:stop]).to(device, torch.float64))
-        vals32, idx = torch.topk(ut.to(torch.float32) @ us32.T, extra, dim=1, sorted=False)
-        idx, _ = torch.sort(idx, dim=1)  # by source id, so that the stable sort below orders ties by id
+        ut = ut_all[start:stop]
+        idx, _ = torch.sort(cand[start:stop].to(device), dim=1)  # by source id: the stable sort below orders ties by id
         # the candidates' cosines in float64, each summed in the same order (equal vectors give equal cosines, so
         # that their tie goes to the lower id; a batched matmul may round them differently by position)
         vals = (ut[:, None, :] * us[idx]).sum(dim=-1)
         order = torch.argsort(-vals, dim=1, stable=True)
         vals, idx = vals.gather(1, order)[:, :k], idx.gather(1, order)[:, :k]
         if extra < u_source.shape[0]:
-            unsure = torch.nonzero(vals[:, -1] <= vals32.min(dim=1).values.to(torch.float64) + delta).flatten()
+            floor = vals32[start:stop].to(device, torch.float64).min(dim=1).values + delta
+            unsure = torch.nonzero(vals[:, -1] <= floor).flatten()
             if len(unsure):  # the float64 search over every source vector for these rows
                 full = ut[unsure] @ us.T
                 v2, i2 = torch.topk(full, extra, dim=1)

@@ -224,12 +224,21 @@ def _knn_float64(u_t, u_s, f_s, k, temperature):
     return np.array(rows), np.array(nbs)
 
 
+@pytest.mark.parametrize("screen", ["faiss", "torch"])
 @pytest.mark.parametrize("kind", ["random", "nearly parallel", "tied"])
-def test_screened_neighbour_search_is_the_float64_search(kind):
-    """knn_softmax screens candidates in float32 and ranks them in float64; its neighbours and rows are the
-    all-float64 search's, also where cosines differ by less than float32 can tell (nearly parallel vectors fall
-    back to the float64 search) and where source vectors are equal (ties go to the lower id)."""
+def test_screened_neighbour_search_is_the_float64_search(kind, screen, monkeypatch):
+    """knn_softmax screens candidates in float32 (faiss, or torch where faiss is missing) and ranks them in
+    float64; its neighbours and rows are the all-float64 search's, also where cosines differ by less than float32
+    can tell (nearly parallel vectors fall back to the float64 search) and where source vectors are equal (ties
+    go to the lower id)."""
+    import sys
+
     from methods.wechsel import knn_softmax
+
+    if screen == "torch":
+        monkeypatch.setitem(sys.modules, "faiss", None)  # import faiss raises ImportError
+    else:
+        pytest.importorskip("faiss")
 
     g = np.random.default_rng(1)
     u_s, u_t = g.standard_normal((4000, 24)), g.standard_normal((300, 24))
