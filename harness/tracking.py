@@ -205,17 +205,32 @@ def column(kind: str, name: str) -> str:
     return f"{kind}.`{name}`"
 
 
+# the UI's side bar switches between GenAI and model-training pages; a browser that never chose starts on GenAI
+WORKFLOW = "workflowType=machine_learning"
+
+
+def experiment_url(base: str, experiment_id: str) -> str:
+    """The UI's page of an experiment (a model-training experiment opens on its runs table)."""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}?{WORKFLOW}"
+
+
 def runs_table_url(base: str, experiment_id: str, view: str | None = None) -> str:
     """The UI's runs table of an experiment (``view``: a saved view, :meth:`Tracker.save_runs_view`)."""
     from urllib.parse import quote
 
-    url = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs"
-    return f"{url}?viewStateShareKey={quote(view)}" if view else url
+    url = f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs?{WORKFLOW}"
+    return f"{url}&viewStateShareKey={quote(view)}" if view else url
+
+
+def run_url(base: str, experiment_id: str, run_id: str, tab: str = "") -> str:
+    """The UI's page of a run (``tab``: ``model-metrics``, ``artifacts`` ...)."""
+    tail = f"/{tab}" if tab else ""
+    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}{tail}?{WORKFLOW}"
 
 
 def artifact_url(base: str, experiment_id: str, run_id: str, path: str) -> str:
     """The UI's view of one artifact of a run (an HTML file is shown as the page)."""
-    return f"{base.rstrip('/')}/#/experiments/{experiment_id}/runs/{run_id}/artifactPath/{path}"
+    return run_url(base, experiment_id, run_id, f"artifactPath/{path}")
 
 
 # -- the SQLite store: created atomically, a half-created one recreated ----------------------------------------

@@ -146,3 +146,66 @@ def test_leaderboard_in_the_mlflow_ui_and_as_a_static_page(run_cli, tracking_uri
     shot.unlink(missing_ok=True)
     _chromium(chromium, tmp_path / "p5", page.as_uri(), screenshot=shot, size="1400,2600", budget_ms=5000)
     assert _png_size(shot) == (1400, 2600) and shot.stat().st_size > 50_000
+
+
+DOCS_IMAGES = REPO / "docs" / "images"
+
+
+@pytest.mark.slow
+def test_the_experiment_opens_on_the_runs_table_with_the_results(run_cli, tracking_uri, tmp_path):
+    """The page `harness ui` prints: the runs table of the results runs, with their metric values on the first
+    page; the experiment's own page is the runs table (a model-training experiment), not the GenAI overview.
+    ``HARNESS_DOCS_SCREENSHOTS=1`` also writes the screenshots to ``docs/images/`` (docs/browsing.md shows them)."""
+    from harness.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, experiment_url, run_url
+    from harness.ui import links
+
+    chromium = _ensure_chromium()
+    shots = _output_dir()
+    exp = "t-browse-results"
+    run_cli("run", "--world", "synthetic", "--methods", "random,ofa,fvt", "--tasks", "sr-t,mlm", "--cpt-steps", "2",
+            "--experiment", exp, check=True)
+    run_cli("leaderboard", "--experiment", exp, "--bootstrap", "0", check=True)
+    client = MlflowClient(tracking_uri)
+    e = client.get_experiment_by_name(exp)
+    assert e.tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
+    results = client.search_runs([e.experiment_id], "tags.`harness.kind` = 'result'")
+    assert sorted(r.info.run_name for r in results) == sorted(
+        f"{task} · {m} d=full" for task in ("mlm", "sr-t") for m in ("fvt", "ofa", "random"))
+
+    port = _free_port()
+    proc = start_server(tracking_uri, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        (item,) = [x for x in links(tracking_uri, base) if x.experiment == exp]
+        assert "viewStateShareKey=" in item.runs and item.leaderboard
+        dom = _chromium(chromium, tmp_path / "r1", item.runs, dump=True)
+        # the first page: every results run, the metric columns, and each run's final/avg value
+        assert "final/avg" in dom and "step0/avg" in dom
+        for r in results:
+            assert r.info.run_name in dom, r.info.run_name
+            value = r.data.metrics["final/avg"]
+            assert f"{value:.4f}"[:5] in dom, (r.info.run_name, value)
+        # the experiment's own page is the runs table, not the GenAI overview ("Traces")
+        dom = _chromium(chromium, tmp_path / "r2", experiment_url(base, e.experiment_id), dump=True)
+        assert "Run Name" in dom and "random-full-s1" in dom and "No data available" not in dom
+        # one results run: its metrics (charts of the per-language values), its artifacts
+        ofa = next(r for r in results if r.info.run_name == "sr-t · ofa d=full")
+        overview = run_url(base, e.experiment_id, ofa.info.run_id)
+        dom = _chromium(chromium, tmp_path / "r3", overview, dump=True)
+        per_language = sorted(k for k in ofa.data.metrics if k.startswith("final/") and "_" in k.split("/")[1]
+                              and not k.endswith(("avg_common", "mean_rank")))
+        assert per_language and "final/avg" in dom and "step0/avg" in dom and per_language[0] in dom
+        pages = {"ui-results-runs.png": (item.runs, "1400,900"),
+                 "ui-results-run.png": (overview, "1400,1700"),
+                 "ui-results-leaderboard.png": (item.leaderboard, "1400,1000")}
+        for name, (url, size) in pages.items():
+            shot = shots / name
+            shot.unlink(missing_ok=True)
+            _chromium(chromium, tmp_path / f"s-{name}", url, screenshot=shot, size=size)
+            assert shot.is_file() and _png_size(shot) == tuple(int(x) for x in size.split(","))
+            assert shot.stat().st_size > 20_000
+            if os.environ.get("HARNESS_DOCS_SCREENSHOTS") == "1":
+                DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(shot, DOCS_IMAGES / name)
+    finally:
+        stop_server(proc)

@@ -95,9 +95,10 @@ def test_ui_links_point_at_the_runs_table_view_and_the_current_leaderboard(publi
     _, exp_id, _, pub = published
     items = {x.experiment: x for x in links(tracking_uri, "http://127.0.0.1:5999")}
     x = items["res-fake"]
-    assert x.runs == f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs?viewStateShareKey=harness-results"
+    assert x.runs == (f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs?workflowType=machine_learning"
+                      "&viewStateShareKey=harness-results")
     assert x.leaderboard == (f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs/{pub.run_id}"
-                             "/artifactPath/leaderboard.html")
+                             "/artifactPath/leaderboard.html?workflowType=machine_learning")
     target = print_links(list(items.values()), "http://127.0.0.1:5999")
     out = capsys.readouterr().out
     assert x.runs in out and x.leaderboard in out
