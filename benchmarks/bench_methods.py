@@ -25,7 +25,8 @@ The default fastText settings are small (dim 32-64, few epochs, 200k buckets) so
 (FOCUS dim 300 / 2M buckets is a 2.4 GB model).
 
 Step by step (``--steps``, real pair only): with the fastText models given (trained once, cached in ``--cache``),
-each side runs ``--repeats`` times on the same inputs and the fastest run counts; each step's time is measured by
+the two sides run ``--repeats`` times each on the same inputs, in turn (harness, reference, harness, ...), and
+the fastest run of each counts; each step's time is measured by
 wrapping the functions that do it on both sides (the harness's in ``methods.focus`` / ``methods.wechsel``, the
 reference's in ``deepfocus.focus`` / ``wechsel``), the rest of each call is "other". The table gives step, harness
 s, reference s and the ratio, and says how many CPUs the machine has and whether other processes were busy (times
@@ -236,24 +237,31 @@ class StepClock:
             setattr(owner, name, fn)
 
 
-def run_steps(fn: Any, spec: list[tuple[str, str | None, str]], holder: Any = None, repeats: int = 2
-              ) -> dict[str, float]:
-    """Per-step seconds of the fastest of ``repeats`` calls of ``fn`` (``"total"`` and ``"other"`` included)."""
-    best: dict[str, float] | None = None
+def run_steps(fn: Any, spec: list[tuple[str, str | None, str]], holder: Any = None) -> dict[str, float]:
+    """Per-step seconds of one call of ``fn`` (``"total"`` and ``"other"`` included)."""
+    gc.collect()
+    clock = StepClock(spec, holder)
+    t0 = time.perf_counter()
+    try:
+        fn()
+    finally:
+        total = time.perf_counter() - t0
+        clock.restore()
+    steps = {**clock.totals, "total": total}
+    steps["other"] = max(0.0, total - sum(clock.totals.values()))
+    return steps
+
+
+def interleaved(ours: Any, theirs: Any, repeats: int) -> tuple[dict[str, float], dict[str, float]]:
+    """``repeats`` rounds of (harness call, reference call), side by side so that both see the same load; the
+    fastest call of each side counts."""
+    best: list[dict[str, float] | None] = [None, None]
     for _ in range(repeats):
-        gc.collect()
-        clock = StepClock(spec, holder)
-        t0 = time.perf_counter()
-        try:
-            fn()
-        finally:
-            total = time.perf_counter() - t0
-            clock.restore()
-        steps = {**clock.totals, "total": total}
-        steps["other"] = max(0.0, total - sum(v for k, v in clock.totals.items()))
-        if best is None or total < best["total"]:
-            best = steps
-    return best or {}
+        for side, run in enumerate((ours, theirs)):
+            steps = run()
+            if best[side] is None or steps["total"] < best[side]["total"]:
+                best[side] = steps
+    return best[0] or {}, best[1] or {}
 
 
 def machine_note() -> str:
@@ -298,16 +306,20 @@ def step_table(cache: Path, methods: list[str], repeats: int) -> None:
                                params=dict(params), cache_dir=cache)
 
         first = METHODS.get(method)().initialize(ctx())  # trains (or finds) the fastText models
-        ours = run_steps(lambda method=method, ctx=ctx: METHODS.get(method)().initialize(ctx()), OUR_STEPS[method],
-                         holder, repeats)
+
+        def ours_once(method=method, ctx=ctx, holder=holder):
+            return run_steps(lambda: METHODS.get(method)().initialize(ctx()), OUR_STEPS[method], holder)
+
         if method == "focus":
             from deepfocus import FOCUS
 
             model_path = first.stats["fasttext"]["path"]
-            theirs = run_steps(lambda model_path=model_path: FOCUS(
-                target_tokenizer=tt, source_tokenizer=st, source_embeddings=e_s.clone(),
-                fasttext_model_path=model_path, exact_match_all=True, match_symbols=True, fuzzy_match_all=False,
-                verbosity="silent", processes=1), THEIR_STEPS[method], repeats=repeats)
+
+            def theirs_once(model_path=model_path):
+                return run_steps(lambda: FOCUS(
+                    target_tokenizer=tt, source_tokenizer=st, source_embeddings=e_s.clone(),
+                    fasttext_model_path=model_path, exact_match_all=True, match_symbols=True,
+                    fuzzy_match_all=False, verbosity="silent", processes=1), THEIR_STEPS["focus"])
         else:
             from wechsel import WECHSEL
 
@@ -321,7 +333,10 @@ def step_table(cache: Path, methods: list[str], repeats: int) -> None:
                             align_strategy="bilingual_dictionary", bilingual_dictionary=str(dict_path))
                 return w.apply(st, tt, e_s.numpy().copy())
 
-            theirs = run_steps(reference, THEIR_STEPS[method], repeats=repeats)
+            def theirs_once(reference=reference):
+                return run_steps(reference, THEIR_STEPS["wechsel"])
+
+        ours, theirs = interleaved(ours_once, theirs_once, repeats)
         tables.append((method, ours, theirs))
 
     from rich.console import Console
