@@ -140,10 +140,15 @@ def serve(tracking_uri: str | None = None, port: int = 5000, open_browser: bool 
         import webbrowser
 
         webbrowser.open(target or url)
+    def _stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt  # SIGTERM (a `timeout`, a service manager) stops the server too
+
+    previous = signal.signal(signal.SIGTERM, _stop)
     try:
         proc.wait()
     except KeyboardInterrupt:
         pass
     finally:
         stop_server(proc)
+        signal.signal(signal.SIGTERM, previous)
     return 0
