@@ -86,13 +86,24 @@ def links(tracking_uri: str, base: str) -> list[Links]:
     """The runs-table and leaderboard URLs of every active experiment that has runs, newest leaderboard first."""
     from mlflow.tracking import MlflowClient
 
-    from harness.tracking import RESULTS_VIEW, SHARED_VIEW_PREFIX, TAG, artifact_url, runs_table_url
+    from harness.tracking import (
+        EXPERIMENT_KIND,
+        EXPERIMENT_KIND_TAG,
+        RESULTS_VIEW,
+        SHARED_VIEW_PREFIX,
+        TAG,
+        artifact_url,
+        runs_table_url,
+    )
 
     client = MlflowClient(tracking_uri)
     out = []
     for exp in client.search_experiments():
-        if exp.name == "Default" and not client.search_runs([exp.experiment_id], max_results=1):
+        has_runs = bool(client.search_runs([exp.experiment_id], max_results=1))
+        if exp.name == "Default" and not has_runs:
             continue
+        if has_runs and EXPERIMENT_KIND_TAG not in (exp.tags or {}):  # an experiment from before the tag
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND_TAG, EXPERIMENT_KIND)
         view = RESULTS_VIEW if SHARED_VIEW_PREFIX + RESULTS_VIEW in (exp.tags or {}) else None
         item = Links(exp.name, exp.experiment_id, runs_table_url(base, exp.experiment_id, view))
         boards = client.search_runs([exp.experiment_id], filter_string=f"tags.`{TAG}kind` = 'leaderboard'",

@@ -99,6 +99,12 @@ def test_ui_links_point_at_the_runs_table_view_and_the_current_leaderboard(publi
                       "&viewStateShareKey=harness-results")
     assert x.leaderboard == (f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs/{pub.run_id}"
                              "/artifactPath/leaderboard.html?workflowType=machine_learning")
+    # an experiment from before the kind tag, with runs, gets it when harness ui lists it
+    client = MlflowClient(tracking_uri)
+    old = client.create_experiment("ui-old-kind")
+    client.create_run(old)
+    links(tracking_uri, "http://127.0.0.1:5999")
+    assert client.get_experiment(old).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
     target = print_links(list(items.values()), "http://127.0.0.1:5999")
     out = capsys.readouterr().out
     assert x.runs in out and x.leaderboard in out
