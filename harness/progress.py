@@ -81,8 +81,9 @@ def _count(v: float) -> str:
 
 @dataclass
 class _Task:
-    description: str
+    description: str  # the name the step started with; every line of the step begins with it
     total: float | None
+    detail: str = ""  # a later description (the cell being run, the current loss), shown after the numbers
     completed: float = 0.0
     started: float = field(default_factory=time.monotonic)
     last_line: float = field(default_factory=time.monotonic)
@@ -95,7 +96,8 @@ class PlainProgress:
 
     ``start`` when a task is added; ``NN% (done/total, elapsed)`` each time a tenth of the way is crossed (at
     most one line per ``min_interval`` seconds) or ``heartbeat`` seconds have passed since the last line; ``done
-    in <elapsed>`` when it completes or is removed (``stopped at`` when it ends short of its total)."""
+    in <elapsed>`` when it completes or is removed (``stopped at`` when it ends short of its total). A step keeps
+    the name it started with; a later description (rich's ``update(description=...)``) follows the numbers."""
 
     def __init__(self, file: TextIO | None = None, *, prefix: str | None = None, heartbeat: float = HEARTBEAT_S,
                  step_percent: int = STEP_PERCENT, min_interval: float | None = None, enabled: bool = True):
@@ -139,12 +141,13 @@ class PlainProgress:
     log = print
 
     def _line(self, t: _Task, now: float) -> None:
+        detail = f" · {t.detail}" if t.detail else ""
         if t.total:
             pct = int(100 * min(t.completed / t.total, 1.0))
             self.print(f"{t.description}: {pct}% ({_count(t.completed)}/{_count(t.total)}, "
-                       f"{_clock(now - t.started)})")
+                       f"{_clock(now - t.started)}){detail}")
         else:
-            self.print(f"{t.description}: {_count(t.completed)} done ({_clock(now - t.started)})")
+            self.print(f"{t.description}: {_count(t.completed)} done ({_clock(now - t.started)}){detail}")
         t.last_line = now
 
     def _end(self, tid: int, interrupted: bool = False) -> None:
@@ -154,10 +157,11 @@ class PlainProgress:
         t.finished = True
         elapsed = _clock(time.monotonic() - t.started)
         size = f" {_count(t.completed)}/{_count(t.total)}" if t.total else ""
+        detail = f" · {t.detail}" if t.detail else ""
         if interrupted or (t.total and t.completed < t.total):
-            self.print(f"{t.description}: stopped at{size} after {elapsed}")
+            self.print(f"{t.description}: stopped at{size} after {elapsed}{detail}")
         else:
-            self.print(f"{t.description}: done{size} in {elapsed}")
+            self.print(f"{t.description}: done{size} in {elapsed}{detail}")
 
     # -- rich's API ---------------------------------------------------------------------------------------
     def add_task(self, description: str, start: bool = True, total: float | None = 100.0, completed: float = 0,
@@ -182,7 +186,8 @@ class PlainProgress:
         if t is None:
             return
         if description is not None:
-            t.description = str(description).strip()
+            d = str(description).strip()
+            t.detail = "" if d == t.description else d
         if total is not None:
             t.total = float(total)
         if completed is not None:
