@@ -184,7 +184,7 @@ def test_the_experiment_opens_on_the_runs_table_with_the_results(run_cli, tracki
         for r in results:
             assert r.info.run_name in dom, r.info.run_name
             value = r.data.metrics["final/avg"]
-            assert f"{value:.4f}"[:5] in dom, (r.info.run_name, value)
+            assert str(value)[:6] in dom, (r.info.run_name, value)  # the UI shows the value, cut with an ellipsis
         # the experiment's own page is the runs table, not the GenAI overview ("Traces")
         dom = _chromium(chromium, tmp_path / "r2", experiment_url(base, e.experiment_id), dump=True)
         assert "Run Name" in dom and "random-full-s1" in dom and "No data available" not in dom
@@ -204,6 +204,72 @@ def test_the_experiment_opens_on_the_runs_table_with_the_results(run_cli, tracki
             _chromium(chromium, tmp_path / f"s-{name}", url, screenshot=shot, size=size)
             assert shot.is_file() and _png_size(shot) == tuple(int(x) for x in size.split(","))
             assert shot.stat().st_size > 20_000
+            if os.environ.get("HARNESS_DOCS_SCREENSHOTS") == "1":
+                DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(shot, DOCS_IMAGES / name)
+    finally:
+        stop_server(proc)
+
+
+def _copy_store(db: Path, dest: Path) -> str:
+    """A private copy of a home's tracking store and its artifacts (the original is only read), with every
+    artifact location pointed at the copy. Returns its tracking URI."""
+    import sqlite3
+
+    home = db.parent
+    dest.mkdir(parents=True, exist_ok=True)
+    src = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    dst = sqlite3.connect(dest / "mlflow.db")
+    src.backup(dst)
+    src.close()
+    if (home / "mlartifacts").is_dir():
+        shutil.copytree(home / "mlartifacts", dest / "mlartifacts", symlinks=True)
+    old, new = (home / "mlartifacts").as_uri(), (dest / "mlartifacts").as_uri()
+    dst.execute("UPDATE experiments SET artifact_location = replace(artifact_location, ?, ?)", (old, new))
+    dst.execute("UPDATE runs SET artifact_uri = replace(artifact_uri, ?, ?)", (old, new))
+    dst.commit()
+    dst.close()
+    return f"sqlite:///{dest / 'mlflow.db'}"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("HARNESS_BROWSER_STORE"), reason="set HARNESS_BROWSER_STORE to a home's mlflow.db")
+def test_a_real_store_opens_on_its_results(run_cli, tmp_path):
+    """The same checks on a copy of a real home's store (``HARNESS_BROWSER_STORE=~/.cache/harness/mlflow.db``,
+    read only; ``HARNESS_BROWSER_EXPERIMENT``, default ``bible/mono``): its leaderboard is rendered into the copy,
+    and the first page of the runs table shows every results run with its metric value."""
+    from harness.tracking import run_url
+    from harness.ui import links
+
+    chromium = _ensure_chromium()
+    shots = _output_dir()
+    exp = os.environ.get("HARNESS_BROWSER_EXPERIMENT", "bible/mono")
+    uri = _copy_store(Path(os.environ["HARNESS_BROWSER_STORE"]).expanduser(), tmp_path / "home")
+    run_cli("leaderboard", "--experiment", exp, "--tracking-uri", uri, "--bootstrap", "200", check=True,
+            env={"HARNESS_HOME": str(tmp_path / "home")})
+    client = MlflowClient(uri)
+    e = client.get_experiment_by_name(exp)
+    results = client.search_runs([e.experiment_id], "tags.`harness.kind` = 'result'")
+    assert results
+    port = _free_port()
+    proc = start_server(uri, port)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        (item,) = [x for x in links(uri, base) if x.experiment == exp]
+        dom = _chromium(chromium, tmp_path / "b1", item.runs, dump=True, budget_ms=60000)
+        assert "final/avg" in dom
+        first_page = sorted(results, key=lambda r: -r.data.metrics.get("final/avg", 0))[:10]
+        for r in first_page:
+            assert r.info.run_name in dom, r.info.run_name
+            assert str(r.data.metrics["final/avg"])[:6] in dom, r.info.run_name
+        best = first_page[0]
+        pages = {"real-results-runs.png": (item.runs, "1400,1000"),
+                 "real-results-run.png": (run_url(base, e.experiment_id, best.info.run_id), "1400,2200")}
+        for name, (url, size) in pages.items():
+            shot = shots / name
+            shot.unlink(missing_ok=True)
+            _chromium(chromium, tmp_path / f"s-{name}", url, screenshot=shot, size=size, budget_ms=60000)
+            assert shot.is_file() and shot.stat().st_size > 20_000
             if os.environ.get("HARNESS_DOCS_SCREENSHOTS") == "1":
                 DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(shot, DOCS_IMAGES / name)
