@@ -308,7 +308,7 @@ def cmd_init(args: argparse.Namespace) -> int:
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     from harness.paths import harness_home
     from harness.tracking import check_tracking_reachable, check_tracking_uri
-    from leaderboard.tables import print_leaderboard
+    from leaderboard.publish import run_leaderboard
 
     if args.bootstrap < 0:
         raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")
@@ -317,11 +317,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     check_tracking_reachable(args.tracking_uri)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise HarnessError(f"--out {args.out} is a file; give a folder for the html/md/csv tables")
-    return print_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
-                             step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
-                             out=args.out, log_run=not args.no_log, write=not args.no_write,
-                             bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
-                             console=_board_console())
+    return run_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
+                           step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
+                           out=args.out, log_run=not args.no_log, write=not args.no_write,
+                           bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
+                           console=_board_console())
 
 
 def _board_console() -> Console:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from leaderboard.tables import Board
+from leaderboard.model import Board
 
 MISSING = "—"
 

@@ -18,7 +18,7 @@ import logging
 from typing import Any
 
 from leaderboard.collect import ExperimentData
-from leaderboard.tables import Board, Entry, Row, finish_board
+from leaderboard.model import Board, Entry, Row, finish_board
 
 log = logging.getLogger(__name__)
 PAPER_WORLD = "glot500"

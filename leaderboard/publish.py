@@ -33,7 +33,8 @@ from typing import Any
 from rich.console import Console
 
 from harness.tracking import RESULTS_VIEW, TAG, Tracker, column, metric_key
-from leaderboard.tables import Board, Leaderboard, board_dict, build_leaderboard, select_boards
+from leaderboard.model import Board, Leaderboard, board_dict
+from leaderboard.tables import build_leaderboard, select_boards
 
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 60000  # characters of Markdown in the run description

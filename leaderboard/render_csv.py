@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 
-from leaderboard.tables import Board, Leaderboard
+from leaderboard.model import Board, Leaderboard
 
 
 def _num(v: float | None) -> str:

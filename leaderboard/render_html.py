@@ -12,7 +12,7 @@ from collections.abc import Iterable
 
 from leaderboard import fmt
 from leaderboard.claims import claim_rows, summary
-from leaderboard.tables import Board, Leaderboard, Row, VariantInfo
+from leaderboard.model import Board, Leaderboard, Row, VariantInfo
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22",
            "#17becf", "#393b79", "#e6550d", "#637939", "#843c39", "#7b4173", "#3182bd", "#31a354", "#756bb1",

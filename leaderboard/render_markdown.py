@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from leaderboard import fmt
 from leaderboard.claims import claim_rows, summary
-from leaderboard.tables import Board, Leaderboard, Row
+from leaderboard.model import Board, Leaderboard, Row
 
 
 def _esc(s: str) -> str:

@@ -17,7 +17,7 @@ from rich.text import Text
 
 from leaderboard import fmt
 from leaderboard.claims import claim_rows, summary
-from leaderboard.tables import Board, Row
+from leaderboard.model import Board, Row
 
 BEST = "bold green"
 TRANSPOSE_ABOVE = 16  # languages

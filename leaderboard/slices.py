@@ -14,7 +14,7 @@ import statistics
 from typing import Any
 
 from leaderboard.collect import ExperimentData
-from leaderboard.tables import Board, Row, SliceColumn
+from leaderboard.model import Board, Row, SliceColumn
 
 DIMENSIONS = ("script", "seen", "resource level", "label source")
 

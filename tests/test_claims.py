@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from leaderboard.claims import CLAIMS, evaluate_claims, summary
-from leaderboard.tables import Board, Entry, Row, VariantInfo, VariantKey, finish_board
+from leaderboard.model import Board, Entry, Row, VariantInfo, VariantKey, finish_board
 
 LANGS = [f"l{i}_Latn" for i in range(8)]
 

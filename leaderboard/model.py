@@ -1,0 +1,224 @@
+"""The leaderboard's records: boards of rows × languages, each cell the values of a row's seeds and their summary.
+
+Everything else in ``leaderboard/`` builds (:mod:`leaderboard.tables`), tests (:mod:`leaderboard.claims`) or renders
+these; this module imports nothing of the leaderboard but its statistics.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from leaderboard.stats import PairTest, mean_ranks, pairwise_tests
+
+INIT_COLUMNS = (("init/copied", "copied"), ("init/method", "method"), ("init/random", "random"),
+                ("init/seconds", "init s"), ("init/val_cosine", "val cos"))
+
+
+# -- records ----------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class VariantKey:
+    method: str
+    dim: str
+    source: str
+    params: str = "{}"  # canonical JSON of the method's parameters
+    cpt: str = "{}"  # canonical JSON of the CPT settings
+    seed: str | None = None  # set for per-seed rows only
+
+
+@dataclass
+class Entry:
+    """One row x language: the values of the row's seeds and their summary."""
+
+    values: list[float]
+    seeds: list[str]
+    ci: tuple[float, float] | None = None
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.fmean(self.values)
+
+    @property
+    def std(self) -> float | None:
+        return statistics.stdev(self.values) if len(self.values) > 1 else None
+
+
+@dataclass
+class Row:
+    label: str
+    entries: dict[str, Entry]
+    kind: str = "ours"  # "ours" or "paper"
+    variant: VariantKey | None = None
+    seeds: list[str] = field(default_factory=list)
+    init: dict[str, float] = field(default_factory=dict)
+    avg: float | None = None
+    avg_common: float | None = None
+    mean_rank: float | None = None
+
+    def value(self, lang: str) -> float | None:
+        e = self.entries.get(lang)
+        return e.mean if e is not None else None
+
+    def values(self) -> dict[str, float]:
+        return {lang: e.mean for lang, e in self.entries.items()}
+
+
+@dataclass
+class SliceColumn:
+    """The average of each row over the languages of one slice (a script, seen/unseen, a resource level, a label
+    source); complete rows only, as for the board's average."""
+
+    dimension: str
+    value: str
+    languages: dict[str, list[str]]  # row label -> the slice's languages for that row (seen depends on the source)
+    averages: dict[str, float | None]  # row label -> average
+
+    @property
+    def header(self) -> str:
+        sizes = {len(v) for v in self.languages.values()}
+        n = str(sizes.pop()) if len(sizes) == 1 else "var."
+        return f"{self.value} ({n})"
+
+
+@dataclass
+class Board:
+    experiment: str
+    task: str
+    metric: str
+    profile: str
+    higher_is_better: bool
+    kind: str  # "step", "final" or "delta"
+    step: int | None  # the CPT step (for "final": None when rows stopped at different steps)
+    languages: list[str]
+    rows: list[Row]
+    paper_rows: list[Row] = field(default_factory=list)
+    common: list[str] = field(default_factory=list)
+    pairs: list[PairTest] = field(default_factory=list)
+    slices: list[SliceColumn] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    headline: bool = False
+    final_steps: list[int] = field(default_factory=list)
+
+    # -- labels ---------------------------------------------------------------------------------------------
+    @property
+    def step_label(self) -> str:
+        if self.kind == "delta":
+            fin = f"step {self.step}" if self.step is not None else "final"
+            return f"delta {fin} - step 0"
+        if self.kind == "final":
+            if self.step is not None:
+                return f"step {self.step} (final)"
+            return "final (steps " + ", ".join(str(s) for s in self.final_steps) + ")"
+        return f"step {self.step}"
+
+    @property
+    def title(self) -> str:
+        return (f"{self.experiment} · {self.task} · {self.metric} · {self.step_label} · profile {self.profile}")
+
+    @property
+    def id(self) -> str:
+        step = {"final": "final", "delta": "delta"}.get(self.kind, f"step{self.step}")
+        raw = f"{self.task}__{self.metric}__{step}__{self.profile}"
+        return re.sub(r"[^\w.-]", "_", raw.replace("@", "_at_"))
+
+    # -- lookups --------------------------------------------------------------------------------------------
+    def row(self, label: str) -> Row:
+        for r in self.rows + self.paper_rows:
+            if r.label == label:
+                return r
+        raise KeyError(label)
+
+    def average(self, label: str) -> float | None:
+        return self.row(label).avg
+
+    def best(self, lang: str) -> float | None:
+        """The best mean among our rows in a language column (paper rows do not compete); None when every row
+        scores the same (an all-zero column has no best)."""
+        return self.best_of([r.value(lang) for r in self.rows])
+
+    def best_of(self, values: list[float | None], lower_is_better: bool | None = None) -> float | None:
+        """The best of ``values``; None when there is none, or when two or more are all equal (a tie at the top
+        of every row is not a best)."""
+        vals = [v for v in values if v is not None]
+        if not vals or (len(vals) > 1 and len(set(vals)) == 1):
+            return None
+        low = (not self.higher_is_better) if lower_is_better is None else lower_is_better
+        return min(vals) if low else max(vals)
+
+    def init_columns(self) -> list[tuple[str, str]]:
+        """The init-report columns that at least one row has (val cos only for methods that log it)."""
+        return [(k, name) for k, name in INIT_COLUMNS if any(k in r.init for r in self.rows)]
+
+
+@dataclass
+class VariantInfo:
+    """What the leaderboard records about a row beside its scores (spec/methods.md Appendix B)."""
+
+    label: str
+    profile: str
+    key: VariantKey
+    seeds: list[str]
+    settings: dict[str, str]
+    init: dict[str, float]
+    curves: dict[str, list[tuple[int, float]]]  # cpt/train_loss, cpt/heldout_loss: mean over seeds per step
+    convergence: dict[str, float]  # cpt/heldout_auc, cpt/steps_to_threshold (mean over seeds)
+
+
+@dataclass
+class Leaderboard:
+    experiment: str
+    boards: list[Board]
+    variants: list[VariantInfo]
+    languages: dict[str, dict[str, Any]]  # lang -> script, seen (per source), resource level, label source (per task)
+    worlds: list[str]
+    bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level
+    claims: list[Any] = field(default_factory=list)  # leaderboard.claims.ClaimResult, one per claim x task x profile
+
+    def headline_boards(self) -> list[Board]:
+        return [b for b in self.boards if b.headline and b.kind == "final"]
+
+
+# -- building ---------------------------------------------------------------------------------------------
+
+
+def finish_board(b: Board) -> None:
+    """Languages, averages (complete rows only), the common language set, mean ranks, row order, pair tests."""
+    b.languages = sorted({lang for r in b.rows for lang in r.entries})
+    b.common = [lang for lang in b.languages if all(lang in r.entries for r in b.rows)]
+    table = {r.label: r.values() for r in b.rows}
+    ranks = mean_ranks(table, b.common, b.higher_is_better)
+    for r in b.rows + b.paper_rows:
+        vals = r.values()
+        r.avg = statistics.fmean(vals[lang] for lang in b.languages) if b.languages and all(
+            lang in vals for lang in b.languages) else None
+        r.avg_common = statistics.fmean(vals[lang] for lang in b.common) if b.common and all(
+            lang in vals for lang in b.common) else None
+        r.mean_rank = ranks.get(r.label) if r.kind == "ours" else None
+    sign = -1.0 if b.higher_is_better else 1.0
+    b.rows.sort(key=lambda r: (r.mean_rank is None, r.mean_rank or 0.0,
+                               r.avg_common is None, sign * (r.avg_common or 0.0), r.label))
+    b.pairs = pairwise_tests({r.label: r.values() for r in b.rows}, b.higher_is_better) if len(b.rows) > 1 else []
+
+
+def board_dict(b: Board) -> dict[str, Any]:
+    """A board as plain data (the JSON artifact and the HTML page's numbers come from here)."""
+
+    def row(r: Row) -> dict[str, Any]:
+        return {"label": r.label, "kind": r.kind, "seeds": r.seeds, "avg": r.avg, "avg_common": r.avg_common,
+                "mean_rank": r.mean_rank, "init": r.init,
+                "values": {lang: {"mean": e.mean, "std": e.std, "n": e.n, "ci": list(e.ci) if e.ci else None,
+                                  "seeds": dict(zip(e.seeds, e.values, strict=True))}
+                           for lang, e in sorted(r.entries.items())}}
+
+    return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,
+            "profile": b.profile, "kind": b.kind, "step": b.step, "higher_is_better": b.higher_is_better,
+            "languages": b.languages, "common_languages": b.common, "rows": [row(r) for r in b.rows],
+            "paper_rows": [row(r) for r in b.paper_rows], "pairs": [p.as_dict() for p in b.pairs],
+            "slices": [{"dimension": s.dimension, "value": s.value, "languages": s.languages,
+                        "averages": s.averages} for s in b.slices], "notes": b.notes}
