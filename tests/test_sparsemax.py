@@ -67,3 +67,25 @@ def test_topk_variant_is_exact_including_wide_supports():
     assert sparsemax_topk(torch.zeros(2, 0)).shape == (2, 0)
     with pytest.raises(ValueError):
         sparsemax_topk(torch.zeros(3))
+
+
+def test_topk_variant_looks_deeper_only_where_it_must():
+    """Supports of about 10, 100 and 250 entries: the first pass (depth 64) settles the first rows, a second (to
+    k) the next, a full sort the widest; every row is sparsemax's, and a row's result does not depend on the
+    depth that settled it (bit for bit)."""
+    from methods.sparsemax import FIRST_DEPTH
+
+    g = torch.Generator().manual_seed(7)
+    n = 600
+    z = torch.empty(30, n)
+    for i, width in enumerate([10] * 10 + [100] * 10 + [250] * 10):
+        row = torch.rand(n, generator=g) * 0.5
+        row[:width] = 1.0 + torch.rand(width, generator=g) / width  # about `width` entries above the threshold
+        z[i] = row[torch.randperm(n, generator=g)]
+    full = sparsemax(z)
+    support = (full > 0).sum(1)
+    assert support[:10].max() < FIRST_DEPTH < support[10:20].min() and support[10:20].max() < 128
+    assert support[20:].min() > 128
+    for k in (64, 128, 300):
+        assert torch.allclose(sparsemax_topk(z, k=k), full, atol=1e-6), k
+    assert torch.equal(sparsemax_topk(z[:10], k=300), sparsemax_topk(z[:10], k=FIRST_DEPTH))
