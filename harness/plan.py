@@ -10,12 +10,9 @@ so that users can size a cluster; it is not a measurement. Per cell:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError
-from harness.worlds.base import ManifestView
 
 # GPU-hours on one A100/H100-class GPU for the `paper` profile (xlm-roberta-base / roberta-base size).
 # cpt: HyperOFA reports 4,000 steps of batch 512 x 512 tokens in at most 1.5 h on 4 H100 = 6 GPU-h,
@@ -38,31 +35,6 @@ def longest_first(cells: list[Any]) -> list[Any]:
     gaps at the end)."""
     init = PAPER_ESTIMATES["init"]
     return sorted(cells, key=lambda c: -init.get(c.method, init["default"]))
-
-
-@dataclass
-class WorldSketch(ManifestView):
-    """What planning needs of a world that is not built here (its builder's ``describe()``)."""
-
-    name: str
-    manifest: dict[str, Any]
-    languages: dict[str, Any]
-    tasks: dict[str, list[str]]
-    resources: set[str] = field(default_factory=set)
-    hash: str = "not-built"
-
-    def source_dir(self, source: str) -> Path:
-        self.check_source(source)
-        return Path("/nonexistent") / source
-
-    def task_languages(self, task: str) -> list[str]:
-        return sorted(self.tasks.get(task, []))
-
-    def task_meta(self, task: str) -> dict[str, Any]:
-        return {"languages": {lang: {} for lang in self.tasks.get(task, [])}}
-
-    def has_resource(self, kind: str) -> bool:
-        return kind in self.resources
 
 
 def world_for_planning(name: str) -> Any:

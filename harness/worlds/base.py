@@ -48,7 +48,7 @@ class Language:
 
 class ManifestView:
     """What a world's manifest says (pivot, sources) and its language checks; shared by a built :class:`World`
-    and the description of a world that is not built here (``harness.plan.WorldSketch``)."""
+    and the description of a world that is not built here (:class:`WorldSketch`)."""
 
     name: str
     manifest: dict[str, Any]
@@ -184,3 +184,28 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
 def read_lines(path: Path) -> list[str]:
     with open(path, encoding="utf-8") as f:
         return [line.rstrip("\n") for line in f if line.strip()]
+
+
+@dataclass
+class WorldSketch(ManifestView):
+    """What planning needs of a world that is not built here (its builder's ``describe()``)."""
+
+    name: str
+    manifest: dict[str, Any]
+    languages: dict[str, Any]
+    tasks: dict[str, list[str]]
+    resources: set[str] = field(default_factory=set)
+    hash: str = "not-built"
+
+    def source_dir(self, source: str) -> Path:
+        self.check_source(source)
+        return Path("/nonexistent") / source
+
+    def task_languages(self, task: str) -> list[str]:
+        return sorted(self.tasks.get(task, []))
+
+    def task_meta(self, task: str) -> dict[str, Any]:
+        return {"languages": {lang: {} for lang in self.tasks.get(task, [])}}
+
+    def has_resource(self, kind: str) -> bool:
+        return kind in self.resources

@@ -185,7 +185,7 @@ class Glot500World:
     def describe(self) -> Any:
         """The world as the spec declares it (sources, languages per task, resources), for ``harness plan`` on a
         machine where the inputs are not present."""
-        from harness.plan import WorldSketch
+        from harness.worlds.base import WorldSketch
 
         spec = self.spec
         needs = self.needs(spec)
