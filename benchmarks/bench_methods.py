@@ -34,16 +34,16 @@ on a shared machine vary; compare ratios measured side by side)::
 
     OMP_NUM_THREADS=1 .venv-parity/bin/python benchmarks/bench_methods.py --steps --cache /tmp/bench-cache
 
-Measured 2026-11-25 on a 2-CPU machine shared with other jobs (load average about 8), fastest of 3 in turn, one
-torch thread (harness s / reference s):
+Measured 2026-11-25 on a 2-CPU machine shared with other jobs, fastest of 3 in turn, one torch thread (harness s /
+reference s), at a load average of about 5 (and of about 8 in brackets):
 
-* FOCUS vs ``deepfocus`` 1.0.1: overlap 0.12 / 0.88, load fastText model 0.28 / 0.18, token vectors 0.09 / 0.56,
-  similarities + sparsemax + combination 0.35 / 2.37, fallback rows (harness only: the Gaussian's float64
-  statistics of E_s) 0.35, total 1.25 / 4.35 (3.5x).
-* WECHSEL vs ``wechsel`` 0.0.4: load fastText models 0.28 / 0.35, token vectors 0.28 / 0.70, alignment 0.08 / 0.48,
-  neighbours + softmax + combination 1.98 / 13.91 (float32 screening by faiss, float64 ranking of the
-  candidates; the reference: sklearn's float64 cosine, ``np.argpartition`` per row, a Python loop), fallback rows
-  (harness only) 0.37, total 3.20 / 16.14 (5.0x).
+* FOCUS vs ``deepfocus`` 1.0.1: overlap 0.08 / 0.76, load fastText model 0.24 / 0.16, token vectors 0.07 / 0.41,
+  similarities + sparsemax + combination 0.18 / 1.59, fallback rows (harness only: the Gaussian's float64
+  statistics of E_s) 0.33, total 0.95 / 3.26, 3.4x (1.25 / 4.35, 3.5x).
+* WECHSEL vs ``wechsel`` 0.0.4: load fastText models 0.24 / 0.18, token vectors 0.21 / 0.27, alignment 0.06 / 0.18,
+  neighbours + softmax + combination 0.91 / 4.97 (float32 screening by faiss, float64 ranking of the candidates;
+  the reference: sklearn's float64 cosine, ``np.argpartition`` per row, a Python loop), fallback rows (harness
+  only) 0.25, total 1.79 / 5.66, 3.2x (3.20 / 16.14, 5.0x).
 
 Loading a fastText model is the same library call on both sides; the fallback step is the harness's own.
 """
