@@ -48,6 +48,8 @@ class RunConfig:
         return [None if d == FULL else int(d) for d in self.dims]
 
 
+EXECUTORS = ("local", "ray")  # where cells run (harness.executors implements each)
+
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 _LIST_STR = {"methods", "tasks", "langs"}
 _LIST_INT = {"seeds", "cpt_checkpoints"}
@@ -182,8 +184,6 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
     profile(cfg.profile)
     if cfg.device not in {"auto", "cpu"} and not cfg.device.startswith(("cuda", "mps")):
         raise ConfigError(f"config key 'device': expected auto, cpu, cuda or cuda:N, got {cfg.device!r}")
-    from harness.executors import EXECUTORS
-
     if cfg.executor not in EXECUTORS:
         raise ConfigError(f"config key 'executor': expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
     if cfg.seeds is not None and not cfg.seeds:

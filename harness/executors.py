@@ -23,22 +23,12 @@ import os
 from typing import Any
 
 from harness.errors import ConfigError
+from harness.hosts import available_cpus
+from harness.plan import cell_resources
 
-EXECUTORS = ("local", "ray")
 _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
              "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "HARNESS_FAULT_AT", "HARNESS_FAULT_SIGNAL",
              "HARNESS_MAIN_PID", "TOKENIZERS_PARALLELISM", "PYTHONPATH")
-
-
-def cell_resources(cfg: Any, device: str) -> dict[str, float]:
-    """The CPUs and GPUs one cell asks for: the profile's CPUs; one GPU per CPT device when on a GPU."""
-    from harness.profiles import profile
-
-    res = dict(profile(cfg.profile).get("resources", {"num_cpus": 1}))
-    n_gpu = 0.0
-    if device.startswith("cuda"):
-        n_gpu = float(max(1, int((cfg.cpt or {}).get("devices", profile(cfg.profile)["cpt"].get("devices", 1)))))
-    return {"num_cpus": float(res.get("num_cpus", 1)), "num_gpus": n_gpu}
 
 
 def _worker_env(tracking_uri: str) -> dict[str, str]:
@@ -68,10 +58,6 @@ def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any],
     if label_lines:  # cells side by side: say whose line each is
         runner.prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] "
     return runner.run_cell(cell)
-
-
-def available_cpus() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def local_workers(cfg: Any, device: str, n_cells: int) -> int:

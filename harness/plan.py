@@ -29,6 +29,17 @@ PAPER_ESTIMATES: dict[str, Any] = {
 }
 
 
+def cell_resources(cfg: Any, device: str) -> dict[str, float]:
+    """The CPUs and GPUs one cell asks for: the profile's CPUs; one GPU per CPT device when on a GPU."""
+    from harness.profiles import profile
+
+    res = dict(profile(cfg.profile).get("resources", {"num_cpus": 1}))
+    n_gpu = 0.0
+    if device.startswith("cuda"):
+        n_gpu = float(max(1, int((cfg.cpt or {}).get("devices", profile(cfg.profile)["cpt"].get("devices", 1)))))
+    return {"num_cpus": float(res.get("num_cpus", 1)), "num_gpus": n_gpu}
+
+
 def longest_first(cells: list[Any]) -> list[Any]:
     """The cells with the costliest initializations first (stable otherwise): submitted in this order, workers
     that take the next cell when free finish the grid sooner than in registry order (the cheap cells fill the
@@ -56,7 +67,6 @@ PAPER_GRID = {"methods": ["all"], "source": "all", "dims": [100, 200, 400, "full
 
 
 def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    from harness.executors import cell_resources
     from harness.runner import cpt_settings
 
     est = estimates or PAPER_ESTIMATES

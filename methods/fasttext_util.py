@@ -248,7 +248,7 @@ class TrainJob:
 
 
 def default_workers() -> int:
-    from harness.executors import available_cpus
+    from harness.hosts import available_cpus
 
     return max(1, available_cpus())
 
