@@ -33,8 +33,9 @@ from harness.versions import git_commit, library_versions
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
-INIT_VERSION = 2  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
-# overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it)
+INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
+# overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
+# and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
 
 
 @dataclass(frozen=True)
