@@ -514,6 +514,11 @@ class Runner:
                 tr.finish(trun)
         # the held-out MLM loss at every evaluated step, whatever the chosen tasks (the CPT diagnostic)
         if int(self.cpt["steps"]) > 0 and not tr.is_done(parent, f"heldout_{step}"):
+            if heldout is None and "mlm" in self.plan.tasks:
+                # the mlm task at this step was logged before a kill: the same figure, not a second sample
+                logged = [m.value for m in tr.client.get_metric_history(parent, metric_key("mlm", "loss", "avg"))
+                          if m.step == step]
+                heldout = logged[-1] if logged else None
             if heldout is None:
                 if model is None:
                     model = load_model(model_dir, device=self.device)

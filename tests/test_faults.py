@@ -178,7 +178,7 @@ def baseline(template, tmp_path_factory) -> tuple[dict, dict]:
 
 def _kill_and_resume(tmp_path: Path, template: Path, baseline: tuple[dict, dict], point: str | None,
                      mode: list[str], *, after_s: float | None = None, world: bool = True,
-                     job: list[str] = JOB) -> None:
+                     job: list[str] = JOB, say: bool = True) -> None:
     home = _fresh_home(tmp_path, template, world=world)
     log = tmp_path / "killed.log"
     extra = {"HARNESS_FAULT_AT": point} if point else {}
@@ -191,7 +191,7 @@ def _kill_and_resume(tmp_path: Path, template: Path, baseline: tuple[dict, dict]
     rc = _finish(proc)
     text = log.read_text()
     assert rc == -signal.SIGKILL, f"rc {rc}: the run was not killed\n{text[-3000:]}"
-    if point:
+    if point and say:  # (a CPT rank's stderr goes to the launcher's pipe, not to this log)
         assert f"HARNESS_FAULT_AT={point}" in text, text[-3000:]
     left = _left_alive(tag)
     assert not left, f"processes of the killed run still alive after 10 s: {left}"
@@ -223,7 +223,7 @@ SLOW_POINTS = [
     ("step0-mlm-evaluation", "tasks.mlm:MLMLoss.evaluate@1", POOL),
     ("step0-retrieval-evaluation", "tasks.retrieval:RetrievalTask.evaluate@1", IN_PROCESS),
     ("cpt-training-step", "transformers.trainer:Trainer.training_step@3", POOL),
-    ("cpt-trainer-checkpoint", "transformers.trainer:Trainer._save_checkpoint@1", IN_PROCESS),
+    ("cpt-done-before-loss-logged", "harness.cpt:read_train_log@1", IN_PROCESS),
     ("cpt-loss-logging", "harness.tracking:Tracker.log_series@1", POOL),
     ("checkpoint-retrieval-evaluation", "tasks.retrieval:RetrievalTask.evaluate@2", POOL),
     ("final-mlm-evaluation", "tasks.mlm:MLMLoss.evaluate@3", IN_PROCESS),
@@ -265,7 +265,6 @@ def test_kill_during_fasttext_training_children(tmp_path, template):
     assert _finish(proc) == 0, (tmp_path / "base.log").read_text()[-3000:]
     base = _snapshot(home)
     _kill_and_resume(tmp_path, template, base, "methods.fasttext_util:train_model@1", [], job=FASTTEXT_JOB)
-    assert not list((tmp_path / "home").rglob(".corpus-*"))
 
 
 @pytest.mark.slow
@@ -277,7 +276,8 @@ def test_kill_during_distributed_cpt(tmp_path, template):
     proc, _ = _start(job, home, tmp_path / "base.log")
     assert _finish(proc) == 0, (tmp_path / "base.log").read_text()[-3000:]
     base = _snapshot(home)
-    _kill_and_resume(tmp_path, template, base, "transformers.trainer:Trainer.training_step@2", [], job=job)
+    _kill_and_resume(tmp_path, template, base, "transformers.trainer:Trainer.training_step@2", [], job=job,
+                     say=False)
 
 
 @pytest.mark.slow
