@@ -163,6 +163,8 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
         return CachedModel(load_model(path), path, key, cached=True)
     workdir = path.parent if path is not None else Path(tempfile.gettempdir())
     workdir.mkdir(parents=True, exist_ok=True)
+    if path is not None:
+        clean_stale_corpora(workdir)
     corpus = workdir / f".corpus-{kind}-{key}-{uuid.uuid4().hex[:8]}.txt"
     try:
         with open(corpus, "w", encoding="utf-8") as f:
@@ -193,6 +195,21 @@ def model_path(cache_dir: Path | None, kind: str, inputs: dict[str, Any],
     """The cache key and file of the model :func:`cached_model` trains for these arguments."""
     key = hash_obj({"v": FASTTEXT_VERSION, "kind": kind, "inputs": inputs, "settings": settings})
     return key, (Path(cache_dir) / "fasttext" / f"{kind}-{key}.bin" if cache_dir is not None else None)
+
+
+def clean_stale_corpora(folder: Path, older_than_s: float = 3600) -> int:
+    """Remove training corpora (``.corpus-*``) left in ``folder`` by a process killed while training."""
+    import time
+
+    n = 0
+    for p in folder.glob(".corpus-*"):
+        try:
+            if time.time() - p.stat().st_mtime > older_than_s:
+                p.unlink()
+                n += 1
+        except OSError:
+            pass
+    return n
 
 
 def usable(path: Path) -> bool:

@@ -222,3 +222,21 @@ def test_damaged_world_is_reported_and_built_again(tmp_path, monkeypatch, caplog
     caplog.clear()
     get_world("synthetic")
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
+
+
+def test_corpora_left_by_a_killed_training_are_removed(tmp_path):
+    import os
+    import time
+
+    from methods.fasttext_util import cached_model
+    from tests.test_fasttext_prefetch import _job
+
+    folder = tmp_path / "fasttext"
+    folder.mkdir()
+    old, fresh = folder / ".corpus-x-old.txt", folder / ".corpus-x-new.txt"
+    old.write_text("a b\n")
+    fresh.write_text("a b\n")
+    os.utime(old, (time.time() - 7200, time.time() - 7200))
+    job = _job("gg")
+    cached_model(tmp_path, job.kind, job.inputs, job.settings, job.write_corpus)
+    assert not old.exists() and fresh.exists()  # a fresh one may belong to a training still going on
