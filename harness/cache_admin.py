@@ -345,11 +345,27 @@ def _table(rows: list[dict[str, Any]], title: str, total: int) -> None:
     Console(soft_wrap=True).print(t)
 
 
+def _check_filters(items: list[Item], world: str | None, kinds: list[str]) -> None:
+    """An unknown ``--world`` or ``--kind`` is an error with a suggestion, never an empty result."""
+    from harness.errors import UnknownNameError
+    from harness.worlds import WORLDS
+
+    known = known_kinds(items)
+    unknown = [k for k in kinds if k not in known and k not in PROTECTED]
+    if unknown:
+        raise UnknownNameError("kind", unknown[0], known)
+    if world and world != "-":
+        worlds = sorted(set(WORLDS.names()) | {i.world for i in items if i.world != "-"})
+        if world not in worlds:
+            raise UnknownNameError("world", world, worlds)
+
+
 def cmd_du(args: argparse.Namespace) -> int:
     from harness.paths import harness_home
 
     home = harness_home()
     items = scan(home)
+    _check_filters(items, args.world, _kinds(args.kind))
     if args.world:
         items = [i for i in items if i.world == args.world]
     if args.kind:
@@ -379,10 +395,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if bad:
         raise ConfigError(f"--kind {', '.join(bad)}: the runs' results (the tracking store, its artifacts, the "
                           f"published leaderboards) are never pruned")
-    known = known_kinds(items)
-    unknown = [k for k in kinds if k not in known]
-    if unknown:
-        raise ConfigError(f"--kind {', '.join(unknown)}: unknown kind; known: {', '.join(known)}")
+    _check_filters(items, args.world, kinds)
     older = parse_age(args.older_than) if args.older_than else None
     chosen = select(items, kinds or None, args.world, older, finished=args.finished)
     rows = summarize(chosen)

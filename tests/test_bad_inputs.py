@@ -122,6 +122,9 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("cache-prune-bad-age", ["cache", "prune", "--older-than", "7x"], {}, ["--older-than", "7d"]),
     ("cache-prune-age-missing", ["cache", "prune", "--older-than"], {}, ["--older-than"]),
     ("cache-prune-unknown-kind", ["cache", "prune", "--kind", "modles"], {}, ["unknown kind", "init"]),
+    ("cache-du-unknown-kind", ["cache", "du", "--kind", "tager"], {}, ["unknown kind", "'tagger'"]),
+    ("cache-prune-unknown-world", ["cache", "prune", "--world", "bibel"], {}, ["unknown world", "'bible'"]),
+    ("cache-du-unknown-world", ["cache", "du", "--world", "synthtic"], {}, ["unknown world", "'synthetic'"]),
     ("cache-du-unknown-flag", ["cache", "du", "--sizes"], {}, ["unrecognized", "--sizes"]),
     ("cache-home-is-file", ["cache", "du"], {}, ["is a file", "HARNESS_HOME"]),
 ]
