@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
 
 FULL = "full"
 
@@ -204,7 +204,7 @@ def run_seeds(cfg: RunConfig, world_name: str) -> list[int]:
 
     try:
         builder = WORLDS.get(world_name)
-    except Exception:  # an unknown world is reported where it is loaded
+    except HarnessError:  # an unknown world is reported where it is loaded
         builder = None
     return list(getattr(builder, "default_seeds", None) or DEFAULT_SEEDS)
 
