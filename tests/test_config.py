@@ -93,6 +93,7 @@ def test_seeds_default_to_three_on_real_worlds_and_one_on_the_synthetic_world():
     assert run_seeds(make_config({"world": "synthetic"}), "synthetic") == [1]
     assert run_seeds(make_config({"seeds": "4,5"}), "synthetic") == [4, 5]
     assert run_seeds(make_config({"seeds": "7"}), "bible") == [7]
+    assert run_seeds(make_config(), "no-such-world") == [1, 2, 3]  # reported later, where the world is loaded
 
 
 def test_the_main_job_plans_three_seeds_per_cell(synthetic_world):
