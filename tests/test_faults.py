@@ -281,6 +281,16 @@ def test_kill_during_distributed_cpt(tmp_path, template):
 
 
 @pytest.mark.slow
+def test_kill_with_the_ray_executor(tmp_path, template, baseline):
+    """Cells on a local Ray instance, the harness process killed while they run (Ray's workers do not see the
+    fault hook, so the kill comes at a fixed delay, once Ray has started them): the Ray instance (GCS, raylet,
+    workers: all started from the harness process, so they carry its tag) must not outlive it, and the same command
+    then finishes with the uninterrupted run's numbers."""
+    pytest.importorskip("ray")
+    _kill_and_resume(tmp_path, template, baseline, None, ["--executor", "ray"], after_s=30.0)
+
+
+@pytest.mark.slow
 def test_kill_during_leaderboard_writing(tmp_path, template, baseline):
     home = _fresh_home(tmp_path, template)
     proc, _ = _start([*JOB, *IN_PROCESS], home, tmp_path / "run.log")
