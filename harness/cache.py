@@ -146,6 +146,17 @@ def verify_product(path: Path) -> str | None:
     return None
 
 
+def discard_damaged(path: Path, kind: str) -> bool:
+    """True (after one warning line, with the product moved away) when the finished product at ``path`` does not
+    match the sizes and sha256s its marker records; False when it does (or records none)."""
+    problem = verify_product(path)
+    if problem is None:
+        return False
+    log.warning("%s product at %s is damaged (%s); removing it and computing it again", kind, path, problem)
+    _remove(path)
+    return True
+
+
 def _remove(path: Path) -> None:
     """Move a damaged product out of the way (one rename, so no reader sees it half-deleted), then delete it."""
     trash = path.parent / f".tmp-damaged-{path.name}-{uuid.uuid4().hex[:8]}"

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.cache import DONE
+from harness.cache import DONE, discard_damaged, file_digests
 from harness.masked_head import use_masked_only_head
 from harness.precision import resolve_precision, training_attention
 from harness.worlds.base import read_lines
@@ -92,7 +92,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     """
     steps = int(settings["steps"])
     eval_steps = sorted({s for s in eval_steps if 0 < s <= steps} | {steps})
-    if (product_dir / DONE).is_file():
+    if (product_dir / DONE).is_file() and not discard_damaged(product_dir, "cpt"):
         return {s: product_dir / f"step-{s}" for s in eval_steps}
 
     from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
@@ -172,7 +172,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": seed,
                                              "blocks": len(blocks), "eval_steps": eval_steps,
                                              "world": getattr(world, "name", None), "model_dir": str(model_dir),
-                                             "created": time.time()}, default=str))
+                                             "created": time.time(), "files": file_digests(work)}, default=str))
         if product_dir.exists():
             shutil.rmtree(product_dir)
         os.replace(work, product_dir)

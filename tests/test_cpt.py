@@ -37,3 +37,22 @@ def test_cpt_on_two_processes_matches_the_schema(run_cli, tracking_uri, harness_
     assert sorted(m.step for m in c.get_metric_history(parent.info.run_id, "cpt/train_loss")) == [1, 2, 3]
     specs = list((harness_home / "products" / "cpt").glob("*.launch/cpt_spec.json"))
     assert specs and json.loads(specs[0].read_text())["settings"]["devices"] == 2
+
+
+def test_a_damaged_cpt_product_is_reported_and_computed_again(run_cli, harness_home):
+    """The CPT product's marker records every file's size and sha256; a truncated checkpoint is never loaded."""
+    job = ["run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--cpt-steps", "2",
+           "--seeds", "23"]
+    run_cli(*job, "--experiment", "t-cpt-damage", check=True)
+    products = [p for p in (harness_home / "products" / "cpt").glob("*")
+                if (p / "_DONE.json").is_file() and json.loads((p / "_DONE.json").read_text()).get("seed") == 23]
+    assert len(products) == 1
+    marker = json.loads((products[0] / "_DONE.json").read_text())
+    weights = [rel for rel in marker["files"] if rel.endswith(".safetensors")]
+    assert weights, marker["files"]
+    target = products[0] / weights[0]
+    whole = target.read_bytes()
+    target.write_bytes(whole[: len(whole) // 2])  # truncated
+    r = run_cli(*job, "--experiment", "t-cpt-damage-2", check=True)
+    assert "damaged" in r.stderr and weights[0] in r.stderr
+    assert target.read_bytes() == whole  # computed again, bit for bit
