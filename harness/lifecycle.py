@@ -83,7 +83,8 @@ def child_command(cmd: list[str]) -> list[str]:
     return [sys.executable, "-m", "harness.lifecycle", str(os.getpid()), "--", *cmd]
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie (dead, not yet reaped)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -131,9 +132,9 @@ def stop_pids(pids: Iterable[int], timeout: float = 5.0) -> None:
     pids = [p for p in pids if p != os.getpid()]
     _signal_all(pids, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
         time.sleep(0.05)
-    _signal_all([p for p in pids if _alive(p)], signal.SIGKILL)
+    _signal_all([p for p in pids if pid_alive(p)], signal.SIGKILL)
 
 
 def stop_processes(procs: Iterable[Any], timeout: float = 5.0) -> None:
@@ -200,7 +201,7 @@ def mark_stopped_runs(tracker: Any, experiment_ids: list[str], why: str) -> int:
         if run_host != host or not pid.isdigit():
             continue
         if run.info.status == "RUNNING":
-            if pid != me and _alive(int(pid)):
+            if pid != me and pid_alive(int(pid)):
                 continue
         elif pid != me or tags.get("harness.error") != "interrupted":
             continue

@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.lifecycle import pid_alive
 from harness.paths import default_artifact_root, default_tracking_uri
 from harness.versions import run_tags
 
@@ -41,22 +42,6 @@ def _owner() -> dict[str, str]:
     import socket
 
     return {"pid": str(os.getpid()), "host": socket.gethostname()}
-
-
-def _alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie (dead, not yet reaped) is no longer working
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
 
 
 def _quote(v: str) -> str:
@@ -135,7 +120,7 @@ class Tracker:
                                            max_results=5000):
             tags = run.data.tags
             pid, host = tags.get(f"{TAG}pid"), tags.get(f"{TAG}host")
-            if not pid or not pid.isdigit() or host != _owner()["host"] or _alive(int(pid)):
+            if not pid or not pid.isdigit() or host != _owner()["host"] or pid_alive(int(pid)):
                 continue
             self.client.set_tag(run.info.run_id, f"{TAG}error", f"its process (pid {pid}) died before it finished")
             self.client.set_terminated(run.info.run_id, status="KILLED")
