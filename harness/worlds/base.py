@@ -18,6 +18,8 @@ A world is a folder with a fixed layout (every builder writes it, every consumer
     tasks/pos/<lang>/{train,dev,test}.jsonl   {"tokens": [...], "tags": [...]} (UPOS)
     tasks/<task>/meta.json      {"languages": {code: {"label_source": "gold"|"silver", ...}}, "description": ...}
 
+The builders write the metadata files through :mod:`harness.worlds.writer`; this module is their only reader.
+
 Language codes are ISO 639-3 + ISO 15924 (``swh_Latn``). The world's identity is the hash of its manifest
 (which lists the sha256 of every input), so a rebuilt world with the same inputs keeps its identity.
 """
@@ -32,6 +34,7 @@ from typing import Any
 
 from harness.errors import ConfigError, MissingResourceError
 from harness.hashing import hash_obj
+from harness.worlds.writer import write_jsonl  # noqa: F401 - kept importable here; builders write with the writer
 
 LANG_CODE_RE = r"^[a-z]{3}_[A-Z][a-z]{3}$"
 
@@ -138,7 +141,7 @@ class World(ManifestView):
 
     def task_meta(self, task: str) -> dict[str, Any]:
         p = self.task_dir(task) / "meta.json"
-        return json.loads(p.read_text()) if p.is_file() else {"languages": {}}
+        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {"languages": {}}
 
     def task_languages(self, task: str) -> list[str]:
         return sorted(self.task_meta(task).get("languages", {}))
@@ -153,8 +156,8 @@ def load_world_dir(name: str, root: Path) -> World:
     mpath = root / "manifest.json"
     if not mpath.is_file():
         raise MissingResourceError(f"world {name!r} at {root} has no manifest.json; rebuild it")
-    manifest = json.loads(mpath.read_text())
-    raw = json.loads((root / "languages.json").read_text())
+    manifest = json.loads(mpath.read_text(encoding="utf-8"))
+    raw = json.loads((root / "languages.json").read_text(encoding="utf-8"))
     langs = {
         code: Language(
             code=code,
@@ -172,13 +175,6 @@ def load_world_dir(name: str, root: Path) -> World:
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
         return [json.loads(line) for line in f if line.strip()]
-
-
-def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for r in rows:
-            f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
 def read_lines(path: Path) -> list[str]:

@@ -18,7 +18,6 @@ It has everything a real world has, in the same layouts, generated from one seed
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from harness.worlds import WORLDS, CheckRow
-from harness.worlds.base import write_jsonl
+from harness.worlds.writer import WorldWriter, write_jsonl
 
 PIVOT = "qaa_Latn"
 
@@ -225,9 +224,10 @@ class SyntheticWorld:
             "ner": "generated sentences with gold PER/LOC/ORG IOB2 tags; train/dev on the pivot language",
             "pos": "generated sentences with gold UPOS tags; train/dev on the pivot language",
         }
+        writer = WorldWriter(out)
         for task, desc in descriptions.items():
-            meta = {"description": desc, "languages": {lang: {"label_source": "gold"} for lang in langs}}
-            (tasks / task / "meta.json").write_text(json.dumps(meta, indent=1))
+            writer.task_meta(task, {"description": desc,
+                                    "languages": {lang: {"label_source": "gold"} for lang in langs}})
 
         languages = {
             lang: {"script": lang.split("_")[1], "seen": {"src": lang == PIVOT},
@@ -235,7 +235,7 @@ class SyntheticWorld:
                    "text_chars": sum(len(s) for s in text[lang]), "synthetic": True}
             for lang in langs
         }
-        (out / "languages.json").write_text(json.dumps(languages, indent=1, ensure_ascii=False))
+        writer.languages(languages)
         manifest = {
             "name": self.name, "version": self.version, "pivot_language": PIVOT,
             "sources": {"src": {"description": "2-layer XLM-R MLM pre-trained on the pivot language",
@@ -246,7 +246,7 @@ class SyntheticWorld:
                                    "pretrain_steps": self.pretrain_steps}, "licence": "Apache-2.0"}],
             "notes": "generated; labels are gold by construction",
         }
-        (out / "manifest.json").write_text(json.dumps(manifest, indent=1))
+        writer.manifest(manifest)
 
     # ------------------------------------------------------------------------------------------------------
     def _word_vectors(self, path: Path, lex: _Lexicon, dim: int = 32) -> None:

@@ -30,13 +30,13 @@ from typing import Any
 import numpy as np
 
 from harness.errors import MissingResourceError
-from harness.worlds.base import write_jsonl
 from harness.worlds.bible import bibletext as bt
 from harness.worlds.bible.fetch import FREEDICT, Fetcher
 from harness.worlds.bible.languages import BY_CODE, LANGS, PIVOT, iso3, script
 from harness.worlds.bible.sources import HeadSettings
 from harness.worlds.bible.split import HeldOutSplit, canonical_order, choose_heldout
 from harness.worlds.bible.tagging import Tagged, Tagger, ents_to_iob
+from harness.worlds.writer import WorldWriter, write_json, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -145,6 +145,7 @@ class BibleBuild:
     def __init__(self, out: Path, settings: BuildSettings, fetcher: Fetcher, tagger: Tagger,
                  progress: Progress):
         self.out = out
+        self.writer = WorldWriter(out)
         self.s = settings
         self.fetcher = fetcher
         self.tagger = tagger
@@ -379,10 +380,7 @@ class BibleBuild:
         return [n for n in names if n in self.fetcher.pins]
 
     def _task_meta(self, task: str, meta: dict) -> None:
-        meta = {**meta, "inputs": self._task_inputs(task)}
-        d = self.out / "tasks" / task
-        d.mkdir(parents=True, exist_ok=True)
-        (d / "meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False), encoding="utf-8")
+        self.writer.task_meta(task, {**meta, "inputs": self._task_inputs(task)})
 
     def write_srb_mlm(self) -> None:
         tasks = self.out / "tasks"
@@ -783,8 +781,7 @@ class BibleBuild:
     def write_languages_and_manifest(self, inputs: Inputs) -> None:
         tasks_of: dict[str, list[str]] = {}
         for t in ("sr-b", "sr-t", "ner", "pos", "mlm"):
-            meta = json.loads((self.out / "tasks" / t / "meta.json").read_text())
-            for lang in meta["languages"]:
+            for lang in self.writer.task_languages(t):
                 tasks_of.setdefault(lang, []).append(t)
         languages = {}
         for lang in self.langs:
@@ -799,7 +796,7 @@ class BibleBuild:
                 "tasks": tasks_of.get(lang, []),
                 "dictionary_pairs": self.dict_stats.get(lang, {}).get("pairs", 0),
             }
-        (self.out / "languages.json").write_text(json.dumps(languages, indent=1, ensure_ascii=False), encoding="utf-8")
+        self.writer.languages(languages)
         default = self.s.default_source if self.s.default_source in self.s.sources else self.s.sources[0]
         manifest = {
             "name": "bible", "version": BUILDER_VERSION, "pivot_language": PIVOT,
@@ -829,10 +826,9 @@ class BibleBuild:
                       "downloaded packages at build time and never redistributed. ME5 weights are 4-bit "
                       "quantized and retrieval-tuned: compare methods with each other, not with the papers."),
         }
-        (self.out / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False), encoding="utf-8")
+        self.writer.manifest(manifest)
         build_info = {"seconds": self.timings, "heads": self.head_stats, **self.info}
-        (self.out / "build_info.json").write_text(json.dumps(_jsonable(build_info), indent=1, ensure_ascii=False),
-                                                  encoding="utf-8")
+        write_json(self.out / "build_info.json", _jsonable(build_info))
 
 
 BUILDER_VERSION = "2"  # bumped whenever what a build writes changes (2: Kolibri catalogs in SR-T, seeded heads)

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import logging
 import os
 import random
@@ -34,9 +33,9 @@ from typing import Any
 from harness.errors import ConfigError, MissingResourceError
 from harness.paths import harness_home
 from harness.worlds import CheckRow
-from harness.worlds.base import write_jsonl
 from harness.worlds.glot500 import langcodes as lc
 from harness.worlds.glot500 import loaders as ld
+from harness.worlds.writer import WorldWriter, write_jsonl
 
 log = logging.getLogger(__name__)
 
@@ -445,6 +444,7 @@ class _Build:
         self.world = world
         self.spec = spec
         self.out = out
+        self.writer = WorldWriter(out)
         self.needs = world.needs(spec)
         self.pivot = lc.normalize(spec["world"].get("pivot", "eng_Latn"))
         self.inputs: dict[str, dict[str, Any]] = {}  # manifest records
@@ -728,10 +728,7 @@ class _Build:
 
     # -- languages and manifest ------------------------------------------------------------------------------------
     def _write_meta(self, task: str, extra: dict[str, Any]) -> None:
-        d = self.out / "tasks" / task
-        d.mkdir(parents=True, exist_ok=True)
-        meta = {**extra, "languages": self.meta[task]}
-        (d / "meta.json").write_text(json.dumps(meta, indent=1, ensure_ascii=False))
+        self.writer.task_meta(task, {**extra, "languages": self.meta[task]})
 
     def _record(self, ref: ld.HubRef, folder: Path, licence: str) -> dict[str, Any]:
         return {"name": ref.hub_id, "hub_id": ref.hub_id, "revision": ref.revision,
@@ -757,7 +754,7 @@ class _Build:
                 "tasks": [t for t in TASKS if code in self.meta[t]],
                 "glot500c_config": lc.to_glot500_config(code),
             }
-        (self.out / "languages.json").write_text(json.dumps(languages, indent=1, ensure_ascii=False))
+        self.writer.languages(languages)
         advance = self.progress("hashing inputs", sum(len(v) for v in self.used.values()))
         for name, files in sorted(self.used.items()):
             rec = self.inputs.setdefault(name, {"name": name})
@@ -783,7 +780,7 @@ class _Build:
                       f"{bool(self.spec['inputs']['bible'].get('comparable', True))}; POS data: "
                       f"{self.spec['inputs']['ud'].get('format', 'hub')}"),
         }
-        (self.out / "manifest.json").write_text(json.dumps(manifest, indent=1, ensure_ascii=False))
+        self.writer.manifest(manifest)
 
 
 def _check_direction(pairs: list[tuple[str, str]], code: str, where: str) -> None:
