@@ -34,6 +34,14 @@ def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> None:
             f.write(json.dumps(r, ensure_ascii=False) + "\n")
 
 
+def write_lines(path: Path, lines: list[str]) -> None:
+    """Text data: one sentence a line, UTF-8; a newline inside a sentence becomes a space."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as f:
+        for x in lines:
+            f.write(x.replace("\n", " ") + "\n")
+
+
 class WorldWriter:
     """Writes the metadata of one world folder (``root``) and remembers what it wrote."""
 
