@@ -1,0 +1,97 @@
+"""The `glot500` world's spec (``spec.toml`` beside this module, keys overridden by ``$HARNESS_GLOT500_SPEC``):
+reading and merging it, and the records it names (sources, languages per task, Hub references)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.errors import ConfigError, MissingResourceError
+from harness.worlds.glot500 import loaders as ld
+
+SPEC_PATH = Path(__file__).with_name("spec.toml")
+BUILD_VERSION = 1  # bump when the build writes a different layout from the same inputs
+SPEC_ENV = "HARNESS_GLOT500_SPEC"
+TASKS = ("sr-b", "sr-t", "ner", "pos", "mlm")
+_LIST_KEYS = {"sr-b": "srb", "sr-t": "srt", "ner": "ner", "pos": "pos"}
+_PATH_KEYS = ("path", "conllu_path")
+
+
+# -- spec -----------------------------------------------------------------------------------------------------
+def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def _absolutize(d: Any, base: Path) -> Any:
+    """Resolve relative ``path`` / ``conllu_path`` values against the folder of the file that names them."""
+    if isinstance(d, dict):
+        out = {}
+        for k, v in d.items():
+            if k in _PATH_KEYS and isinstance(v, str) and v:
+                p = Path(v).expanduser()
+                out[k] = str(p if p.is_absolute() else (base / p).resolve())
+            else:
+                out[k] = _absolutize(v, base)
+        return out
+    return d
+
+
+def load_spec(path: Path, override: Path | None = None) -> dict[str, Any]:
+    def read(p: Path) -> dict[str, Any]:
+        try:
+            with open(p, "rb") as f:
+                return _absolutize(tomllib.load(f), p.parent)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"world spec {p}: {exc}") from exc
+
+    if not path.is_file():
+        raise MissingResourceError(f"world spec {path} does not exist")
+    spec = read(path)
+    if override is not None:
+        if not override.is_file():
+            raise ConfigError(f"${SPEC_ENV} points at {override}, which does not exist")
+        spec = _merge(spec, read(override))
+    for key in ("world", "languages", "inputs", "cpt"):
+        if key not in spec:
+            raise ConfigError(f"world spec {path}: section [{key}] missing")
+    return spec
+
+
+@dataclass
+class SourceSpec:
+    name: str
+    ref: ld.HubRef
+    files: list[str]
+    seen: list[str]
+    size: str = ""
+    licence: str = ""
+    description: str = ""
+
+
+@dataclass
+class Needs:
+    """What a build needs: languages per task (after exclusions) and CPT languages."""
+
+    tasks: dict[str, list[str]]
+    cpt: list[str]
+    excluded: dict[str, list[str]] = field(default_factory=dict)
+
+
+
+def _ref(section: dict[str, Any], default_type: str) -> ld.HubRef:
+    if "hub_id" not in section:
+        raise ConfigError(f"world spec: a Hub input needs hub_id (section {section})")
+    path = Path(section["path"]) if section.get("path") else None
+    return ld.HubRef(section["hub_id"], str(section.get("revision", "main")),
+                     section.get("repo_type", default_type), path)
+
+
+def _spec_hash(spec: dict[str, Any]) -> str:
+    from harness.hashing import hash_obj
+
+    return hash_obj(spec, length=16)
