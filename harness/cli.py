@@ -30,51 +30,16 @@ def _setup_env() -> None:
 
 
 # -- run ---------------------------------------------------------------------------------------------------
-_RUN_FLAGS = {  # flag -> config key
-    "methods": "methods", "tasks": "tasks", "world": "world", "source": "source", "langs": "langs",
-    "dims": "dims", "seeds": "seeds", "cpt_steps": "cpt_steps", "cpt_checkpoints": "cpt_checkpoints",
-    "profile": "profile", "device": "device", "tracking_uri": "tracking_uri", "experiment": "experiment",
-    "executor": "executor", "ray_address": "ray_address", "max_retries": "max_retries", "workers": "workers",
-}
-
-
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--methods", help="'all' or a comma-separated list (see `harness list`)")
-    p.add_argument("--tasks", help="comma-separated tasks, e.g. sr-t,ner")
-    p.add_argument("--world", help="world name (default: bible)")
-    p.add_argument("--source", help="source model of the world ('all' for every one)")
-    p.add_argument("--langs", help="comma-separated iso3_Script codes (default: every language with data)")
-    p.add_argument("--dims", help="factorized dims, e.g. 100,200,full (default: full)")
-    p.add_argument("--seeds", help="comma-separated seeds (default: 1,2,3; 1 on the synthetic world)")
-    p.add_argument("--cpt-steps", type=int, help="continued pre-training steps (default: the profile's)")
-    p.add_argument("--cpt-checkpoints", help="extra CPT steps at which to evaluate, e.g. 10,20")
-    p.add_argument("--cpt-devices", type=int, help="processes/GPUs for CPT (torchrun; the effective batch is kept)")
-    p.add_argument("--profile", help="cpu (default) or paper")
-    p.add_argument("--device", help="auto (default), cpu, cuda, cuda:N")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite under the harness home)")
-    p.add_argument("--experiment", help="MLflow experiment name (default: <world>/<source>)")
-    p.add_argument("--executor", help="local (default: this machine) or ray (a Ray task per cell)")
-    p.add_argument("--workers", type=int, help="local executor: cells run side by side, each in its own process "
-                   "(default: on a CPU, the cores / the profile's CPUs per cell; otherwise 1 = in this process)")
-    p.add_argument("--ray-address", help="Ray cluster to join ('auto' or ray://host:port); default: a local instance")
-    p.add_argument("--max-retries", type=int, help="Ray retries of a cell whose worker died (default 3)")
-    p.add_argument("--config", type=Path, help="TOML or YAML file with the same keys; flags override it")
-    p.add_argument("--fail-fast", action="store_true", help="stop at the first failed cell")
+    from harness.config import add_run_flags
+
+    add_run_flags(p)  # each setting is declared once, in harness.config.RunConfig
 
 
 def _config_from_args(args: argparse.Namespace):
-    from harness.config import load_config_file, make_config
+    from harness.config import config_from_flags
 
-    file_values = load_config_file(args.config) if getattr(args, "config", None) else {}
-    overrides = {key: getattr(args, flag) for flag, key in _RUN_FLAGS.items()
-                 if getattr(args, flag, None) is not None}
-    if getattr(args, "fail_fast", False):
-        overrides["fail_fast"] = True
-    if getattr(args, "cpt_devices", None) is not None:
-        if args.cpt_devices < 1:
-            raise HarnessError("--cpt-devices must be at least 1")
-        overrides["cpt"] = {**file_values.get("cpt", {}), "devices": args.cpt_devices}
-    return make_config(file_values, overrides)
+    return config_from_flags(args)
 
 
 def _check_device(device: str) -> None:

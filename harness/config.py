@@ -6,55 +6,114 @@ the key (exit status 2 from the CLI).
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import difflib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.errors import ConfigError, HarnessError
 
 FULL = "full"
+EXECUTORS = ("local", "ray")  # where cells run (harness.executors implements each)
+
+
+def setting(default: Any = dataclasses.MISSING, *, kind: str, help: str | None = None, nullable: bool = False,
+            flag_type: type = str, factory: Any = dataclasses.MISSING, check: Any = None) -> Any:
+    """One run setting, declared once as a field of :class:`RunConfig`: its name is the config key and (dashed)
+    the ``harness run`` / ``harness plan`` flag; ``kind`` says how a value from a file or a flag is read
+    (:data:`_KINDS`); ``help`` is the flag's help (None: no flag, a config-file key only); ``nullable``: None
+    (the setting's own "not given") is accepted; ``flag_type``: what argparse parses the flag as (``bool``: a
+    switch that sets True); ``check(cfg)`` runs once every value is merged."""
+    meta = {"kind": kind, "help": help, "nullable": nullable, "flag_type": flag_type, "check": check}
+    return dataclasses.field(default=default, default_factory=factory, metadata=meta)
+
+
+def _check_profile(cfg: RunConfig) -> None:
+    from harness.profiles import profile
+
+    profile(cfg.profile)
+
+
+def _check_device(cfg: RunConfig) -> None:
+    if cfg.device not in {"auto", "cpu"} and not cfg.device.startswith(("cuda", "mps")):
+        raise ConfigError(f"config key 'device': expected auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+
+
+def _check_executor(cfg: RunConfig) -> None:
+    if cfg.executor not in EXECUTORS:
+        raise ConfigError(f"config key 'executor': expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
+
+
+def _check_seeds(cfg: RunConfig) -> None:
+    if cfg.seeds is not None and not cfg.seeds:
+        raise ConfigError("config key 'seeds': give at least one seed")
+
+
+def _check_dims(cfg: RunConfig) -> None:
+    if not cfg.dims:
+        raise ConfigError("config key 'dims': give at least one dimension ('full' for no factorization)")
 
 
 @dataclass
 class RunConfig:
-    methods: list[str] = field(default_factory=lambda: ["all"])
-    tasks: list[str] = field(default_factory=lambda: ["sr-t", "ner"])
-    world: str = "bible"
-    source: str | None = None  # None: the world's default source; "all": every source
-    langs: list[str] | None = None  # None: every language the world has data for
-    dims: list[int | str] = field(default_factory=lambda: [FULL])  # factorized dims; "full" = no factorization
+    """Every setting of a run (``harness run``, ``harness plan``): defaults here < config file < flags."""
+
+    methods: list[str] = setting(kind="names", factory=lambda: ["all"],
+                                 help="'all' or a comma-separated list (see `harness list`)")
+    tasks: list[str] = setting(kind="names", factory=lambda: ["sr-t", "ner"],
+                               help="comma-separated tasks, e.g. sr-t,ner")
+    world: str = setting("bible", kind="str", help="world name (default: bible)")
+    # None: the world's default source; "all": every source
+    source: str | None = setting(None, kind="str", nullable=True,
+                                 help="source model of the world ('all' for every one)")
+    langs: list[str] | None = setting(None, kind="names", nullable=True,  # None: every language with data
+                                      help="comma-separated iso3_Script codes (default: every language with data)")
+    dims: list[int | str] = setting(kind="dims", factory=lambda: [FULL], check=_check_dims,  # "full": none
+                                    help="factorized dims, e.g. 100,200,full (default: full)")
     # None: the world's default (DEFAULT_SEEDS, three seeds, so every number on the board has a spread; the
     # synthetic world, whose numbers mean nothing, one)
-    seeds: list[int] | None = None
-    cpt_steps: int | None = None  # None: the profile's
-    cpt_checkpoints: list[int] = field(default_factory=list)  # extra evaluation steps during CPT
-    profile: str = "cpu"
-    device: str = "auto"
-    tracking_uri: str | None = None
-    experiment: str | None = None  # None: "<world>/<source>"
-    method_params: dict[str, dict[str, Any]] = field(default_factory=dict)  # method -> {param: value}
-    task_params: dict[str, dict[str, Any]] = field(default_factory=dict)  # task -> {param: value}
-    cpt: dict[str, Any] = field(default_factory=dict)  # overrides of the profile's CPT settings
-    fail_fast: bool = False
-    executor: str = "local"  # local | ray
-    ray_address: str | None = None  # None: a local Ray instance; "auto" or "ray://host:port": a cluster
-    max_retries: int = 3  # Ray retries of a cell whose worker died
-    workers: int | None = None  # local executor: cells run side by side (None: auto, see executors.local_workers)
+    seeds: list[int] | None = setting(None, kind="ints", nullable=True, check=_check_seeds,
+                                      help="comma-separated seeds (default: 1,2,3; 1 on the synthetic world)")
+    cpt_steps: int | None = setting(None, kind="count", nullable=True, flag_type=int,  # None: the profile's
+                                    help="continued pre-training steps (default: the profile's)")
+    cpt_checkpoints: list[int] = setting(kind="ints", factory=list,  # extra evaluation steps during CPT
+                                         help="extra CPT steps at which to evaluate, e.g. 10,20")
+    profile: str = setting("cpu", kind="str", check=_check_profile, help="cpu (default) or paper")
+    device: str = setting("auto", kind="str", check=_check_device, help="auto (default), cpu, cuda, cuda:N")
+    tracking_uri: str | None = setting(None, kind="str", nullable=True,
+                                       help="MLflow tracking URI (default: sqlite under the harness home)")
+    experiment: str | None = setting(None, kind="str", nullable=True,  # None: "<world>/<source>"
+                                     help="MLflow experiment name (default: <world>/<source>)")
+    method_params: dict[str, dict[str, Any]] = setting(kind="params", factory=dict)  # method -> {param: value}
+    task_params: dict[str, dict[str, Any]] = setting(kind="params", factory=dict)  # task -> {param: value}
+    cpt: dict[str, Any] = setting(kind="table", factory=dict)  # overrides of the profile's CPT settings
+    fail_fast: bool = setting(False, kind="bool", flag_type=bool, help="stop at the first failed cell")
+    executor: str = setting("local", kind="str", check=_check_executor,
+                            help="local (default: this machine) or ray (a Ray task per cell)")
+    # None: a local Ray instance; "auto" or "ray://host:port": a cluster
+    ray_address: str | None = setting(None, kind="str", nullable=True,
+                                      help="Ray cluster to join ('auto' or ray://host:port); default: a local "
+                                           "instance")
+    max_retries: int = setting(3, kind="count", flag_type=int,
+                               help="Ray retries of a cell whose worker died (default 3)")
+    # local executor: cells run side by side (None: auto, see executors.local_workers)
+    workers: int | None = setting(None, kind="count", nullable=True, flag_type=int,
+                                  help="local executor: cells run side by side, each in its own process (default: "
+                                       "on a CPU, the cores / the profile's CPUs per cell; otherwise 1 = in this "
+                                       "process)")
 
     # -- derived -------------------------------------------------------------------------------------------
     def dim_values(self) -> list[int | None]:
         return [None if d == FULL else int(d) for d in self.dims]
 
 
-EXECUTORS = ("local", "ray")  # where cells run (harness.executors implements each)
-
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
-_LIST_STR = {"methods", "tasks", "langs"}
-_LIST_INT = {"seeds", "cpt_checkpoints"}
-_DICT = {"method_params", "task_params", "cpt"}
-_STR = {"world", "source", "profile", "device", "tracking_uri", "experiment", "executor", "ray_address"}
+# the order of the flags in `--help` (a setting without help has no flag)
+_FLAG_ORDER = ("methods", "tasks", "world", "source", "langs", "dims", "seeds", "cpt_steps", "cpt_checkpoints",
+               "cpt_devices", "profile", "device", "tracking_uri", "experiment", "executor", "workers", "ray_address",
+               "max_retries", "config", "fail_fast")
 
 
 def _split(value: Any) -> list[Any]:
@@ -65,76 +124,110 @@ def _split(value: Any) -> list[Any]:
     raise TypeError
 
 
-def _coerce(key: str, value: Any) -> Any:
-    def bad(expected: str) -> ConfigError:
-        return ConfigError(f"config key {key!r}: expected {expected}, got {value!r} ({type(value).__name__})")
+class _Bad(Exception):
+    """A value of the wrong type: ``expected`` says what the key takes."""
 
-    if value is None:
-        if key in {"source", "langs", "seeds", "cpt_steps", "tracking_uri", "experiment", "ray_address", "workers"}:
-            return None
-        raise bad("a value")
-    if key in _LIST_STR:
+    def __init__(self, expected: str):
+        self.expected = expected
+
+
+def _names(value: Any) -> list[str]:
+    try:
+        items = _split(value)
+    except TypeError:
+        raise _Bad("a list of names or a comma-separated string") from None
+    if not all(isinstance(v, str) for v in items):
+        raise _Bad("a list of names")
+    return items
+
+
+def _ints(value: Any) -> list[int]:
+    try:
+        items = _split(value)
+        out = [int(v) for v in items]
+        if any(isinstance(v, bool) or (isinstance(v, float)) for v in items):
+            raise ValueError
+    except (TypeError, ValueError):
+        raise _Bad("a list of integers or a comma-separated string of integers") from None
+    return out
+
+
+def _dims(value: Any) -> list[int | str]:
+    try:
+        items = _split(value)
+    except TypeError:
+        raise _Bad("a list of dimensions ('full' or integers)") from None
+    out: list[int | str] = []
+    for v in items:
+        if isinstance(v, str) and v.lower() in {FULL, "none"}:
+            out.append(FULL)
+            continue
         try:
-            items = _split(value)
-        except TypeError:
-            raise bad("a list of names or a comma-separated string") from None
-        if not all(isinstance(v, str) for v in items):
-            raise bad("a list of names")
-        return items
-    if key in _LIST_INT:
-        try:
-            items = _split(value)
-            out = [int(v) for v in items]
-            if any(isinstance(v, bool) or (isinstance(v, float)) for v in items):
+            if isinstance(v, (bool, float)):
                 raise ValueError
+            d = int(v)
         except (TypeError, ValueError):
-            raise bad("a list of integers or a comma-separated string of integers") from None
-        return out
-    if key == "dims":
-        try:
-            items = _split(value)
-        except TypeError:
-            raise bad("a list of dimensions ('full' or integers)") from None
-        out = []
-        for v in items:
-            if isinstance(v, str) and v.lower() in {FULL, "none"}:
-                out.append(FULL)
-                continue
-            try:
-                if isinstance(v, (bool, float)):
-                    raise ValueError
-                d = int(v)
-            except (TypeError, ValueError):
-                raise bad("'full' or positive integers") from None
-            if d <= 0:
-                raise bad("'full' or positive integers")
-            out.append(d)
-        return out
-    if key in {"cpt_steps", "max_retries", "workers"}:
-        if isinstance(value, bool):
-            raise bad("a non-negative integer")
-        try:
-            v = int(value)
-        except (TypeError, ValueError):
-            raise bad("a non-negative integer") from None
-        if v < 0 or (isinstance(value, float) and not value.is_integer()):
-            raise bad("a non-negative integer")
-        return v
-    if key == "fail_fast":
-        if not isinstance(value, bool):
-            raise bad("true or false")
-        return value
-    if key in _STR:
-        if not isinstance(value, str):
-            raise bad("a string")
-        return value
-    if key in _DICT:
-        if not isinstance(value, dict):
-            raise bad("a table/mapping")
-        if key in {"method_params", "task_params"} and not all(isinstance(v, dict) for v in value.values()):
-            raise bad("a mapping of name -> {param: value}")
-        return dict(value)
-    raise bad("a known type")  # pragma: no cover
+            raise _Bad("'full' or positive integers") from None
+        if d <= 0:
+            raise _Bad("'full' or positive integers")
+        out.append(d)
+    return out
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool):
+        raise _Bad("a non-negative integer")
+    try:
+        v = int(value)
+    except (TypeError, ValueError):
+        raise _Bad("a non-negative integer") from None
+    if v < 0 or (isinstance(value, float) and not value.is_integer()):
+        raise _Bad("a non-negative integer")
+    return v
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _Bad("true or false")
+    return value
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise _Bad("a string")
+    return value
+
+
+def _table(value: Any) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Bad("a table/mapping")
+    return dict(value)
+
+
+def _params(value: Any) -> dict[str, dict[str, Any]]:
+    out = _table(value)
+    if not all(isinstance(v, dict) for v in out.values()):
+        raise _Bad("a mapping of name -> {param: value}")
+    return out
+
+
+# how a value of each kind of setting is read from a config file or a flag
+_KINDS = {"names": _names, "ints": _ints, "dims": _dims, "count": _count, "bool": _bool, "str": _str,
+          "table": _table, "params": _params}
+
+
+def _coerce(key: str, value: Any) -> Any:
+    """``value`` of setting ``key`` as its declared kind; a wrong one fails naming the key and what it takes."""
+    meta = _FIELDS[key].metadata
+    try:
+        if value is None:
+            if meta["nullable"]:
+                return None
+            raise _Bad("a value")
+        return _KINDS[meta["kind"]](value)
+    except _Bad as bad:
+        raise ConfigError(f"config key {key!r}: expected {bad.expected}, got {value!r} "
+                          f"({type(value).__name__})") from None
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -179,18 +272,45 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
                 raise ConfigError(f"unknown config key {key!r} in the {source_name}.{hint} "
                                   f"Known keys: {', '.join(sorted(_FIELDS))}")
             setattr(cfg, key, _coerce(key, value))
-    from harness.profiles import profile
-
-    profile(cfg.profile)
-    if cfg.device not in {"auto", "cpu"} and not cfg.device.startswith(("cuda", "mps")):
-        raise ConfigError(f"config key 'device': expected auto, cpu, cuda or cuda:N, got {cfg.device!r}")
-    if cfg.executor not in EXECUTORS:
-        raise ConfigError(f"config key 'executor': expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
-    if cfg.seeds is not None and not cfg.seeds:
-        raise ConfigError("config key 'seeds': give at least one seed")
-    if not cfg.dims:
-        raise ConfigError("config key 'dims': give at least one dimension ('full' for no factorization)")
+    for f in _CHECK_ORDER:
+        _FIELDS[f].metadata["check"](cfg)
     return cfg
+
+
+_CHECK_ORDER = ("profile", "device", "executor", "seeds", "dims")  # each one with a ``check``, in this order
+assert set(_CHECK_ORDER) == {f.name for f in _FIELDS.values() if f.metadata["check"] is not None}
+
+
+# -- flags -------------------------------------------------------------------------------------------------
+def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of ``harness run`` and ``harness plan``: one per setting with a help text, plus ``--config``
+    and the shortcut ``--cpt-devices`` (the ``devices`` entry of the ``cpt`` table)."""
+    for name in _FLAG_ORDER:
+        flag = "--" + name.replace("_", "-")
+        if name == "cpt_devices":
+            p.add_argument(flag, type=int, help="processes/GPUs for CPT (torchrun; the effective batch is kept)")
+        elif name == "config":
+            p.add_argument(flag, type=Path, help="TOML or YAML file with the same keys; flags override it")
+        else:
+            meta = _FIELDS[name].metadata
+            if meta["flag_type"] is bool:
+                p.add_argument(flag, action="store_true", default=None, help=meta["help"])
+            else:
+                p.add_argument(flag, type=meta["flag_type"], help=meta["help"])
+    missing = {f.name for f in _FIELDS.values() if f.metadata["help"]} - set(_FLAG_ORDER)
+    assert not missing, f"settings with a help text but no place among the flags: {missing}"
+
+
+def config_from_flags(args: argparse.Namespace) -> RunConfig:
+    """The run's settings from parsed flags: defaults < ``--config`` file < the flags given."""
+    file_values = load_config_file(args.config) if getattr(args, "config", None) else {}
+    overrides = {name: getattr(args, name) for name in _FLAG_ORDER
+                 if name in _FIELDS and getattr(args, name, None) is not None}
+    if getattr(args, "cpt_devices", None) is not None:
+        if args.cpt_devices < 1:
+            raise HarnessError("--cpt-devices must be at least 1")
+        overrides["cpt"] = {**file_values.get("cpt", {}), "devices": args.cpt_devices}
+    return make_config(file_values, overrides)
 
 
 DEFAULT_SEEDS = [1, 2, 3]
