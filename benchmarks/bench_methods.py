@@ -66,6 +66,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness.initialize import PeakMemory  # noqa: E402
+from methods.fasttext_util import full_model_file  # noqa: E402
 
 SMALL = {
     "focus": {"dim": 48, "epochs": 5, "bucket": 200_000},
@@ -132,7 +133,8 @@ def theirs_focus(inputs: dict[str, Any], result: Any) -> dict[str, float] | None
     with PeakMemory(interval=0.01) as mem:
         t0 = time.perf_counter()
         FOCUS(target_tokenizer=inputs["tt"], source_tokenizer=inputs["st"], source_embeddings=inputs["e_s"].clone(),
-              fasttext_model_path=result.stats["fasttext"]["path"], exact_match_all=True, match_symbols=True,
+              fasttext_model_path=str(full_model_file(result.stats["fasttext"]["path"], Path(tempfile.gettempdir()))),
+              exact_match_all=True, match_symbols=True,
               fuzzy_match_all=False, verbosity="silent", processes=1)
         seconds = time.perf_counter() - t0
     return {"seconds": seconds, **mem.as_dict()}
@@ -140,8 +142,10 @@ def theirs_focus(inputs: dict[str, Any], result: Any) -> dict[str, float] | None
 
 def theirs_wechsel(world: Any, inputs: dict[str, Any], result: Any) -> dict[str, float] | None:
     try:
-        import fasttext
+        import fasttext  # noqa: F401 - the reference needs it installed
         from wechsel import WECHSEL
+
+        from methods import fasttext_util as ft  # reads the cache's compact models too
     except ImportError:
         return None
     from methods.multilang import dictionary_for
@@ -153,12 +157,12 @@ def theirs_wechsel(world: Any, inputs: dict[str, Any], result: Any) -> dict[str,
         for lang, info in s["languages"].items():
             if not s["per_language"].get(lang, {}).get("tokens"):
                 continue  # no target token belongs to it
-            src = fasttext.load_model(s["source_vectors"]["path"])
+            src = ft.load_model(s["source_vectors"]["path"])
             if lang == s["source_language"]:
-                w = WECHSEL(src, fasttext.load_model(s["source_vectors"]["path"]), align_strategy=None)
+                w = WECHSEL(src, ft.load_model(s["source_vectors"]["path"]), align_strategy=None)
             elif "vectors" in info:
                 path, _ = dictionary_for(world, s["source_language"], lang)
-                w = WECHSEL(src, fasttext.load_model(info["vectors"]["path"]), bilingual_dictionary=str(path))
+                w = WECHSEL(src, ft.load_model(info["vectors"]["path"]), bilingual_dictionary=str(path))
             else:
                 continue
             w.apply(inputs["st"], inputs["tt"], inputs["e_s"].numpy().copy())
@@ -289,9 +293,8 @@ def machine_note() -> str:
 
 def step_table(cache: Path, methods: list[str], repeats: int) -> None:
     """FOCUS and WECHSEL on the real pair, with their fastText models given, step by step beside the reference."""
-    import fasttext
-
     from harness.registry import METHODS
+    from methods import fasttext_util as ft  # reads the cache's compact models too
     from methods.base import InitContext
     from methods.multilang import dictionary_for
     from methods.overlap import mapping_cache
@@ -326,7 +329,7 @@ def step_table(cache: Path, methods: list[str], repeats: int) -> None:
         if method == "focus":
             from deepfocus import FOCUS
 
-            model_path = first.stats["fasttext"]["path"]
+            model_path = str(full_model_file(first.stats["fasttext"]["path"], cache))
 
             def theirs_once(model_path=model_path):
                 return run_steps(lambda: FOCUS(
@@ -341,8 +344,8 @@ def step_table(cache: Path, methods: list[str], repeats: int) -> None:
             dict_path, _ = dictionary_for(world, s["source_language"], lang)
 
             def reference(s=s, lang=lang, dict_path=dict_path):
-                w = WECHSEL(fasttext.load_model(s["source_vectors"]["path"]),
-                            fasttext.load_model(s["languages"][lang]["vectors"]["path"]),
+                w = WECHSEL(ft.load_model(s["source_vectors"]["path"]),
+                            ft.load_model(s["languages"][lang]["vectors"]["path"]),
                             align_strategy="bilingual_dictionary", bilingual_dictionary=str(dict_path))
                 return w.apply(st, tt, e_s.numpy().copy())
 

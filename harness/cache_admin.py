@@ -47,6 +47,7 @@ PROTECTED = ("tracking", "leaderboards")
 # what ``prune`` takes without ``--kind``: everything a run rebuilds by itself
 HEAVY = ("world", "downloads", "build-envs")
 BUSY_S = 24 * 3600  # an unfinished build younger than this may still be running
+MODEL_SUFFIXES = (".npz", ".bin")  # a cached fastText model: compact, or as fastText wrote it
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -252,7 +253,8 @@ def scan(home: Path) -> list[Item]:
 
 
 def _method_items(mdir: Path) -> Iterator[Item]:
-    """A method's cache: each fastText model (``.bin`` + ``.json``) is one item; any other entry is one item."""
+    """A method's cache: each fastText model (``.npz`` or ``.bin``, with its ``.json``) is one item; any other
+    entry is one item."""
     kind = f"methods/{mdir.name}"
     now = time.time()
     for entry in sorted(mdir.iterdir()):
@@ -263,8 +265,10 @@ def _method_items(mdir: Path) -> Iterator[Item]:
                 stem = f.name.lstrip(".").split(".")[0]
                 groups.setdefault(stem, []).append(f)
             for group in groups.values():
-                main = next((f for f in group if f.suffix == ".bin" and not f.name.startswith(".")), group[0])
-                busy = main.name.startswith(".") or main.suffix != ".bin"
+                # the model file: its compact form (.npz) or a full .bin cached before
+                main = next((f for f in group if f.suffix in MODEL_SUFFIXES and not f.name.startswith(".")),
+                            group[0])
+                busy = main.name.startswith(".") or main.suffix not in MODEL_SUFFIXES
                 created = min(_mtime(f) for f in group)
                 yield Item(kind, main, sum(tree_size(f) for f in group), created,
                            extra=tuple(f for f in group if f != main), busy=busy and now - created < BUSY_S)

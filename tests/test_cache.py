@@ -144,15 +144,15 @@ def test_damaged_fasttext_model_is_reported_and_trained_again(tmp_path, caplog, 
 
 
 def test_prefetch_retrains_a_damaged_model(tmp_path):
-    from methods.fasttext_util import model_path, prefetch_models
+    from methods.fasttext_util import model_path, prefetch_models, stored_file
     from tests.test_fasttext_prefetch import _job
 
     jobs = [_job(x) for x in ("ee", "ff")]
     assert prefetch_models(tmp_path, jobs, workers=2) == 2
-    _, path = model_path(tmp_path, jobs[0].kind, jobs[0].inputs, jobs[0].settings)
+    path = stored_file(model_path(tmp_path, jobs[0].kind, jobs[0].inputs, jobs[0].settings)[1])
     good = path.read_bytes()
     path.write_bytes(good[:1000])
-    _, other = model_path(tmp_path, jobs[1].kind, jobs[1].inputs, jobs[1].settings)
+    other = stored_file(model_path(tmp_path, jobs[1].kind, jobs[1].inputs, jobs[1].settings)[1])
     other.write_bytes(other.read_bytes()[:1000])
     assert prefetch_models(tmp_path, jobs, workers=2) == 2
     assert path.read_bytes() == good

@@ -86,6 +86,11 @@ def home(tmp_path):
     ft.mkdir(parents=True)
     (ft / "wechsel-words-abc.bin").write_bytes(b"\0" * 40_000)
     (ft / "wechsel-words-abc.json").write_text("{}")
+    ft = h / "cache" / "methods" / "tiktotok" / "fasttext"  # a model in compact form, one being written
+    ft.mkdir(parents=True)
+    (ft / "tiktotok-deu-abc.npz").write_bytes(b"\0" * 30_000)
+    (ft / "tiktotok-deu-abc.json").write_text("{}")
+    (ft / ".tiktotok-fra-abc.1234abcd.npz").write_bytes(b"\0" * 20_000)
     _folder(h / "cache" / "mappings" / "m1", 2_000)
     _folder(h / "downloads" / "pypi", 70_000)
     (h / "mlflow.db").write_bytes(b"\0" * 5_000)
@@ -109,6 +114,9 @@ def test_du_sizes_each_kind_per_world(home):
     assert rows[("cpt", "toy")][0] == 1 and rows[("tagger", "toy")][0] == 1
     assert rows[("tagger-test", "toy")][0] == 1  # the world of its tagger
     assert rows[("methods/wechsel", "-")] == (1, 40_000 + 2)  # the model and its .json are one item
+    assert rows[("methods/tiktotok", "-")] == (2, 30_000 + 2 + 20_000)  # compact: the same; one busy
+    busy = {i.path.name: i.busy for i in scan(home) if i.kind == "methods/tiktotok"}
+    assert busy == {"tiktotok-deu-abc.npz": False, ".tiktotok-fra-abc.1234abcd.npz": True}
     assert rows[("world", "toy")][1] > 9_000
     assert rows[("tracking", "-")] == (2, 11_000)
     assert rows[("leaderboards", "toy")] == (1, 1_000)
@@ -144,11 +152,14 @@ def test_prune_never_removes_results_or_builds_in_progress(home, monkeypatch, ca
     assert cli("prune") == 0
     out = capsys.readouterr().out
     for gone in ("products/init/i2", "cache/methods/wechsel/fasttext/wechsel-words-abc.bin",
-                 "cache/methods/wechsel/fasttext/wechsel-words-abc.json", "cache/mappings/m1"):
+                 "cache/methods/wechsel/fasttext/wechsel-words-abc.json", "cache/mappings/m1",
+                 "cache/methods/tiktotok/fasttext/tiktotok-deu-abc.npz",
+                 "cache/methods/tiktotok/fasttext/tiktotok-deu-abc.json"):
         assert not (home / gone).exists(), gone
     # the runs' results, the world, its downloads and the build in progress stay
     for kept in ("mlflow.db", "mlartifacts/1/run/weights.bin", "leaderboards/toy", "worlds/toy-v1",
-                 "downloads/pypi", "products/init/.tmp-i3-0000"):
+                 "downloads/pypi", "products/init/.tmp-i3-0000",
+                 "cache/methods/tiktotok/fasttext/.tiktotok-fra-abc.1234abcd.npz"):
         assert (home / kept).exists(), kept
     assert cache_admin.parse_age("1h") == 3600 and cache_admin.parse_age("2w") == 14 * DAY
 

@@ -6,7 +6,7 @@ import random
 
 import numpy as np
 
-from methods.fasttext_util import TrainJob, cached_model, model_path, prefetch_models
+from methods.fasttext_util import TrainJob, cached_model, model_path, prefetch_models, stored_file
 
 SETTINGS = {"model": "skipgram", "dim": 8, "epoch": 2, "minCount": 1, "minn": 2, "maxn": 3, "bucket": 2000,
             "lr": 0.05, "seed": 0, "thread": 1}
@@ -32,7 +32,7 @@ def test_prefetch_matches_sequential_training(tmp_path):
     assert len(progress) == 3
     for job in jobs:
         _, path = model_path(par, job.kind, job.inputs, job.settings)
-        assert path is not None and path.is_file() and path.with_suffix(".json").is_file()
+        assert path is not None and stored_file(path).suffix == ".npz" and path.with_suffix(".json").is_file()
         got = cached_model(par, job.kind, job.inputs, job.settings, job.write_corpus)
         assert got.cached  # found, not retrained
         ref = cached_model(seq, job.kind, job.inputs, job.settings, job.write_corpus)
