@@ -157,6 +157,29 @@ def discard_damaged(path: Path, kind: str) -> bool:
     return True
 
 
+def discard_build_inputs(home: Path, folders: tuple[str, ...] | list[str], busy_s: float = 24 * 3600) -> int:
+    """Remove the folders (relative to ``home``) a world build downloaded or installed and no later step reads;
+    the bytes freed. Nothing is removed while another world build is under way (a ``.tmp-*`` folder under
+    ``worlds/`` younger than ``busy_s``): it may be reading them."""
+    worlds = Path(home) / "worlds"
+    now = time.time()
+    if worlds.is_dir() and any(now - p.stat().st_mtime < busy_s for p in worlds.glob(".tmp-*")):
+        log.info("another world build is under way; its build inputs (%s) are kept", ", ".join(folders))
+        return 0
+    freed = 0
+    for rel in folders:
+        path = Path(home) / rel
+        if not path.is_dir() or path.is_symlink():
+            continue
+        size = sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+        shutil.rmtree(path, ignore_errors=True)
+        if not path.exists():
+            freed += size
+            log.info("removed %s (%.0f MB): the world build's inputs, fetched again by a later build", path,
+                     size / 2**20)
+    return freed
+
+
 def _remove(path: Path) -> None:
     """Move a damaged product out of the way (one rename, so no reader sees it half-deleted), then delete it."""
     trash = path.parent / f".tmp-damaged-{path.name}-{uuid.uuid4().hex[:8]}"

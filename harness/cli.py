@@ -329,7 +329,7 @@ def cmd_world(args: argparse.Namespace) -> int:
 
     builder = WORLDS.get(args.name)
     if args.action == "build":
-        root = build_world(args.name, force=args.force)
+        root = build_world(args.name, force=args.force, keep_inputs=args.keep_downloads)
         console.print(f"world {args.name} ready at {root}")
         return 0
     if args.action == "check":
@@ -479,6 +479,8 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("action", choices=["build", "info", "check"])
     w.add_argument("name", nargs="?", default="bible")
     w.add_argument("--force", action="store_true", help="rebuild even if cached")
+    w.add_argument("--keep-downloads", action="store_true", help="keep what the build downloaded and installed "
+                   "(downloads/, build-envs/; default: removed once the world is built, fetched again by a rebuild)")
     w.set_defaults(func=cmd_world)
 
     from harness.cache_admin import add_parser as add_cache_parser

@@ -222,3 +222,35 @@ def test_prune_finished_takes_only_the_products_of_finished_cells(tmp_path, monk
 def _mkdir(p: Path) -> Path:
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+# -- a world's build inputs ----------------------------------------------------------------------------------
+class _ToyBuilder:
+    name = "toy"
+    version = 1
+    build_inputs = ("downloads", "build-envs")
+
+    def build(self, out):
+        (out / "manifest.json").write_text(json.dumps({"name": "toy", "version": 1}))
+        (out / "languages.json").write_text("{}")
+
+
+@pytest.mark.parametrize("case", ["removed", "kept-by-flag", "kept-while-another-build-runs"])
+def test_a_world_build_removes_its_downloads_and_build_envs(tmp_path, monkeypatch, case):
+    """Once the world is in place, what its build fetched and installed goes (a later build fetches it again);
+    the world stays, and so does everything when asked to keep it or while another build may be reading it."""
+    from harness import worlds
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HARNESS_HOME", str(home))
+    real_get = worlds.WORLDS.get
+    monkeypatch.setattr(worlds.WORLDS, "get", lambda name: _ToyBuilder() if name == "toy" else real_get(name))
+    _folder(home / "downloads" / "pypi", 5_000)
+    _folder(home / "build-envs" / "spacy-1", 3_000)
+    _folder(home / "inputs" / "glot500", 1_000)  # a user's inputs: never a build input
+    if case == "kept-while-another-build-runs":
+        (home / "worlds" / ".tmp-other-v1-0000").mkdir(parents=True)
+    root = worlds.build_world("toy", keep_inputs=case == "kept-by-flag")
+    assert (root / "manifest.json").is_file() and (home / "inputs" / "glot500").is_dir()
+    gone = case == "removed"
+    assert (home / "downloads").exists() != gone and (home / "build-envs").exists() != gone

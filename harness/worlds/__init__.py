@@ -84,7 +84,10 @@ def get_world(name: str, *, build: bool = True) -> World:
     return world
 
 
-def build_world(name: str, *, force: bool = False) -> Path:
+def build_world(name: str, *, force: bool = False, keep_inputs: bool = False) -> Path:
+    """Build world ``name`` (if not built, or ``force``). Once it is in place, what its builder downloaded and
+    installed under the home for the build (``builder.build_inputs``: folders no later step reads) is removed,
+    unless ``keep_inputs``; a later build fetches it again."""
     builder = WORLDS.get(name)
     root = world_dir(name)
     if (root / "manifest.json").is_file() and not force:
@@ -107,6 +110,10 @@ def build_world(name: str, *, force: bool = False) -> Path:
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    if not keep_inputs:
+        from harness.cache import discard_build_inputs
+
+        discard_build_inputs(harness_home(), getattr(builder, "build_inputs", ()))
     return root
 
 

@@ -33,6 +33,7 @@ class BibleWorldBuilder:
     description = ("default offline world: 24 Bible languages, MiniLM (mono) and multilingual-e5-small (multi) "
                    "sources with trained MLM heads, SR-B/SR-T/NER/POS/MLM data, all from PyPI/Debian packages")
     version = BUILDER_VERSION
+    build_inputs = ("downloads", "build-envs")  # under the home: read by the build only (see build_world)
 
     def __init__(self, settings: BuildSettings | None = None, fetcher: Fetcher | None = None, tagger=None,
                  show_progress: bool = True):
