@@ -8,9 +8,12 @@ table of ``harness cache du`` for it: what a job leaves with the current layout.
 home read-only (nothing in it is changed) and prints, per kind, what it holds now and what the same products take
 in the current layout: a tagger that took less than ``tasks.tagging.KEEP_WEIGHTS_SECONDS`` to fine-tune keeps its
 record and scores but not its weights; an init product keeps only the tensors that differ from its source model's
-(compared byte for byte); a CPT step keeps no tokenizer copy. ``--experiment`` restricts the init, CPT and tagger
-products to the cells of that MLflow experiment (e.g. the main job's ``bible/mono``); the world, its downloads and
-the method caches (fastText models) are shared by every job and always counted whole.
+(compared byte for byte); a CPT step keeps no tokenizer copy; the init and CPT products of a cell whose MLflow run
+finished are removed (``harness run --keep-products`` keeps them); a fastText model is kept in compact form (each
+``.bin`` is compacted into a temporary folder to measure it: ``--no-compact`` skips that and counts it whole); a
+world build's downloads and build environments are removed once the world is built. ``--experiment`` restricts
+the init, CPT and tagger products to the cells of that MLflow experiment (e.g. the main job's ``bible/mono``); the
+world and the method caches (fastText models) are shared by every job and always counted whole.
 """
 
 from __future__ import annotations
@@ -73,7 +76,23 @@ def experiment_cells(home: Path, experiment: str) -> list[dict[str, str]]:
     return [t for t in runs.values() if t.get("kind") == "cell"]
 
 
-def projected(home: Path, items: list, experiment: str | None) -> list[tuple[str, int, int, int]]:
+def compact_size(model: Path, scratch: Path) -> int:
+    """Bytes of the compact form of a fastText ``.bin`` (written into ``scratch`` and removed; the ``.bin`` is
+    only read), or of the file itself when it is not a ``.bin`` or cannot be compacted."""
+    from methods.fasttext_util import compact_model
+
+    if model.suffix != ".bin":
+        return model.stat().st_size
+    out = scratch / (model.stem + ".npz")
+    try:
+        info = compact_model(model, out)
+    finally:
+        out.unlink(missing_ok=True)
+    return model.stat().st_size if info is None else int(info["size"])
+
+
+def projected(home: Path, items: list, experiment: str | None,
+              compact: bool = True) -> list[tuple[str, int, int, int]]:
     """(kind, items, bytes now, bytes in the current layout) per kind."""
     from harness.cache_admin import _marker, world_names
     from tasks.tagging import KEEP_WEIGHTS_SECONDS, WEIGHTS
@@ -94,6 +113,8 @@ def projected(home: Path, items: list, experiment: str | None) -> list[tuple[str
                     keep_init.add(i.path.name)
         cell_keys = {c.get("cell") for c in cells}
     rows: dict[str, list[int]] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="footprint-compact-"))
+    models = [i for i in items if i.kind.startswith("methods/") and i.path.suffix == ".bin"] if compact else []
     for i in items:
         info = _marker(i.path) if i.path.is_dir() else {}
         if cells is not None:
@@ -124,10 +145,18 @@ def projected(home: Path, items: list, experiment: str | None) -> list[tuple[str
                     after -= f.stat().st_size
                 for f in step.glob("special_tokens_map.json"):
                     after -= f.stat().st_size
+        if i.kind in ("init", "cpt") and i.finished:
+            after = 0  # removed once the cell's run finished
+        elif i.kind in ("downloads", "build-envs"):
+            after = 0  # removed once the world is built
+        elif i in models:
+            after += compact_size(i.path, scratch) - i.path.stat().st_size
+            print(f"  compacted {models.index(i) + 1}/{len(models)}: {i.path.name}", file=sys.stderr, flush=True)
         r = rows.setdefault(i.kind, [0, 0, 0])
         r[0] += 1
         r[1] += i.bytes
         r[2] += after
+    scratch.rmdir()
     return sorted(((k, *v) for k, v in rows.items()), key=lambda r: -r[2])
 
 
@@ -167,6 +196,8 @@ def main() -> None:
     ap.add_argument("--methods", default="all")
     ap.add_argument("--tasks", default="sr-t,ner")
     ap.add_argument("--keep", action="store_true", help="with --run: keep the temporary home")
+    ap.add_argument("--no-compact", action="store_true",
+                    help="with --home: count fastText .bin files whole instead of compacting them to measure")
     args = ap.parse_args()
     if not args.run and not args.home:
         ap.error("give --run or --home PATH")
@@ -175,7 +206,7 @@ def main() -> None:
 
     if args.home:
         home = args.home.expanduser().resolve()
-        rows = projected(home, scan(home), args.experiment)
+        rows = projected(home, scan(home), args.experiment, compact=not args.no_compact)
         what = f" (products of experiment {args.experiment!r}; shared caches whole)" if args.experiment else ""
         print(f"\nharness home {home}{what}: now, and the same products in the current layout\n")
         print_table(rows, ["kind", "items", "now", "current layout"])
