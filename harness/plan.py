@@ -71,7 +71,8 @@ def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None) 
 
     est = estimates or PAPER_ESTIMATES
     cpt = cpt_settings(cfg)
-    n_evals = 1 + len([s for s in cpt["checkpoints"] if 0 < s < cpt["steps"]]) + (1 if cpt["steps"] > 0 else 0)
+    n_evals = 1 + ((len([s for s in cpt["checkpoints"] if 0 < s < cpt["steps"]]) + (1 if cpt["steps"] > 0 else 0))
+                   if cpt["eval_tasks"] else 0)
     device = "cuda" if cfg.device in {"auto", "cuda"} or cfg.device.startswith("cuda") else cfg.device
     res = cell_resources(cfg, device)
     rows = []

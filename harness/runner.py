@@ -22,10 +22,11 @@ from rich.console import Console
 
 from harness.cache import ProductCache
 from harness.config import RunConfig, run_seeds
-from harness.errors import HarnessError, MissingResourceError
+from harness.errors import ConfigError, HarnessError, MissingResourceError
 from harness.hashing import hash_obj
 from harness.paths import harness_home
 from harness.precision import resolve_precision
+from harness.profiles import PROFILES
 from harness.profiles import profile as get_profile
 from harness.registry import METHODS, TASKS
 from harness.tracking import Tracker, metric_key
@@ -69,16 +70,40 @@ def resolve_device(device: str) -> str:
 
 def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
     s = dict(get_profile(cfg.profile)["cpt"])
+    known = {k for prof in PROFILES.values() for k in prof["cpt"]}
+    unknown = sorted(set(cfg.cpt) - known)
+    if unknown:
+        raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "
+                          f"{', '.join(sorted(known))}")
+    if not isinstance(cfg.cpt.get("eval_tasks", True), bool):
+        raise ConfigError(f"config key 'cpt.eval_tasks': expected true or false, got {cfg.cpt['eval_tasks']!r}")
     s.update(cfg.cpt)
     if cfg.cpt_steps is not None:
         s["steps"] = cfg.cpt_steps
     s["checkpoints"] = sorted(set(cfg.cpt_checkpoints) | set(s.get("checkpoints") or []))
+    # whether the tasks are evaluated again after CPT: the profile says (the cpu profile's CPT is a smoke test, so
+    # only the held-out MLM loss is measured after it), unless the run names a CPT budget of its own
+    if "eval_tasks" not in cfg.cpt and (cfg.cpt_steps is not None or cfg.cpt_checkpoints or "steps" in cfg.cpt):
+        s["eval_tasks"] = True
+    s["eval_tasks"] = bool(s.get("eval_tasks", True))
     return s
 
 
+# CPT settings that do not change what CPT computes: the number of devices (the effective batch is fixed) and
+# whether the tasks are evaluated after it
+_NOT_PRODUCT = frozenset({"devices", "eval_tasks"})
+
+
 def _without_devices(cpt: dict[str, Any]) -> dict[str, Any]:
-    """CPT settings that define the product: the number of devices does not (the effective batch is fixed)."""
-    return {k: v for k, v in cpt.items() if k != "devices"}
+    """CPT settings that define the product (and the cell): all but :data:`_NOT_PRODUCT`."""
+    return {k: v for k, v in cpt.items() if k not in _NOT_PRODUCT}
+
+
+def last_task_step(cpt: dict[str, Any]) -> int:
+    """The last step at which a cell's tasks are evaluated: the final CPT step, or 0 when CPT is off or the
+    tasks are not evaluated after it (``eval_tasks``)."""
+    steps = int(cpt["steps"])
+    return steps if steps > 0 and cpt.get("eval_tasks", True) else 0
 
 
 def make_plan(cfg: RunConfig, world: Any) -> Plan:
@@ -407,10 +432,11 @@ class Runner:
                     tr.mark_done(parent, "cpt_log")
                 _fault("cpt")
                 for step, path in sorted(ckpts.items()):
-                    self.evaluate(exp, parent, key, cell, step, path, tokenizer, load_model)
+                    self.evaluate(exp, parent, key, cell, step, path, tokenizer, load_model,
+                                  tasks=self.plan.tasks if self.cpt["eval_tasks"] else [])
             if steps > 0:
                 self.log_convergence(parent, steps)
-            tr.set_tags(parent, {"final_step": steps})
+            tr.set_tags(parent, {"final_step": steps, "task_final_step": last_task_step(self.cpt)})
             tr.finish(parent)
             return {"cell": cell.label, "run_id": parent, "experiment_id": exp}
         except BaseException as exc:
@@ -455,13 +481,16 @@ class Runner:
 
     # ------------------------------------------------------------------------------------------------------
     def evaluate(self, exp: str, parent: str, key: str, cell: Cell, step: int, model_dir: Path, tokenizer: Any,
-                 load_model: Any) -> None:
+                 load_model: Any, tasks: list[str] | None = None) -> None:
+        """Evaluate ``tasks`` (default: the plan's) on the model at ``step``, then the held-out MLM loss when
+        the run has CPT."""
         from tasks.base import TaskSettings
 
         tr = self.tracker
         model = None
         heldout: float | None = None
-        for task_name in self.plan.tasks:
+        last = last_task_step(self.cpt)
+        for task_name in self.plan.tasks if tasks is None else tasks:
             task = TASKS.get(task_name)()
             trun, _ = tr.get_or_create_run(exp, {"cell": key, "kind": "task", "task": task_name}, task_name,
                                            parent_run_id=parent)
@@ -470,7 +499,7 @@ class Runner:
                                "world": self.world.name, "parent": parent})
             if tr.is_done(trun, f"step_{step}"):
                 self.say(f"  {task_name} @ step {step}: already logged")
-                if step == (int(self.cpt["steps"]) if int(self.cpt["steps"]) > 0 else 0):
+                if step == last:
                     tr.finish(trun)  # a resumed run whose work is done ends FINISHED
                 continue
             if model is None:
@@ -508,13 +537,13 @@ class Runner:
             head = avgs.get(task.headline)
             shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
             self.say(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
-            if task_name == "mlm" and "loss" in avgs:
-                heldout = avgs["loss"]
-            if step == (int(self.cpt["steps"]) if int(self.cpt["steps"]) > 0 else 0):
+            if task_name == "mlm" and "loss" in avgs and self.cpt["eval_tasks"]:
+                heldout = avgs["loss"]  # the same figure at every step (not when only the diagnostic runs after CPT)
+            if step == last:
                 tr.finish(trun)
         # the held-out MLM loss at every evaluated step, whatever the chosen tasks (the CPT diagnostic)
         if int(self.cpt["steps"]) > 0 and not tr.is_done(parent, f"heldout_{step}"):
-            if heldout is None and "mlm" in self.plan.tasks:
+            if heldout is None and "mlm" in self.plan.tasks and self.cpt["eval_tasks"]:
                 # the mlm task at this step was logged before a kill: the same figure, not a second sample
                 logged = [m.value for m in tr.client.get_metric_history(parent, metric_key("mlm", "loss", "avg"))
                           if m.step == step]

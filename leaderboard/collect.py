@@ -67,6 +67,9 @@ class CellRun:
     params: dict[str, str]
     metrics: dict[str, float]
     languages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the last step at which the tasks were evaluated (None: runs logged before the tag existed, which evaluated
+    # them at the final step); 0 when the profile's CPT is a smoke test measured by the held-out MLM loss only
+    task_final_step: int | None = None
     init_report: dict[str, Any] = field(default_factory=dict)
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
@@ -115,10 +118,12 @@ class ExperimentData:
         return self.cells.get(run.parent_id or "")
 
     def final_step(self, run: TaskRun) -> int | None:
-        """The run's final CPT step: its parent's ``harness.final_step`` tag (None while the cell is unfinished)."""
+        """The run's final step: the last step its tasks were evaluated at, from its parent's
+        ``harness.task_final_step`` tag, else ``harness.final_step`` (the final CPT step; None while the cell is
+        unfinished)."""
         p = self.parent(run)
         if p is not None:
-            return p.final_step
+            return p.task_final_step if p.task_final_step is not None else p.final_step
         return max(run.scores) if run.scores else None  # orphaned task run: its last evaluated step
 
     def items(self, run: TaskRun, step: int) -> dict[str, Any]:
@@ -168,7 +173,8 @@ def _cell_run(client: Any, run: Any) -> CellRun:
         dim=str(tags.get("dim", "full")), seed=str(tags.get("seed", "?")), profile=tags.get("profile", "?"),
         world=tags.get("world", "?"), status=run.info.status,
         final_step=int(final) if final not in (None, "") else None,
-        params=dict(run.data.params), metrics=dict(run.data.metrics))
+        params=dict(run.data.params), metrics=dict(run.data.metrics),
+        task_final_step=int(t) if (t := tags.get("task_final_step")) not in (None, "") else None)
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     if "languages.json" in arts:
         cell.languages = read_json_artifact(client, run.info.run_id, "languages.json") or {}

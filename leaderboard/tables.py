@@ -179,6 +179,14 @@ class _Builder:
             b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
         if kind in ("final", "delta") and any(f > 0 for f in finals) and (note := _cpt_note(profile)):
             b.notes.append(note)
+        cpt_only = sorted({p.final_step for runs in groups.values() for r in runs if (p := data.parent(r)) is not None
+                           and p.task_final_step == 0 and (p.final_step or 0) > 0})
+        if kind == "final" and cpt_only:
+            b.notes.append(f"the tasks were evaluated at step 0 only: after CPT ({', '.join(map(str, cpt_only))} "
+                           "steps) only the held-out MLM loss was measured (the profile's CPT is a smoke test; "
+                           "`[cpt] eval_tasks = true` or a CPT budget of the run's own evaluates them)")
+            if note := _cpt_note(profile):
+                b.notes.append(note)
         mixed = mixed_majors([{lib: p.params.get(f"version.{lib}", "") for lib in MAJOR_CHECKED}
                               for runs in groups.values() for r in runs if (p := data.parent(r)) is not None])
         if mixed:

@@ -118,6 +118,36 @@ def test_ner_matches_seqeval_default_mode():
     assert ner_scores([["I-PER", "I-PER", "O"]], [["B-PER", "I-PER", "O"]])["f1"] == 1.0
 
 
+@pytest.mark.parametrize("kind", ["ner", "ner-invalid", "pos", "sparse"])
+def test_tagging_scores_equal_the_seqeval_module_bit_for_bit(kind):
+    """The tasks' one-pass scorer gives exactly the numbers of the seqeval module through ``evaluate``."""
+    import random
+
+    from tasks.metrics import tagging_scores
+
+    rng = random.Random(kind)
+    tags = {"ner": ["O"] * 6 + ["B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"],
+            "ner-invalid": ["O", "I-PER", "I-LOC", "B-PER", "E-ORG", "S-LOC", "B-ORG"],
+            "pos": ["NOUN", "VERB", "DET", "ADJ", "PUNCT", "PROPN"],
+            "sparse": ["O"] * 40 + ["B-PER"]}[kind]
+    for trial in range(30):
+        gold = [[rng.choice(tags) for _ in range(rng.randint(1, 30))] for _ in range(rng.randint(1, 25))]
+        pred = [[t if rng.random() < 0.6 else rng.choice(tags) for t in s] for s in gold]
+        if trial == 0:
+            pred = [["O"] * len(s) for s in gold]  # nothing predicted
+        ref = seqeval_scores(pred, gold)
+        got, items = tagging_scores(pred, gold)
+        assert got["f1"] == ref["overall_f1"]
+        assert got["precision"] == ref["overall_precision"]
+        assert got["recall"] == ref["overall_recall"]
+        assert got["acc"] == ref["overall_accuracy"]
+        assert len(items["f1"]["num"]) == len(gold)
+    with pytest.raises(ValueError, match="gold tags"):
+        tagging_scores([["O"]], [["O", "O"]])
+    with pytest.raises(ValueError, match="no sentences"):
+        tagging_scores([], [])
+
+
 def test_pos_bare_tag_quirk_vs_token_accuracy():
     gold = [["NOUN", "NOUN", "VERB", "DET", "NOUN"]]
     pred = [["NOUN", "ADJ", "VERB", "DET", "NOUN"]]

@@ -234,3 +234,43 @@ def test_heldout_mlm_loss_is_logged_when_mlm_is_not_a_chosen_task(run_cli, track
     assert sorted(m.step for m in held) == [0, 2]
     assert all(0 < m.value < 20 for m in held)
     assert {r.data.tags["harness.task"] for r in _runs(tracking_uri, exp, "task")} == {"sr-t"}
+
+
+def test_cpu_profile_evaluates_tasks_at_step_0_and_only_the_heldout_loss_after_its_smoke_test_cpt(
+        run_cli, tracking_uri, tmp_path):
+    """The cpu profile's 10 CPT steps are a smoke test: the tasks run at step 0, the held-out MLM loss at step 0
+    and after CPT; the board's final table is step 0 with a note. ``[cpt] eval_tasks = true`` evaluates them."""
+    exp = "t-smoke-cpt"
+    run_cli("run", "--world", "synthetic", "--tasks", "sr-t", "--methods", "random", "--experiment", exp,
+            check=True)
+    c = MlflowClient(tracking_uri)
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    (child,) = _runs(tracking_uri, exp, "task")
+    steps = int(parent.data.params["cpt.steps"])
+    assert steps > 0 and parent.data.params["cpt.eval_tasks"] == "False"
+    assert parent.data.tags["harness.final_step"] == str(steps)
+    assert parent.data.tags["harness.task_final_step"] == "0"
+    assert sorted(m.step for m in c.get_metric_history(parent.info.run_id, "cpt/heldout_loss")) == [0, steps]
+    assert {m.step for m in c.get_metric_history(child.info.run_id, "sr-t/acc_at_10/avg")} == {0}
+    assert child.info.status == "FINISHED" and parent.info.status == "FINISHED"
+    board = run_cli("leaderboard", "--experiment", exp, "--no-write", "--bootstrap", "0", check=True).stdout
+    assert "evaluated at step 0 only" in " ".join(board.split())
+
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[cpt]\neval_tasks = true\n")
+    run_cli("run", "--world", "synthetic", "--tasks", "sr-t", "--methods", "random", "--experiment", exp,
+            "--config", str(cfg), check=True)
+    (parent,) = _runs(tracking_uri, exp, "cell")  # the same cell: eval_tasks does not change what it computes
+    (child,) = _runs(tracking_uri, exp, "task")
+    assert {m.step for m in c.get_metric_history(child.info.run_id, "sr-t/acc_at_10/avg")} == {0, steps}
+    assert parent.data.tags["harness.task_final_step"] == str(steps)
+
+
+def test_unknown_cpt_setting_exits_2_naming_it(run_cli, tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[cpt]\neval_task = true\n")
+    r = run_cli("run", "--world", "synthetic", "--methods", "random", "--config", str(cfg))
+    assert r.returncode == 2 and "eval_task" in r.stderr and "eval_tasks" in r.stderr
+    cfg.write_text("[cpt]\neval_tasks = 'yes'\n")
+    r = run_cli("run", "--world", "synthetic", "--methods", "random", "--config", str(cfg))
+    assert r.returncode == 2 and "cpt.eval_tasks" in r.stderr
