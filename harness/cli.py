@@ -263,7 +263,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from harness.runner import resolve_device
 
     report = initialize_model(world, source, args.method, dim=args.dim, seed=args.seed, params=params,
-                              out_dir=out, device=resolve_device(args.device))
+                              out_dir=out, device=resolve_device(args.device), profile=args.profile)
     console.print_json(json.dumps(report.get("counts", {})))
     console.print(f"model written to {out} (report: {out / 'init_report.json'})")
     return 0

@@ -251,7 +251,8 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
                      out_dir: Path, device: str = "cpu",
                      progress: Callable[[str, int], Callable[[int], None]] | None = None,
                      log_metric: Callable[[str, float, int], None] | None = None,
-                     mapping_cache_dir: Path | None = None, compact: bool | None = None) -> dict[str, Any]:
+                     mapping_cache_dir: Path | None = None, compact: bool | None = None,
+                     profile: str | None = None) -> dict[str, Any]:
     """Initialize the target model of ``world`` from ``source`` with ``method``; write it to ``out_dir``.
 
     ``dim``: the factorized dimension d' (None, or d' >= the hidden size, means full dimension). ``params``: the
@@ -259,8 +260,10 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     ("method" | "zero"), see :mod:`harness.surgery`. ``progress``: ``progress(label, total) -> advance(n)`` for
     the method's long loops (:func:`progress_from_rich` adapts a rich ``Progress``); ``log_metric(name, value,
     step)`` for curves a method records. ``compact``: keep only the changed tensors and a reference to the source
-    body (:func:`compact_model_folder`); None: compact inside the product cache, full elsewhere. Returns the report
-    also written to ``init_report.json``.
+    body (:func:`compact_model_folder`); None: compact inside the product cache, full elsewhere. ``profile``: the
+    run profile, which the method sees as ``ctx.profile`` (its settings for the profile come in ``params``, put
+    there by the caller from the method's ``profile_defaults``). Returns the report also written to
+    ``init_report.json``.
     """
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
@@ -310,7 +313,7 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         ctx = InitContext(
             source_matrix=source_matrix, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
             mapping_for=mapping_cache(source_tokenizer, target_tokenizer, cache_dir), world=world, seed=int(seed),
-            device=device, factorized=fact is not None, params=params, workdir=workdir,
+            device=device, profile=profile, factorized=fact is not None, params=params, workdir=workdir,
             cache_dir=harness_home() / "cache" / "methods" / getattr(cls, "cache_name", method), progress=progress,
             log_metric=log_metric,
         )

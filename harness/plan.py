@@ -10,21 +10,53 @@ so that users can size a cluster; it is not a measurement. Per cell:
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
+
+DEFAULT_INIT_HOURS = 0.5  # a method that declares no estimate
+
+
+class InitEstimates(Mapping):
+    """``{method: GPU-hours of one initialization}``, asked of each method (``cost_estimate(profile)``) when looked
+    up; ``"default"`` (and a method that declares none) is :data:`DEFAULT_INIT_HOURS`."""
+
+    def __init__(self, profile: str = "paper"):
+        self.profile = profile
+
+    def __getitem__(self, method: str) -> float:
+        if method == "default":
+            return DEFAULT_INIT_HOURS
+        from harness.registry import METHODS
+
+        try:
+            cls = METHODS.get(method)
+        except HarnessError:
+            raise KeyError(method) from None
+        ask = getattr(cls, "cost_estimate", None)
+        return float(ask(self.profile)) if ask is not None else DEFAULT_INIT_HOURS
+
+    def __iter__(self) -> Iterator[str]:
+        from harness.registry import METHODS
+
+        return iter([*METHODS.names(), "default"])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
 
 # GPU-hours on one A100/H100-class GPU for the `paper` profile (xlm-roberta-base / roberta-base size).
 # cpt: HyperOFA reports 4,000 steps of batch 512 x 512 tokens in at most 1.5 h on 4 H100 = 6 GPU-h,
 #      i.e. 1.5 GPU-h per 1,000 steps.
-# init: hyperofa trains one hypernetwork per (source, dim) for 80-470 epochs on 22K-103K pairs (order of an hour);
-#      OFA / FOCUS / WECHSEL / Tik-to-Tok fit fastText models or run a kNN search over 400K x 250K (minutes).
+# init: each method's own estimate (``cost_estimate``, declared on the method class): hyperofa trains one hypernetwork
+#      per (source, dim) for 80-470 epochs on 22K-103K pairs (order of an hour); OFA / FOCUS / WECHSEL / Tik-to-Tok
+#      fit fastText models or run a kNN search over 400K x 250K (minutes).
 # tasks: NER/POS fine-tune 10 epochs on the English training set (~20K / ~12K sentences) and test every language;
 #      retrieval encodes <= 500 / 1,000 sentence pairs per language; mlm scores held-out text.
 PAPER_ESTIMATES: dict[str, Any] = {
     "cpt_per_1k_steps": 1.5,
-    "init": {"random": 0.02, "random-map": 0.02, "ofa": 0.3, "hyperofa": 1.0, "focus": 0.5, "wechsel": 0.5,
-             "tiktotok": 0.3, "default": 0.5},
+    "init": InitEstimates("paper"),
     "task": {"ner": 0.6, "pos": 0.4, "sr-b": 0.1, "sr-t": 0.05, "mlm": 0.05, "default": 0.3},
 }
 

@@ -6,15 +6,62 @@ Task-specific protocol settings live with each task (its ``PROFILES``); this mod
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.errors import ConfigError, HarnessError
+
+
+class MethodProfileParams(Mapping):
+    """``{method: its settings for this profile}``, asked of each method (``profile_defaults(profile)``, declared on
+    the method class) when looked up: the profile does not keep a copy of any method's settings. A method without
+    settings for the profile (or without ``profile_defaults``) has none."""
+
+    def __init__(self, profile: str):
+        self.profile = profile
+
+    def __getitem__(self, method: str) -> dict[str, Any]:
+        from harness.registry import METHODS
+
+        try:
+            cls = METHODS.get(method)
+        except HarnessError:
+            raise KeyError(method) from None
+        ask = getattr(cls, "profile_defaults", None)
+        settings = ask(self.profile) if ask is not None else {}
+        if not settings:
+            raise KeyError(method)
+        return dict(settings)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([m for m in _method_names() if m in self])
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    def __contains__(self, method: object) -> bool:
+        try:
+            self[method]  # type: ignore[index]
+        except KeyError:
+            return False
+        return True
+
+    def __repr__(self) -> str:
+        return f"MethodProfileParams({self.profile!r})"
+
+
+def _method_names() -> list[str]:
+    from harness.registry import METHODS
+
+    return METHODS.names()
+
 
 PROFILES: dict[str, dict[str, Any]] = {
     # HyperOFA CPT (spec §3.5): lr 5e-5 linear to 0, no warmup, effective batch 512 (32 x 4 accumulation x 4
     # GPUs in the paper; here per-device batch x accumulation x world size must give 512), 512-token blocks,
     # MLM 15 %, 4,000 steps; evaluation before (step 0) and after CPT.
     "paper": {
+        "method_params": MethodProfileParams("paper"),
         "cpt": {"steps": 4000, "lr": 5e-5, "effective_batch": 512, "per_device_batch": 32, "block_size": 512,
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
                 "max_sentences_per_language": None, "precision": "auto", "devices": 1, "eval_tasks": True},
@@ -51,22 +98,9 @@ PROFILES: dict[str, dict[str, Any]] = {
         "eval_precision": "auto",
         "heldout_max_sentences": 16,
         "resources": {"num_cpus": 1},
-        # fastText-based methods: smaller vectors, fewer epochs and n-gram buckets (the papers' 2M buckets x 300
-        # dims is 2.4 GB per model and several per language), never less text: every method sees all of the
-        # world's text and dictionary pairs for a language (2,000 lines per language left most target tokens
-        # without a vector: FOCUS fell back to random on 89k of 123k rows, Tik-to-Tok to UNK on 70k). The
-        # models are cached by content and shared by every seed (and by wechsel and wechsel+overlap); recorded
-        # in every run's params.
-        "method_params": {
-            "focus": {"dim": 100, "bucket": 200_000, "max_lines": None},
-            "wechsel": {"dim": 100, "epochs": 5, "bucket": 200_000, "max_lines": None, "source_max_lines": None},
-            "wechsel+overlap": {"dim": 100, "epochs": 5, "bucket": 200_000, "max_lines": None,
-                                "source_max_lines": None},
-            "tiktotok": {"bucket": 200_000, "max_lines": None, "max_pairs": None},
-            # HyperOFA's hypernetwork trains as the paper's, until the validation loss stops improving: 5 epochs
-            # without an improvement stop it, 60 bound it (bible/mono: 17-31 epochs, 50-90 CPU-s on one thread)
-            "hyperofa": {"epochs": 60, "patience": 5},
-        },
+        # each method's settings for this profile are declared on the method (``profiles``, read through
+        # ``profile_defaults``): see MethodProfileParams
+        "method_params": MethodProfileParams("cpu"),
     },
 }
 

@@ -358,7 +358,7 @@ class Runner:
                 "init", init_inputs,
                 lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
                                                       seed=cell.seed, params=ident["params"], out_dir=d,
-                                                      device=self.device,
+                                                      device=self.device, profile=self.cfg.profile,
                                                       progress=callbacks(prog) if prog is not None else None)})
             report = json.loads((prod.path / "init_report.json").read_text())
             self.say(f"  init {'(cached) ' if prod.cached else ''}{cell.label}: {report.get('counts')} "

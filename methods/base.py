@@ -2,6 +2,11 @@
 
 Nothing here knows about tasks or MLflow. A method is a function of its inputs: same inputs and seed, same
 matrix, bit for bit; every random draw comes from ``ctx.generator()`` (never the global RNG).
+
+:class:`Method` is the skeleton the built-in methods share: the declared parameters (:mod:`methods.params`) and
+their check, the profile's settings for the method, its cost estimate, and the steps every ``initialize`` begins
+with (the overlap mapping, checked against the context; a progress bar). A method need not derive from it: the
+contract is :class:`InitMethod`.
 """
 
 from __future__ import annotations
@@ -14,6 +19,9 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 import numpy as np
 import torch
+
+from harness.errors import ConfigError
+from methods.params import Param, defaults_of, describe, resolve
 
 
 class Provenance(enum.IntEnum):
@@ -49,6 +57,7 @@ class InitContext:
     world: Any  # harness.worlds.base.World (resources, languages); methods only read files through it
     seed: int
     device: str = "cpu"
+    profile: str | None = None  # the run profile ("cpu", "paper"); None outside a run
     factorized: bool = False
     params: dict[str, Any] = field(default_factory=dict)  # the method's hyperparameters (from config)
     workdir: Path | None = None  # scratch / artifact folder for this initialization
@@ -86,3 +95,74 @@ class InitMethod(Protocol):
     supports_factorized: ClassVar[bool]
 
     def initialize(self, ctx: InitContext) -> InitResult: ...
+
+
+def check_mapping(ctx: InitContext, mapping: TokenMapping) -> None:
+    """A mapping must be for the context's vocabularies (source matrix rows, target tokenizer)."""
+    n_src = ctx.source_matrix.shape[0]
+    if mapping.source_size != n_src:
+        raise ValueError(f"token mapping is for a source vocabulary of {mapping.source_size} tokens, but the "
+                         f"source matrix has {n_src} rows")
+    if mapping.target_size != len(ctx.target_tokenizer):
+        raise ValueError(f"token mapping is for {mapping.target_size} target tokens, the target tokenizer has "
+                         f"{len(ctx.target_tokenizer)}")
+
+
+class Method:
+    """The skeleton of a built-in method: what it declares, and the steps every ``initialize`` shares.
+
+    Declared (class attributes): ``name``, ``description``, ``requires``, ``overlap_rule``, ``supports_factorized``,
+    ``params`` (a tuple of :class:`methods.params.Param`; ``defaults`` is derived from it), ``profiles`` (profile
+    name -> the parameter values that profile sets, e.g. smaller fastText models for ``cpu``; they are part of
+    the run's params and so of its cache keys) and ``init_hours`` (GPU-hours of one initialization at the
+    papers' scale, for ``harness plan``).
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    requires: ClassVar[frozenset[str]] = frozenset()
+    overlap_rule: ClassVar[str] = "ofa"
+    supports_factorized: ClassVar[bool] = False
+    params: ClassVar[tuple[Param, ...]] = ()
+    defaults: ClassVar[dict[str, Any]] = {}
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {}
+    init_hours: ClassVar[float] = 0.5
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls.defaults = defaults_of(cls.params)
+
+    # -- declarations read by the application -----------------------------------------------------------------
+    @classmethod
+    def profile_defaults(cls, profile: str) -> dict[str, Any]:
+        """The parameter values the run profile ``profile`` sets for this method (the run's own override them)."""
+        return dict(cls.profiles.get(profile, {}))
+
+    @classmethod
+    def cost_estimate(cls, profile: str = "paper") -> float:
+        """GPU-hours of one initialization (``harness plan``); the papers' scale, whatever the profile."""
+        return float(cls.init_hours)
+
+    @classmethod
+    def describe_params(cls) -> list[dict[str, str]]:
+        return describe(cls.params)
+
+    # -- the steps every initialize begins with ------------------------------------------------------------
+    def resolve_params(self, ctx: InitContext) -> dict[str, Any]:
+        """``ctx.params`` over the declared defaults, checked (:func:`methods.params.resolve`)."""
+        return resolve(self.name, self.params, ctx.params)
+
+    def full_dimension_only(self, ctx: InitContext) -> None:
+        if ctx.factorized:
+            raise ConfigError(f"{self.name} is defined on full-dimension embeddings (spec Appendix B); use dim: null")
+
+    def mapping(self, ctx: InitContext, **options: Any) -> TokenMapping:
+        """The method's overlap mapping (its ``overlap_rule`` with ``options``), checked against the context."""
+        mapping = ctx.mapping_for(self.overlap_rule, **options)
+        check_mapping(ctx, mapping)
+        return mapping
+
+    @staticmethod
+    def bar(ctx: InitContext, label: str, total: int) -> Callable[[int], None] | None:
+        """A progress callback for a loop of ``total`` steps (None when the caller shows no progress)."""
+        return ctx.progress(label, total) if ctx.progress is not None else None

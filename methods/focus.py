@@ -75,9 +75,10 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
+from harness.errors import MissingResourceError
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance
+from methods.base import InitContext, InitResult, Method
+from methods.combine import Cosine, SparsemaxTopK, place, weighted_average
 from methods.fasttext_util import (
     cached_model,
     in_vocabulary,
@@ -96,8 +97,8 @@ from methods.multilang import (
     world_languages,
 )
 from methods.overlap import OVERLAP_MODES, SPECIALS_MODES
-from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
-from methods.sparsemax import sparsemax_topk
+from methods.params import Param, fasttext_params, fasttext_settings
+from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
 log = logging.getLogger(__name__)
 
@@ -115,41 +116,21 @@ def token_strings(tokenizer: Any, lines: list[str]) -> list[list[str]]:
     return [tokenizer.tokenize(line) for line in lines]
 
 
-def _normalize(x: torch.Tensor) -> torch.Tensor:
-    norm = x.norm(dim=1, keepdim=True)
-    return torch.where(norm > 0, x / norm.clamp_min(torch.finfo(x.dtype).tiny), torch.zeros_like(x))
-
-
 def focus_combine(new_vectors: torch.Tensor, anchor_vectors: torch.Tensor, anchor_rows: torch.Tensor, *,
                   block_size: int = 1024, sparsemax_k: int = 256, device: str = "cpu",
                   progress: Any = None) -> tuple[torch.Tensor, list[np.ndarray], list[np.ndarray]]:
     """Eq. 2-6: for each row of ``new_vectors``, sparsemax over its cosines to all ``anchor_vectors``, then the
-    weighted sum of ``anchor_rows``. Returns ``(rows, support indices per row, weights per row)``."""
-    n, d = new_vectors.shape[0], anchor_rows.shape[1]
-    out = torch.empty((n, d), dtype=anchor_rows.dtype)
-    supports: list[np.ndarray] = []
-    weights: list[np.ndarray] = []
-    if n == 0:
-        return out, supports, weights
-    anchors = _normalize(anchor_vectors.to(device, torch.float32))
-    rows = anchor_rows.to(device, torch.float32)
-    for start in range(0, n, block_size):
-        stop = min(start + block_size, n)
-        sims = _normalize(new_vectors[start:stop].to(device, torch.float32)) @ anchors.T
-        w = sparsemax_topk(sims, k=sparsemax_k)
-        out[start:stop] = (w @ rows).to("cpu", anchor_rows.dtype)
-        w_cpu = w.cpu()
-        r_idx, c_idx = torch.nonzero(w_cpu > 0, as_tuple=True)  # row-major: each row's support in anchor order
-        cuts = np.cumsum(torch.bincount(r_idx, minlength=stop - start).numpy())[:-1]
-        supports.extend(np.split(c_idx.numpy(), cuts))
-        weights.extend(np.split(w_cpu[r_idx, c_idx].numpy(), cuts))
-        if progress is not None:
-            progress(stop - start)
-    return out, supports, weights
+    weighted sum of ``anchor_rows`` (:func:`methods.combine.weighted_average` with a float32
+    :class:`~methods.combine.Cosine` and :class:`~methods.combine.SparsemaxTopK`). Returns ``(rows, support
+    indices per row, weights per row)``."""
+    c = weighted_average(new_vectors, anchor_vectors, anchor_rows, similarity=Cosine(torch.float32),
+                         weighting=SparsemaxTopK(sparsemax_k), block_size=block_size, device=device,
+                         progress=progress)
+    return c.rows, c.supports, c.support_weights
 
 
 @METHODS.register("focus")
-class FocusInit:
+class FocusInit(Method):
     """FOCUS: overlap copied (FOCUS rule), sparsemax combinations of anchor rows in a token-level fastText space."""
 
     name: ClassVar[str] = "focus"
@@ -159,31 +140,25 @@ class FocusInit:
     requires: ClassVar[frozenset[str]] = frozenset({"target_text"})
     overlap_rule: ClassVar[str] = "focus"
     supports_factorized: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {
-        "dim": 300, "epochs": 3, "min_count": 10, "model": "cbow", "neg": 10, "minn": 3, "maxn": 6,
-        "bucket": 2_000_000, "lr": 0.05, "fasttext_seed": 0, "fasttext_model": None, "languages": None,
-        "max_lines": None, "symbols": "code", "overlap": "exact", "specials": "string", "block_size": 1024, "sparsemax_k": 256, "assign_rule": "relative",
-        "save_weights": False, "threads": 1,
-    }
-
-    def _params(self, ctx: InitContext) -> dict[str, Any]:
-        unknown = set(ctx.params) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"method 'focus' has no parameter(s) {sorted(unknown)}; it takes "
-                              f"{sorted(self.defaults)}")
-        p = {**self.defaults, **ctx.params}
-        for key in ("dim", "epochs", "min_count", "block_size", "sparsemax_k", "threads"):
-            if int(p[key]) < 1:
-                raise ConfigError(f"focus: {key} must be >= 1, not {p[key]}")
-        if p["model"] not in ("cbow", "skipgram"):
-            raise ConfigError(f"focus: model must be 'cbow' or 'skipgram', not {p['model']!r}")
-        if p["overlap"] not in OVERLAP_MODES:
-            raise ConfigError(f"focus: overlap must be one of {list(OVERLAP_MODES)}, not {p['overlap']!r}")
-        if p["specials"] not in SPECIALS_MODES:
-            raise ConfigError(f"focus: specials must be one of {list(SPECIALS_MODES)}, not {p['specials']!r}")
-        if p["symbols"] not in ("code", "unicode"):
-            raise ConfigError(f"focus: symbols must be 'code' or 'unicode', not {p['symbols']!r}")
-        return p
+    params: ClassVar[tuple[Param, ...]] = (
+        *fasttext_params(dim=300, epochs=3, min_count=10, model="cbow", neg=10, minn=3, maxn=6),
+        Param("fasttext_model", None, "a trained token-level fastText .bin to use instead of training one", "path"),
+        Param("languages", None, "target languages whose text trains fastText (null: all)", "list"),
+        Param("max_lines", None, "lines of text per language (null: all)", "int"),
+        Param("symbols", "code", "which tokens count as symbols (fuzzy match)", "str", choices=("code", "unicode")),
+        Param("overlap", "exact", "overlap match", "str", choices=OVERLAP_MODES),
+        Param("specials", "string", "special tokens: by their text (reference) or by role", "str",
+              choices=SPECIALS_MODES),
+        Param("block_size", 1024, "target rows per similarity block", "int", low=1),
+        Param("sparsemax_k", 256, "largest scores sorted per row by the sparsemax", "int", low=1),
+        Param("assign_rule", "relative", "how tokens are assigned to languages (report only)", "str"),
+        Param("save_weights", False, "write focus_weights.npz (supports and weights)", "bool"),
+    )
+    # cpu: smaller vectors and fewer n-gram buckets (the papers' 2M buckets x 300 dims is 2.4 GB per model), never
+    # less text: every method sees all of the world's text (2,000 lines per language left FOCUS falling back to
+    # random on 89k of 123k rows)
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {"cpu": {"dim": 100, "bucket": 200_000, "max_lines": None}}
+    init_hours: ClassVar[float] = 0.5
 
     @staticmethod
     def overlap_options(p: dict[str, Any]) -> dict[str, Any]:
@@ -191,22 +166,17 @@ class FocusInit:
         return {"symbols": p["symbols"], "overlap": p["overlap"], "specials": p["specials"]}
 
     def fasttext_settings(self, p: dict[str, Any], seed: int) -> dict[str, Any]:
-        return {"model": p["model"], "dim": int(p["dim"]), "epoch": int(p["epochs"]), "minCount": int(p["min_count"]),
-                "neg": int(p["neg"]), "minn": int(p["minn"]), "maxn": int(p["maxn"]), "bucket": int(p["bucket"]),
-                "lr": float(p["lr"]), "seed": int(seed if p["fasttext_seed"] is None else p["fasttext_seed"]),
-                "thread": int(p["threads"])}
+        return fasttext_settings(p, seed)
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        p = self._params(ctx)
-        if ctx.factorized:
-            raise ConfigError("focus is defined on full-dimension embeddings (spec Appendix B); use dim: null")
-        mapping = ctx.mapping_for(self.overlap_rule, **self.overlap_options(p))
-        check_mapping(ctx, mapping)
+        p = self.resolve_params(ctx)
+        self.full_dimension_only(ctx)
+        mapping = self.mapping(ctx, **self.overlap_options(p))
         tok = ctx.target_tokenizer
         n_t = mapping.target_size
 
         def bar(label: str, total: int) -> Any:
-            return ctx.progress(label, total) if ctx.progress is not None else None
+            return self.bar(ctx, label, total)
 
         texts = text_files(ctx.world)
         wanted = list(p["languages"]) if p["languages"] is not None else world_languages(ctx.world)
@@ -249,8 +219,7 @@ class FocusInit:
         has_vec = in_vocabulary(model, native) & (np.abs(x).sum(axis=1) > 0)
 
         src = ctx.source_matrix.detach().float().cpu()
-        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
-        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
         copied = np.zeros(n_t, dtype=bool)
         copied[list(mapping.copy)] = True
         anchors = np.array([t for t in sorted(mapping.copy) if has_vec[t]], dtype=np.int64)
@@ -264,9 +233,7 @@ class FocusInit:
             torch.from_numpy(x[new_with_vec]), torch.from_numpy(x[anchors]), src[anchor_src],
             block_size=int(p["block_size"]), sparsemax_k=int(p["sparsemax_k"]), device=ctx.device,
             progress=bar("FOCUS: sparsemax combinations", len(new_with_vec)))
-        if len(new_with_vec):
-            matrix[torch.from_numpy(new_with_vec)] = rows
-            provenance[new_with_vec] = Provenance.METHOD
+        place(matrix, provenance, new_with_vec, rows)
         copy_rows(matrix, src, mapping, provenance)
 
         artifacts: dict[str, Path] = {}
@@ -284,7 +251,7 @@ class FocusInit:
         assignment = assign_languages(counts, n_t, rule=p["assign_rule"])
         support_sizes = [len(s) for s in supports]
         stats = {
-            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "overlap": overlap_stats(mapping),
             "fasttext": ft_info,
             "anchors": int(len(anchors)),
             "overlap_without_vector": int(copied.sum() - len(anchors)),

@@ -22,11 +22,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.errors import ConfigError
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance
+from methods.base import InitContext, InitResult, Method, Provenance
 from methods.overlap import SPECIAL_PREFIX, SPM_SPACE, detect_kind
-from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
+from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
 
 def source_pieces(tokenizer: Any, kind: str, canonical: str) -> list[int]:
@@ -60,26 +59,21 @@ def source_pieces(tokenizer: Any, kind: str, canonical: str) -> list[int]:
 
 
 @METHODS.register("fvt")
-class FVTInit:
+class FVTInit(Method):
     """FVT: copy shared tokens; every other token the mean of the source rows of its source tokenization."""
 
     name: ClassVar[str] = "fvt"
     description: ClassVar[str] = ("FVT (Gee et al. 2022): shared tokens copied (OFA rule), every other token the "
                                   "mean of the source rows of its source tokenization; per-dimension Gaussian "
                                   "for tokens the source tokenizes to UNK only")
-    requires: ClassVar[frozenset[str]] = frozenset()
     overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        if ctx.params:
-            raise ConfigError(f"method 'fvt' takes no parameters, got {sorted(ctx.params)}")
-        mapping = ctx.mapping_for(self.overlap_rule)
-        check_mapping(ctx, mapping)
+        self.resolve_params(ctx)
+        mapping = self.mapping(ctx)
         src = ctx.source_matrix.detach().float().cpu()
-        n_t = mapping.target_size
-        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
-        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        matrix, provenance = gaussian_start(src, mapping.target_size, ctx.generator(FALLBACK_SALT))
         kind = detect_kind(ctx.source_tokenizer)
         skip = {ctx.source_tokenizer.unk_token_id} | {i for i, c in enumerate(mapping.source_tokens) if c == " "}
         lengths = []
@@ -93,7 +87,7 @@ class FVTInit:
             provenance[tid] = Provenance.METHOD
             lengths.append(len(ids))
         copy_rows(matrix, src, mapping, provenance)
-        stats = {"overlap": {k: v for k, v in mapping.stats.items() if k != "unk"}, "source_kind": kind,
+        stats = {"overlap": overlap_stats(mapping), "source_kind": kind,
                  "mean_source_pieces": round(float(np.mean(lengths)), 3) if lengths else 0.0,
                  "fallback": "per-dimension normal, mean/std (ddof=0) of the source matrix, for tokens the "
                              "source tokenizes to UNK pieces and word-boundary markers only",

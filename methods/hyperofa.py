@@ -26,9 +26,10 @@ OFA's pipeline with the convex combination replaced by a trained hypernetwork (:
    set in word-file order); the rest take the per-dimension Gaussian of the source matrix -- the same rows as
    ``ofa`` and ``random`` give them with the same seed. So the copied / method / random counts equal OFA's.
 
-Sizing (``preset``): ``"auto"`` picks the paper's preset (seed 000 Table 6) for the ``glot500`` worlds by source
-kind and D' (``HN-R-100`` ... ``HN-X-400``; the paper's rule for other dims), and the ``cpu`` preset (sized by
-measurement for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``) for every other world. Any
+Sizing (``preset``): ``"paper"`` is the paper's preset (seed 000 Table 6) by source kind and D' (``HN-R-100`` ...
+``HN-X-400``; the paper's rule for other dims), which the ``paper`` profile sets; ``"auto"`` follows the run's
+profile (``ctx.profile``): the paper's preset under ``paper``, otherwise the ``cpu`` preset (sized by measurement
+for the main job's 2-core budget, see ``benchmarks/bench_hypernetwork.py``). Any
 preset name of :data:`methods.hypernetwork.PRESETS` can be given, and ``hidden`` / ``layers`` / ``epochs`` /
 ``patience`` / ``batch_size`` / ``max_set`` / ``lr`` override it. Every preset trains as the paper does, until the
 validation loss stops improving (``patience`` epochs without an improvement; ``epochs`` only bounds the run). The
@@ -93,7 +94,8 @@ import torch
 from harness.errors import ConfigError, MissingResourceError
 from harness.hashing import hash_obj
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance
+from methods.base import InitContext, InitResult, Method
+from methods.combine import place
 from methods.hypernetwork import (
     ARCHS,
     HN_VERSION,
@@ -116,9 +118,10 @@ from methods.hypernetwork import (
     train_hypernetwork,
     truncate_set,
 )
-from methods.ofa import _tokenizer_fingerprint, subword_word_edges
 from methods.overlap import SPECIALS_MODES
-from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
+from methods.params import Param
+from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats, tokenizer_fingerprint
+from methods.subwords import subword_word_edges
 from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir
 
 log = logging.getLogger(__name__)
@@ -144,7 +147,7 @@ def cached_word_sets(tokenizer: Any, wv: WordVectors, wv_ident: str, *, language
                      cache_dir: Path | None, progress: Callable[[int], None] | None = None) -> WordSets:
     if cache_dir is None:
         return word_sets(tokenizer, wv, languages=languages, progress=progress)
-    key = hash_obj({"v": WORDSETS_VERSION, "tok": _tokenizer_fingerprint(tokenizer), "wv": wv_ident,
+    key = hash_obj({"v": WORDSETS_VERSION, "tok": tokenizer_fingerprint(tokenizer), "wv": wv_ident,
                     "langs": sorted(languages) if languages is not None else None})
     path = Path(cache_dir) / f"wordsets-{key}.npz"
     if path.is_file():
@@ -227,7 +230,7 @@ def _finite(points: list[list[float]]) -> list[list[float]]:
 
 
 @METHODS.register("hyperofa")
-class HyperOFAInit:
+class HyperOFAInit(Method):
     """HyperOFA: copy overlap, a trained hypernetwork (word-vector set -> coordinates) for tokens with matched words,
     per-dimension Gaussian for the rest."""
 
@@ -239,71 +242,89 @@ class HyperOFAInit:
     requires: ClassVar[frozenset[str]] = frozenset({"word_vectors"})
     overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {
-        "preset": "auto", "arch": "bilstm", "hidden": None, "layers": None, "heads": 4, "pooling": "mean",
-        "dropout": 0.4, "max_set": None, "truncate": "random", "split": [0.97, 0.025, 0.005], "min_eval_pairs": 32,
-        "epochs": None, "patience": None, "min_delta": 0.0, "batch_size": None, "lr": None, "lr_step_epochs": 10,
-        "lr_gamma": 0.95, "weight_decay": 0.0, "loss_lambda": 0.1, "temperature": None, "source_kind": "auto",
-        "loss_form": "code", "augment_prob": 0.5, "augment_min_fraction": 0.5, "augment_min_set": 4,
-        "shuffle_sets": True, "bucket_factor": 40, "amp": "auto", "control": True, "source_languages": None,
-        "target_languages": None, "max_words": None, "specials": "string", "cache": True,
-    }
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("preset", "auto", "network size and training preset ('auto': the profile's; 'paper': the paper's "
+              "for the source kind and D')", "str",
+              check=lambda v: v in ("auto", "paper") or v in PRESETS or str(v).startswith("HN-"),
+              expect=f"'auto', 'paper' or one of {sorted(PRESETS)}"),
+        Param("arch", "bilstm", "hypernetwork architecture", "str", choices=ARCHS),
+        Param("hidden", None, "hidden size (null: the preset's)", "int"),
+        Param("layers", None, "layers (null: the preset's)", "int"),
+        Param("heads", 4, "attention heads (setformer)", "int"),
+        Param("pooling", "mean", "set pooling", "str", choices=POOLINGS),
+        Param("dropout", 0.4, "dropout", "float"),
+        Param("max_set", None, "longest word set (null: the preset's)", "int"),
+        Param("truncate", "random", "how longer sets are cut", "str", choices=TRUNCATIONS),
+        Param("split", [0.97, 0.025, 0.005], "train / validation / test ratios", "list",
+              check=lambda s: (isinstance(s, (list, tuple)) and len(s) == 3
+                               and all(isinstance(r, (int, float)) and r >= 0 for r in s)
+                               and math.isclose(sum(s), 1.0, abs_tol=1e-6)),
+              expect="three non-negative ratios (train, validation, test) summing to 1"),
+        Param("min_eval_pairs", 32, "least pairs in the validation and test sets", "int"),
+        Param("epochs", None, "most epochs (null: the preset's)", "int"),
+        Param("patience", None, "epochs without improvement that stop training (null: the preset's)", "int"),
+        Param("min_delta", 0.0, "least improvement of the validation loss", "float"),
+        Param("batch_size", None, "batch size (null: the preset's)", "int"),
+        Param("lr", None, "learning rate (null: the preset's)", "float"),
+        Param("lr_step_epochs", 10, "StepLR step", "int"),
+        Param("lr_gamma", 0.95, "StepLR factor", "float"),
+        Param("weight_decay", 0.0, "Adam weight decay", "float"),
+        Param("loss_lambda", 0.1, "weight of the contrastive term", "float"),
+        Param("temperature", None, "contrastive temperature (null: by source kind)", "float"),
+        Param("source_kind", "auto", "monolingual or multilingual source ('auto': read from the world)", "str",
+              choices=("auto", "mono", "multi")),
+        Param("loss_form", "code", "which loss formula", "str", choices=LOSS_FORMS),
+        Param("augment_prob", 0.5, "probability of sub-sampling a set", "float"),
+        Param("augment_min_fraction", 0.5, "smallest sub-sample fraction", "float"),
+        Param("augment_min_set", 4, "sets smaller than this are not sub-sampled", "int"),
+        Param("shuffle_sets", True, "shuffle every set each epoch", "bool"),
+        Param("bucket_factor", 40, "length-grouped batching factor", "int"),
+        Param("amp", "auto", "mixed precision", "str", choices=("auto", "bf16", "off")),
+        Param("control", True, "also train the shuffled-target control", "bool"),
+        Param("source_languages", None, "as ofa", "list"),
+        Param("target_languages", None, "as ofa", "list"),
+        Param("max_words", None, "as ofa", "int"),
+        Param("specials", "string", "special tokens: by their text (reference) or by role", "str",
+              choices=SPECIALS_MODES),
+        Param("cache", True, "reuse a trained network with the same inputs", "bool"),
+    )
+    # cpu: trains as the paper's, until the validation loss stops improving: 5 epochs without an improvement stop
+    # it, 60 bound it (bible/mono: 17-31 epochs, 50-90 CPU-s on one thread); paper: the paper's preset
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {"cpu": {"epochs": 60, "patience": 5},
+                                                     "paper": {"preset": "paper"}}
+    init_hours: ClassVar[float] = 1.0
 
     # -- parameters ------------------------------------------------------------------------------------------
-    def _params(self, ctx: InitContext) -> dict[str, Any]:
-        unknown = set(ctx.params) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"method 'hyperofa' has no parameter(s) {sorted(unknown)}; "
-                              f"it takes {sorted(self.defaults)}")
-        p = {**self.defaults, **ctx.params}
-        checks = [
-            (p["arch"] in ARCHS, f"arch must be one of {ARCHS}"),
-            (p["pooling"] in POOLINGS, f"pooling must be one of {POOLINGS}"),
-            (p["truncate"] in TRUNCATIONS, f"truncate must be one of {TRUNCATIONS}"),
-            (p["loss_form"] in LOSS_FORMS, f"loss_form must be one of {LOSS_FORMS}"),
-            (p["amp"] in ("auto", "bf16", "off"), "amp must be 'auto', 'bf16' or 'off'"),
-            (p["source_kind"] in ("auto", "mono", "multi"), "source_kind must be 'auto', 'mono' or 'multi'"),
-            (p["specials"] in SPECIALS_MODES, f"specials must be one of {list(SPECIALS_MODES)}"),
-            (p["preset"] == "auto" or p["preset"] in PRESETS or str(p["preset"]).startswith("HN-"),
-             f"preset must be 'auto' or one of {sorted(PRESETS)}"),
-        ]
-        split = p["split"]
-        checks.append((isinstance(split, (list, tuple)) and len(split) == 3
-                       and all(isinstance(r, (int, float)) and r >= 0 for r in split)
-                       and math.isclose(sum(split), 1.0, abs_tol=1e-6),
-                       "split must be three non-negative ratios (train, validation, test) summing to 1"))
-        for ok, msg in checks:
-            if not ok:
-                raise ConfigError(f"hyperofa: {msg} (params: {ctx.params})")
-        return p
-
     def _preset(self, p: dict[str, Any], ctx: InitContext, kind: str | None, dim: int) -> tuple[Preset, str]:
         name = p["preset"]
-        if name == "auto":
-            if str(getattr(ctx.world, "name", "")).startswith("glot500"):
-                if kind is None:
-                    raise ConfigError("hyperofa: the paper's preset depends on whether the source model is "
-                                      "monolingual; pass source_kind ('mono' or 'multi') or a preset name")
-                return paper_preset(kind, dim), "auto: the paper's preset for the glot500 world (seed 000 Table 6)"
-            return PRESETS["cpu"], "auto: the CPU preset (sized for the main job's 2-core budget)"
+        if name == "auto":  # the run's profile decides: the paper's preset under `paper`, else the CPU preset
+            if ctx.profile != "paper":
+                return PRESETS["cpu"], "auto: the CPU preset (sized for the main job's 2-core budget)"
+            name, how = "paper", "auto (paper profile)"
+        else:
+            how = "named"
+        if name == "paper":
+            if kind is None:
+                raise ConfigError("hyperofa: the paper's preset depends on whether the source model is "
+                                  "monolingual; pass source_kind ('mono' or 'multi') or a preset name")
+            return paper_preset(kind, dim), f"{how}: the paper's preset (seed 000 Table 6)"
         if name in PRESETS:
-            return PRESETS[name], "named"
+            return PRESETS[name], how
         parts = str(name).split("-")  # HN-R-<dim> / HN-X-<dim> for a dim the paper did not use
         if len(parts) == 3 and parts[1] in ("R", "X") and parts[2].isdigit():
             return paper_preset("mono" if parts[1] == "R" else "multi", int(parts[2])), "named (paper's rule)"
-        raise ConfigError(f"hyperofa: unknown preset {name!r}; choose 'auto' or one of {sorted(PRESETS)}")
+        raise ConfigError(f"hyperofa: unknown preset {name!r}; choose 'auto', 'paper' or one of {sorted(PRESETS)}")
 
     # -- main ------------------------------------------------------------------------------------------------
     def initialize(self, ctx: InitContext) -> InitResult:
-        p = self._params(ctx)
-        mapping = ctx.mapping_for(self.overlap_rule, specials=p["specials"])
-        check_mapping(ctx, mapping)
+        p = self.resolve_params(ctx)
+        mapping = self.mapping(ctx, specials=p["specials"])
         files = ctx.world.resource_files("word_vectors")
         if not files:
             raise MissingResourceError("method 'hyperofa' needs word vectors, and the world provides none")
 
         def bar(label: str, total: int) -> Callable[[int], None] | None:
-            return ctx.progress(label, total) if ctx.progress is not None else None
+            return self.bar(ctx, label, total)
 
         src = ctx.source_matrix.detach().float().cpu()
         n_s, dim = src.shape
@@ -386,7 +407,7 @@ class HyperOFAInit:
         targets = src[torch.from_numpy(train_tokens)]
 
         ident = {"v": HN_VERSION, "wv": wv_ident, "source_matrix": _hash_tensor(src),
-                 "source_tokenizer": _tokenizer_fingerprint(ctx.source_tokenizer), "model": asdict(cfg),
+                 "source_tokenizer": tokenizer_fingerprint(ctx.source_tokenizer), "model": asdict(cfg),
                  "train": asdict(tcfg), "data": {"max_set": max_set, "truncate": p["truncate"],
                                                  "split": [float(r) for r in p["split"]],
                                                  "min_eval_pairs": int(p["min_eval_pairs"]),
@@ -402,24 +423,22 @@ class HyperOFAInit:
                                                              label="HyperOFA: control (shuffled targets) epochs")
 
         # initialize: Gaussian everywhere, hypernetwork predictions, then the copies
-        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
-        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
         pred_norm = float("nan")
         if len(wise):
             advance = bar("HyperOFA: predicting", len(wise))
             pred = predict(model, vectors, tgt_sets, device=device, batch_size=tcfg.eval_batch_size, amp=amp)
             if not torch.isfinite(pred).all():
                 raise ConfigError("hyperofa: the hypernetwork predicted non-finite values; lower lr or use amp='off'")
-            matrix[torch.from_numpy(wise)] = pred.to(matrix.dtype)
+            place(matrix, provenance, wise, pred.to(matrix.dtype))
             pred_norm = float(pred.norm(dim=1).mean())
-            provenance[wise] = Provenance.METHOD
             if advance is not None:
                 advance(len(wise))
         copy_rows(matrix, src, mapping, provenance)
 
         artifacts = self._write_artifacts(ctx, main, control, cfg, preset)
         stats: dict[str, Any] = {
-            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "overlap": overlap_stats(mapping),
             "val_cosine": main.val_cosine,
             "control_val_cosine": None if control is None else control.val_cosine,
             "val_cosine_gain": None if control is None else main.val_cosine - control.val_cosine,

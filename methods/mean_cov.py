@@ -21,15 +21,15 @@ and overwrites every row (``tests/test_baselines.py`` checks it).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from harness.errors import ConfigError
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance
-from methods.random_init import FALLBACK_CHUNK_ROWS, FALLBACK_SALT, check_mapping, copy_rows
+from methods.base import InitContext, InitResult, Method, Provenance
+from methods.params import Param
+from methods.shared import FALLBACK_CHUNK_ROWS, FALLBACK_SALT, copy_rows, overlap_stats
 
 
 def gaussian_factor(source: torch.Tensor, chunk_rows: int = 65536) -> tuple[torch.Tensor, torch.Tensor, str]:
@@ -66,33 +66,29 @@ def mean_cov_matrix(source: torch.Tensor, n_rows: int, generator: torch.Generato
 
 
 @METHODS.register("mean-cov")
-class MeanCovInit:
+class MeanCovInit(Method):
     """Copy overlapping tokens (``ofa`` rule); the rest from N(mean, covariance) of the source (coordinate) rows."""
 
     name: ClassVar[str] = "mean-cov"
     description: ClassVar[str] = ("Hewitt / transformers' resize init: overlapping tokens copied (OFA rule), the "
                                   "rest drawn from the multivariate N(mean, covariance) of the source "
                                   "(coordinate) matrix")
-    requires: ClassVar[frozenset[str]] = frozenset()
     overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {"cov_scale": 1.0}
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("cov_scale", 1.0, "factor on the covariance of the draw", "float",
+              check=lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0,
+              expect="a positive number"),
+    )
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        unknown = set(ctx.params) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"method 'mean-cov' has no parameter(s) {sorted(unknown)}; "
-                              f"it takes {sorted(self.defaults)}")
-        scale = {**self.defaults, **ctx.params}["cov_scale"]
-        if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
-            raise ConfigError(f"mean-cov: cov_scale must be a positive number, not {scale!r}")
-        mapping = ctx.mapping_for(self.overlap_rule)
-        check_mapping(ctx, mapping)
+        scale = self.resolve_params(ctx)["cov_scale"]
+        mapping = self.mapping(ctx)
         n_t = mapping.target_size
         src = ctx.source_matrix.detach().float().cpu()
         matrix, how = mean_cov_matrix(src, n_t, ctx.generator(FALLBACK_SALT), float(scale))
         provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)  # a draw, as random's rows: nothing per token
         copy_rows(matrix, src, mapping, provenance)
-        stats = {"overlap": {k: v for k, v in mapping.stats.items() if k != "unk"}, "cov_scale": float(scale),
+        stats = {"overlap": overlap_stats(mapping), "cov_scale": float(scale),
                  "factor": how, "factorized": ctx.factorized}
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats)

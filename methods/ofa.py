@@ -44,158 +44,31 @@ Ties in the top-k (equal similarities, e.g. many zero scores when few words matc
 
 from __future__ import annotations
 
-import hashlib
-import itertools
 import logging
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
+from harness.errors import MissingResourceError
 from harness.hashing import hash_obj
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance
+from methods.base import InitContext, InitResult, Method
+from methods.combine import Cosine, TopKSoftmax, place, weighted_average
 from methods.overlap import SPECIALS_MODES
-from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
-from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir, split_key, surface
+from methods.params import Param
+from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
+from methods.subwords import (  # noqa: F401 - the subword graph, importable from here as before
+    cached_subword_vectors,
+    subword_vectors,
+    subword_word_edges,
+    word_variants,
+)
+from methods.wordvectors import load_word_vectors, shared_vectors_dir
 
 log = logging.getLogger(__name__)
-SUBWORD_VERSION = 1  # bump when the subword-vector construction changes (cached products are then rebuilt)
-
-
-def word_variants(key: str) -> tuple[str, list[str]]:
-    """``(language, [surface variants])`` of one word-vector key, as the reference code tokenizes it."""
-    lang, word_ori = split_key(key)
-    word = surface(word_ori)
-    variants = [word, " " + word]
-    if word_ori.startswith("$"):
-        if len(word) > 1:  # word[0] is the space that "$" became
-            variants.append(word[1].upper() + word[2:])
-    elif word:
-        variants.append(" " + word[0].upper() + word[1:])
-    return lang, variants
-
-
-def _variant_batches(keys: list[str], languages: set[str] | None, batch: int,
-                     progress: Callable[[int], None] | None) -> Iterator[tuple[list[str], list[int]]]:
-    """``(texts, owners)`` batches of the surface variants of ``keys`` (owner = the key's index); ``progress`` gets
-    the number of keys done after each batch."""
-    texts: list[str] = []
-    owners: list[int] = []
-    reported = 0
-    for i, key in enumerate(keys):
-        lang, variants = word_variants(key)
-        if languages is not None and lang not in languages:
-            continue
-        texts.extend(variants)
-        owners.extend([i] * len(variants))
-        if len(texts) >= batch:
-            yield texts, owners
-            texts, owners = [], []
-            if progress is not None:
-                progress(i + 1 - reported)
-                reported = i + 1
-    if texts:
-        yield texts, owners
-    if progress is not None and len(keys) > reported:
-        progress(len(keys) - reported)
-
-
-def subword_word_edges(tokenizer: Any, keys: list[str], *, languages: set[str] | None = None,
-                       batch: int = 20_000, progress: Callable[[int], None] | None = None
-                       ) -> tuple[np.ndarray, np.ndarray]:
-    """The bipartite graph as two parallel arrays ``(subword_ids, word_indices)``, one entry per
-    (variant, subword) pair: a word appears once per variant whose tokenization contains the subword.
-    Tokenizers with a ``tokenizers`` backend take :func:`_backend_edges` (the same edges in the same order, a
-    test checks it; several times faster on 100k+ words)."""
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None and hasattr(backend, "encode_batch_fast"):
-        return _backend_edges(backend, keys, languages=languages, progress=progress)
-    sub: list[np.ndarray] = []
-    wrd: list[np.ndarray] = []
-    for texts, owners in _variant_batches(keys, languages, batch, progress):
-        enc = tokenizer(texts, add_special_tokens=False)["input_ids"]
-        for owner, ids in zip(owners, enc, strict=True):
-            uniq = np.unique(np.asarray(ids, dtype=np.int64))
-            sub.append(uniq)
-            wrd.append(np.full(len(uniq), owner, dtype=np.int64))
-    if not sub:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(sub), np.concatenate(wrd)
-
-
-def _backend_edges(backend: Any, keys: list[str], *, languages: set[str] | None, batch: int = 50_000,
-                   progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`subword_word_edges` through the backend's ``encode_batch_fast`` (no offsets) and without a per-variant
-    loop: the (variant, subword) pairs of a batch are made unique with one ``np.unique`` over a combined key, which
-    also sorts them by variant, then by subword id, as the per-variant loop does."""
-    subs: list[np.ndarray] = []
-    owners: list[np.ndarray] = []
-    for texts, own in _variant_batches(keys, languages, batch, progress):
-        ids = [e.ids for e in backend.encode_batch_fast(texts, add_special_tokens=False)]
-        lens = np.fromiter(map(len, ids), dtype=np.int64, count=len(ids))
-        flat = np.fromiter(itertools.chain.from_iterable(ids), dtype=np.int64, count=int(lens.sum()))
-        if len(flat):
-            width = int(flat.max()) + 1
-            pairs = np.unique(np.repeat(np.arange(len(ids), dtype=np.int64), lens) * width + flat)
-            subs.append(pairs % width)
-            owners.append(np.asarray(own, dtype=np.int64)[pairs // width])
-    if not subs:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(subs), np.concatenate(owners)
-
-
-def subword_vectors(tokenizer: Any, wv: WordVectors, *, languages: set[str] | None = None,
-                    progress: Callable[[int], None] | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """``(U, n_edges)``: U (len(tokenizer), dim) float32, the mean word vector over each subword's edges
-    (computed in float64); ``n_edges`` per subword (0 means "no matched word", U row 0)."""
-    import scipy.sparse as sp
-
-    n = len(tokenizer)
-    s_ids, w_ids = subword_word_edges(tokenizer, wv.keys, languages=languages, progress=progress)
-    if len(s_ids) and int(s_ids.max()) >= n:
-        raise ValueError("the tokenizer produced ids beyond its own length")
-    graph = sp.csr_matrix((np.ones(len(s_ids), dtype=np.float64), (s_ids, w_ids)), shape=(n, len(wv.keys)))
-    counts = np.asarray(graph.sum(axis=1)).ravel()
-    sums = graph @ np.asarray(wv.vectors, dtype=np.float64)
-    u = np.zeros((n, wv.dim), dtype=np.float64)
-    has = counts > 0
-    u[has] = sums[has] / counts[has, None]
-    return u.astype(np.float32), counts.astype(np.int64)
-
-
-def _tokenizer_fingerprint(tokenizer: Any) -> str:
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    text = backend.to_str() if backend is not None else repr(sorted(tokenizer.get_vocab().items()))
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
-
-
-def cached_subword_vectors(tokenizer: Any, wv: WordVectors, wv_ident: str, *, languages: set[str] | None,
-                           cache_dir: Path | None, progress: Callable[[int], None] | None = None
-                           ) -> tuple[np.ndarray, np.ndarray]:
-    if cache_dir is None:
-        return subword_vectors(tokenizer, wv, languages=languages, progress=progress)
-    key = hash_obj({"v": SUBWORD_VERSION, "tok": _tokenizer_fingerprint(tokenizer), "wv": wv_ident,
-                    "langs": sorted(languages) if languages is not None else None})
-    path = Path(cache_dir) / f"subwords-{key}.npz"
-    if path.is_file():
-        with np.load(path, allow_pickle=False) as z:
-            return z["u"], z["counts"]
-    u, counts = subword_vectors(tokenizer, wv, languages=languages, progress=progress)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.npz")
-    np.savez(tmp, u=u, counts=counts)
-    tmp.replace(path)
-    return u, counts
-
-
-def _normalize(x: torch.Tensor) -> torch.Tensor:
-    norm = x.norm(dim=1, keepdim=True)
-    return torch.where(norm > 0, x / norm.clamp_min(torch.finfo(x.dtype).tiny), torch.zeros_like(x))
 
 
 def knn_softmax_combine(u_target: torch.Tensor, u_source: torch.Tensor, source_matrix: torch.Tensor, *, k: int,
@@ -204,37 +77,20 @@ def knn_softmax_combine(u_target: torch.Tensor, u_source: torch.Tensor, source_m
                         progress: Callable[[int], None] | None = None
                         ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """For each row of ``u_target``: top-``k`` source rows by cosine, softmax(sim / temperature) over them, the
-    convex combination of their ``source_matrix`` rows. Blocked: ``block_size`` x |V_s| scores at a time.
+    convex combination of their ``source_matrix`` rows (:func:`methods.combine.weighted_average` with
+    :class:`~methods.combine.Cosine` and :class:`~methods.combine.TopKSoftmax`). Blocked: ``block_size`` x |V_s|
+    scores at a time.
 
-    Returns ``(combined (n, d), neighbour ids (n, k), weights (n, k))`` on the CPU.
+    Returns ``(combined (n, d), neighbour ids (n, k), weights (n, k) float32)`` on the CPU.
     """
-    k = min(int(k), u_source.shape[0])
-    us = _normalize(u_source.to(device, dtype))
-    fs = source_matrix.to(device, dtype)
-    n = u_target.shape[0]
-    out = torch.empty((n, source_matrix.shape[1]), dtype=source_matrix.dtype)
-    nb = torch.empty((n, k), dtype=torch.long)
-    wts = torch.empty((n, k), dtype=torch.float32)
-    for start in range(0, n, block_size):
-        stop = min(start + block_size, n)
-        ut = _normalize(u_target[start:stop].to(device, dtype))
-        sims = ut @ us.T  # (block, |V_s|)
-        vals, idx = torch.topk(sims, k, dim=1, sorted=False)  # unsorted selection is cheaper; sort the k after
-        del sims
-        order = torch.argsort(vals, dim=1, descending=True, stable=True)
-        vals, idx = vals.gather(1, order), idx.gather(1, order)
-        w = torch.softmax(vals / temperature, dim=1)
-        comb = torch.einsum("bk,bkd->bd", w, fs[idx])
-        out[start:stop] = comb.to("cpu", source_matrix.dtype)
-        nb[start:stop] = idx.cpu()
-        wts[start:stop] = w.to("cpu", torch.float32)
-        if progress is not None:
-            progress(stop - start)
-    return out, nb, wts
+    c = weighted_average(u_target, u_source, source_matrix, similarity=Cosine(dtype),
+                         weighting=TopKSoftmax(int(k), temperature), block_size=block_size, device=device,
+                         progress=progress)
+    return c.rows, c.neighbours, c.weights.to(torch.float32)
 
 
 @METHODS.register("ofa")
-class OFAInit:
+class OFAInit(Method):
     """OFA: copy overlap, convex combination of the top-10 source rows by word-vector similarity, Gaussian rest."""
 
     name: ClassVar[str] = "ofa"
@@ -244,34 +100,29 @@ class OFAInit:
     requires: ClassVar[frozenset[str]] = frozenset({"word_vectors"})
     overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
-    defaults: ClassVar[dict[str, Any]] = {"k": 10, "temperature": 0.1, "block_size": 1024, "source_languages": None,
-                                          "target_languages": None, "max_words": None, "precision": "float32",
-                                          "save_neighbours": False, "specials": "string"}
-
-    def _params(self, ctx: InitContext) -> dict[str, Any]:
-        unknown = set(ctx.params) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"method 'ofa' has no parameter(s) {sorted(unknown)}; it takes {sorted(self.defaults)}")
-        p = {**self.defaults, **ctx.params}
-        if int(p["k"]) < 1 or float(p["temperature"]) <= 0 or int(p["block_size"]) < 1:
-            raise ConfigError(f"ofa: k and block_size must be >= 1 and temperature > 0 (got k={p['k']}, "
-                              f"temperature={p['temperature']}, block_size={p['block_size']})")
-        if p["specials"] not in SPECIALS_MODES:
-            raise ConfigError(f"ofa: specials must be one of {list(SPECIALS_MODES)}, not {p['specials']!r}")
-        if p["precision"] not in ("float32", "float64"):
-            raise ConfigError(f"ofa: precision must be 'float32' or 'float64', not {p['precision']!r}")
-        return p
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("k", 10, "source neighbours per new token", "int", low=1),
+        Param("temperature", 0.1, "softmax temperature over the neighbours' cosines", "float", above=0),
+        Param("block_size", 1024, "target rows per similarity block", "int", low=1),
+        Param("source_languages", None, "languages of the words matched to source subwords (null: all)", "list"),
+        Param("target_languages", None, "languages of the words matched to target subwords (null: all)", "list"),
+        Param("max_words", None, "use only the first N words of the word vectors (null: all)", "int"),
+        Param("precision", "float32", "dtype of the similarity search", "str", choices=("float32", "float64")),
+        Param("save_neighbours", False, "write ofa_neighbours.npz (neighbour ids and weights)", "bool"),
+        Param("specials", "string", "special tokens: by their text (reference) or by role", "str",
+              choices=SPECIALS_MODES),
+    )
+    init_hours: ClassVar[float] = 0.3
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        p = self._params(ctx)
-        mapping = ctx.mapping_for(self.overlap_rule, specials=p["specials"])
-        check_mapping(ctx, mapping)
+        p = self.resolve_params(ctx)
+        mapping = self.mapping(ctx, specials=p["specials"])
         files = ctx.world.resource_files("word_vectors")
         if not files:
             raise MissingResourceError("method 'ofa' needs word vectors, and the world provides none")
 
         def bar(label: str, total: int) -> Callable[[int], None] | None:
-            return ctx.progress(label, total) if ctx.progress is not None else None
+            return self.bar(ctx, label, total)
 
         wv = load_word_vectors(files, cache_dir=shared_vectors_dir(ctx.cache_dir), max_words=p["max_words"])
         wv_ident = hash_obj([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files] + [p["max_words"]])
@@ -286,8 +137,7 @@ class OFAInit:
             raise ValueError(f"source tokenizer has {u_s.shape[0]} tokens, the source matrix {src.shape[0]} rows")
         n_t = mapping.target_size
 
-        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
-        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
         copied = np.zeros(n_t, dtype=bool)
         copied[list(mapping.copy)] = True
         wise = np.flatnonzero(~copied & (c_t > 0))
@@ -296,9 +146,7 @@ class OFAInit:
             torch.from_numpy(u_t[wise]), torch.from_numpy(u_s), src, k=int(p["k"]),
             temperature=float(p["temperature"]), block_size=int(p["block_size"]), device=ctx.device, dtype=dtype,
             progress=bar("OFA: neighbours", len(wise)))
-        if len(wise):
-            matrix[torch.from_numpy(wise)] = combined
-            provenance[wise] = Provenance.METHOD
+        place(matrix, provenance, wise, combined)
         copy_rows(matrix, src, mapping, provenance)
 
         artifacts: dict[str, Path] = {}
@@ -307,7 +155,7 @@ class OFAInit:
             np.savez_compressed(path, target_ids=wise, neighbours=nb.numpy(), weights=wts.numpy())
             artifacts["neighbours"] = path
         stats = {
-            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "overlap": overlap_stats(mapping),
             "k": int(p["k"]), "temperature": float(p["temperature"]), "block_size": int(p["block_size"]),
             "precision": p["precision"], "words": len(wv), "word_dim": wv.dim,
             "source_subwords_matched": int((c_s > 0).sum()), "target_subwords_matched": int((c_t > 0).sum()),

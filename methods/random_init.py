@@ -10,105 +10,49 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 import torch
 
 from harness.errors import ConfigError
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance, TokenMapping
-
-FALLBACK_CHUNK_ROWS = 8192  # rows drawn per call; part of the draw's definition (changing it changes the rows)
-FALLBACK_SALT = 0  # ctx.generator(salt) for the Gaussian fallback; shared by every method that uses it
-
-
-def fallback_stats(source: torch.Tensor, chunk_rows: int = 65536) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-dimension mean and population std (ddof=0) of ``source``, accumulated in float64 over row blocks
-    (no full float64 copy; several times faster than ``Tensor.std(dim=0)`` on a tall matrix)."""
-    n = source.shape[0]
-    total = torch.zeros(source.shape[1], dtype=torch.float64)
-    for start in range(0, n, chunk_rows):
-        total += source[start:start + chunk_rows].detach().to("cpu", torch.float64).sum(0)
-    mu = total / n
-    sq = torch.zeros_like(mu)
-    for start in range(0, n, chunk_rows):
-        sq += ((source[start:start + chunk_rows].detach().to("cpu", torch.float64) - mu) ** 2).sum(0)
-    return mu, (sq / n).sqrt()
-
-
-def fallback_matrix(source: torch.Tensor, n_rows: int, generator: torch.Generator,
-                    chunk_rows: int = FALLBACK_CHUNK_ROWS) -> torch.Tensor:
-    """``n_rows`` rows drawn per dimension from N(mu_d, sigma_d^2) of ``source`` (population std, ddof=0).
-
-    The per-dimension Gaussian of spec §1.3 (the one fallback every method uses); the statistics are computed in
-    float64, the
-    standard normal draws in float32 (several times faster than float64 draws), in blocks of ``chunk_rows`` rows
-    so that a 401k x 768 draw never holds a float64 copy. Every method draws a full ``|V_t|``-row matrix and uses
-    row ``i`` for target token ``i`` (as the reference code's ``RandomState(...).normal(mean, std, (|V_t|, d))``),
-    so a token's fallback row depends only on the seed and its id, never on which other tokens were copied or
-    matched; ``random`` and ``ofa`` with the same seed give the same fallback row to the same token.
-    """
-    mu64, sigma64 = fallback_stats(source)
-    mu, sigma = mu64.to(torch.float32), sigma64.to(torch.float32)
-    out = torch.empty((n_rows, source.shape[1]), dtype=torch.float32)
-    for start in range(0, n_rows, chunk_rows):
-        k = min(chunk_rows, n_rows - start)
-        z = torch.randn((k, source.shape[1]), generator=generator, dtype=torch.float32)
-        out[start:start + k] = torch.addcmul(mu, z, sigma)
-    return out.to(source.dtype)
-
-
-def copy_rows(matrix: torch.Tensor, source: torch.Tensor, mapping: TokenMapping,
-              provenance: np.ndarray) -> None:
-    """Copy the source row of every overlapping token into ``matrix`` (in place) and mark it COPIED."""
-    if not mapping.copy:
-        return
-    tids = torch.tensor(list(mapping.copy.keys()), dtype=torch.long)
-    sids = torch.tensor(list(mapping.copy.values()), dtype=torch.long)
-    matrix[tids] = source.detach().cpu()[sids].to(matrix.dtype)
-    provenance[tids.numpy()] = Provenance.COPIED
-
-
-def check_mapping(ctx: InitContext, mapping: TokenMapping) -> None:
-    n_src = ctx.source_matrix.shape[0]
-    if mapping.source_size != n_src:
-        raise ValueError(f"token mapping is for a source vocabulary of {mapping.source_size} tokens, but the "
-                         f"source matrix has {n_src} rows")
-    if mapping.target_size != len(ctx.target_tokenizer):
-        raise ValueError(f"token mapping is for {mapping.target_size} target tokens, the target tokenizer has "
-                         f"{len(ctx.target_tokenizer)}")
+from methods.base import InitContext, InitResult, Method, Provenance
+from methods.params import Param
+from methods.shared import (  # noqa: F401 - fallback_matrix, copy_rows: also importable from here, as before
+    FALLBACK_SALT,
+    copy_rows,
+    fallback_matrix,
+    gaussian_start,
+    overlap_stats,
+)
 
 
 @METHODS.register("random")
-class RandomInit:
+class RandomInit(Method):
     """R1: copy overlapping tokens (``ofa`` rule), per-dimension Gaussian of the source matrix for the rest."""
 
     name: ClassVar[str] = "random"
     description: ClassVar[str] = ("OFA/HyperOFA random baseline: overlapping tokens copied (OFA rule), the rest "
                                   "drawn per dimension from N(mean, std) of the source (coordinate) matrix")
-    requires: ClassVar[frozenset[str]] = frozenset()
     overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
+    init_hours: ClassVar[float] = 0.02
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        if ctx.params:
-            raise ConfigError(f"method 'random' takes no parameters, got {sorted(ctx.params)}")
-        mapping = ctx.mapping_for(self.overlap_rule)
-        check_mapping(ctx, mapping)
-        n_t = mapping.target_size
+        self.resolve_params(ctx)
+        mapping = self.mapping(ctx)
         src = ctx.source_matrix.detach().float().cpu()
-        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
-        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        matrix, provenance = gaussian_start(src, mapping.target_size, ctx.generator(FALLBACK_SALT))
         copy_rows(matrix, src, mapping, provenance)
-        stats = {"overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+        stats = {"overlap": overlap_stats(mapping),
                  "fallback": "per-dimension normal, mean/std (ddof=0) of the source matrix",
                  "factorized": ctx.factorized}
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats)
 
 
 @METHODS.register("random-map")
-class RandomMapInit:
+class RandomMapInit(Method):
     """R2: FOCUS's random mapping of source rows to the non-copied target tokens.
 
     Parameters (``ctx.params``):
@@ -128,19 +72,17 @@ class RandomMapInit:
     name: ClassVar[str] = "random-map"
     description: ClassVar[str] = ("FOCUS random baseline: overlapping tokens copied (FOCUS rule), every other token "
                                   "takes the embedding of a randomly chosen source token")
-    requires: ClassVar[frozenset[str]] = frozenset()
     overlap_rule: ClassVar[str] = "focus"
     supports_factorized: ClassVar[bool] = False  # spec Appendix B item 3: factorization for OFA/HyperOFA/R1 only
-    defaults: ClassVar[dict[str, Any]] = {"replacement": False, "exclude_specials": True}
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("replacement", False, "draw each new token's source independently (else a random injection)", "bool"),
+        Param("exclude_specials", True, "keep the source's special tokens out of the pool", "bool"),
+    )
+    init_hours: ClassVar[float] = 0.02
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        unknown = set(ctx.params) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"method 'random-map' has no parameter(s) {sorted(unknown)}; "
-                              f"it takes {sorted(self.defaults)}")
-        p = {**self.defaults, **ctx.params}
-        mapping = ctx.mapping_for(self.overlap_rule)
-        check_mapping(ctx, mapping)
+        p = self.resolve_params(ctx)
+        mapping = self.mapping(ctx)
         n_t = mapping.target_size
         src = ctx.source_matrix.detach().float().cpu()
         pool = np.arange(src.shape[0])
@@ -163,7 +105,7 @@ class RandomMapInit:
         if len(new):
             matrix[torch.from_numpy(new)] = src[torch.from_numpy(chosen)]
         copy_rows(matrix, src, mapping, provenance)
-        stats = {"overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+        stats = {"overlap": overlap_stats(mapping),
                  "replacement": bool(p["replacement"]), "exclude_specials": bool(p["exclude_specials"]),
                  "pool": int(len(pool)), "distinct_sources_mapped": int(len(np.unique(chosen)))}
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats)

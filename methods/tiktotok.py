@@ -85,7 +85,8 @@ import torch
 
 from harness.errors import ConfigError, MissingResourceError
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance, TokenMapping
+from methods.base import InitContext, InitResult, Method, Provenance, TokenMapping
+from methods.combine import Cosine, RankWeights, rank_weights  # noqa: F401 - rank_weights: importable from here
 from methods.fasttext_util import (
     TrainJob,
     cached_model,
@@ -106,26 +107,12 @@ from methods.multilang import (
     world_languages,
 )
 from methods.overlap import SPECIAL_PREFIX, detect_kind
-from methods.random_init import check_mapping
+from methods.params import Param, fasttext_params, fasttext_settings
 
 log = logging.getLogger(__name__)
 CORPUS_RECIPE = "tiktotok-bigrams-v1"
 TAG_POLICIES = ("bow", "start", "none")
 ROUTES = ("copy", "unk", "dictionary", "fasttext")
-
-
-def rank_weights(n: int, first: float = 0.3, second: float = 0.1, share: float = 0.6,
-                 single: float = 1.0) -> list[float]:
-    """The seed's weights for ``n`` ranked candidates: ``first`` / ``second`` extra to the two best, ``share``
-    spread evenly over all; ``single`` for one candidate (the formula's 0.9 is undefined by the seed)."""
-    if n < 1:
-        return []
-    if n == 1:
-        return [float(single)]
-    w = [share / n] * n
-    w[0] += first
-    w[1] += second
-    return w
 
 
 def tag_word(text: str, tag: str, *, start: bool, end: bool) -> str:
@@ -221,23 +208,24 @@ class FastTextSpace:
         vecs = word_vectors(model, [token_form(source_canonical[i], source_tag, policy) for i in cand])
         keep = np.abs(vecs).sum(axis=1) > 0
         self.source_ids = np.array(cand, dtype=np.int64)[keep]
-        v = torch.from_numpy(vecs[keep]).double()
-        self.source_unit = v / v.norm(dim=1, keepdim=True)
+        self.source_vectors = torch.from_numpy(vecs[keep]).double()
 
     def nearest(self, canonical: list[str], tag: str, k: int, block_size: int = 1024
                 ) -> list[tuple[list[int], list[float]] | None]:
-        """Top-``k`` source ids (best first) and cosines for each token; ``None`` for a zero vector."""
+        """Top-``k`` source ids (best first) and cosines for each token (float64 :class:`methods.combine.Cosine`,
+        ``torch.topk``'s order); ``None`` for a zero vector."""
         vecs = torch.from_numpy(word_vectors(self.model, [token_form(c, tag, self.policy) for c in canonical]))
         vecs = vecs.double()
         out: list[tuple[list[int], list[float]] | None] = []
         k = min(k, len(self.source_ids))
+        cosine = Cosine(torch.float64, ties="topk")
+        cosine.prepare(vecs, self.source_vectors, "cpu")
+        zero = (vecs.norm(dim=1) == 0).tolist()
         for start in range(0, len(canonical), block_size):
-            block = vecs[start:start + block_size]
-            norm = block.norm(dim=1, keepdim=True)
-            sims = (block / norm.clamp_min(1e-300)) @ self.source_unit.T
-            vals, idx = torch.topk(sims, k, dim=1) if k > 0 else (None, None)
-            for r in range(block.shape[0]):
-                if float(norm[r]) == 0 or k == 0:
+            stop = min(start + block_size, len(canonical))
+            vals, idx = cosine.top(start, stop, k) if k > 0 else (None, None)
+            for r in range(stop - start):
+                if zero[start + r] or k == 0:
                     out.append(None)
                 else:
                     out.append((self.source_ids[idx[r].numpy()].tolist(), vals[r].tolist()))
@@ -245,7 +233,7 @@ class FastTextSpace:
 
 
 @METHODS.register("tiktotok")
-class TikToTokInit:
+class TikToTokInit(Method):
     """Tik-to-Tok (seed 004): dictionary translations, else 3 nearest source tokens in a bilingual fastText."""
 
     name: ClassVar[str] = "tiktotok"
@@ -255,45 +243,43 @@ class TikToTokInit:
     requires: ClassVar[frozenset[str]] = frozenset({"dictionary", "target_text"})
     overlap_rule: ClassVar[str] = "tiktotok"
     supports_factorized: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {
-        "dim": 64, "epochs": 5, "minn": 4, "maxn": 7, "min_count": 1, "model": "skipgram", "bucket": 2_000_000,
-        "lr": 0.05, "fasttext_seed": 0, "threads": 1, "neighbors": 3, "weights": [0.3, 0.1, 0.6],
-        "single_weight": 1.0, "source_tag": "Ⓢ", "target_tag": "Ⓣ", "tag_policy": "bow",
-        "compound_augmentation": True, "shuffle": True, "frequency": "source_text", "source_language": "identity",
-        "languages": None, "max_lines": None, "assign_rule": "relative", "assign_min_count": 1,
-        "block_size": 1024, "save_plan": False, "max_pairs": None, "workers": None,
-    }
+    params: ClassVar[tuple[Param, ...]] = (
+        *fasttext_params(dim=64, epochs=5, min_count=1, model="skipgram", minn=4, maxn=7),
+        Param("neighbors", 3, "nearest source tokens of a token without a dictionary entry", "int", low=1),
+        Param("weights", [0.3, 0.1, 0.6], "rank weights [first, second, share]", "list",
+              check=lambda w: len(w) == 3 and all(float(x) >= 0 for x in w),
+              expect="three non-negative numbers [first, second, share]"),
+        Param("single_weight", 1.0, "the weight of a single candidate", "float"),
+        Param("source_tag", "Ⓢ", "tag around source words in the bigram corpus", "str"),
+        Param("target_tag", "Ⓣ", "tag around target words in the bigram corpus", "str"),
+        Param("tag_policy", "bow", "where a token's tag goes", "str", choices=TAG_POLICIES),
+        Param("compound_augmentation", True, "add the partial-compound lines", "bool"),
+        Param("shuffle", True, "shuffle the corpus with fasttext_seed", "bool"),
+        Param("frequency", "source_text", "how translations are ranked", "str",
+              choices=("source_text", "dictionary")),
+        Param("source_language", "identity", "the source language's own tokens", "str",
+              choices=("identity", "none")),
+        Param("languages", None, "target languages (null: all of the world's)", "list"),
+        Param("max_lines", None, "lines of text per language (null: all)", "int"),
+        Param("assign_rule", "relative", "how tokens are assigned to languages", "str"),
+        Param("assign_min_count", 1, "occurrences a token needs to be assigned to a language", "int"),
+        Param("block_size", 1024, "target rows per similarity block", "int", low=1),
+        Param("save_plan", False, "write tiktotok_plan.jsonl (route, sources, weights of every row)", "bool"),
+        Param("max_pairs", None, "dictionary pairs per language, most frequent first (null: all)", "int", low=1),
+        Param("workers", None, "fastText models trained side by side (null: the CPUs available)", "int"),
+    )
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {"cpu": {"bucket": 200_000, "max_lines": None, "max_pairs": None}}
+    init_hours: ClassVar[float] = 0.3
 
-    def _params(self, ctx: InitContext) -> dict[str, Any]:
-        unknown = set(ctx.params) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"method 'tiktotok' has no parameter(s) {sorted(unknown)}; it takes "
-                              f"{sorted(self.defaults)}")
-        p = {**self.defaults, **ctx.params}
-        if p["tag_policy"] not in TAG_POLICIES:
-            raise ConfigError(f"tiktotok: tag_policy must be one of {TAG_POLICIES}, not {p['tag_policy']!r}")
-        if p["frequency"] not in ("source_text", "dictionary"):
-            raise ConfigError(f"tiktotok: frequency must be 'source_text' or 'dictionary', not {p['frequency']!r}")
-        if p["source_language"] not in ("identity", "none"):
-            raise ConfigError(f"tiktotok: source_language must be 'identity' or 'none', not "
-                              f"{p['source_language']!r}")
-        if len(p["weights"]) != 3 or any(float(w) < 0 for w in p["weights"]):
-            raise ConfigError(f"tiktotok: weights must be three non-negative numbers [first, second, share], not "
-                              f"{p['weights']}")
-        if p["max_pairs"] is not None and int(p["max_pairs"]) < 1:
-            raise ConfigError(f"tiktotok: max_pairs must be >= 1 or null, not {p['max_pairs']}")
-        for key in ("dim", "epochs", "neighbors", "min_count", "threads", "block_size"):
-            if int(p[key]) < 1:
-                raise ConfigError(f"tiktotok: {key} must be >= 1, not {p[key]}")
+    def resolve_params(self, ctx: InitContext) -> dict[str, Any]:
+        p = super().resolve_params(ctx)
         tags = (p["source_tag"], p["target_tag"])
         if any(not t or any(c.isspace() for c in t) for t in tags) or tags[0] == tags[1]:
             raise ConfigError("tiktotok: source_tag and target_tag must be distinct, non-empty and without spaces")
         return p
 
     def fasttext_settings(self, p: dict[str, Any]) -> dict[str, Any]:
-        return {"model": p["model"], "dim": int(p["dim"]), "epoch": int(p["epochs"]), "minCount": int(p["min_count"]),
-                "minn": int(p["minn"]), "maxn": int(p["maxn"]), "bucket": int(p["bucket"]), "lr": float(p["lr"]),
-                "seed": int(p["fasttext_seed"]), "thread": int(p["threads"])}
+        return fasttext_settings(p)
 
     def space_job(self, p: dict[str, Any], pairs: list[tuple[str, str]], target_tag: str, label: str) -> TrainJob:
         """The bilingual fastText model of one language (``label``) trained on its bigram corpus."""
@@ -319,11 +305,9 @@ class TikToTokInit:
         return FastTextSpace(cm.model, source_canonical, p["source_tag"], p["tag_policy"]), info
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        p = self._params(ctx)
-        if ctx.factorized:
-            raise ConfigError("tiktotok is defined on full-dimension embeddings (spec Appendix B); use dim: null")
-        mapping = ctx.mapping_for(self.overlap_rule)
-        check_mapping(ctx, mapping)
+        p = self.resolve_params(ctx)
+        self.full_dimension_only(ctx)
+        mapping = self.mapping(ctx)
         plan, stats = self.plan(ctx, p, mapping)
         matrix = plan.matrix(ctx.source_matrix.detach().float().cpu())
         code = {"copy": Provenance.COPIED, "unk": Provenance.UNK, "dictionary": Provenance.METHOD,
@@ -352,12 +336,10 @@ class TikToTokInit:
         if unk_id is None:
             raise ConfigError("tiktotok: the source tokenizer has no UNK token, which Tik-to-Tok falls back to")
         first_w, second_w, share = (float(w) for w in p["weights"])
-
-        def weights(n: int) -> list[float]:
-            return rank_weights(n, first_w, second_w, share, float(p["single_weight"]))
+        weights = RankWeights(first_w, second_w, share, float(p["single_weight"])).for_count
 
         def bar(label: str, total: int) -> Callable[[int], None] | None:
-            return ctx.progress(label, total) if ctx.progress is not None else None
+            return self.bar(ctx, label, total)
 
         plan = Plan(n_t)
         # a. non-alphabetic tokens and specials (overlap rule)

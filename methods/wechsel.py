@@ -72,7 +72,8 @@ import torch
 
 from harness.errors import ConfigError, MissingResourceError
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Provenance
+from methods.base import InitContext, InitResult, Method
+from methods.combine import ScreenedCosine, TopKSoftmax, place, weighted_average
 from methods.fasttext_util import (
     CachedModel,
     TrainJob,
@@ -95,7 +96,8 @@ from methods.multilang import (
     world_languages,
 )
 from methods.overlap import SPECIALS_MODES
-from methods.random_init import FALLBACK_SALT, check_mapping, copy_rows, fallback_matrix
+from methods.params import Param, fasttext_params, fasttext_settings
+from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
 log = logging.getLogger(__name__)
 WORD_CORPUS_RECIPE = "split_words-v1"
@@ -162,96 +164,19 @@ def alignment_pairs(source_model: Any, target_model: Any, pairs: list[tuple[str,
     return s_vecs[s3[keep]], t_vecs[t3[keep]]
 
 
-def _screen(ut: torch.Tensor, us32: torch.Tensor, c: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
-    """The ``c`` source vectors of largest float32 inner product with each row of ``ut`` (unit vectors):
-    ``(float32 products (n, c), source ids (n, c))``. On a CPU by faiss's exhaustive search when it is installed
-    (about twice as fast as a matmul and ``torch.topk``; one call over all rows, with torch's thread count),
-    otherwise by blocks of matmul and ``torch.topk``."""
-    q = ut.to(torch.float32)
-    if torch.device(device).type == "cpu":
-        try:
-            import faiss
-        except ImportError:
-            faiss = None
-        if faiss is not None:
-            index = faiss.IndexFlatIP(us32.shape[1])
-            index.add(np.ascontiguousarray(us32.cpu().numpy()))
-            threads = faiss.omp_get_max_threads()
-            faiss.omp_set_num_threads(torch.get_num_threads())
-            try:
-                vals, ids = index.search(np.ascontiguousarray(q.cpu().numpy()), c)
-            finally:
-                faiss.omp_set_num_threads(threads)
-            return torch.from_numpy(vals), torch.from_numpy(ids).to(torch.long)
-    out_v, out_i = [], []
-    for start in range(0, len(q), 1024):
-        v, i = torch.topk(q[start:start + 1024] @ us32.T, c, dim=1, sorted=False)
-        out_v.append(v)
-        out_i.append(i)
-    return torch.cat(out_v), torch.cat(out_i)
-
-
 def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch.Tensor, *, k: int,
                 temperature: float, block_size: int = 1024, device: str = "cpu",
                 progress: Callable[[int], None] | None = None, screen: int = 16
                 ) -> tuple[torch.Tensor, np.ndarray, np.ndarray]:
     """Steps 4-5 in float64: cosine of each target vector to every source vector (zero vectors score 0), the
-    ``k`` best (ties broken towards the lower source id: tokens that decode to the same string, such as ``▁go``
-    and ``go``, have identical vectors), ``softmax(sim / temperature)`` over them, the weighted sum of
-    ``source_matrix`` rows. Returns ``(rows, neighbour ids (n, k), weights (n, k))``.
-
-    The search over all source vectors runs in float32 (:func:`_screen`) and keeps ``k + screen`` candidates per
-    row; their cosines are then computed again in float64 from the float64 unit vectors, and the ``k`` best of
-    those by (cosine, source id) are the neighbours. A float32 inner product of two unit vectors of dimension d is
-    within ``delta = (d + 2) 2^-23`` of the float64 cosine (twice the rounding bound), so a vector left out of the
-    candidates (float32 product at most the smallest candidate's, ``m``) has a float64 cosine of at most
-    ``m + delta``: when the k-th float64 cosine is above that, the neighbours are exactly those of the all-float64
-    search; a row where it is not (nearly parallel vectors, large ties) is searched again in float64 over all
-    source vectors. The same neighbours and weights as the all-float64 search (a test checks it on random, nearly
-    parallel and tied vectors), several times faster."""
-    def unit(x: torch.Tensor) -> torch.Tensor:
-        norm = x.norm(dim=1, keepdim=True)
-        return torch.where(norm > 0, x / norm.clamp_min(1e-300), torch.zeros_like(x))
-
-    k = min(int(k), u_source.shape[0])
-    extra = min(k + max(int(screen), 16), u_source.shape[0])  # candidates, with room to order ties by source id
-    us = unit(torch.from_numpy(u_source).to(device, torch.float64))
-    fs = source_matrix.to(device, torch.float64)
-    n = u_target.shape[0]
-    out = torch.empty((n, source_matrix.shape[1]), dtype=source_matrix.dtype)
-    nbs = np.zeros((n, k), dtype=np.int64)
-    wts = np.zeros((n, k), dtype=np.float64)
-    if n == 0:
-        return out, nbs, wts
-    ut_all = unit(torch.from_numpy(u_target).to(device, torch.float64))
-    vals32, cand = _screen(ut_all, us.to(torch.float32), extra, device)
-    delta = (u_source.shape[1] + 2) * 2.0 ** -23
-    for start in range(0, n, block_size):
-        stop = min(start + block_size, n)
-        ut = ut_all[start:stop]
-        idx, _ = torch.sort(cand[start:stop].to(device), dim=1)  # by source id: the stable sort below orders ties by id
-        # the candidates' cosines in float64, each summed in the same order (equal vectors give equal cosines, so
-        # that their tie goes to the lower id; a batched matmul may round them differently by position)
-        vals = (ut[:, None, :] * us[idx]).sum(dim=-1)
-        order = torch.argsort(-vals, dim=1, stable=True)
-        vals, idx = vals.gather(1, order)[:, :k], idx.gather(1, order)[:, :k]
-        if extra < u_source.shape[0]:
-            floor = vals32[start:stop].to(device, torch.float64).min(dim=1).values + delta
-            unsure = torch.nonzero(vals[:, -1] <= floor).flatten()
-            if len(unsure):  # the float64 search over every source vector for these rows
-                full = ut[unsure] @ us.T
-                v2, i2 = torch.topk(full, extra, dim=1)
-                o2 = torch.argsort(i2, dim=1)
-                v2, i2 = v2.gather(1, o2), i2.gather(1, o2)
-                o2 = torch.argsort(-v2, dim=1, stable=True)
-                vals[unsure], idx[unsure] = v2.gather(1, o2)[:, :k], i2.gather(1, o2)[:, :k]
-        w = torch.softmax(vals / temperature, dim=1)
-        out[start:stop] = torch.einsum("bk,bkd->bd", w, fs[idx]).to("cpu", source_matrix.dtype)
-        nbs[start:stop] = idx.cpu().numpy()
-        wts[start:stop] = w.cpu().numpy()
-        if progress is not None:
-            progress(stop - start)
-    return out, nbs, wts
+    ``k`` best (ties broken towards the lower source id), ``softmax(sim / temperature)`` over them, the weighted sum
+    of ``source_matrix`` rows: :func:`methods.combine.weighted_average` with :class:`~methods.combine.ScreenedCosine`
+    (the exact float64 search, screened in float32) and :class:`~methods.combine.TopKSoftmax`. Returns ``(rows,
+    neighbour ids (n, k), weights (n, k))``."""
+    c = weighted_average(torch.from_numpy(u_target), torch.from_numpy(u_source), source_matrix,
+                         similarity=ScreenedCosine(screen), weighting=TopKSoftmax(int(k), temperature),
+                         block_size=block_size, device=device, progress=progress)
+    return c.rows, c.neighbours.numpy(), c.weights.numpy()
 
 
 def procrustes(x_s: np.ndarray, x_t: np.ndarray) -> np.ndarray:
@@ -263,7 +188,7 @@ def procrustes(x_s: np.ndarray, x_t: np.ndarray) -> np.ndarray:
 
 
 @METHODS.register("wechsel")
-class WechselInit:
+class WechselInit(Method):
     """WECHSEL: aligned fastText spaces, top-10 source tokens by cosine, softmax(sim/0.1); specials copied."""
 
     name: ClassVar[str] = "wechsel"
@@ -274,38 +199,32 @@ class WechselInit:
     requires: ClassVar[frozenset[str]] = frozenset({"target_text", "dictionary"})
     overlap_rule: ClassVar[str] = "wechsel"
     supports_factorized: ClassVar[bool] = False
-    defaults: ClassVar[dict[str, Any]] = {
-        "neighbors": 10, "temperature": 0.1, "source_vectors": None, "target_vectors": None, "dim": 100,
-        "epochs": 20, "min_count": 5, "model": "cbow", "neg": 10, "minn": 5, "maxn": 5, "bucket": 2_000_000,
-        "lr": 0.05, "fasttext_seed": 0, "threads": 1, "max_lines": None, "languages": None, "workers": None,
-        "source_max_lines": "same",
-        "source_language": None, "assign_rule": "relative", "assign_min_count": 1, "block_size": 1024,
-        "specials": "string",
-    }
-
-    def _params(self, ctx: InitContext) -> dict[str, Any]:
-        unknown = set(ctx.params) - set(self.defaults)
-        if unknown:
-            raise ConfigError(f"method 'wechsel' has no parameter(s) {sorted(unknown)}; it takes "
-                              f"{sorted(self.defaults)}")
-        p = {**self.defaults, **ctx.params}
-        if int(p["neighbors"]) < 1 or float(p["temperature"]) <= 0:
-            raise ConfigError(f"wechsel: neighbors must be >= 1 and temperature > 0 (got {p['neighbors']}, "
-                              f"{p['temperature']})")
-        for key in ("dim", "epochs", "min_count", "block_size", "threads"):
-            if int(p[key]) < 1:
-                raise ConfigError(f"wechsel: {key} must be >= 1, not {p[key]}")
-        if p["specials"] not in SPECIALS_MODES:
-            raise ConfigError(f"wechsel: specials must be one of {list(SPECIALS_MODES)}, not {p['specials']!r}")
-        if p["target_vectors"] is not None and not isinstance(p["target_vectors"], dict):
-            raise ConfigError("wechsel: target_vectors must be a mapping {language: path of a fastText .bin}")
-        return p
+    params: ClassVar[tuple[Param, ...]] = (
+        Param("neighbors", 10, "source neighbours per new token", "int", low=1),
+        Param("temperature", 0.1, "softmax temperature over the neighbours' cosines", "float", above=0),
+        Param("source_vectors", None, "a fastText .bin for the source language instead of training one", "path"),
+        Param("target_vectors", None, "{language: fastText .bin} instead of training them", "dict",
+              check=lambda v: isinstance(v, dict), expect="a mapping {language: path of a fastText .bin}"),
+        *fasttext_params(dim=100, epochs=20, min_count=5, model="cbow", neg=10, minn=5, maxn=5),
+        Param("max_lines", None, "lines of text per language (null: all)", "int"),
+        Param("languages", None, "target languages (null: all of the world's)", "list"),
+        Param("workers", None, "fastText models trained side by side (null: the CPUs available)", "int"),
+        Param("source_max_lines", "same", "lines of source-language text ('same': max_lines)", "int"),
+        Param("source_language", None, "the pivot language (null: the world's)", "str"),
+        Param("assign_rule", "relative", "how tokens are assigned to languages", "str"),
+        Param("assign_min_count", 1, "occurrences a token needs to be assigned to a language", "int"),
+        Param("block_size", 1024, "target rows per similarity block", "int", low=1),
+        Param("specials", "string", "special tokens: by their text (reference) or by role", "str",
+              choices=SPECIALS_MODES),
+    )
+    # cpu: smaller vectors, fewer epochs and n-gram buckets, all of the world's text (the models are cached by
+    # content and shared by every seed, and by wechsel and wechsel+overlap)
+    profiles: ClassVar[dict[str, dict[str, Any]]] = {
+        "cpu": {"dim": 100, "epochs": 5, "bucket": 200_000, "max_lines": None, "source_max_lines": None}}
+    init_hours: ClassVar[float] = 0.5
 
     def fasttext_settings(self, p: dict[str, Any], seed: int, dim: int) -> dict[str, Any]:
-        return {"model": p["model"], "dim": int(dim), "epoch": int(p["epochs"]), "minCount": int(p["min_count"]),
-                "neg": int(p["neg"]), "minn": int(p["minn"]), "maxn": int(p["maxn"]), "bucket": int(p["bucket"]),
-                "lr": float(p["lr"]), "seed": int(seed if p["fasttext_seed"] is None else p["fasttext_seed"]),
-                "thread": int(p["threads"])}
+        return fasttext_settings(p, seed, dim)
 
     @staticmethod
     def word_vectors_job(text: Path, settings: dict[str, Any], max_lines: int | None) -> TrainJob:
@@ -330,11 +249,9 @@ class WechselInit:
         return cached_model(cache_dir, job.kind, job.inputs, job.settings, job.write_corpus)
 
     def initialize(self, ctx: InitContext) -> InitResult:
-        p = self._params(ctx)
-        if ctx.factorized:
-            raise ConfigError("wechsel is defined on full-dimension embeddings (spec Appendix B); use dim: null")
-        mapping = ctx.mapping_for(self.overlap_rule, specials=p["specials"])
-        check_mapping(ctx, mapping)
+        p = self.resolve_params(ctx)
+        self.full_dimension_only(ctx)
+        mapping = self.mapping(ctx, specials=p["specials"])
         n_t = mapping.target_size
         world = ctx.world
         pivot = p["source_language"] or getattr(world, "pivot", None)
@@ -342,7 +259,7 @@ class WechselInit:
             raise ConfigError("wechsel: the world names no pivot (source) language; set source_language")
 
         def bar(label: str, total: int) -> Callable[[int], None] | None:
-            return ctx.progress(label, total) if ctx.progress is not None else None
+            return self.bar(ctx, label, total)
 
         texts = text_files(world)
         user_vectors = {str(k): v for k, v in (p["target_vectors"] or {}).items()}
@@ -389,8 +306,7 @@ class WechselInit:
         assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
 
         src = ctx.source_matrix.detach().float().cpu()
-        matrix = fallback_matrix(src, n_t, ctx.generator(FALLBACK_SALT))
-        provenance = np.full(n_t, Provenance.RANDOM, dtype=np.int8)
+        matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
         copied = np.zeros(n_t, dtype=bool)
         copied[list(mapping.copy)] = True
 
@@ -448,13 +364,12 @@ class WechselInit:
             combined, _nb, wts = knn_softmax(
                 u_t[has], u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
                 block_size=int(p["block_size"]), device=ctx.device, progress=bar(f"WECHSEL: {lang}", len(wise)))
-            matrix[torch.from_numpy(wise)] = combined
-            provenance[wise] = Provenance.METHOD
+            place(matrix, provenance, wise, combined)
             info["mean_top1_weight"] = float(wts[:, 0].mean())
         copy_rows(matrix, src, mapping, provenance)
 
         stats = {
-            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "overlap": overlap_stats(mapping),
             "source_language": pivot,
             "source_vectors": src_info,
             "settings": settings,
