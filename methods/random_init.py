@@ -17,7 +17,7 @@ import torch
 
 from harness.errors import ConfigError
 from harness.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Provenance
+from methods.base import InitContext, InitResult, Method, Provenance, check_mapping  # noqa: F401 - as before
 from methods.params import Param
 from methods.shared import (  # noqa: F401 - fallback_matrix, copy_rows: also importable from here, as before
     FALLBACK_SALT,
