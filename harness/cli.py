@@ -167,10 +167,32 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 # -- list --------------------------------------------------------------------------------------------------
+def list_method_params(name: str) -> int:
+    """``harness list --method NAME``: the method's declared parameters, with each profile's values."""
+    from harness.profiles import PROFILES
+    from harness.registry import METHODS
+
+    cls = METHODS.get(name)
+    rows = cls.describe_params() if hasattr(cls, "describe_params") else [
+        {"name": k, "type": "", "default": repr(v), "range": "", "doc": ""} for k, v in getattr(cls, "defaults", {}).items()]
+    t = Table(title=f"{name}: parameters (set under \\[method_params.{name}] or with harness init --params)")
+    for col in ("name", "type", "default", *PROFILES, "allowed", "what it does"):
+        t.add_column(col)
+    by_profile = {prof: PROFILES[prof].get("method_params", {}).get(name, {}) for prof in PROFILES}
+    for r in rows:
+        t.add_row(r["name"], r["type"], r["default"],
+                  *[repr(by_profile[prof][r["name"]]) if r["name"] in by_profile[prof] else "" for prof in PROFILES],
+                  r["range"], r["doc"])
+    console.print(t if rows else f"method {name!r} takes no parameters")
+    return 0
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     from harness.registry import METHODS, TASKS
     from harness.worlds import WORLDS, get_world
 
+    if getattr(args, "method", None):
+        return list_method_params(args.method)
     t = Table(title="methods", show_lines=False)
     for col in ("name", "description", "requires", "overlap rule", "factorized"):
         t.add_column(col)
@@ -419,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("list", help="methods, tasks and worlds, with what each needs and has")
     ls.add_argument("--world", help="show the tasks and languages of this world (default: bible, if built)")
     ls.add_argument("--build", action="store_true", help="build the --world first if needed")
+    ls.add_argument("--method", help="list this method's parameters: type, default, each profile's value, range")
     ls.set_defaults(func=cmd_list)
 
     i = sub.add_parser("init", help="write one initialized model folder and its init_report.json")

@@ -100,3 +100,13 @@ def test_combine_parts_match_the_direct_computation():
     dense = sparsemax(sims.float())
     assert torch.allclose(d.rows, dense @ rows, atol=1e-5)
     assert [list(x) for x in d.supports] == [list(np.flatnonzero(r)) for r in dense.numpy() > 0]
+
+
+def test_harness_list_shows_a_methods_parameters(capsys, harness_home):
+    from harness.cli import main
+
+    assert main(["list", "--method", "wechsel"]) == 0
+    out = capsys.readouterr().out
+    assert "[method_params.wechsel]" in out and "neighbors" in out and "source_max_lines" in out
+    assert main(["list", "--method", "fvt"]) == 0
+    assert "takes no parameters" in capsys.readouterr().out
