@@ -32,7 +32,7 @@ def main() -> None:
 
     from mlflow.tracking import MlflowClient
 
-    from harness.paths import default_tracking_uri
+    from harness.core.paths import default_tracking_uri
 
     cmd = [sys.executable, "-m", "harness.cli", "run", "--world", args.world, "--methods", args.method,
            "--tasks", "mlm", "--cpt-steps", str(args.steps), "--cpt-checkpoints", args.checkpoints,

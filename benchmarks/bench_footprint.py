@@ -161,7 +161,7 @@ def projected(home: Path, items: list, experiment: str | None,
 
 
 def _cpt_of(item, info: dict, init_keys: set[str] | None) -> bool:
-    from harness.hashing import hash_obj
+    from harness.core.hashing import hash_obj
 
     if init_keys is None:
         return True

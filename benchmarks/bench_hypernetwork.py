@@ -160,8 +160,8 @@ def bench_world(args: argparse.Namespace) -> None:
     from torch.nn import functional as F
 
     import methods.hyperofa as hyperofa
+    from harness.core.profiles import profile
     from harness.initialize import initialize_model
-    from harness.profiles import profile
     from harness.worlds import get_world
 
     world = get_world(args.world)

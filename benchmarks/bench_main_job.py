@@ -146,7 +146,7 @@ def main() -> None:
         args.run.mkdir(parents=True, exist_ok=True)
         os.environ["HARNESS_HOME"] = str(args.run)
         cold = run_main_job(args.run)
-    from harness.paths import default_tracking_uri
+    from harness.core.paths import default_tracking_uri
 
     uri = args.tracking_uri or default_tracking_uri()
     table, total = breakdown(uri, args.experiment)

@@ -98,7 +98,7 @@ def load_real_pair() -> tuple[Any, dict[str, Any]]:
 
 def pivot_vectors(inputs: dict[str, Any], params: dict[str, Any], cache: Path, seed: int) -> tuple[str, float]:
     """WECHSEL's source-language vectors for a world without pivot text (the real pair), with our recipe."""
-    from harness.registry import METHODS
+    from harness.core.registry import METHODS
 
     cls = METHODS.get("wechsel")
     p = {**cls.defaults, **params}
@@ -109,7 +109,7 @@ def pivot_vectors(inputs: dict[str, Any], params: dict[str, Any], cache: Path, s
 
 def ours(world: Any, inputs: dict[str, Any], method: str, params: dict[str, Any], cache: Path, seed: int
          ) -> tuple[Any, dict[str, float]]:
-    from harness.registry import METHODS
+    from harness.core.registry import METHODS
     from methods.base import InitContext
     from methods.overlap import mapping_cache
 
@@ -293,7 +293,7 @@ def machine_note() -> str:
 
 def step_table(cache: Path, methods: list[str], repeats: int) -> None:
     """FOCUS and WECHSEL on the real pair, with their fastText models given, step by step beside the reference."""
-    from harness.registry import METHODS
+    from harness.core.registry import METHODS
     from methods import fasttext_util as ft  # reads the cache's compact models too
     from methods.base import InitContext
     from methods.multilang import dictionary_for
@@ -416,7 +416,7 @@ def main() -> None:
                 print(f"[skip] {method} on real-pair: the pair has French text and one dictionary only")
                 continue
             if args.settings == "cpu":
-                from harness.profiles import profile
+                from harness.core.profiles import profile
 
                 params = dict(profile("cpu").get("method_params", {}).get(method, {}))
             else:

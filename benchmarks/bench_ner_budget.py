@@ -37,10 +37,10 @@ def main() -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from harness.core.precision import resolve_precision
+    from harness.core.profiles import profile as get_profile
+    from harness.core.registry import TASKS
     from harness.initialize import initialize_model, load_model
-    from harness.precision import resolve_precision
-    from harness.profiles import profile as get_profile
-    from harness.registry import TASKS
     from harness.worlds import get_world
     from tasks.base import TaskSettings
 

@@ -26,8 +26,8 @@ from rich.console import Console
 from rich.table import Table
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from harness.registry import TASKS
-from harness.tokenization import make_xlmr_tokenizer, xlmr_vocab
+from harness.core.registry import TASKS
+from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from harness.worlds.base import load_world_dir, write_jsonl
 from tasks.base import TaskSettings
 from tasks.metrics import l2_normalize, search_topk

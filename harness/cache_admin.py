@@ -39,9 +39,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.cache import DONE
-from harness.errors import ConfigError
-from harness.hashing import hash_obj
+from harness.core.cache import DONE
+from harness.core.errors import ConfigError
+from harness.core.hashing import hash_obj
 
 PROTECTED = ("tracking", "leaderboards")
 # what ``prune`` takes without ``--kind``: everything a run rebuilds by itself
@@ -351,7 +351,7 @@ def _table(rows: list[dict[str, Any]], title: str, total: int) -> None:
 
 def _check_filters(items: list[Item], world: str | None, kinds: list[str]) -> None:
     """An unknown ``--world`` or ``--kind`` is an error with a suggestion, never an empty result."""
-    from harness.errors import UnknownNameError
+    from harness.core.errors import UnknownNameError
     from harness.worlds import WORLDS
 
     known = known_kinds(items)
@@ -365,7 +365,7 @@ def _check_filters(items: list[Item], world: str | None, kinds: list[str]) -> No
 
 
 def cmd_du(args: argparse.Namespace) -> int:
-    from harness.paths import harness_home
+    from harness.core.paths import harness_home
 
     home = harness_home()
     items = scan(home)
@@ -390,7 +390,7 @@ def _kinds(values: list[str] | None) -> list[str]:
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
-    from harness.paths import harness_home
+    from harness.core.paths import harness_home
 
     home = harness_home()
     items = scan(home)

@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 # piped or redirected output keeps its tables on one line per row (rich would otherwise fold them to 80 columns)
 console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 200)
@@ -60,9 +60,9 @@ def _check_device(device: str) -> None:
 
 def _check_run_inputs(cfg: Any) -> None:
     """Everything that can be checked before a world is built, a model loaded or a store created."""
-    from harness.paths import harness_home
-    from harness.registry import METHODS, TASKS
-    from harness.tracking import check_tracking_reachable, check_tracking_uri
+    from harness.core.paths import harness_home
+    from harness.core.registry import METHODS, TASKS
+    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
 
     harness_home()
     _check_world_name(cfg.world)
@@ -88,7 +88,7 @@ def _check_run_inputs(cfg: Any) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from harness import lifecycle
+    from harness.core import lifecycle
 
     cfg = _config_from_args(args)
     _check_run_inputs(cfg)
@@ -169,8 +169,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
 # -- list --------------------------------------------------------------------------------------------------
 def list_method_params(name: str) -> int:
     """``harness list --method NAME``: the method's declared parameters, with each profile's values."""
-    from harness.profiles import PROFILES
-    from harness.registry import METHODS
+    from harness.core.profiles import PROFILES
+    from harness.core.registry import METHODS
 
     cls = METHODS.get(name)
     rows = cls.describe_params() if hasattr(cls, "describe_params") else [
@@ -188,7 +188,7 @@ def list_method_params(name: str) -> int:
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    from harness.registry import METHODS, TASKS
+    from harness.core.registry import METHODS, TASKS
     from harness.worlds import WORLDS, get_world
 
     if getattr(args, "method", None):
@@ -252,10 +252,10 @@ def _print_world_tasks(world: Any) -> None:
 
 # -- init --------------------------------------------------------------------------------------------------
 def cmd_init(args: argparse.Namespace) -> int:
+    from harness.core.paths import harness_home
+    from harness.core.profiles import profile
+    from harness.core.registry import METHODS
     from harness.initialize import initialize_model
-    from harness.paths import harness_home
-    from harness.profiles import profile
-    from harness.registry import METHODS
     from harness.worlds import get_world
 
     harness_home()
@@ -293,8 +293,8 @@ def cmd_init(args: argparse.Namespace) -> int:
 
 # -- leaderboard / ui --------------------------------------------------------------------------------------
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from harness.paths import harness_home
-    from harness.tracking import check_tracking_reachable, check_tracking_uri
+    from harness.core.paths import harness_home
+    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
     from leaderboard.publish import run_leaderboard
 
     if args.bootstrap < 0:
@@ -326,7 +326,7 @@ def _board_console() -> Console:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness.tracking import check_tracking_reachable, check_tracking_uri
+    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
     from leaderboard.compare import run_compare
 
     if args.bootstrap < 0:
@@ -514,7 +514,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _setup_env()
-    from harness import lifecycle
+    from harness.core import lifecycle
 
     os.environ[lifecycle.MAIN_PID_ENV] = str(os.getpid())  # the process its workers live and die with
     lifecycle.install_fault_hook()  # tests only: HARNESS_FAULT_AT

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 
 FULL = "full"
 EXECUTORS = ("local", "ray")  # where cells run (harness.executors implements each)
@@ -31,7 +31,7 @@ def setting(default: Any = dataclasses.MISSING, *, kind: str, help: str | None =
 
 
 def _check_profile(cfg: RunConfig) -> None:
-    from harness.profiles import profile
+    from harness.core.profiles import profile
 
     profile(cfg.profile)
 

@@ -21,9 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.cache import DONE, discard_damaged, file_digests
-from harness.masked_head import use_masked_only_head
-from harness.precision import resolve_precision, training_attention
+from harness.core.cache import DONE, discard_damaged, file_digests
+from harness.core.masked_head import use_masked_only_head
+from harness.core.precision import resolve_precision, training_attention
 from harness.worlds.base import read_lines
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ def cpt_blocks(tokenizer: Any, world: Any, languages: list[str], block_size: int
 def batch_layout(effective: int, per_device_max: int, n_devices: int) -> tuple[int, int]:
     """(per-device batch, gradient accumulation) so that per-device x accumulation x devices == ``effective``,
     with the per-device batch as large as allowed (at most ``per_device_max``)."""
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     for per_dev in range(min(per_device_max, effective // max(n_devices, 1)), 0, -1):
         if effective % (per_dev * n_devices) == 0:
@@ -72,7 +72,7 @@ def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path
     env = {**os.environ}
     if spec["device"] == "cpu":
         env.setdefault("OMP_NUM_THREADS", "1")
-    from harness.lifecycle import child_command
+    from harness.core.lifecycle import child_command
 
     # the launcher dies with this process (and its ranks with the launcher), whatever kills it
     cmd = child_command([sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -102,7 +102,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     blocks = cpt_blocks(tokenizer, world, languages, int(settings["block_size"]),
                         settings.get("max_sentences_per_language"), seed)
     if not blocks:
-        from harness.errors import MissingResourceError
+        from harness.core.errors import MissingResourceError
 
         raise MissingResourceError(f"world {world.name!r} has no CPT text for {', '.join(languages)}")
     n_dev = int(os.environ.get("WORLD_SIZE", "1"))

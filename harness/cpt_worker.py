@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m harness.cpt_worker SPEC.json", file=sys.stderr)
         return 2
-    from harness.lifecycle import die_with_parent, install_fault_hook
+    from harness.core.lifecycle import die_with_parent, install_fault_hook
 
     die_with_parent()  # a rank ends with its launcher (which ends with the harness process)
     install_fault_hook()

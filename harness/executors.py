@@ -22,8 +22,8 @@ import dataclasses
 import os
 from typing import Any
 
-from harness.errors import ConfigError
-from harness.hosts import available_cpus
+from harness.core.errors import ConfigError
+from harness.core.hosts import available_cpus
 from harness.plan import cell_resources
 
 _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
@@ -32,7 +32,7 @@ _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE",
 
 
 def _worker_env(tracking_uri: str) -> dict[str, str]:
-    from harness.paths import harness_home
+    from harness.core.paths import harness_home
 
     env = {k: os.environ[k] for k in _ENV_KEYS if k in os.environ}
     env["HARNESS_HOME"] = str(harness_home())
@@ -76,7 +76,7 @@ def local_workers(cfg: Any, device: str, n_cells: int) -> int:
 def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | None = None) -> None:
     import signal
 
-    from harness import lifecycle
+    from harness.core import lifecycle
 
     lifecycle.die_with_parent(parent_pid)  # killed with the harness process, whatever kills it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops the workers
@@ -105,9 +105,9 @@ class ProcessExecutor:
         import multiprocessing as mp
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-        from harness import lifecycle
         from harness.config import config_to_dict
-        from harness.errors import HarnessError
+        from harness.core import lifecycle
+        from harness.core.errors import HarnessError
         from harness.plan import longest_first
 
         _precreate_experiments(runner, cells)

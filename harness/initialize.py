@@ -35,10 +35,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from harness.errors import ConfigError, HarnessError
-from harness.paths import harness_home
-from harness.surgery import assemble_model, save_model
-from harness.surgery import load_model as load_full_model
+from harness.core.errors import ConfigError, HarnessError
+from harness.core.paths import harness_home
+from harness.core.surgery import assemble_model, save_model
+from harness.core.surgery import load_model as load_full_model
 from methods.base import InitContext, InitResult, Provenance
 
 log = logging.getLogger(__name__)
@@ -211,7 +211,7 @@ def load_model(path: Path, device: str = "cpu") -> torch.nn.Module:
     from safetensors.torch import load_file
     from transformers import AutoConfig, AutoModelForMaskedLM
 
-    from harness.surgery import _factorization_of, _install_factorized
+    from harness.core.surgery import _factorization_of, _install_factorized
 
     body = json.loads(body_file.read_text())
     if body.get("format") != BODY_FORMAT:
@@ -257,7 +257,7 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
 
     ``dim``: the factorized dimension d' (None, or d' >= the hidden size, means full dimension). ``params``: the
     method's hyperparameters, plus the surgery's ``bias`` ("remap" | "zero" | "index") and ``untied_output``
-    ("method" | "zero"), see :mod:`harness.surgery`. ``progress``: ``progress(label, total) -> advance(n)`` for
+    ("method" | "zero"), see :mod:`harness.core.surgery`. ``progress``: ``progress(label, total) -> advance(n)`` for
     the method's long loops (:func:`progress_from_rich` adapts a rich ``Progress``); ``log_metric(name, value,
     step)`` for curves a method records. ``compact``: keep only the changed tensors and a reference to the source
     body (:func:`compact_model_folder`); None: compact inside the product cache, full elsewhere. ``profile``: the
@@ -267,7 +267,7 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     """
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from harness.registry import METHODS
+    from harness.core.registry import METHODS
     from methods.factorize import factorize
     from methods.overlap import mapping_cache
 

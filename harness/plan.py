@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 
 DEFAULT_INIT_HOURS = 0.5  # a method that declares no estimate
 
@@ -28,7 +28,7 @@ class InitEstimates(Mapping):
     def __getitem__(self, method: str) -> float:
         if method == "default":
             return DEFAULT_INIT_HOURS
-        from harness.registry import METHODS
+        from harness.core.registry import METHODS
 
         try:
             cls = METHODS.get(method)
@@ -38,7 +38,7 @@ class InitEstimates(Mapping):
         return float(ask(self.profile)) if ask is not None else DEFAULT_INIT_HOURS
 
     def __iter__(self) -> Iterator[str]:
-        from harness.registry import METHODS
+        from harness.core.registry import METHODS
 
         return iter([*METHODS.names(), "default"])
 
@@ -63,7 +63,7 @@ PAPER_ESTIMATES: dict[str, Any] = {
 
 def cell_resources(cfg: Any, device: str) -> dict[str, float]:
     """The CPUs and GPUs one cell asks for: the profile's CPUs; one GPU per CPT device when on a GPU."""
-    from harness.profiles import profile
+    from harness.core.profiles import profile
 
     res = dict(profile(cfg.profile).get("resources", {"num_cpus": 1}))
     n_gpu = 0.0

@@ -1,8 +1,8 @@
 """The runner: crosses methods x (factorized dims) x seeds (x source models) for a world, and for each cell
 initializes -> evaluates at step 0 -> continues pre-training -> evaluates at each checkpoint and the final step.
 
-Every expensive product is cached by the hash of its inputs (:mod:`harness.cache`), and every MLflow run is found
-again by its identity tags (:mod:`harness.tracking`), so a run killed at any point and started again with the same
+Every expensive product is cached by the hash of its inputs (:mod:`harness.core.cache`), and every MLflow run is found
+again by its identity tags (:mod:`harness.core.tracking`), so a run killed at any point and started again with the same
 command finishes without recomputing finished products and without duplicate runs. Cells are independent and
 idempotent: an executor may run them in any order, in any process.
 """
@@ -20,17 +20,17 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.cache import ProductCache
 from harness.config import RunConfig, run_seeds
-from harness.errors import ConfigError, HarnessError, MissingResourceError
-from harness.hashing import hash_obj
-from harness.paths import harness_home
-from harness.precision import resolve_precision
-from harness.profiles import PROFILES
-from harness.profiles import profile as get_profile
-from harness.registry import METHODS, TASKS
-from harness.tracking import Tracker, metric_key
-from harness.versions import git_commit, library_versions
+from harness.core.cache import ProductCache
+from harness.core.errors import ConfigError, HarnessError, MissingResourceError
+from harness.core.hashing import hash_obj
+from harness.core.paths import harness_home
+from harness.core.precision import resolve_precision
+from harness.core.profiles import PROFILES
+from harness.core.profiles import profile as get_profile
+from harness.core.registry import METHODS, TASKS
+from harness.core.tracking import Tracker, metric_key
+from harness.core.versions import git_commit, library_versions
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
@@ -205,7 +205,7 @@ class Runner:
         results: dict[str, Any] = {"cells": [], "failed": []}
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-        from harness.progress import Progress
+        from harness.core.progress import Progress
 
         # rich bars on a terminal, plain progress lines when the output is piped
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -321,8 +321,8 @@ class Runner:
         return self.cfg.experiment or f"{self.world.name}/{source}"
 
     def run_cell(self, cell: Cell, prog: Any = None) -> dict[str, Any]:
+        from harness.core.progress import PlainProgress, callbacks, mode, set_prefix
         from harness.initialize import initialize_model, load_model
-        from harness.progress import PlainProgress, callbacks, mode, set_prefix
 
         if prog is None and mode(console) == "lines":  # a worker process: its own progress lines, prefixed
             set_prefix(self.prefix)

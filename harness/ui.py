@@ -16,7 +16,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from harness.paths import default_artifact_root, default_tracking_uri
+from harness.core.paths import default_artifact_root, default_tracking_uri
 
 
 def server_command(tracking_uri: str, port: int) -> list[str]:
@@ -60,7 +60,7 @@ def check_port(port: int) -> None:
     """The port must be valid and free on 127.0.0.1 before the server starts (its own error is a traceback)."""
     import socket
 
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     if not 0 < port < 65536:
         raise HarnessError(f"--port {port} is not a TCP port; give one between 1 and 65535")
@@ -86,7 +86,7 @@ def links(tracking_uri: str, base: str) -> list[Links]:
     """The runs-table and leaderboard URLs of every active experiment that has runs, newest leaderboard first."""
     from mlflow.tracking import MlflowClient
 
-    from harness.tracking import (
+    from harness.core.tracking import (
         EXPERIMENT_KIND,
         EXPERIMENT_KIND_TAG,
         RESULTS_VIEW,
@@ -138,7 +138,7 @@ def print_links(items: list[Links], base: str) -> str | None:
 
 
 def serve(tracking_uri: str | None = None, port: int = 5000, open_browser: bool = False) -> int:
-    from harness.tracking import Tracker, check_tracking_uri
+    from harness.core.tracking import Tracker, check_tracking_uri
 
     check_port(port)
     tracking_uri = check_tracking_uri(tracking_uri)

@@ -1,6 +1,6 @@
 """Read the runner's runs back from MLflow (never re-compute a task).
 
-What is read, per experiment (see :mod:`harness.runner` and :mod:`harness.tracking` for the writing side):
+What is read, per experiment (see :mod:`harness.runner` and :mod:`harness.core.tracking` for the writing side):
 
 * parent runs (``harness.kind=cell``): identity tags, params (``method.*``, ``cpt.*``), ``init/*`` metrics, the
   CPT curves ``cpt/train_loss`` and ``cpt/heldout_loss``, and the artifacts ``languages.json`` and
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.tracking import TAG, metric_key
+from harness.core.tracking import TAG, metric_key
 
 log = logging.getLogger(__name__)
 _TABLE = re.compile(r"^tables/(?P<task>.+)_step(?P<step>\d+)\.json$")
@@ -31,7 +31,7 @@ _TABLE = re.compile(r"^tables/(?P<task>.+)_step(?P<step>\d+)\.json$")
 
 def _metric_names(task: str) -> dict[str, str]:
     """Metric-key form -> the task's own metric name (``acc_at_10`` -> ``acc@10``)."""
-    from harness.registry import TASKS
+    from harness.core.registry import TASKS
 
     try:
         t = TASKS.get(task)
@@ -42,7 +42,7 @@ def _metric_names(task: str) -> dict[str, str]:
 
 def task_info(task: str) -> tuple[str | None, bool, tuple[str, ...]]:
     """(headline metric, higher_is_better, metrics) of a registered task; (None, True, ()) when unknown."""
-    from harness.registry import TASKS
+    from harness.core.registry import TASKS
 
     try:
         t = TASKS.get(task)

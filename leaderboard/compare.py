@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 from leaderboard.stats import ItemSample, SeedSample, diff_interval, stable_seed
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -159,7 +159,7 @@ def from_experiment(client: Any, exp: Any) -> Side:
 
 def from_run(client: Any, run: Any) -> Side:
     """A cell run with its task runs; a task run brings its cell (and that cell's other tasks)."""
-    from harness.tracking import TAG
+    from harness.core.tracking import TAG
     from leaderboard.collect import ExperimentData, _cell_run, _task_run
 
     tags = run.data.tags
@@ -442,7 +442,7 @@ def run_compare(a: str, b: str, *, tracking_uri: str | None = None, task: str | 
     """``harness compare``: print (or write to ``out``) the comparison of ``a`` and ``b``."""
     import sys
 
-    from harness.tracking import Tracker
+    from harness.core.tracking import Tracker
 
     if fmt not in ("md", "csv"):
         raise HarnessError(f"--format {fmt!r}: use md or csv")

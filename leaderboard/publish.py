@@ -32,7 +32,7 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.tracking import RESULTS_VIEW, TAG, Tracker, column, metric_key
+from harness.core.tracking import RESULTS_VIEW, TAG, Tracker, column, metric_key
 from leaderboard.model import Board, Leaderboard, board_dict
 from leaderboard.tables import build_leaderboard, select_boards
 
@@ -57,7 +57,7 @@ def safe_dir_name(experiment: str) -> Path:
 def out_dir_for(experiment: str, out: Path | None, several: bool) -> Path:
     if out is not None:
         return Path(out) / safe_dir_name(experiment) if several else Path(out)
-    from harness.paths import harness_home
+    from harness.core.paths import harness_home
 
     return harness_home() / "leaderboards" / safe_dir_name(experiment)
 
@@ -324,7 +324,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                     bootstrap: int = 1000, bootstrap_seed: int = 0, console: Console | None = None) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
-    from harness.progress import Progress  # plain progress lines when stderr is piped
+    from harness.core.progress import Progress  # plain progress lines when stderr is piped
     from leaderboard.collect import collect_experiment, experiments
     from leaderboard.render_terminal import render, render_claims
 

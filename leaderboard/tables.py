@@ -20,7 +20,7 @@ import logging
 import statistics
 from typing import Any
 
-from harness.versions import MAJOR_CHECKED, mixed_majors
+from harness.core.versions import MAJOR_CHECKED, mixed_majors
 from leaderboard.claims import evaluate_claims
 from leaderboard.collect import CellRun, ExperimentData, TaskRun, task_info
 from leaderboard.model import (
@@ -69,7 +69,7 @@ def variant_labels(keys: list[VariantKey]) -> dict[VariantKey, str]:
 
 def _method_defaults(method: str) -> dict[str, str]:
     """A registered method's declared parameter defaults, as logged strings ({} for an unknown method)."""
-    from harness.registry import METHODS
+    from harness.core.registry import METHODS
 
     try:
         return {k: str(v) for k, v in (getattr(METHODS.get(method), "defaults", None) or {}).items()}
@@ -213,7 +213,7 @@ class _Builder:
 
 def _cpt_note(profile: str) -> str | None:
     """What the profile's post-CPT tables are, when it says (the ``cpu`` profile: a smoke test)."""
-    from harness.profiles import PROFILES
+    from harness.core.profiles import PROFILES
 
     return PROFILES.get(profile, {}).get("cpt_note")
 
@@ -368,7 +368,7 @@ def select_boards(boards: list[Board], *, task: str | None = None, step: str = "
             try:
                 want = int(step)
             except ValueError:
-                from harness.errors import ConfigError
+                from harness.core.errors import ConfigError
 
                 raise ConfigError(f"--step must be 0, a CPT step, 'final', 'delta' or 'all', not {step!r}") from None
             if b.kind == "delta" or b.step != want:

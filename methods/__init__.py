@@ -1,4 +1,4 @@
-"""Initialization methods. Importing this package registers the built-in methods in ``harness.registry.METHODS``.
+"""Initialization methods. Importing this package registers the built-in methods in ``harness.core.registry.METHODS``.
 
 Each module registers its classes with ``@METHODS.register(name)``; third-party methods use the entry-point group
 ``harness.methods`` (see README, "Adding a new method").

@@ -20,7 +20,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from methods.params import Param, defaults_of, describe, resolve
 
 

@@ -59,8 +59,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.hashing import hash_obj
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.hashing import hash_obj
 
 log = logging.getLogger(__name__)
 
@@ -377,7 +377,7 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
             raise MissingResourceError(f"fastText {kind}: the training corpus is empty")
         if path is not None and (found := _load_cached(path)) is not None:
             return CachedModel(found, stored_file(path), key, cached=True, corpus_lines=n_lines)
-        from harness.progress import activity
+        from harness.core.progress import activity
 
         with activity(f"fastText {kind}: training on {n_lines} lines"):
             model = train_model(corpus, settings)
@@ -508,7 +508,7 @@ class TrainJob:
 
 
 def default_workers() -> int:
-    from harness.hosts import available_cpus
+    from harness.core.hosts import available_cpus
 
     return max(1, available_cpus())
 
@@ -569,7 +569,7 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
         while running:
             reap(block=True)
     except BaseException:  # stopped (SIGINT/SIGTERM) or failed here: the children stop too, no model is stored
-        from harness.lifecycle import stop_processes
+        from harness.core.lifecycle import stop_processes
 
         stop_processes([proc for proc, _ in running])
         for _, corpus in running:
@@ -580,7 +580,7 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
 
 def _train_child(corpus: Path, settings: dict[str, Any], path: Path, meta: dict[str, Any],
                  parent_pid: int | None = None) -> None:
-    from harness.lifecycle import die_with_parent, install_fault_hook
+    from harness.core.lifecycle import die_with_parent, install_fault_hook
 
     die_with_parent(parent_pid)  # never stores a model once the process that asked for it is gone
     install_fault_hook()

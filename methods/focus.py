@@ -75,8 +75,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from harness.errors import MissingResourceError
-from harness.registry import METHODS
+from harness.core.errors import MissingResourceError
+from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method
 from methods.combine import Cosine, SparsemaxTopK, place, weighted_average
 from methods.fasttext_util import (

@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from harness.registry import METHODS
+from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance
 from methods.overlap import SPECIAL_PREFIX, SPM_SPACE, detect_kind
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats

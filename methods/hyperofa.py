@@ -91,9 +91,9 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.hashing import hash_obj
-from harness.registry import METHODS
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.hashing import hash_obj
+from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method
 from methods.combine import place
 from methods.hypernetwork import (
@@ -510,7 +510,7 @@ class HyperOFAInit(Method):
         if ctx.cache_dir is None or not p["cache"]:
             model, outcome = run()
             return model, outcome, False
-        from harness.cache import ProductCache
+        from harness.core.cache import ProductCache
 
         cache = ProductCache(Path(ctx.cache_dir))
         built: dict[str, Any] = {}

@@ -26,7 +26,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from harness.registry import METHODS
+from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance
 from methods.params import Param
 from methods.shared import FALLBACK_CHUNK_ROWS, FALLBACK_SALT, copy_rows, overlap_stats

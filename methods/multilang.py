@@ -39,8 +39,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import ConfigError
-from harness.hashing import hash_obj
+from harness.core.errors import ConfigError
+from harness.core.hashing import hash_obj
 from methods.base import Provenance
 from methods.fasttext_util import read_text_lines, sha256_of, tokenizer_fingerprint
 

@@ -52,9 +52,9 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from harness.errors import MissingResourceError
-from harness.hashing import hash_obj
-from harness.registry import METHODS
+from harness.core.errors import MissingResourceError
+from harness.core.hashing import hash_obj
+from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method
 from methods.combine import Cosine, TopKSoftmax, place, weighted_average
 from methods.overlap import SPECIALS_MODES

@@ -64,7 +64,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.hashing import hash_obj
+from harness.core.hashing import hash_obj
 from methods.base import TokenMapping
 from methods.canonical import (  # noqa: F401 - importable from here, as before
     BPE_SPACE,

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from harness.errors import ConfigError
-from harness.registry import METHODS
+from harness.core.errors import ConfigError
+from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, check_mapping  # noqa: F401 - as before
 from methods.params import Param
 from methods.shared import (  # noqa: F401 - fallback_matrix, copy_rows: also importable from here, as before

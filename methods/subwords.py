@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.hashing import hash_obj
+from harness.core.hashing import hash_obj
 from methods.shared import tokenizer_fingerprint
 from methods.wordvectors import WordVectors, split_key, surface
 

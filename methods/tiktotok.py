@@ -83,8 +83,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.registry import METHODS
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, TokenMapping
 from methods.combine import Cosine, RankWeights, rank_weights  # noqa: F401 - rank_weights: importable from here
 from methods.fasttext_util import (

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.errors import MissingResourceError
-from harness.hashing import hash_obj
+from harness.core.errors import MissingResourceError
+from harness.core.hashing import hash_obj
 
 log = logging.getLogger(__name__)
 READER_VERSION = 1

@@ -1,4 +1,4 @@
-"""Evaluation tasks. Importing this package registers the built-in tasks in ``harness.registry.TASKS``."""
+"""Evaluation tasks. Importing this package registers the built-in tasks in ``harness.core.registry.TASKS``."""
 
 import importlib
 

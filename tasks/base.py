@@ -24,7 +24,7 @@ class TaskSettings:
     params: dict[str, Any] = field(default_factory=dict)  # task-specific settings
     cache_dir: Path | None = None  # where a task may cache products (fine-tuned taggers), keyed by inputs
     model_key: str = ""  # identity of the evaluated model (for task-level caches)
-    precision: str = "fp32"  # resolved model-pass precision (harness.precision): "fp32", "bf16" or "fp16"
+    precision: str = "fp32"  # resolved model-pass precision (harness.core.precision): "fp32", "bf16" or "fp16"
     progress: Any = None
 
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
+from harness.core.errors import ConfigError, MissingResourceError
 from harness.worlds.base import read_jsonl
 
 log = logging.getLogger(__name__)
@@ -241,13 +241,13 @@ def on_device(model: torch.nn.Module, device: str | torch.device) -> Iterator[to
 @contextlib.contextmanager
 def progress(settings: Any, description: str, total: int) -> Iterator[Callable[[int], None]]:
     """An ``advance(n)`` callback: the run's progress hook (``settings.progress(description, total)``) when given,
-    else :func:`harness.progress.track` (a transient rich bar on a terminal, plain progress lines when piped)."""
+    else :func:`harness.core.progress.track` (a transient rich bar on a terminal, plain progress lines when piped)."""
     hook = getattr(settings, "progress", None)
     if callable(hook):
         advance = hook(description, total)
         yield advance if callable(advance) else (lambda n: None)
         return
-    from harness.progress import track
+    from harness.core.progress import track
 
     with track(description, total) as advance:
         yield advance

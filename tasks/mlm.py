@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.masked_head import masked_logits
-from harness.precision import autocast
-from harness.registry import TASKS
+from harness.core.masked_head import masked_logits
+from harness.core.precision import autocast
+from harness.core.registry import TASKS
 from harness.worlds.base import read_lines
 from tasks.base import ItemStats, TaskResult, TaskSettings
 from tasks.data import length_batches

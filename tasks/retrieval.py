@@ -30,9 +30,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from harness.errors import ConfigError
-from harness.precision import autocast
-from harness.registry import TASKS
+from harness.core.errors import ConfigError
+from harness.core.precision import autocast
+from harness.core.registry import TASKS
 from tasks.base import ItemStats, TaskResult, TaskSettings
 from tasks.data import (
     RetrievalPairs,

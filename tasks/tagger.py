@@ -20,8 +20,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from harness.errors import ConfigError
-from harness.precision import autocast, training_attention
+from harness.core.errors import ConfigError
+from harness.core.precision import autocast, training_attention
 from tasks.data import (
     TaggedSentence,
     base_encoder,

@@ -52,10 +52,10 @@ from typing import Any, ClassVar
 
 import torch
 
-from harness.cache import ProductCache
-from harness.errors import ConfigError
-from harness.hashing import sha256_file
-from harness.registry import TASKS
+from harness.core.cache import ProductCache
+from harness.core.errors import ConfigError
+from harness.core.hashing import sha256_file
+from harness.core.registry import TASKS
 from tasks.base import ItemStats, TaskResult, TaskSettings
 from tasks.data import (
     TaggedSentence,

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.tokenization import extend_pieces, make_xlmr_tokenizer, xlmr_vocab
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.tokenization import extend_pieces, make_xlmr_tokenizer, xlmr_vocab
 
 # a source SentencePiece vocabulary in the XLM-R layout; scores decide the segmentation
 SOURCE_PIECES = [

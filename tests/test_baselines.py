@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError
-from harness.registry import METHODS
-from harness.tokenization import make_xlmr_tokenizer, xlmr_vocab
+from harness.core.errors import ConfigError
+from harness.core.registry import METHODS
+from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from methods.base import InitContext, InitMethod, Provenance
 from methods.overlap import mapping_cache
 from methods.random_init import fallback_matrix
@@ -277,7 +277,7 @@ def test_the_trap_catches_a_default_resize(no_mean_resizing):
 
 @pytest.mark.parametrize("tie", [True, False])
 def test_surgery_resizes_without_mean_resizing_and_keeps_the_method_rows(no_mean_resizing, tie):
-    from harness.surgery import assemble_model
+    from harness.core.surgery import assemble_model
     from methods.overlap import build_mapping
 
     s, t = wordpiece_tokenizer(), xlmr_target_tokenizer()  # the target is larger than the source: rows added

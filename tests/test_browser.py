@@ -156,7 +156,7 @@ def test_the_experiment_opens_on_the_runs_table_with_the_results(run_cli, tracki
     """The page `harness ui` prints: the runs table of the results runs, with their metric values on the first
     page; the experiment's own page is the runs table (a model-training experiment), not the GenAI overview.
     ``HARNESS_DOCS_SCREENSHOTS=1`` also writes the screenshots to ``docs/images/`` (docs/browsing.md shows them)."""
-    from harness.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, experiment_url, run_url
+    from harness.core.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, experiment_url, run_url
     from harness.ui import links
 
     chromium = _ensure_chromium()
@@ -238,7 +238,7 @@ def test_a_real_store_opens_on_its_results(run_cli, tmp_path):
     """The same checks on a copy of a real home's store (``HARNESS_BROWSER_STORE=~/.cache/harness/mlflow.db``,
     read only; ``HARNESS_BROWSER_EXPERIMENT``, default ``bible/mono``): its leaderboard is rendered into the copy,
     and the first page of the runs table shows every results run with its metric value."""
-    from harness.tracking import run_url
+    from harness.core.tracking import run_url
     from harness.ui import links
 
     chromium = _ensure_chromium()

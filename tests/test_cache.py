@@ -1,6 +1,6 @@
 import pytest
 
-from harness.cache import DONE, ProductCache
+from harness.core.cache import DONE, ProductCache
 
 
 def test_builds_once_then_finds_it(tmp_path):
@@ -80,7 +80,7 @@ def test_damaged_product_is_reported_and_rebuilt(tmp_path, caplog, damage):
         (p.path / DONE).write_text('{"kind": "init", "files": {')
     else:
         (p.path / DONE).unlink()
-    with caplog.at_level("WARNING", logger="harness.cache"):
+    with caplog.at_level("WARNING", logger="harness.core.cache"):
         again = cache.get_or_build("init", {"m": 1}, build)
     warned = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert len(warned) == 1 and str(p.path) in warned[0]
@@ -210,7 +210,7 @@ def test_damaged_world_is_reported_and_built_again(tmp_path, monkeypatch, caplog
         some_file.unlink()
     else:
         (root / CHECKSUMS).write_text("{")
-    from harness.errors import MissingResourceError
+    from harness.core.errors import MissingResourceError
 
     with pytest.raises(MissingResourceError, match="damaged"):
         get_world("synthetic", build=False)  # a worker never loads it

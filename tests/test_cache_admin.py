@@ -39,7 +39,7 @@ def test_compact_init_product_loads_the_same_model(synthetic_world, tmp_path, me
 
 
 def test_compact_init_product_refuses_a_changed_source(synthetic_world, tmp_path):
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     out = tmp_path / "compact"
     initialize_model(synthetic_world, synthetic_world.default_source, "random", dim=None, seed=1, params={},
@@ -66,7 +66,7 @@ def _folder(path: Path, size: int, marker: dict | None = None) -> Path:
 @pytest.fixture
 def home(tmp_path):
     """A harness home with one product of each kind (sizes in KB so that each kind is told apart)."""
-    from harness.hashing import hash_obj
+    from harness.core.hashing import hash_obj
 
     h = tmp_path / "home"
     manifest = {"name": "toy", "version": 1}
@@ -186,7 +186,7 @@ def test_prune_finished_takes_only_the_products_of_finished_cells(tmp_path, monk
     import sqlite3
 
     from harness.cli import build_parser
-    from harness.hashing import hash_obj
+    from harness.core.hashing import hash_obj
 
     h = tmp_path / "home"
     settings = {"steps": 10, "lr": 1e-4, "devices": 1}

@@ -1,7 +1,7 @@
 import pytest
 
 from harness.config import FULL, load_config_file, make_config
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 
 def test_defaults_are_the_main_job():

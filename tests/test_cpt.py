@@ -3,8 +3,8 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
+from harness.core.errors import ConfigError
 from harness.cpt import batch_layout
-from harness.errors import ConfigError
 
 
 @pytest.mark.parametrize("effective, per_dev, n, expected", [

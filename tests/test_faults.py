@@ -1,7 +1,7 @@
 """Kill the real ``harness`` command at many moments of a synthetic run, then start the same command again.
 
 Each kill point starts ``harness run`` as a subprocess in a fresh home and makes it die at a named moment: the
-``HARNESS_FAULT_AT`` hook (:mod:`harness.lifecycle`) sends SIGKILL to the ``harness`` process before (or after) the
+``HARNESS_FAULT_AT`` hook (:mod:`harness.core.lifecycle`) sends SIGKILL to the ``harness`` process before (or after) the
 n-th call of a named function, in whichever process reaches it first (the ``harness`` process itself, a pool
 worker, a fastText training child, a CPT rank); two more kills come at fixed delays. After each kill:
 
@@ -208,28 +208,28 @@ def _kill_and_resume(tmp_path: Path, template: Path, baseline: tuple[dict, dict]
 DEFAULT_POINTS = [
     ("store-creation", "mlflow.store.db.utils:_upgrade_db", IN_PROCESS),
     ("cpt-checkpoint-in-a-worker", "harness.initialize:save_model@2", POOL),
-    ("task-metrics-logged-not-marked", "harness.tracking:Tracker.log_metrics@3", IN_PROCESS),
+    ("task-metrics-logged-not-marked", "harness.core.tracking:Tracker.log_metrics@3", IN_PROCESS),
 ]
 SLOW_POINTS = [
-    ("task-metrics-logging-in-a-worker", "harness.tracking:Tracker.log_metrics@3", POOL),
+    ("task-metrics-logging-in-a-worker", "harness.core.tracking:Tracker.log_metrics@3", POOL),
     ("world-load", "harness.worlds:load_world_dir@1", IN_PROCESS),
-    ("experiment-creation", "harness.tracking:Tracker.experiment@1", POOL),
-    ("orphan-scan", "harness.tracking:Tracker.mark_orphans_killed@1", IN_PROCESS),
-    ("cell-run-creation", "harness.tracking:Tracker.get_or_create_run@1", POOL),
-    ("params-logging", "harness.tracking:Tracker.log_params@1", IN_PROCESS),
+    ("experiment-creation", "harness.core.tracking:Tracker.experiment@1", POOL),
+    ("orphan-scan", "harness.core.tracking:Tracker.mark_orphans_killed@1", IN_PROCESS),
+    ("cell-run-creation", "harness.core.tracking:Tracker.get_or_create_run@1", POOL),
+    ("params-logging", "harness.core.tracking:Tracker.log_params@1", IN_PROCESS),
     ("init-product-writing", "harness.initialize:save_model@1", IN_PROCESS),
-    ("init-report-logging", "harness.tracking:Tracker.log_dict@1", POOL),
-    ("init-marked-done", "harness.tracking:Tracker.mark_done@1/after", IN_PROCESS),
+    ("init-report-logging", "harness.core.tracking:Tracker.log_dict@1", POOL),
+    ("init-marked-done", "harness.core.tracking:Tracker.mark_done@1/after", IN_PROCESS),
     ("step0-mlm-evaluation", "tasks.mlm:MLMLoss.evaluate@1", POOL),
     ("step0-retrieval-evaluation", "tasks.retrieval:RetrievalTask.evaluate@1", IN_PROCESS),
     ("cpt-training-step", "transformers.trainer:Trainer.training_step@3", POOL),
     ("cpt-done-before-loss-logged", "harness.cpt:read_train_log@1", IN_PROCESS),
-    ("cpt-loss-logging", "harness.tracking:Tracker.log_series@1", POOL),
+    ("cpt-loss-logging", "harness.core.tracking:Tracker.log_series@1", POOL),
     ("checkpoint-retrieval-evaluation", "tasks.retrieval:RetrievalTask.evaluate@2", POOL),
     ("final-mlm-evaluation", "tasks.mlm:MLMLoss.evaluate@3", IN_PROCESS),
-    ("first-run-finished", "harness.tracking:Tracker.finish@1/after", POOL),
+    ("first-run-finished", "harness.core.tracking:Tracker.finish@1/after", POOL),
     ("seed-aggregation", "harness.runner:Runner.aggregate_seeds", IN_PROCESS),
-    ("aggregate-logging", "harness.tracking:Tracker.log_metrics@37", IN_PROCESS),
+    ("aggregate-logging", "harness.core.tracking:Tracker.log_metrics@37", IN_PROCESS),
 ]
 
 

@@ -16,7 +16,7 @@ import zipfile
 
 import pytest
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 from harness.worlds.bible import tagging
 from harness.worlds.bible.fetch import PINS, SPACY_REQUIREMENT
 

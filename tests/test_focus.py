@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError
-from harness.registry import METHODS
+from harness.core.errors import ConfigError
+from harness.core.registry import METHODS
 from methods.base import InitContext, Provenance
 from methods.fasttext_util import load_model, word_vectors
 from methods.overlap import mapping_cache

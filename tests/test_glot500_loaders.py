@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 from harness.worlds.glot500 import langcodes as lc
 from harness.worlds.glot500 import loaders as ld
 
@@ -60,7 +60,7 @@ def test_hub_cache_lookup_by_commit_and_branch(tmp_path, monkeypatch):
     # data read through the cache's symlinks equals the original; its sha256 is the blob name (no re-hashing)
     assert len(ld.read_wikiann(snap, "en", "test")) == 20
     f = snap / "en" / "test-00000-of-00001.parquet"
-    from harness.hashing import sha256_file
+    from harness.core.hashing import sha256_file
 
     assert ld.file_sha256(f) == sha256_file(src)
     # a branch ref with slashes (refs/convert/parquet) resolves too

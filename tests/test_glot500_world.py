@@ -238,7 +238,7 @@ def test_pos_from_a_conllu_release_and_missing_languages(tmp_path, monkeypatch):
     """format = "conllu" (Glot500's UD 2.11 data with fused forms), here from a .tgz extracted with path checks."""
     import tarfile
 
-    from harness.errors import MissingResourceError
+    from harness.core.errors import MissingResourceError
     from harness.worlds.glot500.builder import _Build
 
     tgz = tmp_path / "ud-treebanks-v2.11.tgz"
@@ -364,7 +364,7 @@ def test_harness_run_on_the_fixture_world_end_to_end(run_cli, tracking_uri):
     assert {x.data.params["method"] for x in cells} == {"random", "ofa"}
     assert all(x.info.status == "FINISHED" for x in runs)
     metrics = set().union(*(x.data.metrics for x in runs))
-    from harness.tracking import metric_key
+    from harness.core.tracking import metric_key
 
     for key in (("sr-b", "acc@10", "kat_Geor"), ("sr-t", "acc@10", "jpn_Jpan"), ("ner", "f1", "yue_Hani"),
                 ("pos", "f1", "tur_Latn"), ("mlm", "loss", "eng_Latn"), ("cpt", "train_loss")):
@@ -506,7 +506,7 @@ def test_world_builds_offline_from_the_hub_cache(tmp_path, monkeypatch):
     shutil.rmtree(snap / "kat_Geor")
     row = next(r for r in world.check() if r.name.startswith("CPT"))
     assert not row.present and "kat_Geor" in row.where and row.how.endswith("--include 'kat_Geor/*'")
-    from harness.errors import MissingResourceError
+    from harness.core.errors import MissingResourceError
 
     with pytest.raises(MissingResourceError, match="kat_Geor"):
         world.build(tmp_path / "again")

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.registry import METHODS
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.registry import METHODS
 from methods.base import InitContext, Provenance
 from methods.hyperofa import detect_source_kind
 from methods.overlap import mapping_cache
@@ -180,7 +180,7 @@ def planted_world(root: Path, seed: int = 0) -> TinyWorld:
     """Source pieces are syllables (word-initial and inner); every syllable has a latent vector z; a word's vector
     is a fixed linear map of the mean z of its syllables (plus noise); a source piece's embedding is another
     linear map of its syllable's z (plus noise). The target vocabulary adds two-syllable word-initial pieces."""
-    from harness.tokenization import extend_pieces, make_xlmr_tokenizer, xlmr_vocab
+    from harness.core.tokenization import extend_pieces, make_xlmr_tokenizer, xlmr_vocab
     from tests._surgery_fixtures import tiny_xlmr
 
     rng = np.random.default_rng(seed)

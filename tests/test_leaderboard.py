@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import Tracker, metric_key
+from harness.core.tracking import Tracker, metric_key
 
 LANGS = ["aaa_Latn", "bbb_Latn", "ccc_Cyrl", "ddd_Grek"]
 LANG_META = {
@@ -365,7 +365,7 @@ def test_slices(lb):
 
 
 def test_select_boards(lb):
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
     from leaderboard.tables import select_boards
 
     assert [(b.kind, b.metric) for b in select_boards(lb.boards, step="final") if b.profile == "cpu"] == [

@@ -7,8 +7,8 @@ import copy
 import pytest
 import torch
 
-from harness.masked_head import masked_logits, mlm_head_module, use_masked_only_head
-from harness.surgery import _install_factorized
+from harness.core.masked_head import masked_logits, mlm_head_module, use_masked_only_head
+from harness.core.surgery import _install_factorized
 from tests._surgery_fixtures import tiny_bert, tiny_xlmr
 
 

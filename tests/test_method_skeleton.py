@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError
-from harness.registry import METHODS
+from harness.core.errors import ConfigError
+from harness.core.registry import METHODS
 from methods.base import Method
 from methods.params import Param, describe, fasttext_settings, resolve
 
@@ -43,8 +43,8 @@ def test_every_builtin_method_declares_its_parameters(name):
 
 
 def test_profiles_and_plan_ask_the_methods():
+    from harness.core.profiles import profile
     from harness.plan import PAPER_ESTIMATES
-    from harness.profiles import profile
 
     cpu = profile("cpu")["method_params"]
     assert cpu.get("focus") == {"dim": 100, "bucket": 200_000, "max_lines": None}

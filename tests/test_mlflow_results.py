@@ -8,7 +8,7 @@ import json
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, SHARED_VIEW_PREFIX, Tracker
+from harness.core.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, SHARED_VIEW_PREFIX, Tracker
 from tests.test_leaderboard import HITS, make_cell
 
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from harness.registry import TASKS
+from harness.core.registry import TASKS
 from tasks.base import TaskSettings
 from tasks.mlm import fixed_masks
 

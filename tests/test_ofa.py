@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.registry import METHODS
-from harness.tokenization import make_xlmr_tokenizer, xlmr_vocab
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.registry import METHODS
+from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from methods.base import InitContext, Provenance
 from methods.ofa import knn_softmax_combine, subword_vectors, word_variants
 from methods.overlap import mapping_cache

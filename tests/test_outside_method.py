@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.registry import METHODS
+from harness.core.registry import METHODS
 from methods.base import Provenance
 from tests.conftest import REPO
 from tests.test_focus import synthetic_ctx

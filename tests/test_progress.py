@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from harness import progress as hp
+from harness.core import progress as hp
 
 START = re.compile(r"^(?:\[[^\]]*\] )?(?P<what>.+): start(?: \((?P<total>[\d.]+)\))?$")
 PCT = re.compile(r"^(?:\[[^\]]*\] )?(?P<what>.+?): (?P<pct>\d+)% \((?P<done>[\d.]+)/(?P<total>[\d.]+), [\dhms.]+\)"

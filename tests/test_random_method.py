@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError
-from harness.registry import METHODS
-from harness.tokenization import make_xlmr_tokenizer, xlmr_vocab
+from harness.core.errors import ConfigError
+from harness.core.registry import METHODS
+from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from methods.base import InitContext, InitMethod, Provenance
 from methods.overlap import mapping_cache
 from methods.random_init import fallback_matrix

@@ -3,8 +3,8 @@ import textwrap
 
 import pytest
 
-from harness.errors import HarnessError, UnknownNameError
-from harness.registry import METHODS, TASKS, Registry
+from harness.core.errors import HarnessError, UnknownNameError
+from harness.core.registry import METHODS, TASKS, Registry
 
 
 def test_decorator_registers_and_get_returns_the_object():

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError, HarnessError, MissingResourceError
+from harness.core.errors import ConfigError, HarnessError, MissingResourceError
+from harness.core.registry import METHODS
+from harness.core.surgery import FactorizedDecoder, FactorizedEmbedding, assemble_model, is_factorized
 from harness.initialize import initialize_model, load_model, save_model
-from harness.registry import METHODS
-from harness.surgery import FactorizedDecoder, FactorizedEmbedding, assemble_model, is_factorized
 from methods.base import InitResult, Provenance
 from methods.factorize import factorize
 from methods.overlap import build_mapping

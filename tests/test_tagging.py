@@ -12,9 +12,9 @@ import torch
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
 import tasks.tagging as tagging
-from harness.errors import ConfigError, MissingResourceError
-from harness.registry import TASKS
-from harness.tokenization import make_xlmr_tokenizer, xlmr_vocab
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.registry import TASKS
+from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from harness.worlds.base import load_world_dir, write_jsonl
 from tasks.base import Task, TaskSettings
 from tasks.data import TaggedSentence, batches_per_epoch, read_tagging_split, shuffled_length_batches
@@ -118,7 +118,7 @@ CJK_LINES = ["東京は日本の首都です。", "南アフリカ共和国の�
 def cjk_tok():
     """A SentencePiece Unigram tokenizer learned on a few lines of Japanese and Chinese (no spaces), in the XLM-R
     layout as the worlds build their target tokenizers: a word tokenized alone starts with a bare ``▁``."""
-    from harness.tokenization import train_unigram
+    from harness.core.tokenization import train_unigram
 
     return make_xlmr_tokenizer(xlmr_vocab(train_unigram(CJK_LINES * 3, 80)))
 

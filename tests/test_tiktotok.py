@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import torch
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.registry import METHODS
-from harness.tokenization import make_xlmr_tokenizer, xlmr_vocab
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.registry import METHODS
+from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from harness.worlds.base import load_world_dir
 from methods.base import InitContext, Provenance
 from methods.fasttext_util import load_model, word_vectors

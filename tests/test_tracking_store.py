@@ -7,7 +7,7 @@ import sqlite3
 
 import pytest
 
-from harness.tracking import Tracker, store_state
+from harness.core.tracking import Tracker, store_state
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_kill_during_creation_leaves_no_store_and_the_next_start_creates_it(home
             "def killed(engine):\n"
             "    os.kill(os.getpid(), signal.SIGKILL)\n"
             "u._upgrade_db = killed\n"
-            "from harness.tracking import Tracker\n"
+            "from harness.core.tracking import Tracker\n"
             f"Tracker({_uri(db)!r})\n")
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "OMP_NUM_THREADS": "1"},
                           capture_output=True, text=True, timeout=300)

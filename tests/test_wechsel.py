@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.registry import METHODS
+from harness.core.registry import METHODS
 from methods.base import Provenance
 from methods.fasttext_util import load_model, word_vectors
 from methods.multilang import dictionary_for, read_dictionary
@@ -188,7 +188,7 @@ def test_specials_parameter_reaches_the_overlap_rule(wechsel_run):
     differs from the default."""
     import dataclasses
 
-    from harness.errors import ConfigError
+    from harness.core.errors import ConfigError
 
     ctx, plain, cache = wechsel_run
     assert METHODS.get("wechsel").defaults["specials"] == "string"

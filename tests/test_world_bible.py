@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from harness.errors import MissingResourceError
-from harness.hashing import sha256_file
+from harness.core.errors import MissingResourceError
+from harness.core.hashing import sha256_file
 from harness.worlds.bible import bibletext as bt
 from harness.worlds.bible import dictionaries as dic
 from harness.worlds.bible import fetch as fetchmod
@@ -635,7 +635,7 @@ def _make_packages(tmp: Path) -> dict[str, fetchmod.Pin]:
     """Fake registry files for every pin the miniature build needs, in the fetcher's cache layout."""
     from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
 
-    from harness.tokenization import make_xlmr_tokenizer, train_unigram, xlmr_vocab
+    from harness.core.tokenization import make_xlmr_tokenizer, train_unigram, xlmr_vocab
 
     corpus = _mini_corpus()
     cache = tmp / "downloads"
@@ -718,7 +718,7 @@ def _make_packages(tmp: Path) -> dict[str, fetchmod.Pin]:
 def mini_world(tmp_path_factory):
     """A complete world built by the real builder from fake packages; records what the head and the tokenizer
     were trained on."""
-    import harness.tokenization as tokmod
+    import harness.core.tokenization as tokmod
     from harness.worlds.base import load_world_dir
     from harness.worlds.bible import BibleWorldBuilder, BuildSettings
     from harness.worlds.bible import sources as srcmod

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from harness.paths import harness_home
-from harness.registry import Registry
+from harness.core.paths import harness_home
+from harness.core.registry import Registry
 from harness.worlds.base import World, load_world_dir
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def get_world(name: str, *, build: bool = True) -> World:
         problem = verify_world(root)
         if problem is not None:
             if not build:
-                from harness.errors import MissingResourceError
+                from harness.core.errors import MissingResourceError
 
                 raise MissingResourceError(f"world {name!r} at {root} is damaged ({problem}); "
                                            f"run `harness world build {name} --force`")
@@ -75,7 +75,7 @@ def get_world(name: str, *, build: bool = True) -> World:
             build_world(name, force=True)
     if not (root / "manifest.json").is_file():
         if not build:
-            from harness.errors import MissingResourceError
+            from harness.core.errors import MissingResourceError
 
             raise MissingResourceError(f"world {name!r} is not built yet: run `harness world build {name}`")
         build_world(name)
@@ -111,7 +111,7 @@ def build_world(name: str, *, force: bool = False, keep_inputs: bool = False) ->
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     if not keep_inputs:
-        from harness.cache import discard_build_inputs
+        from harness.core.cache import discard_build_inputs
 
         discard_build_inputs(harness_home(), getattr(builder, "build_inputs", ()))
     return root
@@ -122,7 +122,7 @@ _HASHED = ("manifest.json", "languages.json")  # the world's identity and its la
 
 
 def write_checksums(root: Path) -> None:
-    from harness.hashing import sha256_file
+    from harness.core.hashing import sha256_file
 
     files = {p.relative_to(root).as_posix(): p.stat().st_size for p in sorted(root.rglob("*"))
              if p.is_file() and p.name != CHECKSUMS}
@@ -135,7 +135,7 @@ def write_checksums(root: Path) -> None:
 def verify_world(root: Path) -> str | None:
     """None when the world at ``root`` matches its ``checksums.json``, else what is wrong (one phrase). A world
     without the file (built before these checks) gets one if its manifest and language table parse."""
-    from harness.hashing import sha256_file
+    from harness.core.hashing import sha256_file
 
     path = root / CHECKSUMS
     if not path.is_file():

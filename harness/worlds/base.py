@@ -32,8 +32,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.hashing import hash_obj
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.hashing import hash_obj
 from harness.worlds.writer import write_jsonl  # noqa: F401 - kept importable here; builders write with the writer
 
 LANG_CODE_RE = r"^[a-z]{3}_[A-Z][a-z]{3}$"

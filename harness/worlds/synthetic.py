@@ -188,7 +188,7 @@ class SyntheticWorld:
             (res / "dictionaries" / f"{PIVOT}-{lang}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
 
         # tokenizers and the source model
-        from harness.tokenization import extend_pieces, save_xlmr_tokenizer, train_unigram, xlmr_vocab
+        from harness.core.tokenization import extend_pieces, save_xlmr_tokenizer, train_unigram, xlmr_vocab
 
         src_pieces = train_unigram(text[PIVOT], vocab_size=400)
         new_pieces = train_unigram([s for lang in langs for s in text[lang]], vocab_size=900)

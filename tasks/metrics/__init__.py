@@ -66,7 +66,7 @@ def _faiss_topk(queries: torch.Tensor, candidates: torch.Tensor, k: int) -> tupl
     try:
         import faiss
     except ImportError as exc:  # faiss-cpu is a dependency, but a GPU install may have removed it
-        from harness.errors import MissingResourceError
+        from harness.core.errors import MissingResourceError
 
         raise MissingResourceError(
             "search backend 'faiss' needs the faiss module: `pip install faiss-cpu` (or faiss-gpu), "

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.paths import harness_home
+from harness.core.paths import harness_home
 from tests.parity.common import REPORT
 
 # the registry downloads of the user's harness home (shared with the bible world's build), taken before the test

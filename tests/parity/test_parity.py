@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.registry import METHODS
+from harness.core.registry import METHODS
 from methods.base import Provenance
 from methods.multilang import assign_languages, dictionary_for, language_token_counts, text_files
 from tests.parity.common import cosines, our_neighbours

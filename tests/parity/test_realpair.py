@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 import torch
 
-from harness.registry import METHODS
+from harness.core.registry import METHODS
 from methods.base import InitContext, Provenance
 from methods.multilang import assign_languages, dictionary_for, language_token_counts, text_files
 from methods.overlap import mapping_cache

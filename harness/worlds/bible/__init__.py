@@ -112,7 +112,7 @@ def _has_pip() -> bool:
 
 
 def _spacy_env_present() -> bool:
-    from harness.paths import harness_home
+    from harness.core.paths import harness_home
 
     root = harness_home() / "build-envs"
     return any((p / ".complete").is_file() for p in root.glob("spacy-*")) if root.is_dir() else False

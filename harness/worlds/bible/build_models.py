@@ -9,7 +9,7 @@ from collections import Counter
 
 import numpy as np
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 from harness.worlds.bible.build_inputs import Inputs
 from harness.worlds.bible.languages import BY_CODE, PIVOT
 from harness.worlds.bible.split import canonical_order
@@ -133,7 +133,7 @@ class ModelSteps:
 
     # -- 6. target tokenizer -------------------------------------------------------------------------------
     def build_target_tokenizer(self) -> None:
-        from harness.tokenization import extend_pieces, save_xlmr_tokenizer, train_unigram, xlmr_vocab
+        from harness.core.tokenization import extend_pieces, save_xlmr_tokenizer, train_unigram, xlmr_vocab
 
         rng = random.Random(f"{self.s.seed}:target")
         sample: list[str] = []

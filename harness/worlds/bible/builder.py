@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 from harness.worlds.bible import bibletext as bt
 from harness.worlds.bible.build_inputs import EXTRACT, GETTEXT_PACKAGES, SPACY_PINS, Inputs, InputSteps
 from harness.worlds.bible.build_models import ModelSteps

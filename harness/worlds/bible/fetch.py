@@ -26,9 +26,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from harness.errors import MissingResourceError
-from harness.hashing import hash_obj, sha256_file
-from harness.paths import harness_home
+from harness.core.errors import MissingResourceError
+from harness.core.hashing import hash_obj, sha256_file
+from harness.core.paths import harness_home
 
 log = logging.getLogger(__name__)
 

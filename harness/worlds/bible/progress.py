@@ -1,10 +1,10 @@
-"""The bible build's progress display (:mod:`harness.progress` underneath)."""
+"""The bible build's progress display (:mod:`harness.core.progress` underneath)."""
 
 from __future__ import annotations
 
 
 class Progress:
-    """The build's progress (:mod:`harness.progress`): rich bars on a terminal, plain lines when the output is
+    """The build's progress (:mod:`harness.core.progress`): rich bars on a terminal, plain lines when the output is
     piped (a line per stage, every tenth of a bar and its end with the elapsed time); silent when disabled."""
 
     def __init__(self, enabled: bool = True):
@@ -15,7 +15,7 @@ class Progress:
         if self.enabled:
             from rich.progress import BarColumn, TextColumn, TimeElapsedColumn
 
-            from harness.progress import Progress as HarnessProgress
+            from harness.core.progress import Progress as HarnessProgress
 
             self._p = HarnessProgress(TextColumn("[bold]{task.description}"), BarColumn(),
                                       TextColumn("{task.completed}/{task.total}"), TimeElapsedColumn(),
@@ -29,7 +29,7 @@ class Progress:
 
     def note(self, message: str) -> None:
         """A line of its own when the output is piped (a terminal shows the bars instead)."""
-        from harness.progress import PlainProgress
+        from harness.core.progress import PlainProgress
 
         if isinstance(self._p, PlainProgress):
             self._p.print(message)

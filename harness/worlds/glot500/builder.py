@@ -28,8 +28,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, MissingResourceError
-from harness.paths import harness_home
+from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.paths import harness_home
 from harness.worlds import CheckRow
 from harness.worlds.glot500 import langcodes as lc
 from harness.worlds.glot500 import loaders as ld

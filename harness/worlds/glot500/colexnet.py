@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 from harness.worlds.glot500.tables import SchemaError
 
 

@@ -81,7 +81,7 @@ def hf_download_command(ref: HubRef, files: Sequence[str] = (), include: Sequenc
 
 def file_sha256(path: Path) -> str:
     """sha256 of a file; for a Hub-cache symlink into ``blobs/`` named by its sha256 (LFS files), that name."""
-    from harness.hashing import sha256_file
+    from harness.core.hashing import sha256_file
 
     real = path.resolve()
     if path.is_symlink() and real.parent.name == "blobs" and re.fullmatch(r"[0-9a-f]{64}", real.name):

@@ -32,7 +32,7 @@ import re
 from collections import Counter
 from functools import lru_cache
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 CODE_RE = re.compile(r"^[a-z]{3}_[A-Z][a-z]{3}$")
 

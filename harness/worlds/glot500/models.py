@@ -4,7 +4,7 @@
 from pathlib import Path
 from typing import Any
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 from harness.worlds.glot500.tables import SchemaError
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 from harness.worlds.glot500.langcodes import normalize
 
 REFERENCE_DIR = Path(__file__).with_name("reference")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.errors import ConfigError, MissingResourceError
+from harness.core.errors import ConfigError, MissingResourceError
 from harness.worlds.glot500 import loaders as ld
 
 SPEC_PATH = Path(__file__).with_name("spec.toml")
@@ -92,6 +92,6 @@ def _ref(section: dict[str, Any], default_type: str) -> ld.HubRef:
 
 
 def _spec_hash(spec: dict[str, Any]) -> str:
-    from harness.hashing import hash_obj
+    from harness.core.hashing import hash_obj
 
     return hash_obj(spec, length=16)

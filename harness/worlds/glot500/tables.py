@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 
 SPLITS = ("train", "dev", "test")
 # our split name -> the names sources use for it

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness.errors import MissingResourceError
+from harness.core.errors import MissingResourceError
 from harness.worlds.glot500.tables import (
     SchemaError,
     _has_table_ext,

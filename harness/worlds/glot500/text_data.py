@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from harness.errors import ConfigError, MissingResourceError
+from harness.core.errors import ConfigError, MissingResourceError
 from harness.worlds.glot500.tables import SchemaError, _require_columns, read_table, split_files
 
 

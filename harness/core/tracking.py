@@ -16,9 +16,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.lifecycle import pid_alive
-from harness.paths import default_artifact_root, default_tracking_uri
-from harness.versions import run_tags
+from harness.core.lifecycle import pid_alive
+from harness.core.paths import default_artifact_root, default_tracking_uri
+from harness.core.versions import run_tags
 
 TAG = "harness."
 _BAD = re.compile(r"[^\w\-. /:]")
@@ -317,7 +317,7 @@ def check_tracking_uri(uri: str | None) -> str:
     """
     from urllib.parse import urlparse
 
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
     hint = "give --tracking-uri sqlite:///PATH/mlflow.db, a file: folder or an http(s):// MLflow server"
@@ -369,7 +369,7 @@ def check_tracking_reachable(uri: str, timeout: float = 5.0) -> None:
     """An http(s) tracking server must answer before a run starts (a run that cannot log is lost work)."""
     import urllib.request
 
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     if not uri.startswith(("http://", "https://")):
         return

@@ -78,9 +78,9 @@ def die_with_parent(parent_pid: int | None = None, poll_s: float = 0.5) -> None:
 
 
 def child_command(cmd: list[str]) -> list[str]:
-    """``cmd`` started through the trampoline (``python -m harness.lifecycle PID -- cmd``), which arms the
+    """``cmd`` started through the trampoline (``python -m harness.core.lifecycle PID -- cmd``), which arms the
     parent-death signal and then becomes ``cmd`` (the signal survives ``exec``)."""
-    return [sys.executable, "-m", "harness.lifecycle", str(os.getpid()), "--", *cmd]
+    return [sys.executable, "-m", "harness.core.lifecycle", str(os.getpid()), "--", *cmd]
 
 
 def pid_alive(pid: int) -> bool:
@@ -289,7 +289,7 @@ def install_fault_hook() -> None:
 
 def _trampoline(argv: list[str]) -> int:
     if len(argv) < 3 or argv[1] != "--":
-        sys.stderr.write("usage: python -m harness.lifecycle PARENT_PID -- COMMAND ...\n")
+        sys.stderr.write("usage: python -m harness.core.lifecycle PARENT_PID -- COMMAND ...\n")
         return 2
     parent = int(argv[0])
     _prctl_pdeathsig(signal.SIGKILL)

@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable
 from typing import Generic, TypeVar
 
-from harness.errors import HarnessError, UnknownNameError
+from harness.core.errors import HarnessError, UnknownNameError
 
 T = TypeVar("T")
 

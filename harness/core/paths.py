@@ -21,7 +21,7 @@ def harness_home() -> Path:
 
 def check_home(home: Path) -> None:
     """A home that is a file, or that cannot be created or written, fails with one line (exit status 2)."""
-    from harness.errors import HarnessError
+    from harness.core.errors import HarnessError
 
     what = "HARNESS_HOME" if os.environ.get("HARNESS_HOME") else "the harness home"
     fix = "set HARNESS_HOME to a writable folder"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from harness.errors import ConfigError
+from harness.core.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "fp16", "auto")
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.hashing import hash_obj, sha256_file, stable_json
-from harness.paths import harness_home
+from harness.core.hashing import hash_obj, sha256_file, stable_json
+from harness.core.paths import harness_home
 
 log = logging.getLogger(__name__)
 DONE = "_DONE.json"

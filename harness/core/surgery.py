@@ -39,7 +39,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F  # noqa: N812
 
-from harness.errors import HarnessError
+from harness.core.errors import HarnessError
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +183,7 @@ def _check_position_padding(model: nn.Module, target_tokenizer: Any) -> None:
         raise HarnessError(
             f"the source model computes position ids from its pad id {pos_pad}, but the target tokenizer's pad id is "
             f"{target_tokenizer.pad_token_id}: every position would shift. Build the target tokenizer with the "
-            f"source's special-token layout (harness.tokenization.xlmr_vocab keeps <pad> at id 1)")
+            f"source's special-token layout (harness.core.tokenization.xlmr_vocab keeps <pad> at id 1)")
 
 
 def assemble_model(

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from harness.errors import ConfigError, HarnessError
+from harness.core.errors import ConfigError, HarnessError
 
 
 class MethodProfileParams(Mapping):
@@ -21,7 +21,7 @@ class MethodProfileParams(Mapping):
         self.profile = profile
 
     def __getitem__(self, method: str) -> dict[str, Any]:
-        from harness.registry import METHODS
+        from harness.core.registry import METHODS
 
         try:
             cls = METHODS.get(method)
@@ -51,7 +51,7 @@ class MethodProfileParams(Mapping):
 
 
 def _method_names() -> list[str]:
-    from harness.registry import METHODS
+    from harness.core.registry import METHODS
 
     return METHODS.names()
 
@@ -66,7 +66,7 @@ PROFILES: dict[str, dict[str, Any]] = {
                 "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "checkpoints": [],
                 "max_sentences_per_language": None, "precision": "auto", "devices": 1, "eval_tasks": True},
         "eval_max_sentences": None,
-        "eval_precision": "fp32",  # the tasks' model passes (harness.precision)
+        "eval_precision": "fp32",  # the tasks' model passes (harness.core.precision)
         "heldout_max_sentences": None,  # the held-out MLM diagnostic at each evaluated CPT step
         "resources": {"num_cpus": 8},
     },
