@@ -63,7 +63,7 @@ see :func:`methods.overlap.is_symbol_token`), ``overlap`` ("exact": ``deepfocus`
 "casefold", see above), ``specials`` ("string": ``deepfocus``'s, or "role"), ``block_size`` (1024 additional
 tokens per similarity block), ``sparsemax_k`` (256: rows are sorted only to this depth, exact either way), ``assign_rule`` ("relative"),
 ``save_weights`` (write every method row's anchors and weights to ``ctx.workdir/focus_weights.npz``), ``threads``
-(1: reproducible; see :mod:`methods.fasttext_util` for why 10+ trains better and is not reproducible).
+(1: reproducible; see :mod:`methods.fasttext_train` for why 10+ trains better and is not reproducible).
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ pytestmark = pytest.mark.parity
 deepfocus = pytest.importorskip("deepfocus")
 wechsel = pytest.importorskip("wechsel")
 
-# small but trained enough that the vectors are not all parallel (see methods.fasttext_util on fastText's init)
+# small but trained enough that the vectors are not all parallel (see methods.fasttext_train on fastText's init)
 FOCUS_PARAMS = {"dim": 48, "epochs": 15, "bucket": 200_000, "min_count": 5}
 WECHSEL_PARAMS = {"dim": 48, "epochs": 20, "bucket": 200_000, "minn": 3, "maxn": 5, "min_count": 2}
 

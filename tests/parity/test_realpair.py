@@ -161,7 +161,7 @@ def test_focus_real_pair(real_pair, parity_cache):
 def test_focus_fasttext_model_is_deepfocus_s(real_pair, parity_cache, tmp_path, monkeypatch):
     """deepfocus trains the same token-level fastText model as we do, bit for bit (one thread; the same n-gram
     bucket count, which deepfocus leaves at fastText's 2M: injected here). Its training runs under the same
-    zero-filled allocations as ours (methods.fasttext_util): with one thread fastText initializes only the first
+    zero-filled allocations as ours (methods.fasttext_train): with one thread fastText initializes only the first
     tenth of its input matrix and the rest is whatever the allocator returns, so without it the comparison
     depends on the heap's state (it failed intermittently: reused memory instead of fresh zero pages)."""
     import datasets.config
