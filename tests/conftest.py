@@ -63,3 +63,19 @@ def private_hf_home(tmp_path_factory):
         mp.undo()
     else:
         yield
+
+
+@pytest.fixture(scope="module")
+def fake_exp(tracking_uri) -> str:
+    """Experiment ``lb-fake`` of the leaderboard tests (``tests/_leaderboard_runs.py``: ``fake_experiment``)."""
+    from tests._leaderboard_runs import fake_experiment
+
+    return fake_experiment(tracking_uri)
+
+
+@pytest.fixture(scope="module")
+def lb(fake_exp, tracking_uri):
+    """The leaderboard of ``lb-fake``, with 200 bootstrap resamples."""
+    from tests._leaderboard_runs import _build
+
+    return _build(tracking_uri, fake_exp, bootstrap=200)

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests._leaderboard_runs import make_cell
 from tests.test_browser import _chromium, _ensure_chromium, _output_dir
-from tests.test_leaderboard import make_cell
 
 LANGS = [f"l{i:02d}_Latn" for i in range(20)]  # wider than a 1400-pixel window
 TIED = "l07_Latn"  # every method scores 0 there

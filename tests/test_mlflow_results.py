@@ -9,7 +9,7 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from harness.core.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, SHARED_VIEW_PREFIX, Tracker
-from tests.test_leaderboard import HITS, make_cell
+from tests._leaderboard_runs import HITS, make_cell
 
 
 def test_experiments_are_model_training_ones_old_ones_too(tracking_uri):

@@ -1,0 +1,139 @@
+"""Leaderboard test data: runs written with MlflowClient in the runner's exact schema (``make_cell``), the
+experiment ``lb-fake`` most leaderboard tests read (its fixtures ``fake_exp`` and ``lb`` are in ``conftest.py``),
+and the helpers that build and pick boards."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from mlflow.tracking import MlflowClient
+
+from harness.core.tracking import metric_key
+
+LANGS = ["aaa_Latn", "bbb_Latn", "ccc_Cyrl", "ddd_Grek"]
+LANG_META = {
+    "aaa_Latn": {"script": "Latn", "seen": True, "resource_level": "high", "text_chars": 900},
+    "bbb_Latn": {"script": "Latn", "seen": False, "resource_level": "mid", "text_chars": 500},
+    "ccc_Cyrl": {"script": "Cyrl", "seen": False, "resource_level": "low", "text_chars": 300},
+    "ddd_Grek": {"script": "Grek", "seen": False, "resource_level": "low", "text_chars": 200},
+}
+LABELS = {"aaa_Latn": "gold", "bbb_Latn": "gold", "ccc_Cyrl": "gold", "ddd_Grek": "silver"}
+N_ITEMS = 50
+FINAL = 10
+# correct queries (of 50) at the final step, per method, seed and language; None = language not evaluated
+HITS = {
+    ("alpha", 1): {"aaa_Latn": 40, "bbb_Latn": 30, "ccc_Cyrl": 20, "ddd_Grek": 10},
+    ("alpha", 2): {"aaa_Latn": 42, "bbb_Latn": 30, "ccc_Cyrl": 24, "ddd_Grek": 10},
+    ("beta", 1): {"aaa_Latn": 35, "bbb_Latn": 30, "ccc_Cyrl": 25, "ddd_Grek": 15},
+    ("beta", 2): {"aaa_Latn": 35, "bbb_Latn": 30, "ccc_Cyrl": 27, "ddd_Grek": 13},
+    ("gamma", 1): {"aaa_Latn": 45, "bbb_Latn": 5, "ccc_Cyrl": None, "ddd_Grek": 25},
+}
+
+
+def _items(hits: int, salt: int) -> dict:
+    """50 queries with exactly ``hits`` correct ones, in a fixed shuffled order."""
+    rng = np.random.default_rng(abs(salt))
+    num = np.zeros(N_ITEMS)
+    num[:hits] = 1.0
+    rng.shuffle(num)
+    return {"num": num.tolist(), "den": [1.0] * N_ITEMS, "transform": "identity"}
+
+
+def _log_json(client: MlflowClient, run_id: str, obj: object, path: str) -> None:
+    with tempfile.TemporaryDirectory() as td:
+        p = Path(td) / Path(path).name
+        p.write_text(json.dumps(obj))
+        sub = str(Path(path).parent)
+        client.log_artifact(run_id, str(p), None if sub == "." else sub)
+
+
+def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, profile: str = "cpu",
+              world: str = "fakeworld", source: str = "src", dim: str = "full", task: str = "sr-t",
+              hits: dict | None = None, tables: bool = True, items: bool = True, init: dict | None = None,
+              final: int = FINAL, params: dict | None = None,
+              versions: dict | None = None) -> tuple[str, str]:
+    """One parent run and its task run, as harness.runner writes them. Scores at step 0 are half the final ones."""
+    from mlflow.entities import Metric, Param
+
+    tags = {"harness.kind": "cell", "harness.method": method, "harness.source": source, "harness.dim": dim,
+            "harness.seed": str(seed), "harness.profile": profile, "harness.world": world,
+            "harness.final_step": str(final), "harness.cell": f"{method}-{seed}-{profile}-{source}-{dim}"}
+    parent = client.create_run(exp_id, tags=tags, run_name=f"{method}-{dim}-s{seed}").info.run_id
+    ps = {"method": method, "seed": str(seed), "world_hash": "abc123", "cpt.steps": str(final), "cpt.lr": "5e-5",
+          **{f"method.{k}": str(v) for k, v in (params or {}).items()},
+          **{f"version.{k}": str(v) for k, v in (versions or {}).items()}}
+    client.log_batch(parent, params=[Param(k, v) for k, v in ps.items()])
+    init = init or {"copied": 100, "method": 50, "random": 10, "unk": 0, "seconds": 1.0 + seed}
+    ms = [Metric(f"init/{k}", float(v), 0, 0) for k, v in init.items()]
+    ms += [Metric("cpt/train_loss", 5.0 - 0.1 * s - 0.01 * seed, 0, s) for s in range(1, final + 1)]
+    ms += [Metric("cpt/heldout_loss", 5.0 - 0.05 * s, 0, s) for s in (0, final)]
+    client.log_batch(parent, metrics=ms)
+    _log_json(client, parent, {"method": method, "overlap_rule": "ofa", "counts": init,
+                               "surgery": {"mode": "extension", "bias_policy": "remap"}}, "init_report.json")
+    _log_json(client, parent, LANG_META, "languages.json")
+    ttags = {k: v for k, v in tags.items() if k not in ("harness.kind", "harness.final_step")}
+    ttags.update({"harness.kind": "task", "harness.task": task, "harness.parent": parent,
+                  "mlflow.parentRunId": parent})
+    trun = client.create_run(exp_id, tags=ttags, run_name=task).info.run_id
+    hits = hits if hits is not None else HITS[(method, seed)]
+    for step in (0, final):
+        scores: dict[str, dict[str, float]] = {"acc@10": {}, "acc@1": {}}
+        its: dict[str, dict[str, dict]] = {"acc@10": {}, "acc@1": {}}
+        for lang, h in hits.items():
+            if h is None:
+                continue
+            k = h if step == final else h // 2
+            scores["acc@10"][lang] = k / N_ITEMS
+            scores["acc@1"][lang] = (k // 2) / N_ITEMS
+            salt = seed * 1000 + sum(map(ord, lang))
+            its["acc@10"][lang] = _items(k, salt)
+            its["acc@1"][lang] = _items(k // 2, salt + 7)
+        metrics = [Metric(metric_key(task, m, lang), v, 0, step) for m, per in scores.items()
+                   for lang, v in per.items()]
+        metrics += [Metric(metric_key(task, m, "avg"), float(np.mean(list(per.values()))), 0, step)
+                    for m, per in scores.items()]
+        client.log_batch(trun, metrics=metrics)
+        if tables:
+            _log_json(client, trun, {"task": task, "step": step, "scores": scores, "averages": {},
+                                     "label_source": {lang: LABELS.get(lang, "gold") for lang in scores["acc@10"]},
+                                     "extras": {}, "seconds": 0.1}, f"tables/{task}_step{step}.json")
+        if items:
+            _log_json(client, trun, its, f"items/{task}_step{step}.json")
+    client.set_terminated(trun)
+    client.set_terminated(parent)
+    return parent, trun
+
+
+def fake_experiment(tracking_uri: str) -> str:
+    """Experiment ``lb-fake``: alpha (2 seeds), beta (2 seeds; seed 2 without tables artifact: read from the metric
+    histories), gamma (1 seed, no ccc_Cyrl, no items, logs a validation cosine), and alpha in another profile."""
+    client = MlflowClient(tracking_uri)
+    name = "lb-fake"
+    exp = client.get_experiment_by_name(name)
+    exp_id = exp.experiment_id if exp else client.create_experiment(name)
+    if not client.search_runs([exp_id], max_results=1):
+        make_cell(client, exp_id, "alpha", 1)
+        make_cell(client, exp_id, "alpha", 2)
+        make_cell(client, exp_id, "beta", 1)
+        make_cell(client, exp_id, "beta", 2, tables=False)
+        make_cell(client, exp_id, "gamma", 1, items=False,
+                  init={"copied": 100, "method": 60, "random": 0, "unk": 0, "seconds": 9.0, "val_cosine": 0.75})
+        make_cell(client, exp_id, "alpha", 1, profile="paper", hits={lang: 49 for lang in LANGS})
+    return name
+
+
+def _build(tracking_uri: str, name: str, **kw):
+    from leaderboard.collect import collect_experiment
+    from leaderboard.tables import build_leaderboard
+
+    client = MlflowClient(tracking_uri)
+    data = collect_experiment(client, client.get_experiment_by_name(name))
+    return build_leaderboard(data, **kw)
+
+
+def _board(lb, kind="final", metric="acc@10", profile="cpu", step=None):
+    return next(b for b in lb.boards if b.kind == kind and b.metric == metric and b.profile == profile
+                and (step is None or b.step == step))
