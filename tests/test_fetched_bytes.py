@@ -1,7 +1,7 @@
 """Every file a world build fetches from a registry is checked against a sha256 recorded in the repository.
 
 The pinned inputs of the bible world are checked by its fetcher (``harness/worlds/bible/fetch.py``, tested with a
-tampered file in ``tests/test_world_bible.py``); the packages of the spaCy build environment are installed from
+tampered file in ``tests/test_world_bible_fetch.py``); the packages of the spaCy build environment are installed from
 ``harness/worlds/bible/spacy-lock.json`` with ``pip --require-hashes``. These tests check the lock and that a file
 with another sha256 stops the install with a clear error (a local wheel stands in for the registry).
 """
