@@ -2,7 +2,8 @@
 
 Every import counts, at module level or inside a function: a lazy import is still an arrow. A module may import its
 own floor and the floors below it, never one above; ``methods``, ``tasks`` and ``leaderboard`` stand side by side
-and do not import each other; no set of modules imports itself round in a circle.
+and do not import each other; no set of modules imports itself round in a circle. No Python file is longer than
+``MAX_LINES`` lines, data tables excepted.
 """
 
 from __future__ import annotations
@@ -14,6 +15,14 @@ from pathlib import Path
 from tests.conftest import REPO
 
 PACKAGES = ("harness", "methods", "tasks", "leaderboard")
+
+# the folders whose Python files are held to MAX_LINES
+SIZED = ("harness", "methods", "tasks", "leaderboard", "benchmarks", "tests", "scripts")
+MAX_LINES = 600
+# Files allowed to be longer, with the reason. Only data tables belong here (a module that is mostly literal data:
+# a table of languages, codes or published figures), never code: code over the limit is split along its seams.
+# An entry whose file is gone or no longer too long fails the test, so the list stays true.
+LONG_DATA_TABLES: dict[str, str] = {}
 
 FLOORS = {"kernel": 0, "worlds": 1, "methods": 2, "tasks": 2, "leaderboard": 2, "application": 3}
 
@@ -94,6 +103,18 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+def long_files(root: Path, folders: tuple[str, ...], limit: int) -> dict[str, int]:
+    """The ``.py`` files under ``root/<folder>`` with more than ``limit`` lines: path (relative, with ``/``) ->
+    lines."""
+    out = {}
+    for folder in folders:
+        for p in sorted((root / folder).rglob("*.py")):
+            n = len(p.read_text(encoding="utf-8").splitlines())
+            if n > limit:
+                out[p.relative_to(root).as_posix()] = n
+    return out
+
+
 def test_no_module_imports_a_floor_above_its_own_or_a_neighbour():
     arrows = upward_arrows(import_graph())
     assert not arrows, "imports against the floors (docs/architecture.md):\n" + "\n".join(arrows)
@@ -113,3 +134,22 @@ def test_the_checks_catch_an_upward_arrow_a_neighbour_and_a_circle():
     assert upward_arrows({"harness.runner": {"tasks.base", "harness.core.errors"}}) == []
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_python_file_is_longer_than_the_limit_data_tables_excepted():
+    found = long_files(REPO, SIZED, MAX_LINES)
+    over = {p: n for p, n in found.items() if p not in LONG_DATA_TABLES}
+    assert not over, (f"files over {MAX_LINES} lines (split them along their seams; only data tables may go in "
+                      f"LONG_DATA_TABLES):\n" + "\n".join(f"{p}: {n} lines" for p, n in sorted(over.items())))
+    stale = sorted(set(LONG_DATA_TABLES) - set(found))
+    assert not stale, "LONG_DATA_TABLES names files that are gone or no longer too long: " + ", ".join(stale)
+
+
+def test_the_length_check_finds_a_long_file(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "sub" / "long.py").write_text("x = 1\n" * 11)
+    (tmp_path / "pkg" / "short.py").write_text("x = 1\n" * 10)
+    (tmp_path / "pkg" / "notes.txt").write_text("x\n" * 50)
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "long.py").write_text("x = 1\n" * 50)
+    assert long_files(tmp_path, ("pkg",), 10) == {"pkg/sub/long.py": 11}
