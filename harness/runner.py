@@ -148,6 +148,21 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     return Plan(cells=cells, tasks=tasks, languages=languages, skipped=sorted(set(skipped)))
 
 
+def task_tags(task: Any) -> dict[str, str]:
+    """What the leaderboard reads of a task from its runs (it imports no task): the headline metric, its
+    direction and the task's metrics (``harness.task.*``)."""
+    return {"task.headline": task.headline, "task.higher_is_better": str(bool(task.higher_is_better)).lower(),
+            "task.metrics": ",".join(task.metrics)}
+
+
+def method_tags(method: Any) -> dict[str, str]:
+    """What the leaderboard reads of a method from its cell runs (it imports no method): its declared parameter
+    defaults (``harness.method_defaults``, JSON of the logged strings), by which a row's label names only the
+    parameters set away from them."""
+    defaults = json.dumps({k: str(v) for k, v in (getattr(method, "defaults", None) or {}).items()}, sort_keys=True)
+    return {"method_defaults": defaults} if len(defaults) <= 5000 else {}  # MLflow's limit on a tag's value
+
+
 def _torch_threads() -> int:
     """The intra-op threads this cell computes with (results can differ in the last digits between counts)."""
     import torch
@@ -337,7 +352,8 @@ class Runner:
         parent, existed = tr.get_or_create_run(exp, {"cell": key, "kind": "cell"}, run_name)
         try:
             tr.set_tags(parent, {"method": cell.method, "source": cell.source, "dim": dim_s,
-                                 "seed": cell.seed, "profile": self.cfg.profile, "world": self.world.name})
+                                 "seed": cell.seed, "profile": self.cfg.profile, "world": self.world.name,
+                                 **method_tags(METHODS.get(cell.method))})
             params = {"method": cell.method, "source": cell.source, "dim": dim_s, "seed": cell.seed,
                       "profile": self.cfg.profile, "world": self.world.name, "world_hash": self.world.hash,
                       "device": self.device, "eval_precision": self.eval_precision,
@@ -496,7 +512,7 @@ class Runner:
                                            parent_run_id=parent)
             tr.set_tags(trun, {"method": cell.method, "source": cell.source, "seed": cell.seed,
                                "dim": "full" if cell.dim is None else cell.dim, "profile": self.cfg.profile,
-                               "world": self.world.name, "parent": parent})
+                               "world": self.world.name, "parent": parent, **task_tags(task)})
             if tr.is_done(trun, f"step_{step}"):
                 self.say(f"  {task_name} @ step {step}: already logged")
                 if step == last:

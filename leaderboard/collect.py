@@ -2,10 +2,13 @@
 
 What is read, per experiment (see :mod:`harness.runner` and :mod:`harness.core.tracking` for the writing side):
 
-* parent runs (``harness.kind=cell``): identity tags, params (``method.*``, ``cpt.*``), ``init/*`` metrics, the
+* parent runs (``harness.kind=cell``): identity tags (and ``harness.method_defaults``, the method's declared
+  parameter defaults), params (``method.*``, ``cpt.*``), ``init/*`` metrics, the
   CPT curves ``cpt/train_loss`` and ``cpt/heldout_loss``, and the artifacts ``languages.json`` and
   ``init_report.json``;
-* task runs (``harness.kind=task``): per-language scores per CPT step from the ``tables/{task}_step{N}.json``
+* task runs (``harness.kind=task``): the task's headline metric, its direction and its metrics (tags
+  ``harness.task.headline``, ``harness.task.higher_is_better``, ``harness.task.metrics``; :data:`UNTAGGED_TASKS` for
+  runs logged before them); per-language scores per CPT step from the ``tables/{task}_step{N}.json``
   artifacts (the per-language tables the runner logs together with the metrics; one download per step instead of
   one metric-history query per language), or from the metric histories ``{task}/{metric}/{lang}`` when a run has no
   tables artifact; the label source of every language; and, lazily, the per-item statistics
@@ -26,29 +29,51 @@ from typing import Any
 from harness.core.tracking import TAG, metric_key
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TaskFacts:
+    """What the leaderboard needs to know of a task: its headline metric (None: unknown), whether higher is better,
+    and its metrics in the task's order."""
+
+    headline: str | None
+    higher_is_better: bool
+    metrics: tuple[str, ...]
+
+
 _TABLE = re.compile(r"^tables/(?P<task>.+)_step(?P<step>\d+)\.json$")
 
 
-def _metric_names(task: str) -> dict[str, str]:
+# What the runs of each built-in task logged before the runner tagged task runs with their headline metric,
+# its direction and the task's metrics (``harness.task.headline``, ``harness.task.higher_is_better``,
+# ``harness.task.metrics``): the facts of those tasks at that time, so older stores keep their tables. A tag-less
+# run of any other task has no headline (every metric is shown as equal) and is ranked higher-is-better.
+UNTAGGED_TASKS: dict[str, TaskFacts] = {
+    "mlm": TaskFacts("loss", False, ("loss", "ppl")),
+    "sr-b": TaskFacts("acc@10", True, ("acc@10", "acc@1")),
+    "sr-t": TaskFacts("acc@10", True, ("acc@10", "acc@1")),
+    "ner": TaskFacts("f1", True, ("f1", "precision", "recall")),
+    "pos": TaskFacts("f1", True, ("f1", "acc")),
+}
+
+
+def task_facts_from_tags(tags: dict[str, str]) -> TaskFacts | None:
+    """A task run's own account of its task (None for a run logged before the tags existed)."""
+    headline = tags.get("task.headline")
+    if not headline:
+        return None
+    metrics = tuple(m for m in (tags.get("task.metrics") or "").split(",") if m) or (headline,)
+    return TaskFacts(headline, tags.get("task.higher_is_better", "true").lower() != "false", metrics)
+
+
+def _metric_names(facts: TaskFacts) -> dict[str, str]:
     """Metric-key form -> the task's own metric name (``acc_at_10`` -> ``acc@10``)."""
-    from harness.core.registry import TASKS
-
-    try:
-        t = TASKS.get(task)
-    except Exception:  # a task of a plugin that is not installed here: keep the key names
-        return {}
-    return {metric_key(m): m for m in t.metrics}
+    return {metric_key(m): m for m in facts.metrics}
 
 
-def task_info(task: str) -> tuple[str | None, bool, tuple[str, ...]]:
-    """(headline metric, higher_is_better, metrics) of a registered task; (None, True, ()) when unknown."""
-    from harness.core.registry import TASKS
-
-    try:
-        t = TASKS.get(task)
-    except Exception:
-        return None, True, ()
-    return t.headline, bool(t.higher_is_better), tuple(t.metrics)
+def untagged_task_facts(task: str) -> TaskFacts:
+    """The facts of a task whose runs carry no tags: :data:`UNTAGGED_TASKS`, else no headline, higher is better."""
+    return UNTAGGED_TASKS.get(task, TaskFacts(None, True, ()))
 
 
 @dataclass
@@ -71,6 +96,8 @@ class CellRun:
     # them at the final step); 0 when the profile's CPT is a smoke test measured by the held-out MLM loss only
     task_final_step: int | None = None
     init_report: dict[str, Any] = field(default_factory=dict)
+    # the method's declared parameter defaults, from the ``harness.method_defaults`` tag ({}: logged before it)
+    method_defaults: dict[str, str] = field(default_factory=dict)
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
 
     @property
@@ -98,10 +125,15 @@ class TaskRun:
     scores: dict[int, dict[str, dict[str, float]]]  # step -> metric -> lang -> value
     label_source: dict[str, str]
     item_steps: set[int]
+    tagged_facts: TaskFacts | None = None  # from the run's ``task.*`` tags (None: logged before they existed)
 
     @property
     def steps(self) -> list[int]:
         return sorted(self.scores)
+
+    @property
+    def facts(self) -> TaskFacts:
+        return self.tagged_facts or untagged_task_facts(self.task)
 
 
 @dataclass
@@ -113,6 +145,12 @@ class ExperimentData:
     client: Any = None
     _items: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     _tmp: Any = None
+
+    def task_info(self, task: str) -> TaskFacts:
+        """The task's headline metric, direction and metrics as its runs were tagged (the last tagged run's, the
+        newest account), else :func:`untagged_task_facts`."""
+        tagged = [r.tagged_facts for r in self.tasks if r.task == task and r.tagged_facts is not None]
+        return tagged[-1] if tagged else untagged_task_facts(task)
 
     def parent(self, run: TaskRun) -> CellRun | None:
         return self.cells.get(run.parent_id or "")
@@ -133,7 +171,7 @@ class ExperimentData:
             data: dict[str, Any] = {}
             if step in run.item_steps and self.client is not None:
                 raw = read_json_artifact(self.client, run.run_id, f"items/{run.task}_step{step}.json")
-                names = _metric_names(run.task)
+                names = _metric_names(run.facts)
                 data = {names.get(m, m): v for m, v in (raw or {}).items()}
             self._items[key] = data
         return self._items[key]
@@ -155,6 +193,14 @@ def _tags(run: Any) -> dict[str, str]:
     return {k[len(TAG):]: v for k, v in run.data.tags.items() if k.startswith(TAG)}
 
 
+def _json_tag(value: str | None) -> dict[str, str]:
+    try:
+        doc = json.loads(value) if value else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
 def _search(client: Any, exp_id: str, flt: str) -> list[Any]:
     out, token = [], None
     while True:
@@ -174,7 +220,8 @@ def _cell_run(client: Any, run: Any) -> CellRun:
         world=tags.get("world", "?"), status=run.info.status,
         final_step=int(final) if final not in (None, "") else None,
         params=dict(run.data.params), metrics=dict(run.data.metrics),
-        task_final_step=int(t) if (t := tags.get("task_final_step")) not in (None, "") else None)
+        task_final_step=int(t) if (t := tags.get("task_final_step")) not in (None, "") else None,
+        method_defaults=_json_tag(tags.get("method_defaults")))
     arts = {a.path for a in client.list_artifacts(run.info.run_id)}
     if "languages.json" in arts:
         cell.languages = read_json_artifact(client, run.info.run_id, "languages.json") or {}
@@ -191,7 +238,8 @@ def _task_run(client: Any, run: Any) -> TaskRun | None:
     task = tags.get("task")
     if not task:
         return None
-    names = _metric_names(task)
+    tagged = task_facts_from_tags(tags)
+    names = _metric_names(tagged or untagged_task_facts(task))
     scores: dict[int, dict[str, dict[str, float]]] = {}
     label_source: dict[str, str] = {}
     tables = [a.path for a in client.list_artifacts(run.info.run_id, "tables")]
@@ -228,7 +276,7 @@ def _task_run(client: Any, run: Any) -> TaskRun | None:
                    run.data.tags.get("mlflow.parentRunId"), method=tags.get("method", "?"),
                    source=tags.get("source", "?"), dim=str(tags.get("dim", "full")), seed=str(tags.get("seed", "?")),
                    profile=tags.get("profile", "?"), world=tags.get("world", "?"), scores=scores,
-                   label_source=label_source, item_steps=item_steps)
+                   label_source=label_source, item_steps=item_steps, tagged_facts=tagged)
 
 
 def experiments(client: Any, name: str | None = None) -> list[Any]:

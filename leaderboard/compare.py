@@ -119,7 +119,6 @@ def _step_key(kind: str, step: int | None) -> str | None:
 
 def _from_data(name: str, kind: str, data: Any) -> Side:
     """Rows of every board of the runs in ``data`` (an ``ExperimentData``), with each seed's items."""
-    from leaderboard.collect import task_info
     from leaderboard.tables import _variant, build_leaderboard
 
     side = Side(name, kind)
@@ -130,7 +129,7 @@ def _from_data(name: str, kind: str, data: Any) -> Side:
         step = _step_key(b.kind, b.step)
         if step is None:
             continue
-        headline, _, _ = task_info(b.task)
+        headline = data.task_info(b.task).headline  # unknown: every metric is shown
         table = SideTable(b.task, b.metric, b.profile, step, b.higher_is_better, headline in (None, b.metric))
         for r in b.rows:
             runs = [t for t in data.tasks if t.task == b.task and t.profile == b.profile
@@ -188,17 +187,22 @@ def from_folder(folder: Path, path: Path) -> Side:
         boards = doc["boards"]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise HarnessError(f"{path}: not a leaderboard.json written by `harness leaderboard` ({exc})") from exc
-    from leaderboard.collect import task_info
+    from leaderboard.collect import untagged_task_facts
 
     side = Side(str(folder), "folder")
     worlds = doc.get("worlds") or []
+    # a task without a headline board (its headline unknown) shows every metric
+    has_headline = {b["task"] for b in boards if b.get("headline")}
     for b in boards:
         step = _step_key(b.get("kind", ""), b.get("step"))
         if step is None:
             continue
-        headline, _, _ = task_info(b["task"])
+        if "headline" in b:
+            is_head = bool(b["headline"]) or b["task"] not in has_headline
+        else:  # written before the boards said which is the headline
+            is_head = untagged_task_facts(b["task"]).headline in (None, b["metric"])
         table = SideTable(b["task"], b["metric"], b["profile"], step, bool(b.get("higher_is_better", True)),
-                          headline in (None, b["metric"]))
+                          is_head)
         for r in b.get("rows", []):
             row = SideRow(r["label"], world=",".join(worlds))
             for lang, v in (r.get("values") or {}).items():

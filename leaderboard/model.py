@@ -218,6 +218,7 @@ def board_dict(b: Board) -> dict[str, Any]:
 
     return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,
             "profile": b.profile, "kind": b.kind, "step": b.step, "higher_is_better": b.higher_is_better,
+            "headline": b.headline,
             "languages": b.languages, "common_languages": b.common, "rows": [row(r) for r in b.rows],
             "paper_rows": [row(r) for r in b.paper_rows], "pairs": [p.as_dict() for p in b.pairs],
             "slices": [{"dimension": s.dimension, "value": s.value, "languages": s.languages,

@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
 from leaderboard.claims import evaluate_claims
-from leaderboard.collect import CellRun, ExperimentData, TaskRun, task_info
+from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
 from leaderboard.model import (
     INIT_COLUMNS,
     Board,
@@ -47,9 +47,11 @@ def _variant(run: TaskRun | CellRun, parent: CellRun | None, per_seed: bool) -> 
     return VariantKey(run.method, run.dim, run.source, params, cpt, run.seed if per_seed else None)
 
 
-def variant_labels(keys: list[VariantKey]) -> dict[VariantKey, str]:
+def variant_labels(keys: list[VariantKey],
+                   defaults: dict[str, dict[str, str]] | None = None) -> dict[VariantKey, str]:
     """``method d=dim`` (+ ``src=`` when sources differ, + the parameters or CPT budget that tell apart two
-    variants of one method, + ``s=seed`` for per-seed rows)."""
+    variants of one method, + ``s=seed`` for per-seed rows). ``defaults``: method -> its declared parameter
+    defaults, as its cell runs were tagged with them."""
     sources = {k.source for k in keys}
     out = {}
     for k in keys:
@@ -58,7 +60,7 @@ def variant_labels(keys: list[VariantKey]) -> dict[VariantKey, str]:
             label += f" src={k.source}"
         same = [o for o in keys if (o.method, o.dim, o.source) == (k.method, k.dim, k.source)]
         if len({o.params for o in same}) > 1:
-            label += f" ({_distinguishing_params(k, same)})"
+            label += f" ({_distinguishing_params(k, same, (defaults or {}).get(k.method, {}))})"
         if len({o.cpt for o in same if o.params == k.params}) > 1:
             label += f" cpt={json.loads(k.cpt).get('steps', '?')}"
         if k.seed is not None:
@@ -67,21 +69,12 @@ def variant_labels(keys: list[VariantKey]) -> dict[VariantKey, str]:
     return out
 
 
-def _method_defaults(method: str) -> dict[str, str]:
-    """A registered method's declared parameter defaults, as logged strings ({} for an unknown method)."""
-    from harness.core.registry import METHODS
-
-    try:
-        return {k: str(v) for k, v in (getattr(METHODS.get(method), "defaults", None) or {}).items()}
-    except Exception:  # a plugin that is not installed here
-        return {}
-
-
-def _distinguishing_params(k: VariantKey, same: list[VariantKey]) -> str:
+def _distinguishing_params(k: VariantKey, same: list[VariantKey], defaults: dict[str, str]) -> str:
     """The parameters whose values differ between the variants of one method (a parameter a run did not log counts
     as the method's default), e.g. ``overlap=casefold, specials=role``; ``defaults`` for a row that sets none of
-    them away from the default; every parameter when the differences cannot be told apart that way."""
-    defaults = _method_defaults(k.method)
+    them away from the default; every parameter when the differences cannot be told apart that way. Runs logged
+    before their cells were tagged with the method's defaults (``defaults`` empty) name every parameter that
+    differs."""
     filled = {o: {**defaults, **json.loads(o.params)} for o in same}
     keys = sorted({a for f in filled.values() for a in f})
     differ = [a for a in keys if len({f.get(a) for f in filled.values()}) > 1]
@@ -218,8 +211,8 @@ def _cpt_note(profile: str) -> str | None:
     return PROFILES.get(profile, {}).get("cpt_note")
 
 
-def _metric_order(task: str, present: set[str]) -> list[str]:
-    headline, _, metrics = task_info(task)
+def _metric_order(facts: TaskFacts, present: set[str]) -> list[str]:
+    headline, metrics = facts.headline, facts.metrics
     order = ([headline] if headline else []) + [m for m in metrics if m != headline]
     return [m for m in order if m in present] + sorted(present - set(order))
 
@@ -238,7 +231,8 @@ def build_leaderboard(data: ExperimentData, *, per_seed: bool = False, bootstrap
     labels = profile_labels(data, per_seed)
     jobs = []
     for (task, profile), runs in sorted(by_group.items()):
-        headline, hib, _ = task_info(task)
+        facts = data.task_info(task)
+        headline, hib = facts.headline, facts.higher_is_better
         groups: dict[VariantKey, list[TaskRun]] = {}
         for run in runs:
             groups.setdefault(_variant(run, data.parent(run), per_seed), []).append(run)
@@ -246,7 +240,7 @@ def build_leaderboard(data: ExperimentData, *, per_seed: bool = False, bootstrap
         finals = {f for r in runs if (f := data.final_step(r)) is not None}
         common_final = next(iter(finals)) if len(finals) == 1 else None
         present = {m for r in runs for per in r.scores.values() for m in per}
-        for metric in _metric_order(task, present):
+        for metric in _metric_order(facts, present):
             specs: list[tuple[str, int | None]] = [("step", s) for s in steps if s != common_final]
             if finals:
                 specs.append(("final", common_final))
@@ -287,10 +281,14 @@ def profile_labels(data: ExperimentData, per_seed: bool) -> dict[VariantKey, str
         keys.setdefault(cell.profile, set()).add(_variant(cell, cell, per_seed))
     for run in data.tasks:
         keys.setdefault(run.profile, set()).add(_variant(run, data.parent(run), per_seed))
+    defaults: dict[str, dict[str, str]] = {}
+    for cell in data.cells.values():
+        if cell.method_defaults:
+            defaults.setdefault(cell.method, cell.method_defaults)
     out: dict[VariantKey, str] = {}
     for ks in keys.values():
         out.update(variant_labels(sorted(ks, key=lambda k: (k.method, k.dim, k.source, k.params, k.cpt,
-                                                            str(k.seed)))))
+                                                            str(k.seed))), defaults))
     return out
 
 

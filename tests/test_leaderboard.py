@@ -252,9 +252,52 @@ def test_variant_labels_name_only_the_parameters_that_differ_and_survive_the_ter
     every = {"dim": "100", "max_lines": "None", "epochs": "3", "overlap": "casefold", "specials": "role"}
     variant = VariantKey("focus", "full", "src", json.dumps(every))
     other = VariantKey("ofa", "full", "src", "{}")
-    labels = variant_labels([plain, variant, other])
+    from harness.core.registry import METHODS
+    from harness.runner import method_tags
+
+    defaults = {"focus": json.loads(method_tags(METHODS.get("focus"))["method_defaults"])}  # as the cells are tagged
+    labels = variant_labels([plain, variant, other], defaults)
     assert labels == {plain: "focus d=full (defaults)", variant: "focus d=full (overlap=casefold, specials=role)",
                       other: "ofa d=full"}
+    # cells logged before the tag: every parameter that differs is named
+    assert variant_labels([plain, variant, other])[variant] == \
+        "focus d=full (epochs=3, overlap=casefold, specials=role)"
     console = Console(width=200, record=True, color_system=None, file=io.StringIO())
     console.print(labels[variant])
     assert "(overlap=casefold, specials=role)" in console.export_text()
+
+
+def test_untagged_task_facts_are_the_builtin_tasks_facts():
+    """Runs logged before the task tags existed are read with the built-in tasks' facts of that time: these must be
+    the tasks' own (a task that changes its headline keeps the old facts here for its old runs)."""
+    from harness.core.registry import TASKS
+    from harness.runner import task_tags
+    from leaderboard.collect import UNTAGGED_TASKS, task_facts_from_tags
+
+    assert set(UNTAGGED_TASKS) == set(TASKS.names())
+    for name, facts in UNTAGGED_TASKS.items():
+        assert task_facts_from_tags(task_tags(TASKS.get(name))) == facts, name
+
+
+def test_the_task_tags_decide_the_headline_and_the_direction(tracking_uri):
+    """A task no registry here knows: its runs' tags say the headline metric and that lower is better; a tag-less
+    run of it has no headline and ranks higher-is-better."""
+    client = MlflowClient(tracking_uri)
+    for name, tagged in (("lb-tagged", True), ("lb-untagged", False)):
+        exp_id = client.create_experiment(name)
+        for method, seed in (("alpha", 1), ("beta", 1)):
+            _, trun = make_cell(client, exp_id, method, seed, task="xq")
+            if tagged:
+                for k, v in {"headline": "acc@1", "higher_is_better": "false", "metrics": "acc@1,acc@10"}.items():
+                    client.set_tag(trun, f"harness.task.{k}", v)
+        lb = _build(tracking_uri, name, bootstrap=0)
+        finals = [b for b in lb.boards if b.kind == "final" and b.profile == "cpu"]
+        if tagged:
+            assert [b.metric for b in finals] == ["acc@1", "acc@10"]
+            assert [b.metric for b in finals if b.headline] == ["acc@1"]
+            assert not any(b.higher_is_better for b in finals)
+            board = finals[0]
+            best = min(board.rows, key=lambda r: r.mean_rank)
+            assert best.avg == min(r.avg for r in board.rows) < max(r.avg for r in board.rows)  # lower ranks first
+        else:
+            assert not any(b.headline for b in finals) and all(b.higher_is_better for b in finals)

@@ -109,6 +109,12 @@ def test_cli_on_a_real_run(run_cli, tracking_uri, tmp_path):
         assert f"±{std:.3f}" in r.stdout
     (board_run,) = client.search_runs([exp_id], "tags.`harness.kind` = 'leaderboard'")
     assert "leaderboard.html" in {a.path for a in client.list_artifacts(board_run.info.run_id)}
+    # what the leaderboard knows of the task and the method it reads from the runs' tags
+    assert {t.data.tags["harness.task.headline"] for t in tasks} == {"loss"}
+    assert {t.data.tags["harness.task.higher_is_better"] for t in tasks} == {"false"}
+    assert {t.data.tags["harness.task.metrics"] for t in tasks} == {"loss,ppl"}
+    cells = client.search_runs([exp_id], "tags.`harness.kind` = 'cell'")
+    assert len(cells) == 2 and all("harness.method_defaults" in c.data.tags for c in cells)
 
 
 def test_an_interrupted_render_marks_the_run_failed_and_the_next_one_repairs_it(fake_exp, tracking_uri, lb,
