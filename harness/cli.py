@@ -27,6 +27,9 @@ def _setup_env() -> None:
     os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+    # our own rich bars show progress; HF's per-file bars are noise: transformers and huggingface_hub take their
+    # initial state from this when imported (a command that needs neither does not import them)
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
 
 
 # -- run ---------------------------------------------------------------------------------------------------
@@ -198,9 +201,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         t.add_column(col)
     for name in METHODS.names():
         try:
-            m = METHODS.get(name)
-            t.add_row(name, getattr(m, "description", ""), ", ".join(sorted(getattr(m, "requires", ()))) or "-",
-                      getattr(m, "overlap_rule", "-"), "yes" if getattr(m, "supports_factorized", False) else "no")
+            m = METHODS.listing(name)  # a built-in's without importing it
+            t.add_row(name, m.get("description", ""), ", ".join(sorted(m.get("requires", ()))) or "-",
+                      m.get("overlap_rule", "-"), "yes" if m.get("supports_factorized", False) else "no")
         except HarnessError as exc:
             t.add_row(name, f"[red]{exc}[/red]", "", "", "")
     console.print(t)
@@ -208,9 +211,9 @@ def cmd_list(args: argparse.Namespace) -> int:
     for col in ("name", "description", "metrics (headline first)"):
         t.add_column(col)
     for name in TASKS.names():
-        task = TASKS.get(name)
-        metrics = [task.headline] + [m for m in task.metrics if m != task.headline]
-        t.add_row(name, task.description, ", ".join(metrics))
+        task = TASKS.listing(name)
+        metrics = [task["headline"]] + [m for m in task["metrics"] if m != task["headline"]]
+        t.add_row(name, task["description"], ", ".join(metrics))
     console.print(t)
     t = Table(title="worlds")
     for col in ("name", "description", "built"):
@@ -522,12 +525,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
-    try:
+    if "transformers" in sys.modules:  # imported before the variable above was set (main called in a process)
         from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # our own rich bars show progress; HF's per-file bars are noise
-    except ImportError:
-        pass
+        hf_logging.disable_progress_bar()
     for noisy in ("mlflow", "alembic", "transformers", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.ERROR if not args.verbose else logging.INFO)
     try:

@@ -91,3 +91,69 @@ def test_builtin_registries_have_the_foundation_entries():
     assert "mlm" in TASKS.names()
     task = TASKS.get("mlm")
     assert task.headline in task.metrics
+
+
+@pytest.mark.parametrize("registry,package", [(METHODS, "methods"), (TASKS, "tasks")])
+def test_the_builtin_listing_is_the_classes_own(registry, package):
+    """What `harness list` shows of a built-in without importing it (``<package>.BUILTIN``) is what its class says;
+    every built-in is listed, and its ``module:Class`` is the class registered under its name."""
+    import importlib
+
+    builtin = importlib.import_module(package).BUILTIN
+    for name, (target, facts) in builtin.items():
+        mod, _, attr = target.partition(":")
+        cls = getattr(importlib.import_module(mod), attr)
+        assert registry.get(name) is cls, name
+        own = {f: getattr(cls, f) for f in registry.listing_fields if hasattr(cls, f)}
+        assert set(facts) == set(own), name
+        for f, v in own.items():
+            same = sorted(v) == sorted(facts[f]) if f == "requires" else v == facts[f]
+            assert same, f"{package}.BUILTIN[{name!r}][{f!r}] is {facts[f]!r}; the class says {v!r}"
+        assert registry.listing(name) == own  # looked up: the class's own
+    registered = {n for n in registry.names() if registry.get(n).__module__.partition(".")[0] == package}
+    assert registered == set(builtin)
+
+
+def test_a_placeholder_lists_without_being_imported(tmp_path, monkeypatch):
+    (tmp_path / "listed_plugin_mod.py").write_text(
+        "class Plugin:\n    description = 'from the class'\n    requires = ('x',)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("thing", "harness.test-things", listing_fields=("description", "requires"))
+    reg.register_lazy("listed", "listed_plugin_mod:Plugin", listing={"description": "from the table",
+                                                                      "requires": ("x",)})
+    reg.register_lazy("unlisted", "listed_plugin_mod:Plugin")
+    assert reg.listing("listed") == {"description": "from the table", "requires": ("x",)}
+    assert "listed_plugin_mod" not in sys.modules
+    assert reg.listing("unlisted") == {"description": "from the class", "requires": ("x",)}  # imported to list it
+    assert "listed_plugin_mod" in sys.modules
+    assert reg.listing("listed")["description"] == "from the table"  # still a placeholder
+    reg.get("listed")
+    assert reg.listing("listed")["description"] == "from the class"  # once looked up, the object's own
+
+
+TORCH_FREE = """
+import runpy, sys
+sys.argv = ["harness", *sys.argv[1:]]
+try:
+    runpy.run_module("harness.cli", run_name="__main__")
+except SystemExit as stop:
+    assert stop.code in (0, None), stop.code
+heavy = sorted(m for m in ("torch", "transformers", "methods.ofa", "tasks.mlm") if m in sys.modules)
+print("HEAVY:" + ",".join(heavy))
+"""
+
+
+@pytest.mark.parametrize("argv", [["list"], ["leaderboard", "--help"], ["--help"]])
+def test_start_up_commands_import_no_torch(argv, harness_home):
+    """`harness list` and `harness leaderboard --help` (and `harness --help`) import no torch, transformers,
+    method or task: the built-ins are lazy and listed from their table."""
+    import os
+    import subprocess
+
+    from tests.conftest import REPO
+
+    env = {**os.environ, "HARNESS_HOME": str(harness_home), "PYTHONPATH": str(REPO)}
+    proc = subprocess.run([sys.executable, "-c", TORCH_FREE, *argv], capture_output=True, text=True, env=env,
+                          cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "HEAVY:\n" in proc.stdout, proc.stdout[-500:]

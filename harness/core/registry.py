@@ -7,7 +7,9 @@ register through the entry-point groups ``harness.methods`` and ``harness.tasks`
     mymethod = "my_package.module:MyMethod"
 
 Entry points are only listed at first use and only imported when their name is looked up (lazy), so a broken
-third-party plugin cannot break ``harness list`` for everybody else.
+third-party plugin cannot break ``harness list`` for everybody else. The built-in ones are lazy too
+(``methods/__init__.py`` and ``tasks/__init__.py`` register ``"module:Class"`` placeholders with what ``harness
+list`` shows of each), so a command that looks up no method or task imports none of them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import importlib
 import importlib.metadata
 import threading
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from harness.core.errors import HarnessError, UnknownNameError
 
@@ -24,12 +26,15 @@ T = TypeVar("T")
 
 
 class Registry(Generic[T]):
-    def __init__(self, kind: str, entry_point_group: str, builtin_modules: tuple[str, ...] = ()):
+    def __init__(self, kind: str, entry_point_group: str, builtin_modules: tuple[str, ...] = (),
+                 listing_fields: tuple[str, ...] = ()):
         self.kind = kind
         self.group = entry_point_group
         self._builtin_modules = builtin_modules
+        self.listing_fields = listing_fields  # the attributes `harness list` shows of an entry
         self._items: dict[str, T] = {}
         self._lazy: dict[str, str] = {}  # name -> "module:attr" (entry points, placeholders)
+        self._listing: dict[str, dict[str, Any]] = {}  # name -> its listing facts, known without importing it
         self._lock = threading.RLock()
         self._discovered = False
 
@@ -47,11 +52,14 @@ class Registry(Generic[T]):
 
         return deco(obj) if obj is not None else deco
 
-    def register_lazy(self, name: str, target: str) -> None:
-        """Register a placeholder ``"module.path:Attr"`` imported on first :meth:`get`."""
+    def register_lazy(self, name: str, target: str, listing: dict[str, Any] | None = None) -> None:
+        """Register a placeholder ``"module.path:Attr"`` imported on first :meth:`get`; ``listing``: what
+        :meth:`listing` gives for it until then (the values of :attr:`listing_fields` on the object)."""
         with self._lock:
             if name not in self._items:
                 self._lazy[name] = target
+                if listing is not None:
+                    self._listing[name] = dict(listing)
 
     def unregister(self, name: str) -> None:
         with self._lock:
@@ -95,6 +103,16 @@ class Registry(Generic[T]):
                 return obj  # type: ignore[return-value]
         raise UnknownNameError(self.kind, name, self.names())
 
+    def listing(self, name: str) -> dict[str, Any]:
+        """The :attr:`listing_fields` of an entry (those it has): of a placeholder registered with its listing,
+        without importing it; otherwise read from the object (imported if need be)."""
+        self._discover()
+        with self._lock:
+            if name in self._lazy and name in self._listing:
+                return dict(self._listing[name])
+        obj = self.get(name)
+        return {f: getattr(obj, f) for f in self.listing_fields if hasattr(obj, f)}
+
     def __contains__(self, name: str) -> bool:
         return name in self.names()
 
@@ -111,5 +129,7 @@ class Registry(Generic[T]):
         return list(dict.fromkeys(items))
 
 
-METHODS: Registry = Registry("method", "harness.methods", builtin_modules=("methods",))
-TASKS: Registry = Registry("task", "harness.tasks", builtin_modules=("tasks",))
+METHODS: Registry = Registry("method", "harness.methods", builtin_modules=("methods",),
+                             listing_fields=("description", "requires", "overlap_rule", "supports_factorized"))
+TASKS: Registry = Registry("task", "harness.tasks", builtin_modules=("tasks",),
+                           listing_fields=("description", "metrics", "headline"))
