@@ -46,6 +46,13 @@ def _check_executor(cfg: RunConfig) -> None:
         raise ConfigError(f"config key 'executor': expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
 
 
+def _check_rerun(cfg: RunConfig) -> None:
+    from harness.rerun import RERUN_POLICIES
+
+    if cfg.rerun not in RERUN_POLICIES:
+        raise ConfigError(f"config key 'rerun': expected one of {', '.join(RERUN_POLICIES)}, got {cfg.rerun!r}")
+
+
 def _check_seeds(cfg: RunConfig) -> None:
     if cfg.seeds is not None and not cfg.seeds:
         raise ConfigError("config key 'seeds': give at least one seed")
@@ -90,6 +97,10 @@ class RunConfig:
     task_params: dict[str, dict[str, Any]] = setting(kind="params", factory=dict)  # task -> {param: value}
     cpt: dict[str, Any] = setting(kind="table", factory=dict)  # overrides of the profile's CPT settings
     fail_fast: bool = setting(False, kind="bool", flag_type=bool, help="stop at the first failed cell")
+    # the resume policy (harness/rerun.py); no part of a cell's identity
+    rerun: str = setting("never", kind="str", check=_check_rerun,
+                         help="which cells logged before start over: never (default: finished cells are kept, "
+                              "failed or killed ones resume), failed (failed or killed ones start over) or all")
     executor: str = setting("local", kind="str", check=_check_executor,
                             help="local (default: this machine) or ray (a Ray task per cell)")
     # None: a local Ray instance; "auto" or "ray://host:port": a cluster
@@ -113,7 +124,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 # the order of the flags in `--help` (a setting without help has no flag)
 _FLAG_ORDER = ("methods", "tasks", "world", "source", "langs", "dims", "seeds", "cpt_steps", "cpt_checkpoints",
                "cpt_devices", "profile", "device", "tracking_uri", "experiment", "executor", "workers", "ray_address",
-               "max_retries", "config", "fail_fast")
+               "max_retries", "rerun", "config", "fail_fast")
 
 
 def _split(value: Any) -> list[Any]:
@@ -277,7 +288,7 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
     return cfg
 
 
-_CHECK_ORDER = ("profile", "device", "executor", "seeds", "dims")  # each one with a ``check``, in this order
+_CHECK_ORDER = ("profile", "device", "executor", "rerun", "seeds", "dims")  # each one with a ``check``, in this order
 assert set(_CHECK_ORDER) == {f.name for f in _FIELDS.values() if f.metadata["check"] is not None}
 
 

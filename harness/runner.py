@@ -31,6 +31,7 @@ from harness.core.profiles import profile as get_profile
 from harness.core.registry import METHODS, TASKS
 from harness.core.tracking import Tracker, metric_key
 from harness.core.versions import git_commit, library_versions
+from harness.rerun import start_over
 
 log = logging.getLogger(__name__)
 console = Console(stderr=True)
@@ -349,6 +350,10 @@ class Runner:
         exp = tr.experiment(self.experiment_name(cell.source))
         dim_s = "full" if cell.dim is None else str(cell.dim)
         run_name = f"{cell.method}-{dim_s}-s{cell.seed}"
+        variant = {"method": cell.method, "source": cell.source, "dim": dim_s, "profile": self.cfg.profile,
+                   "world": self.world.name}
+        if start_over(tr, exp, key, self.cfg.rerun, variant, cell.seed):
+            self.say(f"  {cell.label}: its earlier runs deleted, it starts over (--rerun {self.cfg.rerun})")
         parent, existed = tr.get_or_create_run(exp, {"cell": key, "kind": "cell"}, run_name)
         try:
             tr.set_tags(parent, {"method": cell.method, "source": cell.source, "dim": dim_s,

@@ -154,6 +154,66 @@ def test_outside_method_from_the_readme_runs_through_harness_run(run_cli, tmp_pa
     assert parent.data.metrics["init/method"] > 0 and "mlm/loss/avg" in parent.data.metrics
 
 
+def test_rerun_never_failed_all(run_cli, tracking_uri):
+    """``--rerun``: ``never`` resumes a killed cell in its own runs and leaves a finished one alone; ``failed``
+    starts only the killed cell over in new runs (the earlier ones deleted); ``all`` starts every cell over. The
+    policy is no part of a cell's identity (the kept cell's runs are found again whatever it is)."""
+    exp = "t-rerun"
+    args = [*BASE, "--methods", "random", "--experiment", exp, "--cpt-steps", "0"]
+    c = MlflowClient(tracking_uri)
+
+    def cells() -> dict[str, object]:
+        return {r.data.tags["harness.seed"]: r for r in _runs(tracking_uri, exp, "cell")}
+
+    def kill_seed_2() -> None:
+        killed = run_cli(*args, "--seeds", "2", env={"HARNESS_FAULT_AFTER": "init"})
+        assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+
+    run_cli(*args, "--seeds", "1", check=True)
+    kill_seed_2()
+    before = cells()
+    assert before["2"].info.status == "RUNNING"  # left by the killed process (marked KILLED by the next command)
+
+    never = run_cli(*args, "--seeds", "1,2", "--rerun", "never", check=True)
+    after = cells()
+    assert {s: r.info.run_id for s, r in after.items()} == {s: r.info.run_id for s, r in before.items()}
+    assert [r.info.status for r in after.values()] == ["FINISHED", "FINISHED"]
+    assert "starts over" not in never.stderr and "already logged" in never.stderr
+    hist1 = c.get_metric_history(after["1"].info.run_id, "mlm/loss/avg")
+
+    kill_seed_2()  # its finished run is reopened and killed again
+    killed_run = cells()["2"].info.run_id
+    failed = run_cli(*args, "--seeds", "1,2", "--rerun", "failed", check=True)
+    after_failed = cells()
+    assert after_failed["1"].info.run_id == after["1"].info.run_id  # finished: kept, nothing logged again
+    assert c.get_metric_history(after["1"].info.run_id, "mlm/loss/avg") == hist1
+    assert after_failed["2"].info.run_id != killed_run and after_failed["2"].info.status == "FINISHED"
+    assert c.get_run(killed_run).info.lifecycle_stage == "deleted"
+    assert failed.stderr.count("starts over") == 1
+    tasks = _runs(tracking_uri, exp, "task")
+    assert len(tasks) == 2 and {t.data.tags["harness.parent"] for t in tasks} == \
+        {r.info.run_id for r in after_failed.values()}
+
+    every = run_cli(*args, "--seeds", "1,2", "--rerun", "all", check=True)
+    after_all = cells()
+    assert every.stderr.count("starts over") == 2 and "already logged" not in every.stderr
+    assert not {r.info.run_id for r in after_all.values()} & {r.info.run_id for r in after_failed.values()}
+    assert [r.info.status for r in after_all.values()] == ["FINISHED", "FINISHED"]
+    assert len(_runs(tracking_uri, exp, "task")) == 2
+    aggregates = _runs(tracking_uri, exp, "aggregate")
+    assert len(aggregates) == 1 and aggregates[0].data.tags["harness.seeds"] == "1,2"
+
+
+def test_rerun_policy_is_checked_and_read_from_a_config_file(tmp_path):
+    from harness.config import make_config
+
+    assert make_config().rerun == "never"
+    assert make_config({"rerun": "failed"}).rerun == "failed"
+    assert make_config({"rerun": "failed"}, {"rerun": "all"}).rerun == "all"
+    with pytest.raises(Exception, match="config key 'rerun': expected one of never, failed, all"):
+        make_config({"rerun": "sometimes"})
+
+
 def test_a_crashing_method_marks_its_run_failed(run_cli, tmp_path, tracking_uri):
     code = textwrap.dedent("""
         class Exploding:
