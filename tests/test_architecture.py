@@ -132,6 +132,9 @@ def test_the_checks_catch_an_upward_arrow_a_neighbour_and_a_circle():
         "harness.core.errors (kernel) -> harness.runner (application)"]
     assert upward_arrows({"methods.ofa": {"tasks.base"}}) == ["methods.ofa (methods) -> tasks.base (tasks)"]
     assert upward_arrows({"harness.runner": {"tasks.base", "harness.core.errors"}}) == []
+    assert floor("harness.commands.run") == floor("harness.cli") == "application"
+    assert upward_arrows({"leaderboard.publish": {"harness.commands.leaderboard"}}) == [
+        "leaderboard.publish (leaderboard) -> harness.commands.leaderboard (application)"]
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert circles({"a": {"b"}, "b": set()}) == []
 
@@ -153,3 +156,15 @@ def test_the_length_check_finds_a_long_file(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "long.py").write_text("x = 1\n" * 50)
     assert long_files(tmp_path, ("pkg",), 10) == {"pkg/sub/long.py": 11}
+
+
+def test_each_subcommand_lives_in_its_own_module():
+    """``harness/cli.py`` holds the entry point and the parser; every subcommand's work is done in its own module
+    of ``harness/commands/`` (``harness cache`` in ``harness/cache_admin.py``)."""
+    from harness.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    homes = {name: p.get_default("func").__module__ for name, p in sub.choices.items() if p.get_default("func")}
+    homes["cache"] = "harness.cache_admin"  # its own subcommands (du, prune) carry the functions
+    expected = {"list": "harness.commands.listing", "cache": "harness.cache_admin"}
+    assert homes == {name: expected.get(name, f"harness.commands.{name}") for name in sub.choices}

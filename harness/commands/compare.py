@@ -1,0 +1,40 @@
+"""``harness compare A B``: two experiments, runs or leaderboard folders side by side."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import HarnessError
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
+    from leaderboard.compare import run_compare
+
+    if args.bootstrap < 0:
+        raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")
+    if not all(Path(x).expanduser().exists() for x in (args.a, args.b)):
+        args.tracking_uri = check_tracking_uri(args.tracking_uri)
+        check_tracking_reachable(args.tracking_uri)
+    return run_compare(args.a, args.b, tracking_uri=args.tracking_uri, task=args.task, metric=args.metric,
+                       step=args.step, fmt=args.format, out=args.out, resamples=args.bootstrap,
+                       seed=args.bootstrap_seed)
+
+
+def add_parser(sub: Any) -> None:
+    c = sub.add_parser("compare", help="two experiments, runs or leaderboard folders side by side, per task and "
+                                        "language, with the difference, its interval and its significance")
+    c.add_argument("a", help="an experiment name, an MLflow run id, or a folder written by `harness leaderboard`")
+    c.add_argument("b", help="the same kinds as A; the difference is A - B")
+    c.add_argument("--tracking-uri")
+    c.add_argument("--task", help="only this task")
+    c.add_argument("--metric", help="this metric (default: the task's headline; 'all' for every one)")
+    c.add_argument("--step", default="final", help="final (default), a CPT step (0, 10, ...) or all")
+    c.add_argument("--format", choices=["md", "csv"], default="md", help="Markdown (default) or CSV")
+    c.add_argument("--out", type=Path, help="write to this file instead of printing")
+    c.add_argument("--bootstrap", type=int, default=1000,
+                   help="bootstrap resamples for the intervals (default 1000; 0: none)")
+    c.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
+    c.set_defaults(func=cmd_compare)

@@ -1,0 +1,88 @@
+"""``harness run``: initialize, evaluate, continue pre-training, evaluate again; log to MLflow."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from harness.commands.common import add_run_args, check_device, check_world_name, config_from_args, err
+from harness.core.errors import HarnessError
+
+
+def _check_run_inputs(cfg: Any) -> None:
+    """Everything that can be checked before a world is built, a model loaded or a store created."""
+    from harness.core.paths import harness_home
+    from harness.core.registry import METHODS, TASKS
+    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
+
+    harness_home()
+    check_world_name(cfg.world)
+    for m in cfg.methods:
+        if m != "all":
+            METHODS.get(m)
+    for t in cfg.tasks:
+        TASKS.get(t)
+    if not cfg.tasks:
+        raise HarnessError("no task given; pass --tasks, e.g. --tasks sr-t,ner (`harness list` shows them)")
+    if cfg.cpt_steps is not None:
+        late = [c for c in cfg.cpt_checkpoints if c > cfg.cpt_steps or c <= 0]
+        if late:
+            raise HarnessError(f"--cpt-checkpoints {','.join(map(str, late))} not within 1..--cpt-steps "
+                               f"{cfg.cpt_steps}; give checkpoints between 1 and the CPT steps")
+    if cfg.workers is not None and cfg.workers < 1:
+        raise HarnessError("--workers must be at least 1")
+    if cfg.executor != "ray" and cfg.ray_address:
+        raise HarnessError("--ray-address needs --executor ray")
+    check_device(cfg.device)
+    cfg.tracking_uri = check_tracking_uri(cfg.tracking_uri)
+    check_tracking_reachable(cfg.tracking_uri)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from harness.core import lifecycle
+
+    cfg = config_from_args(args)
+    _check_run_inputs(cfg)
+    lifecycle.stop_on_signals()  # SIGINT / SIGTERM: workers stopped, unfinished runs KILLED, exit 130 / 143
+    runners: list[Any] = []
+    try:
+        return _run(cfg, runners)
+    except lifecycle.Stopped as stop:
+        return lifecycle.clean_stop(stop, runners[-1] if runners else None)
+
+
+def _run(cfg: Any, runners: list[Any]) -> int:
+    from harness.runner import Runner
+    from harness.worlds import get_world
+
+    world = get_world(cfg.world)
+    runner = Runner(cfg, world)
+    runners.append(runner)
+    if not runner.plan.cells:
+        raise HarnessError("nothing to run: no cell is left after the checks above")
+    executor = None
+    if cfg.executor == "ray":
+        from harness.executors import RayExecutor
+
+        executor = RayExecutor(address=cfg.ray_address, max_retries=cfg.max_retries)
+    else:
+        from harness.executors import ProcessExecutor, available_cpus, local_workers
+
+        workers = local_workers(cfg, runner.device, len(runner.plan.cells))
+        if workers > 1:
+            executor = ProcessExecutor(workers, threads=max(1, available_cpus() // workers))
+    res = runner.run(executor)
+    err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) "
+              f"{', '.join(sorted({runner.experiment_name(c.source) for c in runner.plan.cells}))}")
+    err.print("browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)")
+    if res["failed"]:
+        err.print(f"[red]{len(res['failed'])} cell(s) failed[/red]: " +
+                  "; ".join(f"{f['cell']}: {f['error']}" for f in res["failed"]))
+        return 1
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    r = sub.add_parser("run", help="initialize, evaluate, continue pre-training, evaluate again; log to MLflow")
+    add_run_args(r)
+    r.set_defaults(func=cmd_run)
