@@ -80,6 +80,23 @@ def test_leaderboard_command_prints_writes_and_logs(fake_exp, tracking_uri, tmp_
     assert "no results yet" in con.export_text()
 
 
+def test_the_leaderboard_command_imports_no_task_method_or_torch(fake_exp, tracking_uri, harness_home):
+    """`harness leaderboard` on runs reads all it needs of the tasks and methods from MLflow."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import REPO
+    from tests.test_registry import TORCH_FREE
+
+    env = {**os.environ, "HARNESS_HOME": str(harness_home), "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    proc = subprocess.run([sys.executable, "-c", TORCH_FREE, "leaderboard", "--experiment", fake_exp, "--no-write",
+                           "--bootstrap", "20", "--tracking-uri", tracking_uri], capture_output=True, text=True,
+                          env=env, cwd=REPO, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "lb-fake · sr-t · acc@10" in proc.stdout and "HEAVY:\n" in proc.stdout, proc.stdout[-500:]
+
+
 @pytest.mark.slow
 def test_cli_on_a_real_run(run_cli, tracking_uri, tmp_path):
     exp = "t-lb-real"
