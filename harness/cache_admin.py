@@ -42,6 +42,7 @@ from typing import Any
 from harness.core.cache import DONE
 from harness.core.errors import ConfigError
 from harness.core.hashing import hash_obj
+from harness.core.locks import lock_file
 
 PROTECTED = ("tracking", "leaderboards")
 # what ``prune`` takes without ``--kind``: everything a run rebuilds by itself
@@ -158,8 +159,8 @@ def cell_runs(home: Path) -> dict[str, dict[str, str]]:
 def _product_items(home: Path, kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
     now = time.time()
     for p in sorted(kind_dir.iterdir()):
-        if kind == "tasks" or not p.is_dir() and not p.is_file():
-            continue
+        if kind == "tasks" or not p.is_dir() and not p.is_file() or p.name.endswith(".lock"):
+            continue  # a product's lock file (harness.core.locks) goes with the product
         size = tree_size(p)
         info = _marker(p) if p.is_dir() else {}
         unfinished = p.name.startswith(".tmp-") or p.name.endswith((".work", ".launch")) or not info
@@ -168,7 +169,9 @@ def _product_items(home: Path, kind_dir: Path, kind: str, hashes: dict[str, str]
         if not isinstance(world, str):
             world = "-"
         world = hashes.get(world, world)
-        yield Item(kind, p, size, created, world, busy=unfinished and now - _mtime(p) < BUSY_S)
+        lock = lock_file(p)
+        yield Item(kind, p, size, created, world, busy=unfinished and now - _mtime(p) < BUSY_S,
+                   extra=(lock,) if lock.is_file() else ())
 
 
 def scan(home: Path) -> list[Item]:

@@ -32,6 +32,7 @@ import numpy as np
 
 from harness.core.errors import MissingResourceError
 from harness.core.hashing import hash_obj
+from harness.core.locks import exclusive, release, try_exclusive
 from methods.fasttext_compact import (
     COMPACT_FORMAT,
     COMPACT_SUFFIX,
@@ -84,10 +85,23 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
     if path is not None and keep_corpus is None and (found := _load_cached(path)) is not None:
         log.info("fastText %s: cached at %s", kind, stored_file(path))
         return CachedModel(found, stored_file(path), key, cached=True)
+    if path is None:
+        return _train(None, kind, key, inputs, settings, write_corpus, keep_corpus)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # one process trains a model at a time; another that needs it waits, then finds it in the cache
+    with exclusive(path, waiting=f"fastText {kind}: another process is training this model, waiting for it"):
+        return _train(path, kind, key, inputs, settings, write_corpus, keep_corpus)
+
+
+def _train(path: Path | None, kind: str, key: str, inputs: dict[str, Any], settings: dict[str, Any],
+           write_corpus: Callable[[Any], int], keep_corpus: Path | None) -> CachedModel:
     workdir = path.parent if path is not None else Path(tempfile.gettempdir())
     workdir.mkdir(parents=True, exist_ok=True)
     if path is not None:
         clean_stale_corpora(workdir)
+        if keep_corpus is None and (found := _load_cached(path)) is not None:  # trained while this one waited
+            log.info("fastText %s: cached at %s", kind, stored_file(path))
+            return CachedModel(found, stored_file(path), key, cached=True)
     corpus = workdir / f".corpus-{kind}-{key}-{uuid.uuid4().hex[:8]}.txt"
     try:
         with open(corpus, "w", encoding="utf-8") as f:
@@ -256,16 +270,17 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
-    running: list[tuple[Any, Path]] = []
+    running: list[tuple[Any, Path, int]] = []
     trained = 0
 
     def reap(block: bool) -> None:
         nonlocal trained
-        for proc, corpus in list(running):
+        for proc, corpus, fd in list(running):
             if block or not proc.is_alive():
                 proc.join()
                 corpus.unlink(missing_ok=True)
-                running.remove((proc, corpus))
+                release(fd)
+                running.remove((proc, corpus, fd))
                 trained += proc.exitcode == 0
                 if progress is not None:
                     progress(1)
@@ -275,27 +290,43 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
     try:
         for job, path, key in todo:
             path.parent.mkdir(parents=True, exist_ok=True)
+            fd = try_exclusive(path)  # held (by this process and the child) until the child is reaped
+            if fd is None:
+                continue  # another process is training it; the caller's cached_model waits for it
+            if usable(path):  # trained by another process since the list was made
+                release(fd)
+                continue
             corpus = path.parent / f".corpus-{job.kind}-{key}-{uuid.uuid4().hex[:8]}.txt"
-            with open(corpus, "w", encoding="utf-8") as f:
-                n_lines = job.write_corpus(f)
+            try:
+                with open(corpus, "w", encoding="utf-8") as f:
+                    n_lines = job.write_corpus(f)
+            except BaseException:
+                release(fd)
+                raise
             if n_lines == 0:
                 corpus.unlink(missing_ok=True)
+                release(fd)
                 continue
             while len(running) >= workers:
                 reap(block=True)
             meta = {"kind": job.kind, "key": key, "inputs": job.inputs, "settings": job.settings, "lines": n_lines}
             proc = ctx.Process(target=_train_child, args=(corpus, job.settings, path, meta, os.getpid()),
                                daemon=True)
-            proc.start()
-            running.append((proc, corpus))
+            try:
+                proc.start()
+            except BaseException:
+                release(fd)
+                raise
+            running.append((proc, corpus, fd))
         while running:
             reap(block=True)
     except BaseException:  # stopped (SIGINT/SIGTERM) or failed here: the children stop too, no model is stored
         from harness.core.lifecycle import stop_processes
 
-        stop_processes([proc for proc, _ in running])
-        for _, corpus in running:
+        stop_processes([proc for proc, _, _ in running])
+        for _, corpus, fd in running:
             corpus.unlink(missing_ok=True)
+            release(fd)
         raise
     return trained
 

@@ -22,6 +22,34 @@ def test_builds_once_then_finds_it(tmp_path):
     assert p3.path != p1.path and len(calls) == 2
 
 
+def _get_in_child(root, out) -> None:
+    import time
+
+    def build(d):
+        time.sleep(1.0)  # both processes are past their first look-up before either has finished
+        (d / "x.txt").write_text("x")
+
+    out.put(ProductCache(root).get_or_build("init", {"a": 1}, build).cached)
+
+
+def test_two_processes_needing_one_product_build_it_once(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=_get_in_child, args=(tmp_path, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    flags = sorted(out.get(timeout=60) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert flags == [False, True]  # one built it, the other waited and found it finished
+    found = ProductCache(tmp_path).lookup("init", {"a": 1})
+    assert found is not None and (found.path / "x.txt").read_text() == "x"
+    assert not list((tmp_path / "products" / "init").glob(".tmp-*"))
+
+
 def test_failed_build_leaves_nothing(tmp_path):
     cache = ProductCache(tmp_path)
 
@@ -32,7 +60,8 @@ def test_failed_build_leaves_nothing(tmp_path):
     with pytest.raises(RuntimeError):
         cache.get_or_build("thing", {"a": 1}, build)
     assert cache.lookup("thing", {"a": 1}) is None
-    assert list((tmp_path / "products" / "thing").iterdir()) == []
+    left = list((tmp_path / "products" / "thing").iterdir())
+    assert [p.suffix for p in left] == [".lock"] and left[0].stat().st_size == 0  # only its empty lock file
 
 
 def test_unfinished_folder_without_marker_is_rebuilt_and_stale_tmp_cleaned(tmp_path):

@@ -44,3 +44,72 @@ def test_prefetch_matches_sequential_training(tmp_path):
     assert prefetch_models(par, jobs, workers=2) == 0
     assert prefetch_models(tmp_path / "one", jobs, workers=1) == 0
     assert prefetch_models(None, jobs, workers=2) == 0
+
+
+def _cached_in_child(cache, job, out) -> None:
+    import time
+
+    def slow_write(f) -> int:
+        time.sleep(1.0)  # both processes are past their first cache look-up before either has a model
+        return job.write_corpus(f)
+
+    got = cached_model(cache, job.kind, job.inputs, job.settings, slow_write)
+    out.put(got.cached)
+
+
+def test_two_processes_needing_one_model_train_it_once(tmp_path):
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    job = _job("aa")
+    procs = [ctx.Process(target=_cached_in_child, args=(tmp_path, job, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    flags = sorted(out.get(timeout=120) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    assert flags == [False, True]  # one trained it, the other waited and loaded it
+    assert len(list((tmp_path / "fasttext").glob(".corpus-*"))) == 0
+
+
+def test_prefetch_skips_a_model_another_process_is_training(tmp_path):
+    from harness.core.locks import release, try_exclusive
+
+    jobs = [_job(x) for x in ("aa", "bb", "cc")]
+    _, held = model_path(tmp_path, jobs[0].kind, jobs[0].inputs, jobs[0].settings)
+    fd = try_exclusive(held)  # as another process training "aa" would hold it
+    assert fd is not None
+    try:
+        assert prefetch_models(tmp_path, jobs, workers=2) == 2
+        assert not stored_file(held).is_file()
+    finally:
+        release(fd)
+    assert prefetch_models(tmp_path, jobs, workers=2) == 0  # "aa" alone is left: nothing to run side by side
+    assert not cached_model(tmp_path, jobs[0].kind, jobs[0].inputs, jobs[0].settings, jobs[0].write_corpus).cached
+
+
+def test_a_lock_dies_with_the_process_that_held_it(tmp_path):
+    import os
+    import signal
+
+    from harness.core.locks import release, try_exclusive
+
+    target = tmp_path / "model.bin"
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child takes the lock, says so, and waits to be killed
+        os.close(r)
+        fd = try_exclusive(target)
+        os.write(w, b"1" if fd is not None else b"0")
+        signal.pause()
+        os._exit(0)
+    os.close(w)
+    assert os.read(r, 1) == b"1"
+    assert try_exclusive(target) is None  # held by the child
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    fd = try_exclusive(target)
+    assert fd is not None
+    release(fd)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.hashing import hash_obj, sha256_file, stable_json
+from harness.core.locks import exclusive
 from harness.core.paths import harness_home
 
 log = logging.getLogger(__name__)
@@ -77,6 +78,15 @@ class ProductCache:
             return found
         key, path = self.path_for(kind, inputs)
         path.parent.mkdir(parents=True, exist_ok=True)
+        # one process builds a product at a time; another that needs it waits, then finds it finished
+        with exclusive(path, waiting=f"{kind} {key}: another process is building it, waiting for it"):
+            found = self.lookup(kind, inputs)
+            if found is not None:
+                log.info("%s %s: built by another process, at %s", kind, found.key, found.path)
+                return found
+            return self._build(kind, inputs, key, path, build)
+
+    def _build(self, kind: str, inputs: Any, key: str, path: Path, build: Callable[[Path], dict | None]) -> Product:
         tmp = path.parent / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
         tmp.mkdir()
         t0 = time.time()
