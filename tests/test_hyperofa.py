@@ -109,7 +109,7 @@ def test_cache_and_artifacts(synth, tmp_path):
     first = METHODS.get("hyperofa")().initialize(ctx_for(synth, params, cache_dir=tmp_path / "c",
                                                          workdir=tmp_path / "w1"))
     assert first.stats["hypernetwork_cached"] is False and first.stats["control_cached"] is False
-    products = list((tmp_path / "c" / "products" / "hypernetwork").iterdir())
+    products = [p for p in (tmp_path / "c" / "products" / "hypernetwork").iterdir() if p.is_dir()]  # not locks
     assert len(products) == 2  # the network and its control
     assert all((p / "model.safetensors").is_file() and (p / "config.json").is_file() for p in products)
     curves = json.loads((tmp_path / "w1" / "curves.json").read_text())
@@ -137,7 +137,7 @@ def test_cache_and_artifacts(synth, tmp_path):
     changed = METHODS.get("hyperofa")().initialize(ctx_for(synth, {**params, "lr": 1e-3, "control": False},
                                                            cache_dir=tmp_path / "c"))
     assert changed.stats["hypernetwork_cached"] is False and changed.stats["control_val_cosine"] is None
-    assert len(list((tmp_path / "c" / "products" / "hypernetwork").iterdir())) == 3
+    assert len([p for p in (tmp_path / "c" / "products" / "hypernetwork").iterdir() if p.is_dir()]) == 3
 
 
 def test_parameters_are_checked(synth, tmp_path):
