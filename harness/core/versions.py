@@ -51,7 +51,7 @@ def git_commit() -> str | None:
     """The commit of the checkout the harness runs from (with ``+dirty`` when it has uncommitted changes), or None
     when the harness is not run from its own checkout (an installed package inside some other repository does not
     count)."""
-    pkg_root = Path(__file__).resolve().parent.parent
+    pkg_root = Path(__file__).resolve().parents[2]  # harness/core/versions.py -> the checkout
 
     def git(*args: str) -> str | None:
         try:
