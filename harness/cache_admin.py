@@ -24,16 +24,19 @@ the tracking store, the runs' artifacts or the published leaderboards, and never
 right now (``.tmp-*``, ``*.work``, ``*.launch`` younger than a day). Without ``--kind`` it removes the cached
 products (``init``, ``cpt``, the taggers, method caches, mappings); the world, its downloads and build
 environments go only when named. A finished MLflow run does not need any of them: a later evaluation rebuilds
-what it needs, with the same numbers.
+what it needs, with the same numbers. The runner itself removes a cell's init and CPT products once the cell's run
+finished (:func:`cell_products`, :func:`remove`; ``harness run --keep-products`` keeps them).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shutil
 import time
+import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,22 +159,47 @@ def cell_runs(home: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def product_item(p: Path, kind: str, hashes: dict[str, str] | None = None, now: float | None = None) -> Item:
+    """The item of one product folder (or file) under ``products/``."""
+    now = time.time() if now is None else now
+    info = _marker(p) if p.is_dir() else {}
+    unfinished = p.name.startswith(".tmp-") or p.name.endswith((".work", ".launch")) or not info
+    created = float(info.get("created") or _mtime(p))
+    world = info.get("world") or (info.get("inputs") or {}).get("world") or "-"
+    if not isinstance(world, str):
+        world = "-"
+    world = (hashes or {}).get(world, world)
+    lock = lock_file(p)
+    return Item(kind, p, tree_size(p), created, world, busy=unfinished and now - _mtime(p) < BUSY_S,
+                extra=(lock,) if lock.is_file() else ())
+
+
 def _product_items(home: Path, kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
     now = time.time()
     for p in sorted(kind_dir.iterdir()):
         if kind == "tasks" or not p.is_dir() and not p.is_file() or p.name.endswith(".lock"):
             continue  # a product's lock file (harness.core.locks) goes with the product
-        size = tree_size(p)
-        info = _marker(p) if p.is_dir() else {}
-        unfinished = p.name.startswith(".tmp-") or p.name.endswith((".work", ".launch")) or not info
-        created = float(info.get("created") or _mtime(p))
-        world = info.get("world") or (info.get("inputs") or {}).get("world") or "-"
-        if not isinstance(world, str):
-            world = "-"
-        world = hashes.get(world, world)
-        lock = lock_file(p)
-        yield Item(kind, p, size, created, world, busy=unfinished and now - _mtime(p) < BUSY_S,
-                   extra=(lock,) if lock.is_file() else ())
+        yield product_item(p, kind, hashes, now)
+
+
+def cell_products(home: Path, init_key: str, cpt_key: str | None) -> list[Item]:
+    """The init and CPT products of one cell that are in the home and complete (the CPT product with what a
+    distributed CPT left beside it): what the runner removes with :func:`remove`, as ``prune --finished`` does,
+    once the cell's run finished."""
+    products = Path(home) / "products"
+    out = []
+    for kind, key in (("init", init_key), ("cpt", cpt_key)):
+        if key is None or not (products / kind / key).is_dir():
+            continue
+        item = product_item(products / kind / key, kind)
+        if item.busy or not _marker(item.path):
+            continue
+        launch = item.path.with_name(item.path.name + ".launch")
+        if launch.is_dir():
+            item.extra = (*item.extra, launch)
+            item.bytes += tree_size(launch)
+        out.append(item)
+    return out
 
 
 def scan(home: Path) -> list[Item]:
@@ -325,7 +353,10 @@ def remove(items: Iterable[Item], home: Path) -> int:
             if not p.resolve().is_relative_to(home) or p.resolve() == home:
                 raise ConfigError(f"refusing to remove {p}: it is not inside the harness home {home}")
             if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p)
+                # out of the way in one rename first, so a reader never finds it half removed
+                gone = p.with_name(f".tmp-removed-{p.name}-{uuid.uuid4().hex[:8]}")
+                os.replace(p, gone)
+                shutil.rmtree(gone)
             elif p.exists() or p.is_symlink():
                 p.unlink()
         freed += i.bytes

@@ -101,6 +101,10 @@ class RunConfig:
     rerun: str = setting("never", kind="str", check=_check_rerun,
                          help="which cells logged before start over: never (default: finished cells are kept, "
                               "failed or killed ones resume), failed (failed or killed ones start over) or all")
+    # not part of any cell's identity: what the home keeps once a cell's run finished
+    keep_products: bool = setting(False, kind="bool", flag_type=bool,
+                                  help="keep the init and CPT products of cells whose run finished (default: "
+                                       "removed; a later evaluation of the cell builds them again)")
     executor: str = setting("local", kind="str", check=_check_executor,
                             help="local (default: this machine) or ray (a Ray task per cell)")
     # None: a local Ray instance; "auto" or "ray://host:port": a cluster
@@ -124,7 +128,7 @@ _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 # the order of the flags in `--help` (a setting without help has no flag)
 _FLAG_ORDER = ("methods", "tasks", "world", "source", "langs", "dims", "seeds", "cpt_steps", "cpt_checkpoints",
                "cpt_devices", "profile", "device", "tracking_uri", "experiment", "executor", "workers", "ray_address",
-               "max_retries", "rerun", "config", "fail_fast")
+               "max_retries", "rerun", "config", "fail_fast", "keep_products")
 
 
 def _split(value: Any) -> list[Any]:

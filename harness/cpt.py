@@ -82,6 +82,11 @@ def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path
         raise RuntimeError(f"distributed CPT failed ({proc.returncode}): {proc.stderr[-3000:]}")
 
 
+def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
+    """The CPT steps a cell is evaluated at: the checkpoints within the budget and the last step."""
+    return sorted({s for s in checkpoints if 0 < s <= steps} | {steps})
+
+
 def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str], settings: dict[str, Any],
             seed: int, device: str, product_dir: Path, eval_steps: list[int],
             load_fn: Callable[[Path], Any], save_fn: Callable[[Any, Path], None],
@@ -91,7 +96,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     ``product_dir`` is the final location; work happens in ``<product_dir>.work`` and survives a kill.
     """
     steps = int(settings["steps"])
-    eval_steps = sorted({s for s in eval_steps if 0 < s <= steps} | {steps})
+    eval_steps = cpt_eval_steps(steps, eval_steps)
     if (product_dir / DONE).is_file() and not discard_damaged(product_dir, "cpt"):
         return {s: product_dir / f"step-{s}" for s in eval_steps}
 

@@ -3,7 +3,8 @@
 A cell is found again by its identity (:meth:`harness.runner.Runner.cell_identity`; the policy is no part of it):
 
 - ``never`` (the default): nothing already logged is computed or logged again. A finished cell is left as it is
-  (every stage says "already logged"); a failed or killed one resumes from its last finished stage in its own runs.
+  (passed over before anything is built when every evaluation the command asks for is logged:
+  :mod:`harness.finished`); a failed or killed one resumes from its last finished stage in its own runs.
 - ``failed``: a cell whose run ended FAILED or KILLED starts over; finished cells are left as they are.
 - ``all``: every cell starts over, finished ones included.
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +22,7 @@ from harness.config import RunConfig, run_seeds
 from harness.core.cache import ProductCache
 from harness.core.errors import ConfigError, HarnessError, MissingResourceError
 from harness.core.hashing import hash_obj
+from harness.core.lifecycle import fault_after
 from harness.core.paths import harness_home
 from harness.core.precision import resolve_precision
 from harness.core.profiles import PROFILES
@@ -31,6 +30,7 @@ from harness.core.profiles import profile as get_profile
 from harness.core.registry import METHODS, TASKS
 from harness.core.tracking import Tracker, metric_key
 from harness.core.versions import git_commit, library_versions
+from harness.finished import finished_run, init_inputs, product_keys, release_products
 from harness.rerun import start_over
 
 log = logging.getLogger(__name__)
@@ -169,22 +169,6 @@ def _torch_threads() -> int:
     import torch
 
     return int(torch.get_num_threads())
-
-
-def _fault(stage: str) -> None:
-    """Testing hook: ``HARNESS_FAULT_AFTER=<stage>`` kills the process (SIGKILL) right after that stage; with
-    ``HARNESS_FAULT_MARKER=<file>`` only the first time (the file records that it fired), so a retry survives."""
-    if os.environ.get("HARNESS_FAULT_AFTER") != stage:
-        return
-    marker = os.environ.get("HARNESS_FAULT_MARKER")
-    if marker:
-        try:
-            fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-        except FileExistsError:
-            return
-        os.close(fd)
-    console.print(f"[red]HARNESS_FAULT_AFTER={stage}: killing the process[/red]")
-    os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Runner:
@@ -336,6 +320,14 @@ class Runner:
     def experiment_name(self, source: str) -> str:
         return self.cfg.experiment or f"{self.world.name}/{source}"
 
+    def release_products(self, cell: Cell, run_id: str) -> int:
+        """Remove a finished cell's init and CPT products, unless the run keeps them (:mod:`harness.finished`)."""
+        if self.cfg.keep_products:
+            return 0
+        others = {k for c in self.plan.cells if c != cell for k in product_keys(self.cell_identity(c))}
+        return release_products(self.tracker, self.cache.root.parent, product_keys(self.cell_identity(cell)), run_id,
+                                others, self.say)
+
     def run_cell(self, cell: Cell, prog: Any = None) -> dict[str, Any]:
         from harness.core.progress import PlainProgress, callbacks, mode, set_prefix
         from harness.initialize import initialize_model, load_model
@@ -354,11 +346,19 @@ class Runner:
                    "world": self.world.name}
         if start_over(tr, exp, key, self.cfg.rerun, variant, cell.seed):
             self.say(f"  {cell.label}: its earlier runs deleted, it starts over (--rerun {self.cfg.rerun})")
+        done = finished_run(tr, exp, key, self.plan.tasks, self.cpt)
+        if done is not None:  # nothing to do: no product is built, nothing is logged
+            self.say(f"  finished, every evaluation logged: {cell.label}")
+            self.release_products(cell, done)  # (left by a command killed before it removed them)
+            return {"cell": cell.label, "run_id": done, "experiment_id": exp, "skipped": True}
         parent, existed = tr.get_or_create_run(exp, {"cell": key, "kind": "cell"}, run_name)
+        init_key, cpt_key = product_keys(ident)
         try:
+            # the products it reads name the run (another command's cell then keeps them: release_products)
             tr.set_tags(parent, {"method": cell.method, "source": cell.source, "dim": dim_s,
                                  "seed": cell.seed, "profile": self.cfg.profile, "world": self.world.name,
-                                 **method_tags(METHODS.get(cell.method))})
+                                 **method_tags(METHODS.get(cell.method)),
+                                 "init_product": init_key, **({"cpt_product": cpt_key} if cpt_key else {})})
             params = {"method": cell.method, "source": cell.source, "dim": dim_s, "seed": cell.seed,
                       "profile": self.cfg.profile, "world": self.world.name, "world_hash": self.world.hash,
                       "device": self.device, "eval_precision": self.eval_precision,
@@ -372,11 +372,9 @@ class Runner:
             tr.log_params(parent, params)
 
             # 1. initialize (cached product)
-            init_inputs = {k: ident[k] for k in ("world", "source", "method", "params", "dim", "seed",
-                                                 "init_version")}
             t0 = time.time()
             prod = self.cache.get_or_build(
-                "init", init_inputs,
+                "init", init_inputs(ident),
                 lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
                                                       seed=cell.seed, params=ident["params"], out_dir=d,
                                                       device=self.device, profile=self.cfg.profile,
@@ -403,7 +401,7 @@ class Runner:
                                             "resource_level": lang.resource_level, "text_chars": lang.text_chars}
                                      for code, lang in self.world.languages.items()}, "languages.json")
                 tr.mark_done(parent, "init")
-            _fault("init")
+            fault_after("init")
 
             from transformers import AutoTokenizer
 
@@ -411,13 +409,12 @@ class Runner:
 
             # 2. evaluate at step 0
             self.evaluate(exp, parent, key, cell, 0, prod.path, tokenizer, load_model)
-            _fault("step0")
+            fault_after("step0")
 
             # 3. CPT and evaluation at each checkpoint
             steps = int(self.cpt["steps"])
             if steps > 0:
-                cpt_dir = self.cache.root / "cpt" / hash_obj({"init": prod.key, "cpt": _without_devices(self.cpt),
-                                                              "seed": cell.seed})
+                cpt_dir = self.cache.root / "cpt" / str(cpt_key)
                 cpt_dir.parent.mkdir(parents=True, exist_ok=True)
                 languages = sorted({p.stem for p in self.world.resource_files("cpt_text")})
                 bar = prog.add_task("  CPT", total=steps) if prog is not None else None
@@ -451,7 +448,7 @@ class Runner:
                     tr.log_metrics(parent, {"cpt/seconds": time.time() - t_cpt}, step=steps)
                     tr.log_series(parent, "cpt/train_loss", [(r["step"], r["loss"]) for r in read_train_log(cpt_dir)])
                     tr.mark_done(parent, "cpt_log")
-                _fault("cpt")
+                fault_after("cpt")
                 for step, path in sorted(ckpts.items()):
                     self.evaluate(exp, parent, key, cell, step, path, tokenizer, load_model,
                                   tasks=self.plan.tasks if self.cpt["eval_tasks"] else [])
@@ -459,13 +456,15 @@ class Runner:
                 self.log_convergence(parent, steps)
             tr.set_tags(parent, {"final_step": steps, "task_final_step": last_task_step(self.cpt)})
             tr.finish(parent)
-            return {"cell": cell.label, "run_id": parent, "experiment_id": exp}
         except BaseException as exc:
             if not isinstance(exc, KeyboardInterrupt):
                 tr.fail(parent, exc)
             else:
                 tr.fail(parent, "interrupted")
             raise
+        fault_after("finished")
+        self.release_products(cell, parent)
+        return {"cell": cell.label, "run_id": parent, "experiment_id": exp}
 
     def log_init_artifacts(self, parent: str, folder: Path) -> None:
         """What a method kept in its workdir goes to MLflow under ``init/``; a ``curves.json`` there

@@ -254,3 +254,23 @@ def test_a_world_build_removes_its_downloads_and_build_envs(tmp_path, monkeypatc
     assert (root / "manifest.json").is_file() and (home / "inputs" / "glot500").is_dir()
     gone = case == "removed"
     assert (home / "downloads").exists() != gone and (home / "build-envs").exists() != gone
+
+
+def test_cell_products_are_the_cells_complete_init_and_cpt_products(home):
+    """What the runner removes once a cell's run finished: its init and CPT products (with what a distributed CPT
+    left beside the latter), never another product, nothing unfinished, nothing absent."""
+    from harness.cache_admin import cell_products, remove
+
+    _folder(home / "products" / "cpt" / "c1.launch", 10)
+    (home / "products" / "init" / "i1.lock").write_text("")  # its build lock (harness.core.locks)
+    _folder(home / "products" / "cpt" / "c2", 20)  # no marker: unfinished
+    assert cell_products(home, "nothing", None) == []
+    assert cell_products(home, "i3", "c2") == []
+    items = cell_products(home, "i1", "c1")
+    assert [(i.kind, i.path.name) for i in items] == [("init", "i1"), ("cpt", "c1")]
+    assert items[0].extra == (home / "products" / "init" / "i1.lock",)
+    assert items[1].extra == (home / "products" / "cpt" / "c1.launch",)
+    freed = remove(items, home)
+    assert freed == sum(i.bytes for i in items) and freed > 300_000
+    left = {p.name for kind in ("init", "cpt") for p in (home / "products" / kind).iterdir()}
+    assert left == {"i2", ".tmp-i3-0000", "c2"}

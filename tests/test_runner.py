@@ -22,9 +22,16 @@ def _runs(tracking_uri: str, experiment: str, kind: str):
     return c.search_runs([exp.experiment_id], filter_string=f"tags.`harness.kind` = '{kind}'")
 
 
-def test_run_logs_the_tracking_schema_and_a_repeat_recomputes_nothing(run_cli, tracking_uri):
+def _products(home, run) -> dict[str, bool]:
+    """{kind: whether it is in the home} of the init and CPT products a cell run names (its product tags)."""
+    tags = run.data.tags
+    return {kind: (home / "products" / kind / tags[f"harness.{kind}_product"] / "_DONE.json").is_file()
+            for kind in ("init", "cpt") if f"harness.{kind}_product" in tags}
+
+
+def test_run_logs_the_tracking_schema_and_a_repeat_recomputes_nothing(run_cli, tracking_uri, harness_home):
     exp = "t-schema"
-    run_cli(*BASE, "--methods", "random", "--experiment", exp, check=True)
+    first = run_cli(*BASE, "--methods", "random", "--experiment", exp, check=True)
     c = MlflowClient(tracking_uri)
     (parent,) = _runs(tracking_uri, exp, "cell")
     (child,) = _runs(tracking_uri, exp, "task")
@@ -58,26 +65,44 @@ def test_run_logs_the_tracking_schema_and_a_repeat_recomputes_nothing(run_cli, t
     tables = {a.path for a in c.list_artifacts(child.info.run_id, "tables")}
     assert tables == {"tables/mlm_step0.json", "tables/mlm_step4.json"}
 
+    # the finished cell's init and CPT products are removed (its results are logged)
+    assert _products(harness_home, parent) == {"init": False, "cpt": False}
+    assert "removed the finished cell's init and cpt product(s)" in first.stderr
+
     again = run_cli(*BASE, "--methods", "random", "--experiment", exp, check=True)
-    assert "init (cached)" in again.stderr
-    assert "already logged" in again.stderr
+    # the finished cell is found before anything is built: no initialization, no CPT, no evaluation
+    assert "finished, every evaluation logged" in again.stderr
+    assert "  init " not in again.stderr and "CPT:" not in again.stderr and "@ step" not in again.stderr
+    assert _products(harness_home, parent) == {"init": False, "cpt": False}
+    (parent2,) = _runs(tracking_uri, exp, "cell")
+    assert parent2.info.status == "FINISHED" and parent2.info.end_time == parent.info.end_time
     assert len(_runs(tracking_uri, exp, "cell")) == 1 and len(_runs(tracking_uri, exp, "task")) == 1
     hist = c.get_metric_history(child.info.run_id, "mlm/loss/qab_Latn")
     assert sorted(x.step for x in hist) == [0, 4]  # nothing logged twice
 
+    # a new task for the same cell is not finished work: the cell runs again (its init product built again)
+    more = run_cli(*BASE[:-4], "--tasks", "mlm,sr-t", "--cpt-steps", "4", "--methods", "random",
+                   "--experiment", exp, check=True)
+    assert "finished, every evaluation logged" not in more.stderr and "mlm @ step 0: already logged" in more.stderr
+    assert "sr-t @ step 0" in more.stderr
+    assert len(_runs(tracking_uri, exp, "cell")) == 1 and len(_runs(tracking_uri, exp, "task")) == 2
+
 
 @pytest.mark.parametrize("stage", ["init", "step0", "cpt"])
-def test_killed_run_resumes_without_duplicates(run_cli, tracking_uri, stage):
+def test_killed_run_resumes_without_duplicates(run_cli, tracking_uri, harness_home, stage):
     exp = f"t-kill-{stage}"
     args = [*BASE, "--methods", "random", "--experiment", exp, "--seeds", "7"]
     killed = run_cli(*args, env={"HARNESS_FAULT_AFTER": stage})
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     (parent,) = _runs(tracking_uri, exp, "cell")
     assert parent.info.status == "RUNNING"
+    # the unfinished cell keeps what it built, so its resume builds it not again
+    assert _products(harness_home, parent) == {"init": True, "cpt": stage == "cpt"}
     resumed = run_cli(*args, check=True)
     assert "init (cached)" in resumed.stderr
     (parent2,) = _runs(tracking_uri, exp, "cell")
     assert parent2.info.run_id == parent.info.run_id and parent2.info.status == "FINISHED"
+    assert _products(harness_home, parent2) == {"init": False, "cpt": False}
     (child,) = _runs(tracking_uri, exp, "task")
     c = MlflowClient(tracking_uri)
     hist = c.get_metric_history(child.info.run_id, "mlm/loss/qac_Latn")
@@ -104,6 +129,51 @@ def test_run_left_running_by_a_dead_process_is_marked_killed_then_resumed(run_cl
     run_cli(*BASE, "--methods", "random", "--experiment", exp, "--seeds", "8", check=True)
     (again,) = [r for r in _runs(tracking_uri, exp, "cell") if r.data.tags["harness.seed"] == "8"]
     assert again.info.run_id == orphan.info.run_id and again.info.status == "FINISHED"
+
+
+def test_keep_products_keeps_them_and_a_later_run_removes_them(run_cli, tracking_uri, harness_home):
+    """``--keep-products`` keeps a finished cell's products; a later run without it finds the cell finished and
+    removes them (as it does those of a command killed after the run finished, before it removed them), but
+    not one that a live run of another command names."""
+    from harness.core.tracking import Tracker
+
+    exp = "t-keep"
+    args = [*BASE, "--methods", "random", "--experiment", exp, "--seeds", "11"]
+    kept = run_cli(*args, "--keep-products", check=True)
+    assert "removed the finished cell" not in kept.stderr
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    assert parent.info.status == "FINISHED"
+    assert _products(harness_home, parent) == {"init": True, "cpt": True}
+
+    # another command works on a cell that reads the same init product (other CPT settings, another experiment)
+    import os
+
+    other, _ = Tracker(tracking_uri).get_or_create_run(Tracker(tracking_uri).experiment("t-keep-other"),
+                                                       {"cell": "other", "kind": "cell"}, "other")
+    c = MlflowClient(tracking_uri)
+    c.set_tag(other, "harness.init_product", parent.data.tags["harness.init_product"])
+    assert c.get_run(other).data.tags["harness.pid"] == str(os.getpid())  # alive: this process
+    again = run_cli(*args, check=True)
+    assert "finished, every evaluation logged" in again.stderr and "init (cached)" not in again.stderr
+    assert _products(harness_home, parent) == {"init": True, "cpt": False}
+    c.set_terminated(other, status="FINISHED")
+    run_cli(*args, check=True)
+    assert _products(harness_home, parent) == {"init": False, "cpt": False}
+
+
+def test_killed_after_the_run_finished_removes_the_products_when_started_again(run_cli, tracking_uri,
+                                                                                 harness_home):
+    exp = "t-kill-finished"
+    args = [*BASE, "--methods", "random", "--experiment", exp, "--seeds", "12"]
+    killed = run_cli(*args, env={"HARNESS_FAULT_AFTER": "finished"})
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
+    (parent,) = _runs(tracking_uri, exp, "cell")
+    assert parent.info.status == "FINISHED"
+    assert _products(harness_home, parent) == {"init": True, "cpt": True}
+    again = run_cli(*args, check=True)
+    assert "finished, every evaluation logged" in again.stderr and "init (cached)" not in again.stderr
+    assert _products(harness_home, parent) == {"init": False, "cpt": False}
+    assert len(_runs(tracking_uri, exp, "cell")) == 1 and len(_runs(tracking_uri, exp, "task")) == 1
 
 
 def test_unknown_method_exits_2_with_a_suggestion(run_cli):
@@ -165,8 +235,8 @@ def test_rerun_never_failed_all(run_cli, tracking_uri):
     def cells() -> dict[str, object]:
         return {r.data.tags["harness.seed"]: r for r in _runs(tracking_uri, exp, "cell")}
 
-    def kill_seed_2() -> None:
-        killed = run_cli(*args, "--seeds", "2", env={"HARNESS_FAULT_AFTER": "init"})
+    def kill_seed_2(*flags: str) -> None:
+        killed = run_cli(*args, "--seeds", "2", *flags, env={"HARNESS_FAULT_AFTER": "init"})
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
 
     run_cli(*args, "--seeds", "1", check=True)
@@ -178,10 +248,10 @@ def test_rerun_never_failed_all(run_cli, tracking_uri):
     after = cells()
     assert {s: r.info.run_id for s, r in after.items()} == {s: r.info.run_id for s, r in before.items()}
     assert [r.info.status for r in after.values()] == ["FINISHED", "FINISHED"]
-    assert "starts over" not in never.stderr and "already logged" in never.stderr
+    assert "starts over" not in never.stderr and "finished, every evaluation logged" in never.stderr
     hist1 = c.get_metric_history(after["1"].info.run_id, "mlm/loss/avg")
 
-    kill_seed_2()  # its finished run is reopened and killed again
+    kill_seed_2("--rerun", "all")  # started over in a new run, killed again (a finished cell is passed over)
     killed_run = cells()["2"].info.run_id
     failed = run_cli(*args, "--seeds", "1,2", "--rerun", "failed", check=True)
     after_failed = cells()

@@ -229,7 +229,24 @@ def clean_stop(stop: Stopped, runner: Any | None) -> int:
     return stop.exit_code
 
 
-# -- fault hook (tests) --------------------------------------------------------------------------------------
+# -- fault hooks (tests) -------------------------------------------------------------------------------------
+def fault_after(stage: str) -> None:
+    """``HARNESS_FAULT_AFTER=<stage>`` kills this process (SIGKILL) right after the runner's stage of that name
+    (``init``, ``step0``, ``cpt``, ``finished``); with ``HARNESS_FAULT_MARKER=<file>`` only the first time (the
+    file records that it fired), so a retry survives."""
+    if os.environ.get("HARNESS_FAULT_AFTER") != stage:
+        return
+    marker = os.environ.get("HARNESS_FAULT_MARKER")
+    if marker:
+        try:
+            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        except FileExistsError:
+            return
+    sys.stderr.write(f"HARNESS_FAULT_AFTER={stage}: killing the process\n")
+    sys.stderr.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _fire(sig: int) -> None:
     marker = os.environ.get("HARNESS_FAULT_MARKER")
     if marker:

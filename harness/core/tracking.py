@@ -44,6 +44,13 @@ def _owner() -> dict[str, str]:
     return {"pid": str(os.getpid()), "host": socket.gethostname()}
 
 
+def _owner_gone(run: Any) -> bool:
+    """Whether the process that owns a RUNNING run is a process of this machine that is no longer alive."""
+    tags = run.data.tags
+    pid, host = tags.get(f"{TAG}pid"), tags.get(f"{TAG}host")
+    return bool(pid and pid.isdigit() and host == _owner()["host"] and not pid_alive(int(pid)))
+
+
 def _quote(v: str) -> str:
     return "'" + str(v).replace("'", "\\'") + "'"
 
@@ -118,14 +125,29 @@ class Tracker:
         n = 0
         for run in self.client.search_runs(experiment_ids, filter_string="attributes.status = 'RUNNING'",
                                            max_results=5000):
-            tags = run.data.tags
-            pid, host = tags.get(f"{TAG}pid"), tags.get(f"{TAG}host")
-            if not pid or not pid.isdigit() or host != _owner()["host"] or pid_alive(int(pid)):
+            if not _owner_gone(run):
                 continue
+            pid = run.data.tags[f"{TAG}pid"]
             self.client.set_tag(run.info.run_id, f"{TAG}error", f"its process (pid {pid}) died before it finished")
             self.client.set_terminated(run.info.run_id, status="KILLED")
             n += 1
         return n
+
+    def live_runs(self, tags: dict[str, str]) -> list[Any]:
+        """The RUNNING runs, in any experiment, with these tags, but those whose process of this machine is gone
+        (a run another command may be working on now)."""
+        ids: list[str] = []
+        token = None
+        while True:
+            page = self.client.search_experiments(max_results=1000, page_token=token)
+            ids.extend(e.experiment_id for e in page)
+            token = page.token
+            if not token:
+                break
+        flt = " and ".join(["attributes.status = 'RUNNING'",
+                            *(f"tags.`{TAG}{k}` = {_quote(v)}" for k, v in tags.items())])
+        found = self.client.search_runs(ids, filter_string=flt, max_results=1000) if ids else []
+        return [run for run in found if not _owner_gone(run)]
 
     def finish(self, run_id: str) -> None:
         self.client.set_terminated(run_id, status="FINISHED")

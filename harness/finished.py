@@ -1,0 +1,81 @@
+"""A finished cell: found before anything is built, and its init and CPT products removed.
+
+A cell whose MLflow run is FINISHED with every evaluation a command asks for logged has nothing left to do: the
+runner passes over it (no initialization, no CPT, nothing logged). Its init and CPT products are read by nothing
+else of the command, so the runner removes them once the run finished (unless ``keep_products``): a later
+evaluation of the cell builds them again, with the same numbers. A product another cell of the command is keyed
+to, or that a live run of another command names (its ``init_product`` / ``cpt_product`` tag), is kept.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.core.hashing import hash_obj
+from harness.core.tracking import TAG, Tracker
+
+INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
+
+
+def init_inputs(ident: dict[str, Any]) -> dict[str, Any]:
+    """What a cell's init product is keyed by: its identity without the profile and CPT settings."""
+    return {k: ident[k] for k in INIT_INPUTS}
+
+
+def product_keys(ident: dict[str, Any]) -> tuple[str, str | None]:
+    """(init product key, CPT product key or None without CPT) of the cell with this identity, known before
+    either is built (:class:`harness.core.cache.ProductCache` keys a product by the hash of its inputs)."""
+    init_key = hash_obj(init_inputs(ident))
+    if int(ident["cpt"]["steps"]) <= 0:
+        return init_key, None
+    return init_key, hash_obj({"init": init_key, "cpt": ident["cpt"], "seed": ident["seed"]})
+
+
+def finished_run(tracker: Tracker, exp: str, key: str, tasks: list[str], cpt: dict[str, Any]) -> str | None:
+    """The cell's run when it is FINISHED with every evaluation asked for logged (the initialization, each task
+    at step 0 and, when the tasks are evaluated after CPT, at each evaluated step; the CPT loss and the held-out
+    MLM loss at each evaluated step); else None (a new task, a new checkpoint, an unfinished run: the cell runs,
+    and finds what it logged before)."""
+    from harness.cpt import cpt_eval_steps
+
+    runs = tracker.find_runs(exp, {"cell": key, "kind": "cell"})
+    if not runs or runs[0].info.status != "FINISHED":
+        return None
+    steps = int(cpt["steps"])
+    evaluated = [0, *cpt_eval_steps(steps, cpt["checkpoints"])] if steps > 0 else [0]
+    need = ["init", *(["cpt_log", *(f"heldout_{s}" for s in evaluated)] if steps > 0 else [])]
+    if any(runs[0].data.tags.get(f"{TAG}done.{w}") != "1" for w in need):
+        return None
+    task_steps = evaluated if cpt["eval_tasks"] else [0]
+    done = {r.data.tags.get(f"{TAG}task"): r.data.tags
+            for r in reversed(tracker.find_runs(exp, {"cell": key, "kind": "task"}))}
+    for task in tasks:
+        if task not in done or any(done[task].get(f"{TAG}done.step_{s}") != "1" for s in task_steps):
+            return None
+    return runs[0].info.run_id
+
+
+def release_products(tracker: Tracker, home: Path, keys: tuple[str, str | None], run_id: str,
+                     keep: set[str], say: Callable[[str], None]) -> int:
+    """Remove the init and CPT products ``keys`` of the finished cell whose run is ``run_id`` (the same removal as
+    ``harness cache prune --finished``), but those in ``keep`` (keyed to another cell of the command) and those
+    a live run of another command names. Returns the bytes freed."""
+    from harness.cache_admin import cell_products, human, remove
+
+    items = []
+    for item in cell_products(home, *keys):
+        tag = "init_product" if item.kind == "init" else "cpt_product"
+        if item.path.name in keep or any(r.info.run_id != run_id for r in tracker.live_runs({tag: item.path.name})):
+            continue
+        items.append(item)
+    try:
+        freed = remove(items, home)
+    except OSError as exc:  # the cell's results are logged: a product left behind only takes disk
+        say(f"  [yellow]could not remove the finished cell's products: {exc}[/yellow]")
+        return 0
+    if items:
+        say(f"  removed the finished cell's {' and '.join(i.kind for i in items)} product(s) ({human(freed)}; "
+            f"`--keep-products` keeps them)")
+    return freed
