@@ -29,7 +29,7 @@ def test_an_impossible_layout_is_a_clear_error():
 def test_cpt_on_two_processes_matches_the_schema(run_cli, tracking_uri, harness_home):
     exp = "t-ddp"
     r = run_cli("run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--cpt-steps", "3",
-                "--cpt-devices", "2", "--experiment", exp, "--seeds", "21", check=True)
+                "--cpt-devices", "2", "--experiment", exp, "--seeds", "21", "--keep-products", check=True)
     assert "CPT on 2 processes" in r.stderr
     c = MlflowClient(tracking_uri)
     e = c.get_experiment_by_name(exp)
@@ -42,7 +42,7 @@ def test_cpt_on_two_processes_matches_the_schema(run_cli, tracking_uri, harness_
 def test_a_damaged_cpt_product_is_reported_and_computed_again(run_cli, harness_home):
     """The CPT product's marker records every file's size and sha256; a truncated checkpoint is never loaded."""
     job = ["run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--cpt-steps", "2",
-           "--seeds", "23"]
+           "--seeds", "23", "--keep-products"]
     run_cli(*job, "--experiment", "t-cpt-damage", check=True)
     products = [p for p in (harness_home / "products" / "cpt").glob("*")
                 if (p / "_DONE.json").is_file() and json.loads((p / "_DONE.json").read_text()).get("seed") == 23]
