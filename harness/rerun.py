@@ -11,7 +11,8 @@ A cell is found again by its identity (:meth:`harness.runner.Runner.cell_identit
 A cell that starts over has its earlier runs deleted (the cell run and its task runs; MLflow keeps deleted runs
 restorable until ``mlflow gc``), together with the seed-aggregate runs of its variant that counted its seed (they
 are computed again at the end of the command), and is evaluated and logged anew in new runs. The products in the
-cache (initialized models, CPT checkpoints) are reused: they are keyed by their inputs and checked when loaded. A
+cache (initialized models, CPT checkpoints) are reused: they are keyed by their inputs and checked when loaded (a
+finished cell's were removed when it finished, unless the run kept them, and are built again). A
 cell whose run is RUNNING (another live command, or a retry within this one) is never started over.
 """
 
