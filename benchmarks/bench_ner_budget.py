@@ -1,10 +1,11 @@
 """How much English fine-tuning does the cpu profile's NER evaluation need?
 
     OMP_NUM_THREADS=1 python benchmarks/bench_ner_budget.py [--world bible] [--methods ofa,random]
-                                                             [--epochs 2,4,6] [--seeds 1,2]
+                                                             [--epochs 2,4,6] [--lrs 1e-4,3e-4] [--seeds 1,2]
 
 For each method, the initialized model is built (or taken from the init cache) as ``harness init`` does, then the
-``ner`` task of the ``cpu`` profile is run with each number of fine-tuning epochs and each seed (the rest of the
+``ner`` task of the ``cpu`` profile is run with each number of fine-tuning epochs, each peak learning rate and each
+seed (the rest of the
 profile unchanged: 512 English training sentences, length-grouped batches of 32, lr 1e-4 decaying linearly to 0,
 the best epoch on 200 English dev sentences, 80 test sentences per language). Printed per row: the English dev F1
 at every epoch end, the English test F1, the zero-shot average F1 over the world's languages, and the seconds of
@@ -29,6 +30,7 @@ def main() -> None:
     ap.add_argument("--world", default="bible")
     ap.add_argument("--methods", default="ofa,random")
     ap.add_argument("--epochs", default="2,4,6")
+    ap.add_argument("--lrs", default="1e-4", help="peak learning rates (the cpu profile's is 1e-4)")
     ap.add_argument("--seeds", default="1,2")
     ap.add_argument("--json", type=Path, help="also write the rows to this file")
     args = ap.parse_args()
@@ -59,15 +61,16 @@ def main() -> None:
             from transformers import AutoTokenizer
 
             model, tok = load_model(out, device="cpu"), AutoTokenizer.from_pretrained(out)
-            for epochs in (int(e) for e in args.epochs.split(",")):
+            budgets = [(int(e), float(lr)) for e in args.epochs.split(",") for lr in args.lrs.split(",")]
+            for epochs, lr in budgets:
                 for seed in (int(s) for s in args.seeds.split(",")):
                     settings = TaskSettings(profile="cpu", seed=seed, device="cpu", max_sentences=200,
-                                            precision=precision, params={"epochs": epochs})
+                                            precision=precision, params={"epochs": epochs, "lr": lr})
                     t0 = time.time()
                     res = task.evaluate(model, tok, world, langs, settings)
                     f1 = res.scores["f1"]
                     others = [v for lang, v in f1.items() if lang != world.pivot]
-                    row = {"method": method, "epochs": epochs, "seed": seed,
+                    row = {"method": method, "epochs": epochs, "lr": lr, "seed": seed,
                            "dev_f1": [round(p["dev_f1"], 3) for p in res.extras["dev_curve"]],
                            "eng_test_f1": round(f1.get(world.pivot, float("nan")), 4),
                            "zero_shot_avg": round(statistics.fmean(others), 4), "avg": round(statistics.fmean(f1.values()), 4),
@@ -77,11 +80,11 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     t = Table(title=f"ner on {args.world}, cpu profile, epochs of English fine-tuning ({precision})")
-    for c in ("method", "epochs", "seed", "dev F1 per epoch", "eng test F1", "zero-shot avg", "avg",
+    for c in ("method", "epochs", "lr", "seed", "dev F1 per epoch", "eng test F1", "zero-shot avg", "avg",
               "fine-tune s", "eval s"):
         t.add_column(c)
     for r in rows:
-        t.add_row(r["method"], str(r["epochs"]), str(r["seed"]), " ".join(f"{v:.2f}" for v in r["dev_f1"]),
+        t.add_row(r["method"], str(r["epochs"]), f"{r['lr']:g}", str(r["seed"]), " ".join(f"{v:.2f}" for v in r["dev_f1"]),
                   f"{r['eng_test_f1']:.3f}", f"{r['zero_shot_avg']:.3f}", f"{r['avg']:.3f}", str(r["train_s"]),
                   str(r["eval_s"]))
     Console(width=200).print(t)

@@ -126,6 +126,7 @@ class TaskRun:
     label_source: dict[str, str]
     item_steps: set[int]
     tagged_facts: TaskFacts | None = None  # from the run's ``task.*`` tags (None: logged before they existed)
+    protocol: dict[str, str] = field(default_factory=dict)  # the task's resolved settings, its ``<task>.*`` params
 
     @property
     def steps(self) -> list[int]:
@@ -276,7 +277,9 @@ def _task_run(client: Any, run: Any) -> TaskRun | None:
                    run.data.tags.get("mlflow.parentRunId"), method=tags.get("method", "?"),
                    source=tags.get("source", "?"), dim=str(tags.get("dim", "full")), seed=str(tags.get("seed", "?")),
                    profile=tags.get("profile", "?"), world=tags.get("world", "?"), scores=scores,
-                   label_source=label_source, item_steps=item_steps, tagged_facts=tagged)
+                   label_source=label_source, item_steps=item_steps, tagged_facts=tagged,
+                   protocol={k[len(task) + 1:]: v for k, v in run.data.params.items()
+                             if k.startswith(task + ".") and k != f"{task}.seed"})  # the seed is the row's own
 
 
 def experiments(client: Any, name: str | None = None) -> list[Any]:

@@ -180,6 +180,7 @@ class _Builder:
                            "`[cpt] eval_tasks = true` or a CPT budget of the run's own evaluates them)")
             if note := _cpt_note(profile):
                 b.notes.append(note)
+        b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
         mixed = mixed_majors([{lib: p.params.get(f"version.{lib}", "") for lib in MAJOR_CHECKED}
                               for runs in groups.values() for r in runs if (p := data.parent(r)) is not None])
         if mixed:
@@ -202,6 +203,29 @@ class _Builder:
                 if k in p.metrics:
                     vals.setdefault(k, []).append(p.metrics[k])
         return {k: statistics.fmean(v) for k, v in vals.items()}
+
+
+def protocol_notes(task: str, runs: list[TaskRun]) -> list[str]:
+    """The task's protocol as its runs logged it (their ``<task>.*`` params: fine-tuning budget, learning rate, how
+    a word's label meets its sub-tokens, test sizes...): one note naming the settings every row shares, and one
+    naming each setting the rows do not share (their numbers may not be comparable)."""
+    logged = [r.protocol for r in runs if r.protocol]
+    if not logged:
+        return []
+    values: dict[str, set[str]] = {}
+    for proto in logged:
+        for k, v in proto.items():
+            values.setdefault(k, set()).add(v)
+    same = {k: next(iter(v)) for k, v in sorted(values.items()) if len(v) == 1 and all(k in p for p in logged)}
+    differ = {k: sorted(v) for k, v in sorted(values.items()) if k not in same}
+    notes = []
+    if same:
+        notes.append(f"{task} protocol: " + ", ".join(f"{k}={v}" for k, v in same.items()))
+    if differ:
+        notes.append(f"rows ran different {task} protocols ("
+                     + "; ".join(f"{k}: {', '.join(v)}" for k, v in differ.items())
+                     + "): their numbers may not be comparable")
+    return notes
 
 
 def _cpt_note(profile: str) -> str | None:

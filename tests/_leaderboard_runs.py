@@ -54,7 +54,7 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
               world: str = "fakeworld", source: str = "src", dim: str = "full", task: str = "sr-t",
               hits: dict | None = None, tables: bool = True, items: bool = True, init: dict | None = None,
               final: int = FINAL, params: dict | None = None,
-              versions: dict | None = None) -> tuple[str, str]:
+              versions: dict | None = None, task_params: dict | None = None) -> tuple[str, str]:
     """One parent run and its task run, as harness.runner writes them. Scores at step 0 are half the final ones."""
     from mlflow.entities import Metric, Param
 
@@ -78,6 +78,8 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
     ttags.update({"harness.kind": "task", "harness.task": task, "harness.parent": parent,
                   "mlflow.parentRunId": parent})
     trun = client.create_run(exp_id, tags=ttags, run_name=task).info.run_id
+    if task_params:  # the task's resolved settings, as the runner logs them
+        client.log_batch(trun, params=[Param(f"{task}.{k}", str(v)) for k, v in task_params.items()])
     hits = hits if hits is not None else HITS[(method, seed)]
     for step in (0, final):
         scores: dict[str, dict[str, float]] = {"acc@10": {}, "acc@1": {}}

@@ -81,6 +81,22 @@ def test_a_table_mixing_major_library_versions_says_so(tracking_uri, lb):
     assert not any("major versions" in n for n in _board(lb).notes)
 
 
+def test_a_table_names_its_task_protocol_and_rows_that_ran_another(tracking_uri, lb):
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment("lb-protocol")
+    proto = {"epochs": 2, "lr": 0.0003, "label_subtoken": "first-nonmarker"}
+    make_cell(client, exp_id, "alpha", 1, task_params={**proto, "seed": 1})
+    make_cell(client, exp_id, "alpha", 2, task_params={**proto, "seed": 2})
+    notes = _board(_build(tracking_uri, "lb-protocol", bootstrap=0)).notes
+    (note,) = [n for n in notes if "protocol" in n]
+    assert note == "sr-t protocol: epochs=2, label_subtoken=first-nonmarker, lr=0.0003"  # the seed is the row's own
+    make_cell(client, exp_id, "beta", 1, task_params={**proto, "lr": 0.0001, "seed": 1})
+    notes = _board(_build(tracking_uri, "lb-protocol", bootstrap=0)).notes
+    assert "sr-t protocol: epochs=2, label_subtoken=first-nonmarker" in notes
+    assert "rows ran different sr-t protocols (lr: 0.0001, 0.0003): their numbers may not be comparable" in notes
+    assert not any("protocol" in n for n in _board(lb).notes)  # runs that logged no settings: nothing claimed
+
+
 def test_a_table_names_its_incomplete_cells(tracking_uri, lb):
     client = MlflowClient(tracking_uri)
     exp_id = client.create_experiment("lb-incomplete")
