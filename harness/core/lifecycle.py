@@ -234,26 +234,27 @@ def fault_after(stage: str) -> None:
     """``HARNESS_FAULT_AFTER=<stage>`` kills this process (SIGKILL) right after the runner's stage of that name
     (``init``, ``step0``, ``cpt``, ``finished``); with ``HARNESS_FAULT_MARKER=<file>`` only the first time (the
     file records that it fired), so a retry survives."""
-    if os.environ.get("HARNESS_FAULT_AFTER") != stage:
+    if os.environ.get("HARNESS_FAULT_AFTER") != stage or not _first_time():
         return
-    marker = os.environ.get("HARNESS_FAULT_MARKER")
-    if marker:
-        try:
-            os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-        except FileExistsError:
-            return
     sys.stderr.write(f"HARNESS_FAULT_AFTER={stage}: killing the process\n")
     sys.stderr.flush()
     os.kill(os.getpid(), signal.SIGKILL)
 
 
-def _fire(sig: int) -> None:
+def _first_time() -> bool:
+    """False when ``HARNESS_FAULT_MARKER`` names a file that exists (the fault fired before); else creates it."""
     marker = os.environ.get("HARNESS_FAULT_MARKER")
     if marker:
         try:
             os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         except FileExistsError:
-            return
+            return False
+    return True
+
+
+def _fire(sig: int) -> None:
+    if not _first_time():
+        return
     main = int(os.environ.get(MAIN_PID_ENV) or os.getpid())
     sys.stderr.write(f"HARNESS_FAULT_AT={os.environ.get('HARNESS_FAULT_AT')}: "
                      f"{signal.Signals(sig).name} to the harness process\n")
