@@ -3,6 +3,8 @@ tests themselves)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import torch
 
@@ -58,3 +60,14 @@ def tied_rows(ctx, stats, lang: str, ids: list[int], their_sources: dict[int, li
                 assert abs(sims[j] - sims[top[-1]]) < 1e-9, (lang, i, j, sims[j], sims[top[-1]])
             ties.add(i)
     return ties
+
+
+def reference_file(path: str, folder: Path) -> str:
+    """The fastText ``.bin`` a reference implementation reads for our cached model at ``path``: the compact form
+    rebuilt as fastText wrote it (every input row, hence every word vector, bit for bit; the output matrix, which
+    neither reference reads, is zeros)."""
+    from methods.fasttext_compact import full_model_file
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    return str(full_model_file(path, folder))

@@ -32,7 +32,7 @@ import torch
 from harness.core.registry import METHODS
 from methods.base import Provenance
 from methods.multilang import assign_languages, dictionary_for, language_token_counts, text_files
-from tests.parity.common import cosines, our_neighbours
+from tests.parity.common import cosines, our_neighbours, reference_file
 from tests.test_focus import synthetic_ctx
 
 pytestmark = pytest.mark.parity
@@ -87,7 +87,7 @@ def test_focus_parity_with_deepfocus(synthetic_world, tmp_path, sentencepiece_de
     ours = METHODS.get("focus")().initialize(synthetic_ctx(synthetic_world, tmp_path, FOCUS_PARAMS))
     t_ours = time.perf_counter() - t0
     assert ours.stats["fasttext"]["cached"]
-    model_path = ours.stats["fasttext"]["path"]
+    model_path = reference_file(ours.stats["fasttext"]["path"], tmp_path / "reference")
 
     st, tt, e_s = ctx.source_tokenizer, ctx.target_tokenizer, ctx.source_matrix
     t0 = time.perf_counter()
@@ -145,7 +145,7 @@ def test_wechsel_parity_with_wechsel(synthetic_world, tmp_path):
     t_ours = time.perf_counter() - t0
     st, tt, e_s = ctx.source_tokenizer, ctx.target_tokenizer, ctx.source_matrix
     s = ours.stats
-    src_path = s["source_vectors"]["path"]
+    src_path = reference_file(s["source_vectors"]["path"], tmp_path / "reference")
     counts = language_token_counts(tt, text_files(synthetic_world))
     lang_of = assign_languages(counts, len(tt)).lang_of
 
@@ -161,7 +161,8 @@ def test_wechsel_parity_with_wechsel(synthetic_world, tmp_path):
         else:
             dict_path, reverse = dictionary_for(synthetic_world, synthetic_world.pivot, lang)
             assert not reverse
-            w = WECHSEL(src_model, fasttext.load_model(s["languages"][lang]["vectors"]["path"]),
+            w = WECHSEL(src_model, fasttext.load_model(reference_file(s["languages"][lang]["vectors"]["path"],
+                                                                      tmp_path / "reference")),
                         align_strategy="bilingual_dictionary", bilingual_dictionary=str(dict_path))
         target_matrix, info = w.apply(st, tt, e_s.numpy().copy())
         t_theirs += time.perf_counter() - t0

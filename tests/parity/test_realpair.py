@@ -27,7 +27,9 @@ Run with ``tests/parity/run.sh``; the agreement table and the times of both side
 
 from __future__ import annotations
 
+import json
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -37,7 +39,7 @@ from harness.core.registry import METHODS
 from methods.base import InitContext, Provenance
 from methods.multilang import assign_languages, dictionary_for, language_token_counts, text_files
 from methods.overlap import mapping_cache
-from tests.parity.common import cosines, report, tied_rows
+from tests.parity.common import cosines, reference_file, report, tied_rows
 from tests.parity.realpair import PIVOT, TARGET
 
 pytestmark = pytest.mark.parity
@@ -120,7 +122,8 @@ def test_focus_real_pair(real_pair, parity_cache):
     ours, t_ours = timed(lambda: focus().initialize(pair_ctx(real_pair, parity_cache, FOCUS_PARAMS)))
     assert ours.stats["fasttext"]["cached"] and torch.equal(first.matrix, ours.matrix)
     assert ours.stats["overlap"]["overlap"] == "exact" and ours.stats["overlap"]["specials"] == "string"
-    theirs, their_copy, their_prov, t_theirs = deepfocus_run(real_pair, ours.stats["fasttext"]["path"])
+    theirs, their_copy, their_prov, t_theirs = deepfocus_run(
+        real_pair, reference_file(ours.stats["fasttext"]["path"], parity_cache / "reference"))
     assert theirs.shape == ours.matrix.shape
 
     # copied rows: the same copy set, the same values
@@ -184,10 +187,16 @@ def test_focus_fasttext_model_is_deepfocus_s(real_pair, parity_cache, tmp_path, 
     theirs, seconds = timed(lambda: fe.train_fasttext(
         text, real_pair.target_tokenizer, epochs=FOCUS_PARAMS["epochs"], dim=FOCUS_PARAMS["dim"],
         min_count=FOCUS_PARAMS["min_count"], processes=1))
-    mine = fasttext.load_model(ours.stats["fasttext"]["path"])
+    from methods.fasttext_compact import load_model, meta_file, sha256_of
+
+    mine = load_model(ours.stats["fasttext"]["path"])  # our cached compact model, read back
     assert mine.get_words() == theirs.get_words()
     assert np.array_equal(mine.get_input_matrix(), theirs.get_input_matrix())
-    assert np.array_equal(mine.get_output_matrix(), theirs.get_output_matrix())
+    # the whole file as fastText wrote it (the output matrix included, which the compact form leaves out): the
+    # sha256 our cache recorded when it compacted the trained model
+    theirs.save_model(str(tmp_path / "theirs.bin"))
+    recorded = json.loads(meta_file(Path(ours.stats["fasttext"]["path"])).read_text())
+    assert sha256_of(tmp_path / "theirs.bin") == recorded["bin_sha256"]
     report(f"  token-level fastText: deepfocus's model (trained in {seconds:.1f} s, one thread) is bit-identical to "
            f"ours ({len(mine.get_words())} tokens)")
 
@@ -217,9 +226,11 @@ def test_wechsel_real_pair(real_pair, parity_cache):
     dict_path, reverse = dictionary_for(real_pair.world, PIVOT, TARGET)
     assert not reverse
 
+    src_file = reference_file(str(src_vectors.path), parity_cache / "reference")
+    tgt_file = reference_file(s["languages"][TARGET]["vectors"]["path"], parity_cache / "reference")
+
     def reference():
-        w = WECHSEL(fasttext.load_model(str(src_vectors.path)),
-                    fasttext.load_model(s["languages"][TARGET]["vectors"]["path"]),
+        w = WECHSEL(fasttext.load_model(src_file), fasttext.load_model(tgt_file),
                     align_strategy="bilingual_dictionary", bilingual_dictionary=str(dict_path))
         return w.apply(st, tt, e_s.numpy().copy())
 
