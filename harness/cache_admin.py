@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.cache import DONE
+from harness.core.cache import DONE, cpt_product_key
 from harness.core.errors import ConfigError
 from harness.core.hashing import hash_obj
 from harness.core.locks import lock_file
@@ -233,7 +233,7 @@ def scan(home: Path) -> list[Item]:
             info = _marker(i.path)
             settings = {k: v for k, v in (info.get("settings") or {}).items() if k != "devices"}
             for key, init in inits.items():
-                if hash_obj({"init": key, "cpt": settings, "seed": info.get("seed")}) != i.path.name:
+                if cpt_product_key(key, settings, info.get("seed")) != i.path.name:
                     continue
                 if i.world == "-":
                     i.world = init.world

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.core.cache import cpt_product_key
 from harness.core.hashing import hash_obj
 from harness.core.tracking import TAG, Tracker
 
@@ -30,7 +31,7 @@ def product_keys(ident: dict[str, Any]) -> tuple[str, str | None]:
     init_key = hash_obj(init_inputs(ident))
     if int(ident["cpt"]["steps"]) <= 0:
         return init_key, None
-    return init_key, hash_obj({"init": init_key, "cpt": ident["cpt"], "seed": ident["seed"]})
+    return init_key, cpt_product_key(init_key, ident["cpt"], ident["seed"])
 
 
 def finished_run(tracker: Tracker, exp: str, key: str, tasks: list[str], cpt: dict[str, Any]) -> str | None:

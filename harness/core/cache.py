@@ -43,6 +43,11 @@ class Product:
         return json.loads((self.path / DONE).read_text())
 
 
+def cpt_product_key(init_key: str, settings: dict[str, Any], seed: Any) -> str:
+    """The key (folder name) of a CPT product: the hash of its init product's key, its CPT settings and its seed."""
+    return hash_obj({"init": init_key, "cpt": settings, "seed": seed})
+
+
 class ProductCache:
     def __init__(self, root: Path | None = None):
         self.root = (root or harness_home()) / "products"
