@@ -72,12 +72,32 @@ def cell_resources(cfg: Any, device: str) -> dict[str, float]:
     return {"num_cpus": float(res.get("num_cpus", 1)), "num_gpus": n_gpu}
 
 
+def _product_family(method: str) -> str:
+    """The name under which a method caches what its cells share (``cache_name``: ``wechsel+overlap`` trains no
+    fastText model of its own, it reads ``wechsel``'s); the method's own name if it declares none."""
+    from harness.core.registry import METHODS
+
+    try:
+        return str(getattr(METHODS.get(method), "cache_name", None) or method)
+    except HarnessError:
+        return method
+
+
 def longest_first(cells: list[Any]) -> list[Any]:
-    """The cells with the costliest initializations first (stable otherwise): submitted in this order, workers
-    that take the next cell when free finish the grid sooner than in registry order (the cheap cells fill the
-    gaps at the end)."""
+    """The order in which cells are submitted: first one cell of every product family (the cells whose method
+    builds what its other seeds, dimensions and variants reuse: fastText models, hypernetworks, word vectors), the
+    costliest initializations first; then the others, costliest first (stable otherwise). Workers that take the
+    next cell when free then build different shared products side by side instead of one of them waiting on the
+    lock of the product the other is building, and the cheap cells fill the gaps at the end."""
     init = PAPER_ESTIMATES["init"]
-    return sorted(cells, key=lambda c: -init.get(c.method, init["default"]))
+    seen: set[tuple[str, str]] = set()
+    first, rest = [], []
+    for c in cells:
+        family = (c.source, _product_family(c.method))
+        (rest if family in seen else first).append(c)
+        seen.add(family)
+    cost = {m: init.get(m, init["default"]) for m in {c.method for c in cells}}
+    return sorted(first, key=lambda c: -cost[c.method]) + sorted(rest, key=lambda c: -cost[c.method])
 
 
 def world_for_planning(name: str) -> Any:

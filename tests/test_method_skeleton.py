@@ -47,7 +47,7 @@ def test_profiles_and_plan_ask_the_methods():
     from harness.plan import PAPER_ESTIMATES
 
     cpu = profile("cpu")["method_params"]
-    assert cpu.get("focus") == {"dim": 100, "bucket": 200_000, "max_lines": None}
+    assert cpu.get("focus") == {"dim": 50, "epochs": 1, "bucket": 200_000, "max_lines": None}
     assert cpu.get("hyperofa") == {"epochs": 60, "patience": 5}
     assert cpu.get("wechsel+overlap") == cpu.get("wechsel")
     assert cpu.get("random", {}) == {} and cpu.get("no-such-method", {}) == {}

@@ -59,3 +59,19 @@ def test_longest_first_order():
     assert order[0] == "hyperofa" and order[-1] == "random"
     assert order.index("focus") < order.index("wechsel") < order.index("ofa")  # ties keep the given order
     assert sorted(order) == sorted(c.method for c in cells)
+
+
+def test_first_cell_of_each_product_family_goes_first():
+    """Seeds 2 and 3 of a method and a variant reading its products (wechsel+overlap reads wechsel's fastText
+    models) come after one cell of every family, so two workers never start by waiting on one product's lock."""
+    from harness.plan import longest_first
+    from harness.runner import Cell
+
+    methods = ("random", "focus", "wechsel", "wechsel+overlap", "hyperofa")
+    cells = [Cell("mono", m, None, seed) for m in methods for seed in (1, 2, 3)]
+    order = [(c.method, c.seed) for c in longest_first(cells)]
+    assert order[:4] == [("hyperofa", 1), ("focus", 1), ("wechsel", 1), ("random", 1)]
+    later = order[4:]
+    assert ("wechsel+overlap", 1) in later and later[-1][0] == "random"
+    assert later.index(("hyperofa", 2)) < later.index(("wechsel+overlap", 1)) < later.index(("random", 2))
+    assert sorted(order) == sorted((c.method, c.seed) for c in cells)
