@@ -288,7 +288,11 @@ def _method_items(mdir: Path) -> Iterator[Item]:
     entry is one item."""
     kind = f"methods/{mdir.name}"
     now = time.time()
-    for entry in sorted(mdir.iterdir()):
+    entries = sorted(mdir.iterdir())
+    names = {e.name for e in entries}
+    for entry in entries:
+        if entry.name.endswith(".lock") and entry.name[: -len(".lock")] in names:
+            continue  # the lock of a cached file (harness.core.locks) goes with it
         if entry.is_dir() and entry.name == "fasttext":
             files = sorted(entry.iterdir())
             groups: dict[str, list[Path]] = {}
@@ -304,7 +308,8 @@ def _method_items(mdir: Path) -> Iterator[Item]:
                 yield Item(kind, main, sum(tree_size(f) for f in group), created,
                            extra=tuple(f for f in group if f != main), busy=busy and now - created < BUSY_S)
         else:
-            yield Item(kind, entry, tree_size(entry), _mtime(entry))
+            lock = lock_file(entry)
+            yield Item(kind, entry, tree_size(entry), _mtime(entry), extra=(lock,) if lock.name in names else ())
 
 
 def summarize(items: Iterable[Item], by_world: bool = True) -> list[dict[str, Any]]:

@@ -82,7 +82,6 @@ import hashlib
 import json
 import logging
 import math
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -91,6 +90,7 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from harness.core.cache import cached_arrays
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.hashing import hash_obj
 from harness.core.registry import METHODS
@@ -149,16 +149,13 @@ def cached_word_sets(tokenizer: Any, wv: WordVectors, wv_ident: str, *, language
         return word_sets(tokenizer, wv, languages=languages, progress=progress)
     key = hash_obj({"v": WORDSETS_VERSION, "tok": tokenizer_fingerprint(tokenizer), "wv": wv_ident,
                     "langs": sorted(languages) if languages is not None else None})
-    path = Path(cache_dir) / f"wordsets-{key}.npz"
-    if path.is_file():
-        with np.load(path, allow_pickle=False) as z:
-            return WordSets(indptr=z["indptr"], words=z["words"])
-    ws = word_sets(tokenizer, wv, languages=languages, progress=progress)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.npz")
-    np.savez(tmp, indptr=ws.indptr, words=ws.words)
-    tmp.replace(path)
-    return ws
+    def compute() -> dict[str, np.ndarray]:
+        ws = word_sets(tokenizer, wv, languages=languages, progress=progress)
+        return {"indptr": ws.indptr, "words": ws.words}
+
+    z = cached_arrays(Path(cache_dir) / f"wordsets-{key}.npz", compute,
+                      waiting="HyperOFA word sets: built by another process")
+    return WordSets(indptr=z["indptr"], words=z["words"])
 
 
 # -- source kind --------------------------------------------------------------------------------------------

@@ -7,13 +7,13 @@ graph). Matching is tokenization-based: every word is tokenized in the reference
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from harness.core.cache import cached_arrays
 from harness.core.hashing import hash_obj
 from methods.shared import tokenizer_fingerprint
 from methods.wordvectors import WordVectors, split_key, surface
@@ -129,13 +129,10 @@ def cached_subword_vectors(tokenizer: Any, wv: WordVectors, wv_ident: str, *, la
         return subword_vectors(tokenizer, wv, languages=languages, progress=progress)
     key = hash_obj({"v": SUBWORD_VERSION, "tok": tokenizer_fingerprint(tokenizer), "wv": wv_ident,
                     "langs": sorted(languages) if languages is not None else None})
-    path = Path(cache_dir) / f"subwords-{key}.npz"
-    if path.is_file():
-        with np.load(path, allow_pickle=False) as z:
-            return z["u"], z["counts"]
-    u, counts = subword_vectors(tokenizer, wv, languages=languages, progress=progress)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.npz")
-    np.savez(tmp, u=u, counts=counts)
-    tmp.replace(path)
-    return u, counts
+    def compute() -> dict[str, np.ndarray]:
+        u, counts = subword_vectors(tokenizer, wv, languages=languages, progress=progress)
+        return {"u": u, "counts": counts}
+
+    z = cached_arrays(Path(cache_dir) / f"subwords-{key}.npz", compute,
+                      waiting="subword vectors: built by another process")
+    return z["u"], z["counts"]

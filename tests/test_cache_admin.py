@@ -91,6 +91,10 @@ def home(tmp_path):
     (ft / "tiktotok-deu-abc.npz").write_bytes(b"\0" * 30_000)
     (ft / "tiktotok-deu-abc.json").write_text("{}")
     (ft / ".tiktotok-fra-abc.1234abcd.npz").write_bytes(b"\0" * 20_000)
+    ofa = h / "cache" / "methods" / "ofa"  # arrays cached with their lock (harness.core.cache.cached_arrays)
+    ofa.mkdir(parents=True)
+    (ofa / "subwords-abc.npz").write_bytes(b"\0" * 8_000)
+    (ofa / "subwords-abc.npz.lock").write_text("")
     _folder(h / "cache" / "mappings" / "m1", 2_000)
     _folder(h / "downloads" / "pypi", 70_000)
     (h / "mlflow.db").write_bytes(b"\0" * 5_000)
@@ -115,6 +119,8 @@ def test_du_sizes_each_kind_per_world(home):
     assert rows[("tagger-test", "toy")][0] == 1  # the world of its tagger
     assert rows[("methods/wechsel", "-")] == (1, 40_000 + 2)  # the model and its .json are one item
     assert rows[("methods/tiktotok", "-")] == (2, 30_000 + 2 + 20_000)  # compact: the same; one busy
+    assert rows[("methods/ofa", "-")] == (1, 8_000)  # the lock file goes with its arrays
+    assert [i.extra for i in scan(home) if i.kind == "methods/ofa"] == [(home / "cache/methods/ofa/subwords-abc.npz.lock",)]
     busy = {i.path.name: i.busy for i in scan(home) if i.kind == "methods/tiktotok"}
     assert busy == {"tiktotok-deu-abc.npz": False, ".tiktotok-fra-abc.1234abcd.npz": True}
     assert rows[("world", "toy")][1] > 9_000

@@ -203,3 +203,28 @@ def _remove(path: Path) -> None:
     except OSError:
         return
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def cached_arrays(path: Path, compute: Callable[[], dict[str, Any]], waiting: str | None = None) -> dict[str, Any]:
+    """The named numpy arrays stored at ``path`` (an ``.npz``), or ``compute()``'s, written there atomically the
+    first time. A lock on ``path`` (:mod:`harness.core.locks`) makes a second process that needs the same arrays
+    wait for the first (``waiting``: the long step it shows meanwhile) and read its file instead of computing them
+    too."""
+    import numpy as np
+
+    def load() -> dict[str, Any]:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    path = Path(path)
+    if path.is_file():
+        return load()
+    with exclusive(path, waiting):
+        if path.is_file():  # built by the process that held the lock
+            return load()
+        arrays = compute()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.npz")
+        np.savez(tmp, **arrays)
+        tmp.replace(path)
+    return arrays
