@@ -263,7 +263,11 @@ def scan(home: Path) -> list[Item]:
                 items.append(Item(kind, p, tree_size(p), _mtime(p)))
     if (home / "worlds").is_dir():
         for p in sorted((home / "worlds").iterdir()):
-            items.append(Item("world", p, tree_size(p), _mtime(p), re.sub(r"-v\d+$", "", p.name)))
+            if p.name.endswith(".lock"):
+                continue  # a world's build lock (harness.core.locks) goes with the world
+            lock = lock_file(p)
+            items.append(Item("world", p, tree_size(p), _mtime(p), re.sub(r"-v\d+$", "", p.name),
+                              extra=(lock,) if lock.is_file() else ()))
     for name in ("mlflow.db", "mlflow.db-wal", "mlflow.db-shm", "mlartifacts", "mlruns"):
         p = home / name
         if p.exists():

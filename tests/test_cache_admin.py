@@ -262,6 +262,27 @@ def test_a_world_build_removes_its_downloads_and_build_envs(tmp_path, monkeypatc
     assert (home / "downloads").exists() != gone and (home / "build-envs").exists() != gone
 
 
+def test_a_world_build_removes_what_a_killed_build_of_it_left(tmp_path, monkeypatch):
+    """A build killed by SIGKILL leaves its ``.tmp-<world>-*`` folder; the next build of that world (under the
+    world's lock, so no live build owns it) removes it; another world's build folder is left alone. The lock file
+    is listed with the world."""
+    from harness import worlds
+    from harness.cache_admin import scan
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("HARNESS_HOME", str(home))
+    real_get = worlds.WORLDS.get
+    monkeypatch.setattr(worlds.WORLDS, "get", lambda name: _ToyBuilder() if name == "toy" else real_get(name))
+    _folder(home / "worlds" / ".tmp-toy-v1-dead0000", 4_000)
+    _folder(home / "worlds" / ".tmp-other-v1-0000", 1_000)
+    root = worlds.build_world("toy", keep_inputs=True)
+    assert (root / "manifest.json").is_file()
+    assert sorted(p.name for p in (home / "worlds").iterdir()) == [".tmp-other-v1-0000", "toy-v1", "toy-v1.lock"]
+    toy = [i for i in scan(home) if i.kind == "world" and i.path.name == "toy-v1"]
+    assert len(toy) == 1 and toy[0].extra == (home / "worlds" / "toy-v1.lock",)
+    assert not any(i.path.name.endswith(".lock") for i in scan(home))
+
+
 def test_cell_products_are_the_cells_complete_init_and_cpt_products(home):
     """What the runner removes once a cell's run finished: its init and CPT products (with what a distributed CPT
     left beside the latter), never another product, nothing unfinished, nothing absent."""

@@ -17,7 +17,7 @@ import shutil
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from harness.core.paths import harness_home
 from harness.core.registry import Registry
@@ -88,14 +88,31 @@ def build_world(name: str, *, force: bool = False, keep_inputs: bool = False) ->
     """Build world ``name`` (if not built, or ``force``). Once it is in place, what its builder downloaded and
     installed under the home for the build (``builder.build_inputs``: folders no later step reads) is removed,
     unless ``keep_inputs``; a later build fetches it again."""
+    from harness.core.locks import exclusive
+
     builder = WORLDS.get(name)
     root = world_dir(name)
     if (root / "manifest.json").is_file() and not force:
         problem = verify_world(root)
         if problem is None:
             return root
-        log.warning("world %s at %s is damaged (%s); building it again", name, root, problem)
     root.parent.mkdir(parents=True, exist_ok=True)
+    # one build of a world at a time: a second process (another `harness run` started beside this one) waits,
+    # then finds the world built
+    with exclusive(root, waiting=f"world {name}: built by another process"):
+        if (root / "manifest.json").is_file() and not force:
+            problem = verify_world(root)
+            if problem is None:
+                return root
+            log.warning("world %s at %s is damaged (%s); building it again", name, root, problem)
+        return _build_locked(name, builder, root, keep_inputs)
+
+
+def _build_locked(name: str, builder: Any, root: Path, keep_inputs: bool) -> Path:
+    # what a killed build of this world left (nobody else builds it while the lock is held)
+    for stale in root.parent.glob(f".tmp-{root.name}-*"):
+        log.warning("removing %s, left by a world build that was killed", stale)
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = root.parent / f".tmp-{root.name}-{uuid.uuid4().hex[:8]}"
     tmp.mkdir()
     try:
