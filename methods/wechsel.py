@@ -219,8 +219,9 @@ class WechselInit(Method):
     )
     # cpu: smaller vectors, fewer epochs and n-gram buckets, all of the world's text (the models are cached by
     # content and shared by every seed, and by wechsel and wechsel+overlap). Measured on the bible world (seed 1,
-    # step-0 SR-T acc@10 avg; the 23 target models' training time on a quiet core): dim 100 x 5 epochs 0.276
-    # (about 6 min); dim 50 x 5 0.275 (1 min 55 s); dim 50 x 3 0.259; dim 100 x 2 0.220; dim 50 x 1 0.211 (36 s).
+    # step-0 SR-T acc@10 avg; the 23 target models' training time): dim 100 x 5 epochs 0.276 (496 s in the main
+    # job's first WECHSEL cell, on a loaded machine); dim 50 x 5 0.275 (1 min 55 s); dim 50 x 3 0.259; dim 100 x 2
+    # 0.220; dim 50 x 1 0.211 (36 s).
     # The epochs carry the alignment's quality, the dimension does not.
     profiles: ClassVar[dict[str, dict[str, Any]]] = {
         "cpu": {"dim": 50, "epochs": 5, "bucket": 200_000, "max_lines": None, "source_max_lines": None}}
