@@ -270,8 +270,8 @@ class TikToTokInit(Method):
     )
     # cpu: smaller vectors, one epoch and fewer n-gram buckets for the 23 bilingual models, every dictionary pair
     # and line of text. Measured on the bible world (seed 1, step 0): the paper's dim 64 x 5 epochs took 750 s of
-    # the main job's first Tik-to-Tok cell (a loaded machine); dim 32 x 1 epoch 1 min 41 s, with SR-T acc@10 0.249 (0.246 at
-    # 64 x 5) and NER F1 0.163 (0.126)
+    # the main job's first Tik-to-Tok cell (a loaded machine); dim 32 x 1 epoch 1 min 41 s, with SR-T acc@10
+    # 0.249 (0.246 at 64 x 5) and NER F1 0.163 (0.126)
     profiles: ClassVar[dict[str, dict[str, Any]]] = {
         "cpu": {"dim": 32, "epochs": 1, "bucket": 200_000, "max_lines": None, "max_pairs": None}}
     init_hours: ClassVar[float] = 0.3
