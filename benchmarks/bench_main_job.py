@@ -14,6 +14,11 @@ run separately, so the whole of README command 1 but the package install is meas
     OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py                       # the default experiment
     OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py --experiment bible/mono-3seeds
     OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py --run /tmp/fresh-home   # cold: world build included
+    python benchmarks/bench_main_job.py --fresh-clone /tmp/fresh   # README command 1 verbatim, install included
+
+``--fresh-clone DIR`` clones this checkout's HEAD into ``DIR/repo`` and runs README command 1 exactly as the README
+writes it there (its install part, then its ``harness run`` part, each timed) with ``HARNESS_HOME=DIR/home``: the
+number the README states for command 1.
 
 Times measured while other work shares the machine are longer than on a quiet one; the script says how many cores
 the machine has and the load average when it ran.
@@ -54,6 +59,40 @@ def run_main_job(home: Path) -> dict[str, float]:
         times[name] = time.time() - t0
         if proc.returncode != 0:
             raise SystemExit(f"`harness {' '.join(args)}` failed with exit status {proc.returncode}")
+    return times
+
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def readme_command_1() -> tuple[str, str]:
+    """README command 1, split where its ``harness run`` starts: (the install, the run)."""
+    import re
+
+    block = re.findall(r"```bash\n(.*?)\n```", (REPO / "README.md").read_text(), flags=re.S)[0].strip()
+    install, sep, run = block.partition(" && .venv/bin/harness run")
+    if not sep:
+        raise SystemExit("README command 1 has no `&& .venv/bin/harness run` part")
+    return install, ".venv/bin/harness run" + run
+
+
+def run_fresh_clone(folder: Path) -> dict[str, float]:
+    """Clone this checkout's HEAD into ``folder/repo`` and run README command 1 there, verbatim, in the harness
+    home ``folder/home``; the wall time of its install and of its run (world build included)."""
+    if folder.exists() and any(folder.iterdir()):
+        raise SystemExit(f"--fresh-clone {folder}: give an empty or new folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "clone", "-q", str(REPO), str(folder / "repo")], check=True)
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
+    env["HARNESS_HOME"] = str(folder / "home")
+    os.environ["HARNESS_HOME"] = env["HARNESS_HOME"]  # the breakdown reads that home's store
+    times = {}
+    for name, cmd in zip(("install", "run (world build included)"), readme_command_1(), strict=True):
+        t0 = time.time()
+        proc = subprocess.run(["bash", "-c", cmd], cwd=folder / "repo", env=env)
+        times[name] = time.time() - t0
+        if proc.returncode != 0:
+            raise SystemExit(f"README command 1 failed in its {name} part with exit status {proc.returncode}")
     return times
 
 
@@ -145,10 +184,14 @@ def main() -> None:
     ap.add_argument("--tracking-uri", default=None, help="default: the harness home's store")
     ap.add_argument("--run", type=Path, default=None, metavar="HOME",
                     help="first run README command 1 in this fresh harness home (world build included)")
+    ap.add_argument("--fresh-clone", type=Path, default=None, metavar="DIR",
+                    help="clone this checkout into DIR and run README command 1 there verbatim (install included)")
     args = ap.parse_args()
     console = Console(width=200)
     cold = None
-    if args.run is not None:
+    if args.fresh_clone is not None:
+        cold = run_fresh_clone(args.fresh_clone)
+    elif args.run is not None:
         if args.run.exists() and any(args.run.iterdir()):
             raise SystemExit(f"--run {args.run}: give an empty or new folder (a fresh harness home)")
         args.run.mkdir(parents=True, exist_ok=True)
@@ -161,7 +204,8 @@ def main() -> None:
     if cold:
         for name, secs in cold.items():
             total.add_row(f"measured: {name}", f"{secs / 60:.1f} min")
-        total.add_row("measured: README command 1 without the install", f"{sum(cold.values()) / 60:.1f} min")
+        what = "README command 1" if "install" in cold else "README command 1 without the install"
+        total.add_row(f"measured: {what}", f"{sum(cold.values()) / 60:.1f} min")
     console.print(table)
     console.print(total)
     load = os.getloadavg()

@@ -67,3 +67,16 @@ def test_readme_commands_and_ci_install_from_the_lock():
     assert "harness run --methods all --tasks sr-t,ner" in run_cmd
     ci = (REPO / ".ci" / "run").read_text()
     assert test_cmd in ci, ".ci/run must run the README's test command verbatim"
+
+
+def test_the_main_job_benchmark_runs_readme_command_1_verbatim():
+    """bench_main_job --fresh-clone times README command 1 in two parts; joined, they are the README's command."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_main_job", REPO / "benchmarks" / "bench_main_job.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    install, run = bench.readme_command_1()
+    readme = (REPO / "README.md").read_text()
+    assert f"{install} && {run}" == re.findall(r"```bash\n(.*?)\n```", readme, flags=re.S)[0].strip()
+    assert "pip install" in install and "harness run" not in install and run.startswith(".venv/bin/harness run")
