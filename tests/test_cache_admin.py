@@ -241,16 +241,25 @@ class _ToyBuilder:
         (out / "languages.json").write_text("{}")
 
 
-@pytest.mark.parametrize("case", ["removed", "kept-by-flag", "kept-while-another-build-runs"])
-def test_a_world_build_removes_its_downloads_and_build_envs(tmp_path, monkeypatch, case):
-    """Once the world is in place, what its build fetched and installed goes (a later build fetches it again);
-    the world stays, and so does everything when asked to keep it or while another build may be reading it."""
+@pytest.fixture
+def toy_home(tmp_path, monkeypatch):
+    """A fresh harness home in which the world ``toy`` is built by :class:`_ToyBuilder`."""
     from harness import worlds
 
     home = tmp_path / "home"
     monkeypatch.setenv("HARNESS_HOME", str(home))
     real_get = worlds.WORLDS.get
     monkeypatch.setattr(worlds.WORLDS, "get", lambda name: _ToyBuilder() if name == "toy" else real_get(name))
+    return home
+
+
+@pytest.mark.parametrize("case", ["removed", "kept-by-flag", "kept-while-another-build-runs"])
+def test_a_world_build_removes_its_downloads_and_build_envs(toy_home, case):
+    """Once the world is in place, what its build fetched and installed goes (a later build fetches it again);
+    the world stays, and so does everything when asked to keep it or while another build may be reading it."""
+    from harness import worlds
+
+    home = toy_home
     _folder(home / "downloads" / "pypi", 5_000)
     _folder(home / "build-envs" / "spacy-1", 3_000)
     _folder(home / "inputs" / "glot500", 1_000)  # a user's inputs: never a build input
@@ -262,17 +271,14 @@ def test_a_world_build_removes_its_downloads_and_build_envs(tmp_path, monkeypatc
     assert (home / "downloads").exists() != gone and (home / "build-envs").exists() != gone
 
 
-def test_a_world_build_removes_what_a_killed_build_of_it_left(tmp_path, monkeypatch):
+def test_a_world_build_removes_what_a_killed_build_of_it_left(toy_home):
     """A build killed by SIGKILL leaves its ``.tmp-<world>-*`` folder; the next build of that world (under the
     world's lock, so no live build owns it) removes it; another world's build folder is left alone. The lock file
     is listed with the world."""
     from harness import worlds
     from harness.cache_admin import scan
 
-    home = tmp_path / "home"
-    monkeypatch.setenv("HARNESS_HOME", str(home))
-    real_get = worlds.WORLDS.get
-    monkeypatch.setattr(worlds.WORLDS, "get", lambda name: _ToyBuilder() if name == "toy" else real_get(name))
+    home = toy_home
     _folder(home / "worlds" / ".tmp-toy-v1-dead0000", 4_000)
     _folder(home / "worlds" / ".tmp-other-v1-0000", 1_000)
     root = worlds.build_world("toy", keep_inputs=True)
