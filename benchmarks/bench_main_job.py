@@ -65,6 +65,13 @@ def run_main_job(home: Path) -> dict[str, float]:
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _empty_folder(folder: Path, flag: str) -> None:
+    """Create ``folder``; refuse one that holds anything (the measurement needs a fresh home or clone)."""
+    if folder.exists() and any(folder.iterdir()):
+        raise SystemExit(f"{flag} {folder}: give an empty or new folder")
+    folder.mkdir(parents=True, exist_ok=True)
+
+
 def readme_command_1() -> tuple[str, str]:
     """README command 1, split where its ``harness run`` starts: (the install, the run)."""
     import re
@@ -79,9 +86,7 @@ def readme_command_1() -> tuple[str, str]:
 def run_fresh_clone(folder: Path) -> dict[str, float]:
     """Clone this checkout's HEAD into ``folder/repo`` and run README command 1 there, verbatim, in the harness
     home ``folder/home``; the wall time of its install and of its run (world build included)."""
-    if folder.exists() and any(folder.iterdir()):
-        raise SystemExit(f"--fresh-clone {folder}: give an empty or new folder")
-    folder.mkdir(parents=True, exist_ok=True)
+    _empty_folder(folder, "--fresh-clone")
     subprocess.run(["git", "clone", "-q", str(REPO), str(folder / "repo")], check=True)
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     env["HARNESS_HOME"] = str(folder / "home")
@@ -192,9 +197,7 @@ def main() -> None:
     if args.fresh_clone is not None:
         cold = run_fresh_clone(args.fresh_clone)
     elif args.run is not None:
-        if args.run.exists() and any(args.run.iterdir()):
-            raise SystemExit(f"--run {args.run}: give an empty or new folder (a fresh harness home)")
-        args.run.mkdir(parents=True, exist_ok=True)
+        _empty_folder(args.run, "--run")
         os.environ["HARNESS_HOME"] = str(args.run)
         cold = run_main_job(args.run)
     from harness.core.paths import default_tracking_uri

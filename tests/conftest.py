@@ -16,6 +16,23 @@ os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
 REPO = Path(__file__).resolve().parents[1]
 
 
+def in_two_children(target, *args, timeout: float = 60) -> list:
+    """Run ``target(*args, queue)`` in two forked processes at once (two processes racing for one cached product);
+    what each put on the queue, sorted. Each must exit with status 0."""
+    import multiprocessing as mp
+
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(*args, out)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    got = sorted(out.get(timeout=timeout) for _ in procs)
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    return got
+
+
 @pytest.fixture(scope="session")
 def harness_home(tmp_path_factory) -> Path:
     home = tmp_path_factory.mktemp("harness-home")

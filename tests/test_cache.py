@@ -1,6 +1,7 @@
 import pytest
 
 from harness.core.cache import DONE, ProductCache
+from tests.conftest import in_two_children
 
 
 def test_builds_once_then_finds_it(tmp_path):
@@ -32,24 +33,8 @@ def _get_in_child(root, out) -> None:
     out.put(ProductCache(root).get_or_build("init", {"a": 1}, build).cached)
 
 
-def _in_two_children(target, *args) -> list:
-    """Run ``target(*args, queue)`` in two forked processes at once; what each put on the queue, sorted."""
-    import multiprocessing as mp
-
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=target, args=(*args, out)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    got = sorted(out.get(timeout=60) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    return got
-
-
 def test_two_processes_needing_one_product_build_it_once(tmp_path):
-    flags = _in_two_children(_get_in_child, tmp_path)
+    flags = in_two_children(_get_in_child, tmp_path)
     assert flags == [False, True]  # one built it, the other waited and found it finished
     found = ProductCache(tmp_path).lookup("init", {"a": 1})
     assert found is not None and (found.path / "x.txt").read_text() == "x"
@@ -74,7 +59,7 @@ def _arrays_in_child(root, out) -> None:
 
 
 def test_cached_arrays_are_computed_once_by_two_processes(tmp_path):
-    got = _in_two_children(_arrays_in_child, tmp_path)
+    got = in_two_children(_arrays_in_child, tmp_path)
     assert got == [([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [4, 5])] * 2  # the waiting one read the other's file
     assert (tmp_path / "computed.log").read_text() == "x\n"
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["subwords-k.npz", "subwords-k.npz.lock"]

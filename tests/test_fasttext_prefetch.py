@@ -58,18 +58,9 @@ def _cached_in_child(cache, job, out) -> None:
 
 
 def test_two_processes_needing_one_model_train_it_once(tmp_path):
-    import multiprocessing as mp
+    from tests.conftest import in_two_children
 
-    ctx = mp.get_context("fork")
-    out = ctx.Queue()
-    job = _job("aa")
-    procs = [ctx.Process(target=_cached_in_child, args=(tmp_path, job, out)) for _ in range(2)]
-    for p in procs:
-        p.start()
-    flags = sorted(out.get(timeout=120) for _ in procs)
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
+    flags = in_two_children(_cached_in_child, tmp_path, _job("aa"), timeout=120)
     assert flags == [False, True]  # one trained it, the other waited and loaded it
     assert len(list((tmp_path / "fasttext").glob(".corpus-*"))) == 0
 
