@@ -3,19 +3,23 @@
 Each method's paper makes one directional claim that a board can test: FOCUS, WECHSEL, Tik-to-Tok, FVT and OFA
 beat random initialization before any training (step 0), HyperOFA is level with OFA, and continued pre-training
 lowers the MLM loss. For each task's headline metric at step 0 (and per profile) the claim is evaluated on the
-languages both rows have:
+languages both rows have, with two statistics: the paired Wilcoxon signed-rank test over languages (two-sided,
+exact, on each language's mean over seeds) and the two-level bootstrap interval of the average difference
+(languages and, within each, seeds resampled: :func:`leaderboard.stats.diff_interval`). Each claim gets one of
+four verdicts:
 
-* ``beats`` (a > b): **holds** when a is ahead on average, the paired Wilcoxon signed-rank test over languages (on
-  each language's mean over seeds) gives p < ``ALPHA``, and the two-level bootstrap interval of the average
-  difference (languages and, within each, seeds resampled: :func:`leaderboard.stats.diff_interval`) lies above
-  zero; **fails** otherwise (the detail says whether a was behind, or ahead without significance, and which test
-  missed);
-* ``level`` (a ≈ b): **holds** when the bootstrap interval of the average difference lies within
-  ±``LEVEL_TOLERANCE`` (metric units; an equivalence test: a point estimate inside the band with an interval
-  reaching out of it fails, with the detail saying so);
-* ``cpt``: **holds** when every row's held-out MLM loss (the ``mlm`` task's average, else the runner's held-out
-  diagnostic curve) is lower at the final step than at step 0;
-* **not tested** when a row the claim needs is not on the board (the method was not run, or not this task).
+* **holds** -- ``beats`` (a > b): a is ahead on average, the Wilcoxon test gives p < ``ALPHA`` and the whole
+  interval lies on a's side of zero; ``level`` (a ≈ b): the interval lies within ±``LEVEL_TOLERANCE`` (metric
+  units; an equivalence test); ``cpt``: every row's held-out MLM loss (the ``mlm`` task's average, else the
+  runner's held-out diagnostic curve) is lower at the final step than at step 0;
+* **contradicted** -- the interval lies entirely on the wrong side of the claim: below zero for "a beats b" (above
+  it where lower is better), entirely outside ±``LEVEL_TOLERANCE`` for "a ≈ b", above zero for some row's change of
+  the loss under CPT;
+* **inconclusive** -- anything else: the interval reaches over the claim's boundary, or the test is not
+  significant. Where the design cannot reach significance at all (the exact two-sided Wilcoxon test over ``n``
+  languages cannot go below p = 2 / 2^n: 0.125 with 4 languages), the note says so and how many languages it would
+  need (:func:`languages_needed`; seeds do not count there, the test pairs the languages' means over seeds);
+* **not tested** -- a row the claim needs is not on the board (the method was not run, or not this task).
 
 A row is found by its method name; where a method has several rows (variants with other parameters), the one
 with the method's default parameters at full dimension is used.
@@ -32,6 +36,7 @@ from leaderboard.stats import DiffInterval, diff_interval, paired_test
 ALPHA = 0.05
 LEVEL_TOLERANCE = 0.02
 RESAMPLES = 2000  # of the two-level bootstrap of each claim's average difference
+VERDICTS = ("holds", "contradicted", "inconclusive", "not tested")
 
 
 @dataclass(frozen=True)
@@ -63,22 +68,51 @@ class ClaimResult:
     claim: Claim
     profile: str
     task: str  # the task whose board tested it ("mlm" or "held-out diagnostic" for the CPT claim)
-    status: str  # "holds", "fails" or "not tested"
+    status: str  # one of VERDICTS
     a_avg: float | None = None
     b_avg: float | None = None
     diff: float | None = None
     p_value: float | None = None
     n: int = 0  # languages (or rows, for the CPT claim) the verdict rests on
-    detail: str = ""
+    detail: str = ""  # the note: why this verdict
     interval: DiffInterval | None = None  # of a - b (seeds and languages resampled)
+    languages_needed: int | None = None  # set where the test over n languages cannot reach p < ALPHA at all
+    design: str = ""  # then: why it cannot, and what it would need (also in the detail)
 
     def as_dict(self) -> dict[str, Any]:
         return {"claim": self.claim.id, "paper": self.claim.source, "statement": self.claim.statement,
                 "profile": self.profile, "task": self.task, "status": self.status, "a_avg": self.a_avg,
                 "b_avg": self.b_avg, "diff": self.diff, "p_value": self.p_value, "n": self.n,
-                "detail": self.detail, "interval": dict(self.interval.__dict__) if self.interval else None}
+                "detail": self.detail, "languages_needed": self.languages_needed,
+                "interval": dict(self.interval.__dict__) if self.interval else None}
 
 
+# -- what the paired test can reach ------------------------------------------------------------------------------
+def smallest_p(n: int) -> float:
+    """The smallest p-value the exact two-sided Wilcoxon signed-rank test can give over ``n`` non-zero differences:
+    every difference on one side (the statistic 0, probability 2^-n under the null), doubled."""
+    return 1.0 if n <= 0 else min(1.0, 2.0 * 0.5**n)
+
+
+def languages_needed(alpha: float = ALPHA) -> int:
+    """The fewest languages (non-zero differences) with which the test can give p < ``alpha`` at all (6 at 0.05)."""
+    n = 1
+    while smallest_p(n) >= alpha:
+        n += 1
+    return n
+
+
+def design_note(n: int, ties: int = 0, alpha: float = ALPHA) -> str:
+    """Why the test over ``n`` differing languages cannot reach significance ("" when it can)."""
+    if smallest_p(n) < alpha:
+        return ""
+    tied = f" ({ties} more tied, which the test leaves out)" if ties else ""
+    return (f"with {n} language{'s' if n != 1 else ''}{tied} the Wilcoxon test cannot go below "
+            f"p = {smallest_p(n):.3g}; it needs at least {languages_needed(alpha)} languages (at any number of "
+            "seeds: it pairs the languages' means over seeds)")
+
+
+# -- the verdicts -----------------------------------------------------------------------------------------------
 def _row(board: Any, method: str) -> Any | None:
     """The method's row with its default parameters at full dimension where there is one (a variant row's label
     names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row."""
@@ -87,6 +121,18 @@ def _row(board: Any, method: str) -> Any | None:
         return None
     return min(rows, key=lambda r: (r.variant.dim != "full",
                                     "(" in r.label and not r.label.endswith("(defaults)"), len(r.label)))
+
+
+def _level(res: ClaimResult, lo: float, hi: float) -> None:
+    tol = LEVEL_TOLERANCE
+    if -tol <= lo and hi <= tol:
+        res.status, res.detail = "holds", f"the interval lies within ±{tol}"
+    elif lo > tol or hi < -tol:
+        res.status, res.detail = "contradicted", f"the whole interval lies outside ±{tol}"
+    else:
+        where = "within" if abs(res.diff or 0.0) <= tol else "outside"
+        res.status = "inconclusive"
+        res.detail = f"the difference is {where} ±{tol}, but the interval reaches over ±{tol}"
 
 
 def _pairwise(claim: Claim, board: Any) -> ClaimResult:
@@ -104,31 +150,47 @@ def _pairwise(claim: Claim, board: Any) -> ClaimResult:
     res.a_avg = statistics.fmean(va[x] for x in langs)
     res.b_avg = statistics.fmean(vb[x] for x in langs)
     res.diff = res.a_avg - res.b_avg
-    sign = 1.0 if board.higher_is_better else -1.0
     res.interval = iv = diff_interval({x: ra.entries[x].values for x in langs}, {x: rb.entries[x].values for x in langs},
                                       resamples=RESAMPLES, key=(board.task, board.profile, claim.id))
     lo, hi = (iv.lo, iv.hi) if iv is not None else (res.diff, res.diff)
     test = paired_test(claim.a, claim.b, va, vb, board.higher_is_better)  # over the languages both rows have
     res.p_value = test.p_value
     if claim.kind == "level":
-        inside = -LEVEL_TOLERANCE <= lo and hi <= LEVEL_TOLERANCE
-        res.status = "holds" if inside else "fails"
-        if inside:
-            res.detail = f"interval within ±{LEVEL_TOLERANCE}"
-        elif abs(res.diff) <= LEVEL_TOLERANCE:
-            res.detail = f"|diff| ≤ {LEVEL_TOLERANCE}, but the interval reaches beyond ±{LEVEL_TOLERANCE}"
-        else:
-            res.detail = f"|diff| > {LEVEL_TOLERANCE}"
+        _level(res, lo, hi)
         return res
-    ahead = sign * res.diff > 0
+    sign = 1.0 if board.higher_is_better else -1.0
+    near, far = (lo, hi) if sign > 0 else (-hi, -lo)  # the interval on a's side: above 0 is a ahead
+    ahead, behind = sign * res.diff > 0, sign * res.diff < 0
     significant = test.p_value is not None and test.p_value < ALPHA
-    clear = sign * lo > 0 if sign > 0 else sign * hi > 0  # the whole interval on a's side of zero
-    res.status = "holds" if ahead and significant and clear else "fails"
-    missed = [m for m, ok in ((f"Wilcoxon p ≥ {ALPHA}", significant), ("interval includes 0", clear)) if not ok]
-    res.detail = (f"{test.wins} wins / {test.ties} ties / {test.losses} losses; "
-                  + ("ahead" if ahead else "behind" if sign * res.diff < 0 else "level")
-                  + (f", not significant ({'; '.join(missed)})" if ahead and missed else ""))
+    side = "below" if sign > 0 else "above"  # where the interval of a - b lies when a is behind
+    counts = f"{test.wins} wins / {test.ties} ties / {test.losses} losses; "
+    if ahead and significant and near > 0:
+        res.status = "holds"
+        res.detail = counts + f"ahead: Wilcoxon p < {ALPHA} and the interval excludes 0"
+        return res
+    if far < 0:
+        res.status = "contradicted"
+        res.detail = counts + f"behind: the whole interval lies {side} 0"
+        return res
+    res.status = "inconclusive"
+    why = []
+    if near <= 0:
+        why.append("the interval includes 0")
+    if not significant:
+        note = design_note(test.wins + test.losses, test.ties)
+        if note:
+            res.languages_needed, res.design = languages_needed(), note
+        why.append(note or ("Wilcoxon p = " + ("-" if test.p_value is None else f"{test.p_value:.3g}")
+                            + f" ≥ {ALPHA}"))
+    res.detail = counts + ("ahead" if ahead else "behind" if behind else "level") + (f"; {'; '.join(why)}"
+                                                                                    if why else "")
     return res
+
+
+def _cpt_verdict(changes: dict[str, float], rose: list[str]) -> str:
+    if rose:
+        return "contradicted"
+    return "holds" if all(v < 0 for v in changes.values()) else "inconclusive"
 
 
 def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> ClaimResult:
@@ -136,9 +198,14 @@ def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> 
                   and b.profile == profile), None)
     if delta is not None and delta.rows:
         res = ClaimResult(claim, profile, "mlm", "not tested", n=len(delta.rows))
-        avgs = {r.label: statistics.fmean(r.values().values()) for r in delta.rows if r.values()}
-        worst = max(avgs, key=lambda k: avgs[k])
-        res.diff = avgs[worst]
+        rows = [r for r in delta.rows if r.values()]
+        avgs = {r.label: statistics.fmean(r.values().values()) for r in rows}
+        ivs = {r.label: diff_interval({x: e.values for x, e in r.entries.items()},
+                                      {x: [0.0] for x in r.entries}, resamples=RESAMPLES,
+                                      key=("mlm", profile, claim.id, r.label)) for r in rows}
+        rose = [k for k, iv in ivs.items() if iv is not None and iv.resamples and iv.lo > 0]
+        shown = max(rose, key=lambda k: ivs[k].lo) if rose else max(avgs, key=lambda k: avgs[k])
+        res.diff, res.interval = avgs[shown], ivs[shown]
         ps = []
         for r in delta.rows:
             vals = r.values()
@@ -146,8 +213,11 @@ def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> 
             if t.p_value is not None:
                 ps.append(t.p_value)
         res.p_value = max(ps) if ps else None
-        res.status = "holds" if all(v < 0 for v in avgs.values()) else "fails"
-        res.detail = f"largest change of the average loss: {worst} {avgs[worst]:+.3f}"
+        res.status = _cpt_verdict(avgs, rose)
+        res.detail = {"holds": "every row's average loss fell; largest change",
+                      "contradicted": "the loss rose: the whole interval of the change lies above 0 for",
+                      "inconclusive": "not every row's average loss fell, and no row's interval lies above 0; "
+                                      "largest change"}[res.status] + f": {shown} {avgs[shown]:+.3f}"
         return res
     curves = {v.label: v.curves["cpt/heldout_loss"] for v in variants
               if v.profile == profile and len(v.curves.get("cpt/heldout_loss") or []) >= 2}
@@ -156,9 +226,9 @@ def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> 
     changes = {k: c[-1][1] - c[0][1] for k, c in curves.items()}
     worst = max(changes, key=lambda k: changes[k])
     return ClaimResult(claim, profile, "held-out diagnostic",
-                       "holds" if all(v < 0 for v in changes.values()) else "fails", diff=changes[worst],
-                       n=len(changes), detail=f"largest change: {worst} {changes[worst]:+.3f} (no per-language "
-                       "test without the mlm task)")
+                       _cpt_verdict(changes, [k for k, v in changes.items() if v > 0]), diff=changes[worst],
+                       n=len(changes), detail=f"largest change: {worst} {changes[worst]:+.3f} (one held-out loss "
+                       "per row: no per-language interval without the mlm task)")
 
 
 def evaluate_claims(boards: list[Any], variants: list[Any]) -> list[ClaimResult]:
@@ -179,26 +249,48 @@ def evaluate_claims(boards: list[Any], variants: list[Any]) -> list[ClaimResult]
     return out
 
 
+# -- as text ------------------------------------------------------------------------------------------------------
 def summary(results: list[ClaimResult]) -> str:
-    """One sentence above the board: how many of the tested claims hold."""
+    """One sentence above the board: how many of the tested claims hold, are contradicted or are inconclusive."""
     tested = [r for r in results if r.status != "not tested"]
-    held = [r for r in tested if r.status == "holds"]
     if not tested:
         return "No paper's claim could be tested on this run."
-    if not held:
-        return f"This run reproduces none of the {len(tested)} tested claims of the papers."
-    return f"{len(held)} of {len(tested)} tested claims of the papers hold on this run."
+    count = {v: sum(r.status == v for r in tested) for v in VERDICTS}
+    untested = len(results) - len(tested)
+    return (f"{count['holds']} {'holds' if count['holds'] == 1 else 'hold'}, {count['contradicted']} contradicted, "
+            f"{count['inconclusive']} inconclusive of the {len(tested)} tested claim{'s' if len(tested) > 1 else ''}"
+            " of the papers on this run" + (f" ({untested} not tested)." if untested else "."))
+
+
+LEGEND = (f"holds: the interval lies on the claim's side and the Wilcoxon test over languages gives p < {ALPHA} "
+          "(for ≈: the interval lies within the band); contradicted: the interval lies entirely on the wrong side of "
+          "the claim; inconclusive: anything else (the interval reaches over the claim's boundary, or the test is "
+          "not significant -- the note says whether the number of languages lets it be). Intervals: 95 %, "
+          "languages and then each row's seeds resampled.")
 
 
 def claim_rows(results: list[ClaimResult]) -> tuple[list[str], list[list[str]]]:
-    """Header and rows of the claims table as text (shared by the terminal, Markdown and HTML renderings)."""
+    """Header and rows of the whole claims table as text, details included (the Markdown and HTML renderings)."""
     from leaderboard import fmt
 
-    head = ["claim", "paper", "task", "profile", "verdict", "a", "b", "diff", "95% interval", "p", "n", "detail"]
+    head = ["claim", "paper", "task", "profile", "verdict", "a", "b", "diff", "95% interval", "p", "n", "note"]
     rows = [[r.claim.statement, r.claim.source, r.task, r.profile, r.status, fmt.value(r.a_avg),
-             fmt.value(r.b_avg), "-" if r.diff is None else f"{r.diff:+.3f}", _interval(r.interval),
+             fmt.value(r.b_avg), _diff(r), _interval(r.interval),
              "-" if r.p_value is None else f"{r.p_value:.3g}", _n(r), r.detail] for r in results]
     return head, rows
+
+
+def brief_rows(results: list[ClaimResult]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the short claims table (the terminal): the claim, where, the verdict and its numbers; the
+    task names its profile where the claims span several."""
+    several = len({r.profile for r in results}) > 1
+    head = ["claim", "task", "verdict", "diff", "95% interval", "n"]
+    return head, [[r.claim.statement, f"{r.task} ({r.profile})" if several else r.task, r.status, _diff(r),
+                   _interval(r.interval), _n(r)] for r in results]
+
+
+def _diff(r: ClaimResult) -> str:
+    return "-" if r.diff is None else f"{r.diff:+.3f}"
 
 
 def _interval(iv: DiffInterval | None) -> str:
@@ -206,8 +298,11 @@ def _interval(iv: DiffInterval | None) -> str:
 
 
 def _n(r: ClaimResult) -> str:
-    """Languages, and seeds per row where the interval resampled them (``23 × 3/3 seeds``)."""
+    """Languages, and seeds per row where the interval resampled them (``23 × 3/3 seeds``); rows for the CPT
+    claim."""
+    if r.claim.kind == "cpt":
+        return f"{r.n} row{'s' if r.n != 1 else ''}" if r.n else "-"
     iv = r.interval
     if iv is None:
-        return str(r.n)
+        return str(r.n) if r.n else "-"
     return f"{r.n} × {iv.seeds_a}/{iv.seeds_b} seeds"

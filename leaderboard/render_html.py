@@ -8,7 +8,7 @@ This module holds the page and its tables; the charts are drawn by :mod:`leaderb
 ``esc``, ``colors_for``, ``bar_chart`` and the like stay importable from here)."""
 
 from leaderboard import fmt
-from leaderboard.claims import claim_rows, summary
+from leaderboard.claims import LEGEND, claim_rows, summary
 from leaderboard.html_charts import (
     INIT_PARTS,
     MAX_BAR_LANGUAGES,
@@ -37,8 +37,9 @@ tbody.paper td.label{font-weight:400}.sd{color:#777;font-size:11px;margin-left:2
 .ci{display:none;color:#555;font-size:11px;margin-left:3px}body.show-ci .ci{display:inline}
 .note{color:#8a5300;font-size:12px}details{margin:6px 0}summary{cursor:pointer;color:#0b3d62;font-weight:600}
 svg{font:11px system-ui,sans-serif;background:#fff}.charts{display:flex;flex-wrap:wrap;gap:18px}
-td.claim-holds{background:#d8f5d0;color:#145214;font-weight:700}td.claim-fails{background:#fde2e1;color:#8b1a13;
-font-weight:700}p.summary{font-weight:600}
+td.claim-holds{background:#d8f5d0;color:#145214;font-weight:700}td.claim-contradicted{background:#fde2e1;
+color:#8b1a13;font-weight:700}td.claim-inconclusive{background:#fff4d6;color:#7a5400;font-weight:700}
+td.claim-note{text-align:left;white-space:normal;min-width:24em}p.summary{font-weight:600}
 footer{color:#555;font-size:12px;padding:10px 24px;border-top:1px solid #ddd}
 td.tie{background:#eceff1;color:#666}
 table.board td:first-child,table.board th:first-child,table.slices td:first-child,table.slices th:first-child,
@@ -307,14 +308,15 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
         sections.append("".join(parts))
     if lb.claims:
         head, rows = claim_rows(lb.claims)
-        verdict = {"holds": "claim-holds", "fails": "claim-fails"}
-        body = "".join("<tr>" + "".join(_td(esc(c), cls=verdict.get(c, "") if i == 4 else "label" if i < 4 else "")
-                               for i, c in enumerate(r))
+        verdict = {v: f"claim-{v}" for v in ("holds", "contradicted", "inconclusive")}
+        body = "".join("<tr>" + "".join(_td(esc(c), cls=verdict.get(c, "") if i == 4 else "label" if i < 4 else
+                                            "claim-note" if i == len(head) - 1 else "")
+                                        for i, c in enumerate(r))
                        + "</tr>" for r in rows)
         sections.insert(0, f'<h2 id="claims">The papers\' claims on this run</h2><p class="summary">'
                         f"{esc(summary(lb.claims))}</p><div class=\"wrap\"><table class=\"claims\"><thead><tr>"
                         + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody>"
-                        "</table></div>")
+                        f'</table></div><p class="hint">{esc(LEGEND)}</p>')
         nav.insert(0, '<a href="#claims">claims</a>')
     for anchor, name in (("init", "init counts"), ("cpt", "CPT curves"), ("settings", "settings"),
                          ("languages", "languages")):

@@ -4,7 +4,7 @@ other board, the settings behind each row and the languages. Best values are bol
 from __future__ import annotations
 
 from leaderboard import fmt
-from leaderboard.claims import claim_rows, summary
+from leaderboard.claims import LEGEND, claim_rows, summary
 from leaderboard.model import Board, Leaderboard, Row
 
 
@@ -102,7 +102,7 @@ def claims_md(lb: Leaderboard) -> list[str]:
         return []
     head, rows = claim_rows(lb.claims)
     return ["## The papers' claims on this run", "", summary(lb.claims), "",
-            *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), ""]
+            *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), "", _esc(LEGEND), ""]
 
 
 def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "leaderboard.html") -> str:

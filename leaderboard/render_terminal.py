@@ -3,7 +3,8 @@ paired tests. Boards with many languages are printed transposed (languages as ro
 
 Every table meets the console's width: a table wider than the console is split into parts that each repeat the key
 column (row names or languages), and long names wrap at words, so no glyph is cut and no column is dropped; the
-files (``render_text``) hold the whole tables."""
+files (``render_text``) hold the whole tables. The claims table is never split: it is one short table (its details
+are in the Markdown and HTML boards) whose claims wrap beside their verdicts."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from leaderboard import fmt
-from leaderboard.claims import claim_rows, summary
+from leaderboard.claims import brief_rows, summary
 from leaderboard.model import Board, Row
 
 BEST = "bold green"
@@ -252,9 +254,9 @@ def render(board: Board, console: Console, *, transpose: bool | None = None, det
     for t in fit(board_grid(board, transpose), width):
         console.print(t)
     for note in board.notes:
-        console.print(f"[yellow]note:[/yellow] {note}")
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if tie_note := fmt.ties_note(board):
-        console.print(f"[yellow]note:[/yellow] {tie_note} (none is marked)")
+        console.print(f"[yellow]note:[/yellow] {escape(tie_note)} (none is marked)")
     if details:
         for g in (slices_grid(board), pairs_grid(board)):
             if g is not None:
@@ -263,20 +265,52 @@ def render(board: Board, console: Console, *, transpose: bool | None = None, det
     console.print()
 
 
+def claims_table(head: list[str], rows: list[list[str]], width: int | None) -> Table:
+    """The claims as ONE table that meets ``width`` (None: any width), each verdict on its claim's first line: the
+    claim and its task wrap at words, the verdict and the numbers stay whole. Where six columns cannot fit, the
+    claim (task below it) sits beside its verdict and numbers stacked in one cell; nothing is split into parts."""
+    style = {"holds": "green", "contradicted": "red", "inconclusive": "yellow"}
+    words = [max((cell_len(w) for w in r[0].split()), default=1) for r in rows]
+    nat = [max([cell_len(head[i])] + [cell_len(r[i]) for r in rows]) for i in range(len(head))]
+    table = Table(title="the papers' claims on this run", title_justify="left")
+    if width is None:
+        for i, h in enumerate(head):
+            table.add_column(h, justify="left" if i < 3 else "right", no_wrap=True)
+        for r in rows:
+            table.add_row(*[Text(c, style=style.get(c, "dim") if i == 2 else "") for i, c in enumerate(r)])
+        return table
+    task_w = min(nat[1], max(12, max((cell_len(w) for r in rows for w in r[1].split()), default=1)))
+    rest = [task_w, *nat[2:]]
+    room = width - _table_width([0, *rest])
+    if room >= max(16, max(words, default=1)):
+        for i, (h, w) in enumerate(zip(head, [min(nat[0], room), *rest], strict=True)):
+            table.add_column(h, justify="left" if i < 3 else "right", width=w, overflow="fold")
+        for r in rows:
+            table.add_row(*[Text(c, style=style.get(c, "dim") if i == 2 else "") for i, c in enumerate(r)])
+        return table
+    right = min(max(nat[2:]), max(8, (width - _table_width([0, 0])) // 2))
+    table.show_lines = True  # a claim spans several lines here: a rule between claims
+    table.add_column(f"{head[0]} · {head[1]}", justify="left", width=max(1, width - _table_width([0, right])),
+                     overflow="fold")
+    table.add_column(" · ".join(head[2:]), justify="right", width=right, overflow="fold")
+    for r in rows:
+        table.add_row(Text.assemble(r[0], "\n", (r[1], "dim")),
+                      Text("\n").join([Text(r[2], style=style.get(r[2], "dim")), *map(Text, r[3:])]))
+    return table
+
+
 def render_claims(claims: list, console: Console, *, split: bool = True) -> None:
-    """The papers' claims on this run: one sentence, then the table (nothing when there are no claims)."""
+    """The papers' claims on this run: one sentence, then one table (claim, task, verdict, difference, interval,
+    n) and the notes on what the design cannot show; the p-values, averages and every claim's note are in the
+    Markdown and HTML boards (nothing when there are no claims)."""
     if not claims:
         return
-    head, rows = claim_rows(claims)
-    console.print(f"[bold]{summary(claims)}[/bold]")
-    numeric = ("a", "b", "diff", "p", "n")
-    g = Grid("the papers' claims on this run", Col(head[0], "left", text=True),
-             [Col(h, "right" if h in numeric else "left", text=h not in numeric) for h in head[1:]])
-    for r in rows:
-        style = {"holds": "green", "fails": "red"}.get(r[4], "dim")
-        g.add(r[0], [*r[1:4], f"[{style}]{r[4]}[/{style}]", *r[5:]])
-    for t in fit(g, _width(console, split)):
-        console.print(t)
+    head, rows = brief_rows(claims)
+    console.print(f"[bold]{escape(summary(claims))}[/bold]")
+    console.print(claims_table(head, rows, _width(console, split)))
+    for note in dict.fromkeys(c.design for c in claims if c.design):
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    console.print("[dim]p-values, averages and a note per claim: leaderboard.md and leaderboard.html[/dim]")
     console.print()
 
 
