@@ -118,6 +118,12 @@ class RunConfig:
                                   help="local executor: cells run side by side, each in its own process (default: "
                                        "on a CPU, the cores / the profile's CPUs per cell; otherwise 1 = in this "
                                        "process)")
+    # local executor: each cell in a fresh process of its own (None: auto, on an accelerator; see
+    # harness.executors.isolate_cells): a CUDA fault that poisons its process then stays in its cell
+    isolate_cells: bool | None = setting(None, kind="bool", nullable=True, flag_type=bool,
+                                         help="run each cell in a fresh process of its own (default on a GPU: a "
+                                              "CUDA fault then stays in its cell; in a config file, false turns "
+                                              "it off)")
 
     # -- derived -------------------------------------------------------------------------------------------
     def dim_values(self) -> list[int | None]:
@@ -127,7 +133,7 @@ class RunConfig:
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 # the order of the flags in `--help` (a setting without help has no flag)
 _FLAG_ORDER = ("methods", "tasks", "world", "source", "langs", "dims", "seeds", "cpt_steps", "cpt_checkpoints",
-               "cpt_devices", "profile", "device", "tracking_uri", "experiment", "executor", "workers", "ray_address",
+               "cpt_devices", "profile", "device", "tracking_uri", "experiment", "executor", "workers", "isolate_cells", "ray_address",
                "max_retries", "rerun", "config", "fail_fast", "keep_products")
 
 

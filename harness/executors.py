@@ -27,7 +27,7 @@ from harness.core.hosts import available_cpus
 from harness.plan import cell_resources
 
 _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
-             "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "HARNESS_FAULT_AT", "HARNESS_FAULT_SIGNAL",
+             "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "HARNESS_FAULT_DEVICE", "HARNESS_FAULT_AT", "HARNESS_FAULT_SIGNAL",
              "HARNESS_MAIN_PID", "TOKENIZERS_PARALLELISM", "PYTHONPATH")
 
 
@@ -73,6 +73,15 @@ def local_workers(cfg: Any, device: str, n_cells: int) -> int:
     return max(1, min(available_cpus() // per_cell, n_cells))
 
 
+def isolate_cells(cfg: Any, device: str) -> bool:
+    """Whether each cell runs in a fresh process of its own: ``cfg.isolate_cells`` if set; otherwise on an
+    accelerator (a device-side assert or another CUDA fault leaves the process's CUDA context unusable, and every
+    later cell of that process would fail with it), not on a CPU (where starting a process per cell only costs)."""
+    if cfg.isolate_cells is not None:
+        return bool(cfg.isolate_cells)
+    return not str(device).startswith("cpu")
+
+
 def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | None = None) -> None:
     import signal
 
@@ -93,13 +102,16 @@ def _precreate_experiments(runner: Any, cells: list[Any]) -> None:
 
 
 class ProcessExecutor:
-    """``workers`` cells at a time, each in a fresh (spawned) process with ``threads`` torch threads. Workers log
-    to the run's tracking URI and share the products through the harness home, as Ray workers do; a harness error
-    (bad configuration, missing resource) stops the run, other failures mark their cell FAILED."""
+    """``workers`` cells at a time in spawned processes with ``threads`` torch threads. Workers log to the run's
+    tracking URI and share the products through the harness home, as Ray workers do; a harness error (bad
+    configuration, missing resource) stops the run, other failures mark their cell FAILED. ``fresh``: every cell in
+    a process of its own (the default on an accelerator: a CUDA fault poisons its process's device, and the next
+    cell then starts on a new one); otherwise a worker process runs one cell after another."""
 
-    def __init__(self, workers: int, threads: int = 1):
+    def __init__(self, workers: int, threads: int = 1, fresh: bool = False):
         self.workers = int(workers)
         self.threads = int(threads)
+        self.fresh = bool(fresh)
 
     def run(self, runner: Any, cells: list[Any], on_done: Any = None) -> tuple[list[dict], list[dict]]:
         import multiprocessing as mp
@@ -115,7 +127,8 @@ class ProcessExecutor:
         done, failed = [], []
         pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
                                    initializer=_init_process_worker,
-                                   initargs=(_worker_env(runner.tracker.uri), self.threads, os.getpid()))
+                                   initargs=(_worker_env(runner.tracker.uri), self.threads, os.getpid()),
+                                   max_tasks_per_child=1 if self.fresh else None)
         futures: dict[Any, Any] = {}
         pending: set[Any] = set()
         try:

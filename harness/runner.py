@@ -20,9 +20,9 @@ from rich.console import Console
 
 from harness.config import RunConfig, run_seeds
 from harness.core.cache import ProductCache
-from harness.core.errors import ConfigError, HarnessError, MissingResourceError
+from harness.core.errors import ConfigError, DeviceFault, HarnessError, MissingResourceError, is_device_fault
 from harness.core.hashing import hash_obj
-from harness.core.lifecycle import fault_after
+from harness.core.lifecycle import device_fault, fault_after
 from harness.core.paths import harness_home
 from harness.core.precision import resolve_precision
 from harness.core.profiles import PROFILES
@@ -31,6 +31,7 @@ from harness.core.registry import METHODS, TASKS
 from harness.core.tracking import Tracker, metric_key
 from harness.core.versions import git_commit, library_versions
 from harness.finished import finished_run, init_inputs, product_keys, release_products
+from harness.fit import fit_cpt
 from harness.rerun import start_over
 
 log = logging.getLogger(__name__)
@@ -183,6 +184,8 @@ class Runner:
         self.cpt["precision"] = resolve_precision(self.cpt.get("precision"), self.device)
         self.eval_precision = resolve_precision(get_profile(cfg.profile).get("eval_precision"), self.device)
         self.plan = make_plan(cfg, world)
+        # settings the source models bound (the CPT block size), clamped to what they take (harness.fit)
+        self.cpt, self.fitted = fit_cpt(self.cpt, world, sorted({c.source for c in self.plan.cells}))
         self.prefix = ""  # put before each line this runner prints (cells side by side)
         from transformers.utils import logging as hf_logging
 
@@ -200,6 +203,8 @@ class Runner:
             console.print(f"[yellow]skipped:[/yellow] {s}")
         console.print(f"world [bold]{self.world.name}[/bold] ({self.world.hash}), profile {self.cfg.profile}, "
                       f"device {self.device}: {len(plan.cells)} cell(s) x tasks {', '.join(plan.tasks)}")
+        for setting, why in self.fitted.items():
+            console.print(f"[yellow]fitted to the source model:[/yellow] {setting} {why}")
         self.cache.clean_stale()
         self.mark_orphans()
         results: dict[str, Any] = {"cells": [], "failed": []}
@@ -228,6 +233,12 @@ class Runner:
                 except KeyboardInterrupt:
                     raise
                 except Exception as exc:
+                    if is_device_fault(exc):  # the device of this process is gone: no later cell can run here
+                        raise DeviceFault(
+                            f"cell {cell.label}: the device failed ({type(exc).__name__}: {str(exc)[:300]}); "
+                            f"every later cell of this process would fail with it, so the run stops here. "
+                            f"Finished cells are kept; the same command resumes (with --isolate-cells, the default "
+                            f"on a GPU, each cell runs in a process of its own and the others go on)") from exc
                     log.exception("cell %s failed", cell.label)
                     results["failed"].append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
                     console.print(f"[red]cell {cell.label} failed:[/red] {type(exc).__name__}: {exc}")
@@ -368,8 +379,10 @@ class Runner:
                       **{f"method.{k}": v for k, v in {**getattr(METHODS.get(cell.method), "defaults", {}),
                                                         **ident["params"]}.items()},
                       **{f"cpt.{k}": v for k, v in self.cpt.items()},
+                      **{f"fitted.{k}": v for k, v in self.fitted.items()},
                       **{f"version.{k}": v for k, v in library_versions().items()}}
             tr.log_params(parent, params)
+            device_fault(cell.method)  # a simulated poisoned accelerator (tests: HARNESS_FAULT_DEVICE)
 
             # 1. initialize (cached product)
             t0 = time.time()

@@ -181,6 +181,11 @@ class _Builder:
             if note := _cpt_note(profile):
                 b.notes.append(note)
         b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
+        fitted = sorted({f"{k[len('fitted.'):]} {v}" for runs in groups.values() for r in runs
+                         if (p := data.parent(r)) is not None for k, v in p.params.items() if k.startswith("fitted.")})
+        if fitted:
+            b.notes.append("settings fitted to the source model (the profile asked for more than it takes): "
+                           + "; ".join(fitted))
         mixed = mixed_majors([{lib: p.params.get(f"version.{lib}", "") for lib in MAJOR_CHECKED}
                               for runs in groups.values() for r in runs if (p := data.parent(r)) is not None])
         if mixed:

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 
 from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.positions import usable_positions
 from harness.worlds.base import read_jsonl
 
 log = logging.getLogger(__name__)
@@ -139,9 +140,6 @@ def num_layers(model: torch.nn.Module) -> int:
                       "(task param 'layer')")
 
 
-_OFFSET_POSITIONS = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "xmod"}  # positions start at pad+1
-
-
 def max_input_length(model: torch.nn.Module, tokenizer: Any, wanted: int) -> int:
     """``wanted``, capped by what the model's position embeddings and the tokenizer allow."""
     limit = wanted
@@ -149,12 +147,8 @@ def max_input_length(model: torch.nn.Module, tokenizer: Any, wanted: int) -> int
     if isinstance(tok_max, int) and 0 < tok_max < 1_000_000:
         limit = min(limit, tok_max)
     cfg = getattr(model, "config", None) or getattr(base_encoder(model), "config", None)
-    pos = getattr(cfg, "max_position_embeddings", None)
-    if isinstance(pos, int) and pos > 0:
-        if getattr(cfg, "model_type", "") in _OFFSET_POSITIONS:
-            pos -= int(getattr(cfg, "pad_token_id", 1) or 0) + 1
-        limit = min(limit, pos)
-    return limit
+    pos = usable_positions(cfg) if cfg is not None else None
+    return limit if pos is None else min(limit, pos)
 
 
 def special_affixes(tokenizer: Any) -> tuple[list[int], list[int]]:

@@ -20,7 +20,7 @@ from harness.core.precision import autocast
 from harness.core.registry import TASKS
 from harness.worlds.base import read_lines
 from tasks.base import ItemStats, TaskResult, TaskSettings
-from tasks.data import length_batches
+from tasks.data import length_batches, max_input_length
 
 PROFILES: dict[str, dict[str, Any]] = {
     "paper": {"max_sentences": None, "max_length": 512, "batch_size": 32, "mlm_probability": 0.15},
@@ -73,6 +73,8 @@ class MLMLoss:
         cfg = {**PROFILES.get(settings.profile, PROFILES["cpu"]), **settings.params}
         if settings.max_sentences is not None:
             cfg["max_sentences"] = settings.max_sentences
+        # the longest sentence the model takes (the paper profile's 512 on a model with fewer positions), logged
+        cfg["max_length"] = max_input_length(model, tokenizer, int(cfg["max_length"]))
         special = set(tokenizer.all_special_ids)
         vocab_size = len(tokenizer)
         device = torch.device(settings.device)
@@ -118,5 +120,7 @@ class MLMLoss:
             items.setdefault("loss", {})[lang] = ItemStats(sent_loss, sent_tok)
             items.setdefault("ppl", {})[lang] = ItemStats(sent_loss, sent_tok, transform="exp")
         meta = world.task_meta(self.name).get("languages", {})
-        return TaskResult(scores={"loss": loss_by_lang, "ppl": ppl_by_lang}, extras={"counts": counts}, items=items,
+        return TaskResult(scores={"loss": loss_by_lang, "ppl": ppl_by_lang}, extras={"counts": counts, "hyperparameters": {
+            "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"],
+            "mlm_probability": cfg["mlm_probability"]}}, items=items,
                           label_source={lang: meta.get(lang, {}).get("label_source", "gold") for lang in languages})

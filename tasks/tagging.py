@@ -326,7 +326,8 @@ class TaggingTask:
             "n_dev": len(dev),
             "n_sentences": {lang: len(s) for lang, s in tests.items()},
             "labels": labels,
-            "hyperparameters": {**hp, "train_language": train_lang},
+            # max_length as used: capped by what the model takes (tasks.data.max_input_length)
+            "hyperparameters": {**hp, "max_length": feat.max_length, "train_language": train_lang},
             "profile": settings.profile,
             "dev_curve": info["curve"],
             "best": info["best"],

@@ -66,11 +66,12 @@ def _run(cfg: Any, runners: list[Any]) -> int:
 
         executor = RayExecutor(address=cfg.ray_address, max_retries=cfg.max_retries)
     else:
-        from harness.executors import ProcessExecutor, available_cpus, local_workers
+        from harness.executors import ProcessExecutor, available_cpus, isolate_cells, local_workers
 
         workers = local_workers(cfg, runner.device, len(runner.plan.cells))
-        if workers > 1:
-            executor = ProcessExecutor(workers, threads=max(1, available_cpus() // workers))
+        fresh = isolate_cells(cfg, runner.device)
+        if workers > 1 or fresh:
+            executor = ProcessExecutor(workers, threads=max(1, available_cpus() // workers), fresh=fresh)
     res = runner.run(executor)
     err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) "
               f"{', '.join(sorted({runner.experiment_name(c.source) for c in runner.plan.cells}))}")

@@ -29,3 +29,27 @@ class ConfigError(HarnessError):
 
 class MissingResourceError(HarnessError):
     pass
+
+
+class DeviceFault(HarnessError):
+    """The accelerator failed in a way that poisons the process (a CUDA device-side assert, an illegal memory
+    access): every later computation of the same process would fail too. Raised by the in-process runner to stop
+    the run at once; cells that run each in a process of their own (the default on a GPU) never need it."""
+
+    exit_code = 1
+
+
+# what a CUDA/accelerator error says of itself: once one is raised, the CUDA context of the process is unusable
+DEVICE_FAULT_MARKERS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "CUDNN_STATUS", "cudaError",
+                        "illegal memory access", "NCCL error", "unspecified launch failure")
+
+
+def is_device_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is an accelerator fault that leaves the process's device unusable."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, RuntimeError) and any(m in str(exc) for m in DEVICE_FAULT_MARKERS):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False

@@ -241,6 +241,21 @@ def fault_after(stage: str) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+_POISONED: list[str] = []  # the simulated device of this process failed (HARNESS_FAULT_DEVICE)
+
+
+def device_fault(method: str) -> None:
+    """``HARNESS_FAULT_DEVICE=<method>`` simulates a poisoned accelerator: the first cell of that method raises the
+    error a CUDA device-side assert raises, and every later cell of the same process raises it too, as a real
+    CUDA context does once it has failed. (With ``HARNESS_FAULT_MARKER`` only once across processes.)"""
+    if _POISONED:
+        raise RuntimeError(f"CUDA error: device-side assert triggered (simulated: the device of this process "
+                           f"failed in an earlier cell, {_POISONED[0]})")
+    if os.environ.get("HARNESS_FAULT_DEVICE") == method and _first_time():
+        _POISONED.append(method)
+        raise RuntimeError("CUDA error: device-side assert triggered (simulated)")
+
+
 def _first_time() -> bool:
     """False when ``HARNESS_FAULT_MARKER`` names a file that exists (the fault fired before); else creates it."""
     marker = os.environ.get("HARNESS_FAULT_MARKER")

@@ -1,0 +1,147 @@
+"""The GPU path's checks that run on a CPU: the paper profile finishes on the synthetic world (its CPT block size
+fitted to the source model), a device fault stays in its cell (a simulated poisoned device), and the choice of a
+fresh process per cell."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from types import SimpleNamespace
+
+
+def _runs(db: Path, experiment: str) -> dict[str, tuple[str, dict[str, str]]]:
+    """{cell run name: (status, params)} of the experiment's cell runs."""
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT r.run_uuid, r.name, r.status FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id "
+            "JOIN tags t ON t.run_uuid = r.run_uuid WHERE e.name = ? AND r.lifecycle_stage = 'active' "
+            "AND t.key = 'harness.kind' AND t.value = 'cell'", (experiment,)).fetchall()
+        out = {}
+        for run_id, name, status in rows:
+            params = dict(con.execute("SELECT key, value FROM params WHERE run_uuid = ?", (run_id,)).fetchall())
+            out[name] = (status, params)
+    return out
+
+
+def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, synthetic_world):
+    """``--profile paper`` (CPT blocks of 512 tokens) on a source model of 128 positions: the block size is clamped
+    to 128 before any cell, said when the run starts, logged on the cell run and named under the board; every task
+    is evaluated at step 0 and after CPT."""
+    exp = "gpu-path-paper"
+    proc = run_cli("run", "--world", "synthetic", "--methods", "random,ofa", "--tasks", "sr-b,sr-t,ner,pos,mlm",
+                   "--profile", "paper", "--cpt-steps", "2", "--experiment", exp, "--workers", "1", timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "fitted to the source model: cpt.block_size 512 -> 128" in proc.stderr
+    runs = _runs(harness_home / "mlflow-tests.db", exp)
+    assert sorted(runs) == ["ofa-full-s1", "random-full-s1"]
+    for status, params in runs.values():
+        assert status == "FINISHED"
+        assert params["cpt.block_size"] == "128"
+        assert params["fitted.cpt.block_size"].startswith("512 -> 128")
+        assert params["profile"] == "paper"
+    board = run_cli("leaderboard", "--experiment", exp, "--task", "sr-t", "--step", "final")
+    assert board.returncode == 0, board.stderr[-2000:]
+    assert "settings fitted to the source model" in board.stdout + board.stderr
+
+
+def test_fit_leaves_what_the_model_takes(tmp_path):
+    from harness.fit import fit_cpt
+
+    src = tmp_path / "sources" / "s"
+    src.mkdir(parents=True)
+    world = SimpleNamespace(source_dir=lambda s: tmp_path / "sources" / s)
+    (src / "config.json").write_text('{"model_type": "xlm-roberta", "max_position_embeddings": 514, '
+                                     '"pad_token_id": 1}')
+    assert fit_cpt({"block_size": 512}, world, ["s"]) == ({"block_size": 512}, {})
+    fitted, notes = fit_cpt({"block_size": 1024}, world, ["s"])
+    assert fitted["block_size"] == 512 and notes["cpt.block_size"].startswith("1024 -> 512")
+    (src / "config.json").write_text('{"model_type": "bert", "max_position_embeddings": 64}')
+    assert fit_cpt({"block_size": 128}, world, ["s"])[0]["block_size"] == 64
+    assert fit_cpt({"block_size": 128}, world, ["missing"]) == ({"block_size": 128}, {})
+
+
+def test_mlm_task_length_fitted_to_the_model(synthetic_world):
+    """The mlm task's paper max_length (512) is capped by the model's positions and logged as its protocol."""
+    from transformers import AutoTokenizer
+
+    from harness.initialize import load_model
+    from tasks.base import TaskSettings
+    from tasks.mlm import MLMLoss
+
+    src = synthetic_world.source_dir(synthetic_world.default_source)
+    model, tok = load_model(src, device="cpu"), AutoTokenizer.from_pretrained(src)
+    lang = MLMLoss().languages(synthetic_world)[:1]
+    res = MLMLoss().evaluate(model, tok, synthetic_world, lang, TaskSettings(profile="paper", seed=1, device="cpu",
+                                                                               max_sentences=4))
+    assert res.extras["hyperparameters"]["max_length"] == 128
+
+
+def test_cells_isolated_on_an_accelerator():
+    from harness.executors import isolate_cells
+
+    auto = SimpleNamespace(isolate_cells=None)
+    assert isolate_cells(auto, "cuda") and isolate_cells(auto, "cuda:1")
+    assert not isolate_cells(auto, "cpu")
+    assert isolate_cells(SimpleNamespace(isolate_cells=True), "cpu")
+    assert not isolate_cells(SimpleNamespace(isolate_cells=False), "cuda")
+
+
+def test_device_fault_detection():
+    from harness.core.errors import is_device_fault
+
+    assert is_device_fault(RuntimeError("CUDA error: device-side assert triggered"))
+    try:
+        try:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
+        except RuntimeError as inner:
+            raise ValueError("while writing the model") from inner
+    except ValueError as outer:
+        assert is_device_fault(outer)
+    assert not is_device_fault(RuntimeError("index 130 is out of bounds for dimension 1 with size 130"))
+    assert not is_device_fault(ValueError("CUDA error"))  # only what torch raises (RuntimeError and kin)
+
+
+JOB = ["run", "--world", "synthetic", "--methods", "random,ofa,fvt", "--tasks", "mlm", "--cpt-steps", "1"]
+
+
+def test_device_fault_stays_in_its_cell(run_cli, harness_home, synthetic_world):
+    """Each cell in a process of its own (the GPU default, asked for here on the CPU): the poisoned device fails its
+    cell only; the cells after it finish; the same command then finishes the failed cell."""
+    exp = "gpu-path-isolated"
+    proc = run_cli(*JOB, "--experiment", exp, "--workers", "1", "--isolate-cells",
+                   env={"HARNESS_FAULT_DEVICE": "ofa"}, timeout=900)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    runs = _runs(harness_home / "mlflow-tests.db", exp)
+    assert {n: s for n, (s, _) in runs.items()} == {"ofa-full-s1": "FAILED", "random-full-s1": "FINISHED",
+                                                     "fvt-full-s1": "FINISHED"}
+    assert "device-side assert" in proc.stderr
+    again = run_cli(*JOB, "--experiment", exp, "--workers", "1", "--isolate-cells", timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert {s for s, _ in _runs(harness_home / "mlflow-tests.db", exp).values()} == {"FINISHED"}
+
+
+def test_device_fault_in_process_stops_the_run(run_cli, harness_home, synthetic_world):
+    """Cells in this process (``--workers 1``, no isolation): the run stops at the poisoned cell with one line
+    naming it and the cause, no traceback; what finished is kept and the same command resumes."""
+    exp = "gpu-path-in-process"
+    proc = run_cli(*JOB, "--experiment", exp, "--workers", "1", env={"HARNESS_FAULT_DEVICE": "ofa"}, timeout=900)
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    line = [x for x in proc.stderr.splitlines() if "the device failed" in x]
+    assert len(line) == 1 and "ofa" in line[0] and "device-side assert" in line[0], proc.stderr[-2000:]
+    before = _runs(harness_home / "mlflow-tests.db", exp)
+    assert before["ofa-full-s1"][0] == "FAILED"
+    assert "fvt-full-s1" not in before or before["fvt-full-s1"][0] != "FAILED"
+    again = run_cli(*JOB, "--experiment", exp, "--workers", "1", timeout=900)
+    assert again.returncode == 0, again.stderr[-3000:]
+    after = _runs(harness_home / "mlflow-tests.db", exp)
+    assert sorted(after) == ["fvt-full-s1", "ofa-full-s1", "random-full-s1"]
+    assert {s for s, _ in after.values()} == {"FINISHED"}
+
+
+def test_isolate_cells_is_a_run_setting():
+    from harness.config import make_config
+
+    assert make_config(overrides={"isolate_cells": True}).isolate_cells is True
+    assert make_config(file_values={"isolate_cells": False}).isolate_cells is False
+    assert make_config().isolate_cells is None
