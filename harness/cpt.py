@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness import cpt_batch
 from harness.core.cache import DONE, discard_damaged, file_digests
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import resolve_precision, training_attention
@@ -111,7 +112,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
         raise MissingResourceError(f"world {world.name!r} has no CPT text for {', '.join(languages)}")
     n_dev = int(os.environ.get("WORLD_SIZE", "1"))
-    per_dev, accum = batch_layout(int(settings["effective_batch"]), int(settings["per_device_batch"]), n_dev)
+    effective = int(settings["effective_batch"])
+    per_dev, accum = batch_layout(effective, int(settings["per_device_batch"]), n_dev)
     use_cpu = device == "cpu"
     distributed = n_dev > 1
     precision = resolve_precision(settings.get("precision", "auto"), device)
@@ -120,19 +122,46 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     # a quarter of the run); 0 turns them off (a short CPT is cheaper to redo than to checkpoint)
     save_every = settings.get("save_every")
     save_every = max(1, steps // 4) if save_every is None else int(save_every)
-    args = TrainingArguments(
-        output_dir=str(work / "trainer"), max_steps=steps, learning_rate=float(settings["lr"]),
-        lr_scheduler_type="linear", warmup_steps=int(settings.get("warmup_steps", 0)),
-        weight_decay=float(settings.get("weight_decay", 0.0)), per_device_train_batch_size=per_dev,
-        gradient_accumulation_steps=accum, logging_steps=1,
-        save_strategy="steps" if save_every > 0 else "no", save_steps=max(save_every, 1),
-        save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
-        dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
-        ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
-    )
-    model = load_fn(model_dir)
-    use_masked_only_head(model)  # the vocabulary projection at the masked positions only (same loss, see module)
-    training_attention(model, device)
+
+    def training_args(per_device: int, accumulation: int) -> Any:
+        return TrainingArguments(
+            output_dir=str(work / "trainer"), max_steps=steps, learning_rate=float(settings["lr"]),
+            lr_scheduler_type="linear", warmup_steps=int(settings.get("warmup_steps", 0)),
+            weight_decay=float(settings.get("weight_decay", 0.0)), per_device_train_batch_size=per_device,
+            gradient_accumulation_steps=accumulation, logging_steps=1,
+            save_strategy="steps" if save_every > 0 else "no", save_steps=max(save_every, 1),
+            save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
+            dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
+            ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
+        )
+
+    sim = cpt_batch.simulated_memory()
+
+    def fresh_model() -> Any:
+        m = load_fn(model_dir)
+        use_masked_only_head(m)  # the vocabulary projection at the masked positions only (same loss, see module)
+        training_attention(m, device)
+        if sim is not None:
+            cpt_batch.install_simulated_memory(m, sim)
+        return m
+
+    model = fresh_model()
+    layout_file = work / "layout.json"
+    layouts = json.loads(layout_file.read_text()) if layout_file.is_file() else []
+    if layouts:  # a resumed CPT keeps the layout it had reached
+        per_dev, accum = int(layouts[-1]["per_device"]), int(layouts[-1]["accumulation"])
+    elif cpt_batch.search_wanted(device, settings):
+        model.to(device)
+        reserve = cpt_batch.optimizer_state_bytes(model)
+        per_dev, tried = cpt_batch.find_per_device_batch(
+            effective, per_dev, n_dev, lambda b: cpt_batch.probe_step(
+                model, b, int(settings["block_size"]), device, precision, reserve))
+        accum = effective // (per_dev * n_dev)
+        layouts.append({"from_step": 0, "per_device": per_dev, "accumulation": accum,
+                        "why": "batch search: " + ", ".join(f"{b} {r}" for b, r in tried)})
+    if not layouts:
+        layouts.append({"from_step": 0, "per_device": per_dev, "accumulation": accum, "why": "the profile's"})
+    layout_file.write_text(json.dumps(layouts))
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
     train_log = work / "train_log.jsonl"
 
@@ -146,6 +175,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                     progress(state.global_step, steps, logs["loss"])
 
         def on_step_end(self, a, state, control, model=None, **kw):  # noqa: ANN001
+            if sim is not None:
+                sim.step = state.global_step
             if state.global_step in eval_steps and state.is_world_process_zero:
                 out = work / f"step-{state.global_step}"
                 if not out.exists():
@@ -154,13 +185,33 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                     save_fn(model, tmp)  # the weights only: the tokenizer is the initialized model's
                     os.replace(tmp, out)
 
-    trainer = Trainer(model=model, args=args, train_dataset=[{"input_ids": b} for b in blocks],
-                      data_collator=collator, callbacks=[_Hooks()])
     from transformers.trainer_callback import PrinterCallback
 
-    trainer.remove_callback(PrinterCallback)  # the loss goes to MLflow and the progress bar, not to stdout
-    last = _last_checkpoint(work / "trainer")
-    trainer.train(resume_from_checkpoint=str(last) if last else None)
+    dataset = [{"input_ids": b} for b in blocks]
+    while True:
+        trainer = Trainer(model=model, args=training_args(per_dev, accum), train_dataset=dataset,
+                          data_collator=collator, callbacks=[_Hooks()])
+        trainer.remove_callback(PrinterCallback)  # the loss goes to MLflow and the progress bar, not to stdout
+        last = _last_checkpoint(work / "trainer")
+        try:
+            trainer.train(resume_from_checkpoint=str(last) if last else None)
+            break
+        except Exception as exc:
+            if not cpt_batch.is_out_of_memory(exc) or distributed:
+                raise
+            # out of memory mid-run: half the per-device batch, twice the accumulation, from the last checkpoint
+            step = int(last.name.split("-")[1]) if last else 0
+            per_dev, accum = cpt_batch.halve(effective, per_dev, n_dev)
+            log.warning("CPT ran out of memory (%s); resuming from step %d with %d sequences per device x %d "
+                        "accumulation", exc, step, per_dev, accum)
+            layouts.append({"from_step": step, "per_device": per_dev, "accumulation": accum,
+                            "why": f"out of memory during CPT: {str(exc)[:200]}"})
+            layout_file.write_text(json.dumps(layouts))
+            del trainer, model
+            if sim is not None:
+                sim.step = step
+            cpt_batch.free_memory(device)
+            model = fresh_model()  # the initialized weights; the checkpoint, if any, replaces them
     if distributed:
         trainer.accelerator.wait_for_everyone()
     if trainer.is_world_process_zero():
@@ -190,6 +241,13 @@ def _last_checkpoint(trainer_dir: Path) -> Path | None:
     ckpts = sorted((p for p in trainer_dir.glob("checkpoint-*") if p.is_dir()),
                    key=lambda p: int(p.name.split("-")[1]))
     return ckpts[-1] if ckpts else None
+
+
+def read_layouts(product_dir: Path) -> list[dict[str, Any]]:
+    """The batch layouts a CPT used (``[{from_step, per_device, accumulation, why}, ...]``; [] before they were
+    recorded)."""
+    p = product_dir / "layout.json"
+    return json.loads(p.read_text()) if p.is_file() else []
 
 
 def read_train_log(product_dir: Path) -> list[dict[str, Any]]:

@@ -72,7 +72,7 @@ def resolve_device(device: str) -> str:
 
 def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
     s = dict(get_profile(cfg.profile)["cpt"])
-    known = {k for prof in PROFILES.values() for k in prof["cpt"]}
+    known = {k for prof in PROFILES.values() for k in prof["cpt"]} | {"auto_batch"}
     unknown = sorted(set(cfg.cpt) - known)
     if unknown:
         raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "
@@ -93,7 +93,7 @@ def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
 
 # CPT settings that do not change what CPT computes: the number of devices (the effective batch is fixed) and
 # whether the tasks are evaluated after it
-_NOT_PRODUCT = frozenset({"devices", "eval_tasks"})
+_NOT_PRODUCT = frozenset({"devices", "eval_tasks", "auto_batch"})
 
 
 def _without_devices(cpt: dict[str, Any]) -> dict[str, Any]:
@@ -436,7 +436,7 @@ class Runner:
                     if prog is not None and bar is not None:
                         prog.update(bar, completed=step, description=f"  CPT loss {loss:.3f}" if loss else "  CPT")
 
-                from harness.cpt import launch_distributed_cpt, read_train_log, run_cpt
+                from harness.cpt import launch_distributed_cpt, read_layouts, read_train_log, run_cpt
                 from harness.initialize import save_model
 
                 t_cpt = time.time()
@@ -460,6 +460,13 @@ class Runner:
                     # the wall time of this call (a resumed CPT counts only what was left): benchmarks/bench_main_job.py
                     tr.log_metrics(parent, {"cpt/seconds": time.time() - t_cpt}, step=steps)
                     tr.log_series(parent, "cpt/train_loss", [(r["step"], r["loss"]) for r in read_train_log(cpt_dir)])
+                    layouts = read_layouts(cpt_dir)  # the batch layout(s) CPT used (harness.cpt_batch)
+                    for lay in layouts:
+                        tr.log_metrics(parent, {"cpt/per_device_batch": float(lay["per_device"]),
+                                                "cpt/grad_accumulation": float(lay["accumulation"])},
+                                       step=int(lay["from_step"]))
+                    if layouts:
+                        tr.log_dict(parent, layouts, "cpt_layout.json")
                     tr.mark_done(parent, "cpt_log")
                 fault_after("cpt")
                 for step, path in sorted(ckpts.items()):

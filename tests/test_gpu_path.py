@@ -8,6 +8,8 @@ import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
+
 
 def _runs(db: Path, experiment: str) -> dict[str, tuple[str, dict[str, str]]]:
     """{cell run name: (status, params)} of the experiment's cell runs."""
@@ -145,3 +147,66 @@ def test_isolate_cells_is_a_run_setting():
     assert make_config(overrides={"isolate_cells": True}).isolate_cells is True
     assert make_config(file_values={"isolate_cells": False}).isolate_cells is False
     assert make_config().isolate_cells is None
+
+
+# -- the batch fits the card by itself ------------------------------------------------------------------------
+def test_batch_candidates_halve_and_keep_the_effective_batch():
+    from harness.cpt_batch import candidates
+
+    assert candidates(512, 32, 1) == [32, 16, 8, 4, 2, 1]
+    assert candidates(384, 12, 4) == [12, 6, 3, 1]
+    for b in candidates(512, 32, 4):
+        assert 512 % (b * 4) == 0
+
+
+def test_batch_search_under_a_simulated_memory_limit():
+    """A card that holds 4,096 tokens per forward: blocks of 512 give 8 sequences per device, 64 accumulation."""
+    import torch
+
+    from harness.cpt_batch import SimulatedMemory, find_per_device_batch
+
+    sim = SimulatedMemory(4096)
+    got, tried = find_per_device_batch(512, 32, 1, lambda b: sim.check(b * 512))
+    assert got == 8 and 512 // got == 64
+    assert tried == [(32, "out of memory"), (16, "out of memory"), (8, "fits")]
+    with pytest.raises(torch.OutOfMemoryError):
+        find_per_device_batch(512, 32, 1, lambda b: SimulatedMemory(100).check(b * 512))
+    with pytest.raises(ValueError):  # any other error is the caller's, not a reason to shrink the batch
+        find_per_device_batch(512, 32, 1, lambda b: (_ for _ in ()).throw(ValueError("bad")))
+
+
+def _cpt(world, tmp_path, monkeypatch, memory: str, **settings):
+    from transformers import AutoTokenizer
+
+    from harness.cpt import read_layouts, read_train_log, run_cpt
+    from harness.initialize import load_model, save_model
+
+    monkeypatch.setenv("HARNESS_SIMULATED_MEMORY", memory)
+    src = world.source_dir(world.default_source)
+    base = {"steps": 4, "lr": 1e-4, "effective_batch": 8, "per_device_batch": 8, "block_size": 32,
+            "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "precision": "fp32",
+            "max_sentences_per_language": 50, "save_every": 1, **settings}
+    product = tmp_path / "cpt"
+    langs = sorted(p.stem for p in world.resource_files("cpt_text"))
+    run_cpt(model_dir=src, tokenizer=AutoTokenizer.from_pretrained(src), world=world, languages=langs,
+            settings=base, seed=1, device="cpu", product_dir=product, eval_steps=[],
+            load_fn=lambda p: load_model(p, device="cpu"), save_fn=save_model)
+    return read_layouts(product), read_train_log(product)
+
+
+def test_cpt_finds_the_batch_at_its_start(synthetic_world, tmp_path, monkeypatch):
+    layouts, train_log = _cpt(synthetic_world, tmp_path, monkeypatch, "64")  # 2 blocks of 32 tokens
+    assert [(x["per_device"], x["accumulation"]) for x in layouts] == [(2, 4)]
+    assert "8 out of memory" in layouts[0]["why"] and "2 fits" in layouts[0]["why"]
+    assert [r["step"] for r in train_log] == [1, 2, 3, 4]
+
+
+def test_an_out_of_memory_error_mid_run_halves_the_batch_and_resumes(synthetic_world, tmp_path, monkeypatch):
+    """The card's free memory shrinks after step 2: CPT goes on from its step-2 checkpoint with smaller batches,
+    the same effective batch, and every step logged once."""
+    layouts, train_log = _cpt(synthetic_world, tmp_path, monkeypatch, "256@2:64")
+    got = [(x["from_step"], x["per_device"], x["accumulation"]) for x in layouts]
+    assert got[0] == (0, 8, 1) and got[-1] == (2, 2, 4), got
+    assert all(p * a == 8 for _, p, a in got)
+    assert all("out of memory during CPT" in x["why"] for x in layouts[1:])
+    assert [r["step"] for r in train_log] == [1, 2, 3, 4]
