@@ -25,6 +25,7 @@ from harness import cpt_batch
 from harness.core.cache import DONE, discard_damaged, file_digests
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import resolve_precision, training_attention
+from harness.cpt_batch import batch_layout
 from harness.worlds.base import read_lines
 
 log = logging.getLogger(__name__)
@@ -48,18 +49,6 @@ def cpt_blocks(tokenizer: Any, world: Any, languages: list[str], block_size: int
         blocks.extend(ids[i: i + block_size] for i in range(0, len(ids) - block_size + 1, block_size))
     random.Random(seed).shuffle(blocks)
     return blocks
-
-
-def batch_layout(effective: int, per_device_max: int, n_devices: int) -> tuple[int, int]:
-    """(per-device batch, gradient accumulation) so that per-device x accumulation x devices == ``effective``,
-    with the per-device batch as large as allowed (at most ``per_device_max``)."""
-    from harness.core.errors import ConfigError
-
-    for per_dev in range(min(per_device_max, effective // max(n_devices, 1)), 0, -1):
-        if effective % (per_dev * n_devices) == 0:
-            return per_dev, effective // (per_dev * n_devices)
-    raise ConfigError(f"cpt: the effective batch {effective} cannot be split over {n_devices} device(s) "
-                      f"with at most {per_device_max} sequences per device")
 
 
 def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path) -> None:

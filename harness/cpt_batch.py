@@ -2,7 +2,7 @@
 
 The paper's effective batch (512 sequences) never changes; the per-device batch is the largest that fits the
 device's memory, at most the profile's ``per_device_batch``, and gradient accumulation makes up the rest
-(:func:`harness.cpt.batch_layout`):
+(:func:`batch_layout`):
 
 * **at the start of CPT** (on an accelerator) :func:`find_per_device_batch` tries one training step's memory at the
   largest candidate -- a forward and a backward pass on a full batch of random blocks, with the optimizer's state
@@ -57,6 +57,16 @@ class SimulatedMemory:
                                          f"is {self.limit()})")
 
 
+def batch_layout(effective: int, per_device_max: int, n_devices: int) -> tuple[int, int]:
+    """(per-device batch, gradient accumulation) so that per-device x accumulation x devices == ``effective``,
+    with the per-device batch as large as allowed (at most ``per_device_max``)."""
+    for per_dev in range(min(per_device_max, effective // max(n_devices, 1)), 0, -1):
+        if effective % (per_dev * n_devices) == 0:
+            return per_dev, effective // (per_dev * n_devices)
+    raise ConfigError(f"cpt: the effective batch {effective} cannot be split over {n_devices} device(s) "
+                      f"with at most {per_device_max} sequences per device")
+
+
 def simulated_memory() -> SimulatedMemory | None:
     spec = os.environ.get(SIMULATED_MEMORY_ENV)
     if not spec:
@@ -98,8 +108,6 @@ def free_memory(device: str) -> None:
 def candidates(effective: int, per_device_max: int, n_devices: int) -> list[int]:
     """The per-device batches to try, largest first: each one divides the effective batch (with the devices), and
     each next one is at most half the one before (the halving of accelerate's search, on valid layouts only)."""
-    from harness.cpt import batch_layout
-
     out = [batch_layout(effective, per_device_max, n_devices)[0]]
     while out[-1] > 1:
         out.append(batch_layout(effective, out[-1] // 2, n_devices)[0])
@@ -154,8 +162,6 @@ def find_per_device_batch(effective: int, per_device_max: int, n_devices: int,
 
 def halve(effective: int, per_device: int, n_devices: int) -> tuple[int, int]:
     """The next smaller layout after an out-of-memory error (raises when the batch is already 1)."""
-    from harness.cpt import batch_layout
-
     if per_device <= 1:
         raise ConfigError("CPT runs out of memory with one sequence per device; use a shorter block_size or a "
                           "device with more memory")

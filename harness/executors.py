@@ -48,7 +48,8 @@ def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any],
     import torch
 
     from harness.config import make_config
-    from harness.runner import Cell, Runner
+    from harness.plan import Cell
+    from harness.runner import Runner
     from harness.worlds import get_world
 
     torch.set_num_threads(max(1, int(num_cpus)))

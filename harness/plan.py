@@ -11,9 +11,124 @@ so that users can size a cluster; it is not a measurement. Per cell:
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.errors import ConfigError, HarnessError
+from harness.config import RunConfig, run_seeds
+from harness.core.errors import ConfigError, HarnessError, MissingResourceError
+from harness.core.profiles import PROFILES
+from harness.core.profiles import profile as get_profile
+from harness.core.registry import METHODS, TASKS
+
+
+@dataclass(frozen=True)
+class Cell:
+    source: str
+    method: str
+    dim: int | None
+    seed: int
+
+    @property
+    def label(self) -> str:
+        d = "full" if self.dim is None else str(self.dim)
+        return f"{self.method} | {self.source} | dim {d} | seed {self.seed}"
+
+
+@dataclass
+class Plan:
+    cells: list[Cell]
+    tasks: list[str]
+    languages: dict[str, list[str]]  # task -> languages
+    skipped: list[str] = field(default_factory=list)
+
+
+def resolve_device(device: str) -> str:
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
+    s = dict(get_profile(cfg.profile)["cpt"])
+    known = {k for prof in PROFILES.values() for k in prof["cpt"]} | {"auto_batch"}
+    unknown = sorted(set(cfg.cpt) - known)
+    if unknown:
+        raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "
+                          f"{', '.join(sorted(known))}")
+    if not isinstance(cfg.cpt.get("eval_tasks", True), bool):
+        raise ConfigError(f"config key 'cpt.eval_tasks': expected true or false, got {cfg.cpt['eval_tasks']!r}")
+    s.update(cfg.cpt)
+    if cfg.cpt_steps is not None:
+        s["steps"] = cfg.cpt_steps
+    s["checkpoints"] = sorted(set(cfg.cpt_checkpoints) | set(s.get("checkpoints") or []))
+    # whether the tasks are evaluated again after CPT: the profile says (the cpu profile's CPT is a smoke test, so
+    # only the held-out MLM loss is measured after it), unless the run names a CPT budget of its own
+    if "eval_tasks" not in cfg.cpt and (cfg.cpt_steps is not None or cfg.cpt_checkpoints or "steps" in cfg.cpt):
+        s["eval_tasks"] = True
+    s["eval_tasks"] = bool(s.get("eval_tasks", True))
+    return s
+
+
+# CPT settings that do not change what CPT computes: the number of devices (the effective batch is fixed) and
+# whether the tasks are evaluated after it
+_NOT_PRODUCT = frozenset({"devices", "eval_tasks", "auto_batch"})
+
+
+def without_devices(cpt: dict[str, Any]) -> dict[str, Any]:
+    """CPT settings that define the product (and the cell): all but :data:`_NOT_PRODUCT`."""
+    return {k: v for k, v in cpt.items() if k not in _NOT_PRODUCT}
+
+
+def last_task_step(cpt: dict[str, Any]) -> int:
+    """The last step at which a cell's tasks are evaluated: the final CPT step, or 0 when CPT is off or the
+    tasks are not evaluated after it (``eval_tasks``)."""
+    steps = int(cpt["steps"])
+    return steps if steps > 0 and cpt.get("eval_tasks", True) else 0
+
+
+def make_plan(cfg: RunConfig, world: Any) -> Plan:
+    explicit = cfg.methods != ["all"]
+    methods = METHODS.resolve_list(cfg.methods)
+    tasks = TASKS.resolve_list(cfg.tasks)
+    if cfg.langs:
+        world.check_languages(cfg.langs)
+    sources = world.sources if cfg.source == "all" else [cfg.source or world.default_source]
+    for s in sources:
+        world.source_dir(s)
+    skipped: list[str] = []
+    usable = []
+    for m in methods:
+        cls = METHODS.get(m)
+        missing = [r for r in sorted(getattr(cls, "requires", ())) if not world.has_resource(r)]
+        if missing:
+            msg = f"method {m!r} needs {', '.join(missing)}, which world {world.name!r} does not provide"
+            if explicit:
+                raise MissingResourceError(msg)
+            skipped.append(msg)
+            continue
+        usable.append(m)
+    cells = []
+    for source in sources:
+        for m in usable:
+            cls = METHODS.get(m)
+            dims = cfg.dim_values()
+            if not getattr(cls, "supports_factorized", False) and any(d is not None for d in dims):
+                skipped.append(f"method {m!r} is defined on full-dimension embeddings only: dim(s) "
+                               f"{', '.join(str(d) for d in dims if d is not None)} skipped")
+                dims = [d for d in dims if d is None]
+            for dim in dims:
+                for seed in run_seeds(cfg, world.name):
+                    cells.append(Cell(source, m, dim, seed))
+    languages = {}
+    for t in tasks:
+        have = TASKS.get(t)().languages(world)
+        if not have:
+            raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
+        languages[t] = [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == world.pivot]
+    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=sorted(set(skipped)))
+
 
 DEFAULT_INIT_HOURS = 0.5  # a method that declares no estimate
 
@@ -119,8 +234,6 @@ PAPER_GRID = {"methods": ["all"], "source": "all", "dims": [100, 200, 400, "full
 
 
 def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    from harness.runner import cpt_settings
-
     est = estimates or PAPER_ESTIMATES
     cpt = cpt_settings(cfg)
     n_evals = 1 + ((len([s for s in cpt["checkpoints"] if 0 < s < cpt["steps"]]) + (1 if cpt["steps"] > 0 else 0))

@@ -12,26 +12,25 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from harness.config import RunConfig, run_seeds
+from harness.config import RunConfig
 from harness.core.cache import ProductCache
-from harness.core.errors import ConfigError, DeviceFault, HarnessError, MissingResourceError, is_device_fault
+from harness.core.errors import DeviceFault, HarnessError, is_device_fault
 from harness.core.hashing import hash_obj
 from harness.core.lifecycle import device_fault, fault_after
 from harness.core.paths import harness_home
 from harness.core.precision import resolve_precision
-from harness.core.profiles import PROFILES
 from harness.core.profiles import profile as get_profile
 from harness.core.registry import METHODS, TASKS
 from harness.core.tracking import Tracker, metric_key
 from harness.core.versions import git_commit, library_versions
 from harness.finished import finished_run, init_inputs, product_keys, release_products
 from harness.fit import fit_cpt
+from harness.plan import Cell, cpt_settings, last_task_step, make_plan, resolve_device, without_devices
 from harness.rerun import start_over
 
 log = logging.getLogger(__name__)
@@ -39,115 +38,6 @@ console = Console(stderr=True)
 INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
 # overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
 # and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
-
-
-@dataclass(frozen=True)
-class Cell:
-    source: str
-    method: str
-    dim: int | None
-    seed: int
-
-    @property
-    def label(self) -> str:
-        d = "full" if self.dim is None else str(self.dim)
-        return f"{self.method} | {self.source} | dim {d} | seed {self.seed}"
-
-
-@dataclass
-class Plan:
-    cells: list[Cell]
-    tasks: list[str]
-    languages: dict[str, list[str]]  # task -> languages
-    skipped: list[str] = field(default_factory=list)
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
-    s = dict(get_profile(cfg.profile)["cpt"])
-    known = {k for prof in PROFILES.values() for k in prof["cpt"]} | {"auto_batch"}
-    unknown = sorted(set(cfg.cpt) - known)
-    if unknown:
-        raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "
-                          f"{', '.join(sorted(known))}")
-    if not isinstance(cfg.cpt.get("eval_tasks", True), bool):
-        raise ConfigError(f"config key 'cpt.eval_tasks': expected true or false, got {cfg.cpt['eval_tasks']!r}")
-    s.update(cfg.cpt)
-    if cfg.cpt_steps is not None:
-        s["steps"] = cfg.cpt_steps
-    s["checkpoints"] = sorted(set(cfg.cpt_checkpoints) | set(s.get("checkpoints") or []))
-    # whether the tasks are evaluated again after CPT: the profile says (the cpu profile's CPT is a smoke test, so
-    # only the held-out MLM loss is measured after it), unless the run names a CPT budget of its own
-    if "eval_tasks" not in cfg.cpt and (cfg.cpt_steps is not None or cfg.cpt_checkpoints or "steps" in cfg.cpt):
-        s["eval_tasks"] = True
-    s["eval_tasks"] = bool(s.get("eval_tasks", True))
-    return s
-
-
-# CPT settings that do not change what CPT computes: the number of devices (the effective batch is fixed) and
-# whether the tasks are evaluated after it
-_NOT_PRODUCT = frozenset({"devices", "eval_tasks", "auto_batch"})
-
-
-def _without_devices(cpt: dict[str, Any]) -> dict[str, Any]:
-    """CPT settings that define the product (and the cell): all but :data:`_NOT_PRODUCT`."""
-    return {k: v for k, v in cpt.items() if k not in _NOT_PRODUCT}
-
-
-def last_task_step(cpt: dict[str, Any]) -> int:
-    """The last step at which a cell's tasks are evaluated: the final CPT step, or 0 when CPT is off or the
-    tasks are not evaluated after it (``eval_tasks``)."""
-    steps = int(cpt["steps"])
-    return steps if steps > 0 and cpt.get("eval_tasks", True) else 0
-
-
-def make_plan(cfg: RunConfig, world: Any) -> Plan:
-    explicit = cfg.methods != ["all"]
-    methods = METHODS.resolve_list(cfg.methods)
-    tasks = TASKS.resolve_list(cfg.tasks)
-    if cfg.langs:
-        world.check_languages(cfg.langs)
-    sources = world.sources if cfg.source == "all" else [cfg.source or world.default_source]
-    for s in sources:
-        world.source_dir(s)
-    skipped: list[str] = []
-    usable = []
-    for m in methods:
-        cls = METHODS.get(m)
-        missing = [r for r in sorted(getattr(cls, "requires", ())) if not world.has_resource(r)]
-        if missing:
-            msg = f"method {m!r} needs {', '.join(missing)}, which world {world.name!r} does not provide"
-            if explicit:
-                raise MissingResourceError(msg)
-            skipped.append(msg)
-            continue
-        usable.append(m)
-    cells = []
-    for source in sources:
-        for m in usable:
-            cls = METHODS.get(m)
-            dims = cfg.dim_values()
-            if not getattr(cls, "supports_factorized", False) and any(d is not None for d in dims):
-                skipped.append(f"method {m!r} is defined on full-dimension embeddings only: dim(s) "
-                               f"{', '.join(str(d) for d in dims if d is not None)} skipped")
-                dims = [d for d in dims if d is None]
-            for dim in dims:
-                for seed in run_seeds(cfg, world.name):
-                    cells.append(Cell(source, m, dim, seed))
-    languages = {}
-    for t in tasks:
-        have = TASKS.get(t)().languages(world)
-        if not have:
-            raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
-        languages[t] = [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == world.pivot]
-    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=sorted(set(skipped)))
 
 
 def task_tags(task: Any) -> dict[str, str]:
@@ -326,7 +216,7 @@ class Runner:
     def cell_identity(self, cell: Cell) -> dict[str, Any]:
         return {"world": self.world.hash, "source": cell.source, "method": cell.method,
                 "params": self.method_params(cell.method), "dim": cell.dim, "seed": cell.seed,
-                "profile": self.cfg.profile, "cpt": _without_devices(self.cpt), "init_version": INIT_VERSION}
+                "profile": self.cfg.profile, "cpt": without_devices(self.cpt), "init_version": INIT_VERSION}
 
     def experiment_name(self, source: str) -> str:
         return self.cfg.experiment or f"{self.world.name}/{source}"

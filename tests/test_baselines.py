@@ -49,7 +49,7 @@ def hand_target():
 
 def test_registered_with_contract_attributes_and_in_all(synthetic_world):
     from harness.config import RunConfig
-    from harness.runner import make_plan
+    from harness.plan import make_plan
 
     for name, rule in (("fvt", "ofa"), ("mean-cov", "ofa")):
         cls = METHODS.get(name)

@@ -75,7 +75,7 @@ def test_bad_file(tmp_path):
 
 
 def test_unknown_language_is_named(synthetic_world):
-    from harness.runner import make_plan
+    from harness.plan import make_plan
 
     cfg = make_config({"world": "synthetic", "methods": "random", "tasks": "mlm", "langs": "qab_Latn,qad_Cyrk"})
     with pytest.raises(ConfigError) as ei:
@@ -97,7 +97,7 @@ def test_seeds_default_to_three_on_real_worlds_and_one_on_the_synthetic_world():
 
 
 def test_the_main_job_plans_three_seeds_per_cell(synthetic_world):
-    from harness.runner import make_plan
+    from harness.plan import make_plan
 
     cfg = make_config({"world": "synthetic", "methods": "random,ofa", "tasks": "mlm"})
     assert sorted({c.seed for c in make_plan(cfg, synthetic_world).cells}) == [1]

@@ -1,6 +1,5 @@
 from harness.config import make_config
-from harness.plan import PAPER_ESTIMATES, estimate_rows, world_for_planning
-from harness.runner import make_plan
+from harness.plan import PAPER_ESTIMATES, estimate_rows, make_plan, world_for_planning
 
 
 def test_plan_counts_cells_and_estimates_from_the_profile(synthetic_world):

@@ -51,8 +51,7 @@ def test_local_workers_rule(monkeypatch):
 
 
 def test_longest_first_order():
-    from harness.plan import longest_first
-    from harness.runner import Cell
+    from harness.plan import Cell, longest_first
 
     cells = [Cell("mono", m, None, 1) for m in ("random", "focus", "ofa", "hyperofa", "wechsel", "my-method")]
     order = [c.method for c in longest_first(cells)]
@@ -64,8 +63,7 @@ def test_longest_first_order():
 def test_first_cell_of_each_product_family_goes_first():
     """Seeds 2 and 3 of a method and a variant reading its products (wechsel+overlap reads wechsel's fastText
     models) come after one cell of every family, so two workers never start by waiting on one product's lock."""
-    from harness.plan import longest_first
-    from harness.runner import Cell
+    from harness.plan import Cell, longest_first
 
     methods = ("random", "focus", "wechsel", "wechsel+overlap", "hyperofa")
     cells = [Cell("mono", m, None, seed) for m in methods for seed in (1, 2, 3)]

@@ -42,7 +42,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     source = args.source or world.default_source
     world.source_dir(source)
     out.mkdir(parents=True, exist_ok=True)
-    from harness.runner import resolve_device
+    from harness.plan import resolve_device
 
     report = initialize_model(world, source, args.method, dim=args.dim, seed=args.seed, params=params,
                               out_dir=out, device=resolve_device(args.device), profile=args.profile)

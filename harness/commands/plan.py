@@ -11,8 +11,7 @@ from harness.commands.common import add_run_args, check_world_name, config_from_
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.plan import PAPER_GRID, estimate_rows, world_for_planning
-    from harness.runner import make_plan
+    from harness.plan import PAPER_GRID, estimate_rows, make_plan, world_for_planning
 
     if args.grid == "paper":
         for key, value in PAPER_GRID.items():
