@@ -72,6 +72,32 @@ def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path
         raise RuntimeError(f"distributed CPT failed ({proc.returncode}): {proc.stderr[-3000:]}")
 
 
+def cpt_speed(settings: dict[str, Any], device: str) -> dict[str, Any]:
+    """How the CPT steps are computed (never what): each lever can be set in ``settings`` (the benchmark measures
+    them one at a time, ``benchmarks/bench_cpt.py``); by default an accelerator gets every lever that measured as
+    a gain there -- the masked positions' head, no attention mask over packed blocks (all of one length, so the
+    SDPA/flash kernels run unmasked), a loss logged every 10 steps (each logged loss waits for the device), two
+    data-loader workers -- and a CPU keeps the path it was measured with (its results bit for bit). Both get fused
+    AdamW and pinned memory (the Trainer's defaults). ``compile`` (torch.compile) is off unless asked for."""
+    gpu = not str(device).startswith("cpu")
+    default = {"masked_head": True, "attention_mask": not gpu, "optim": "adamw_torch_fused",
+               "logging_steps": 10 if gpu else 1, "dataloader_workers": 2 if gpu else 0, "pin_memory": True,
+               "compile": False}
+    return {k: settings.get(k, v) if settings.get(k) is not None else v for k, v in default.items()}
+
+
+def _without_padding_mask(collator: Any) -> Any:
+    """``collator`` without the attention mask when every position of the batch is a token (packed blocks)."""
+    def collate(examples: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = collator(examples)
+        mask = batch.get("attention_mask")
+        if mask is not None and bool(mask.all()):
+            del batch["attention_mask"]
+        return batch
+
+    return collate
+
+
 def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
     """The CPT steps a cell is evaluated at: the checkpoints within the budget and the last step."""
     return sorted({s for s in checkpoints if 0 < s <= steps} | {steps})
@@ -112,15 +138,19 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     save_every = settings.get("save_every")
     save_every = max(1, steps // 4) if save_every is None else int(save_every)
 
+    speed = cpt_speed(settings, device)
+
     def training_args(per_device: int, accumulation: int) -> Any:
         return TrainingArguments(
             output_dir=str(work / "trainer"), max_steps=steps, learning_rate=float(settings["lr"]),
             lr_scheduler_type="linear", warmup_steps=int(settings.get("warmup_steps", 0)),
             weight_decay=float(settings.get("weight_decay", 0.0)), per_device_train_batch_size=per_device,
-            gradient_accumulation_steps=accumulation, logging_steps=1,
+            gradient_accumulation_steps=accumulation, logging_steps=speed["logging_steps"],
             save_strategy="steps" if save_every > 0 else "no", save_steps=max(save_every, 1),
             save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
-            dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
+            dataloader_num_workers=speed["dataloader_workers"], dataloader_pin_memory=speed["pin_memory"],
+            optim=speed["optim"], torch_compile=speed["compile"],
+            disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
             ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
         )
 
@@ -128,7 +158,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
     def fresh_model() -> Any:
         m = load_fn(model_dir)
-        use_masked_only_head(m)  # the vocabulary projection at the masked positions only (same loss, see module)
+        if speed["masked_head"]:
+            use_masked_only_head(m)  # the vocabulary projection at the masked positions only (same loss, see module)
         training_attention(m, device)
         if sim is not None:
             cpt_batch.install_simulated_memory(m, sim)
@@ -152,13 +183,15 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         layouts.append({"from_step": 0, "per_device": per_dev, "accumulation": accum, "why": "the profile's"})
     layout_file.write_text(json.dumps(layouts))
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
+    if not speed["attention_mask"]:
+        collator = _without_padding_mask(collator)
     train_log = work / "train_log.jsonl"
 
     class _Hooks(TrainerCallback):
         def on_log(self, a, state, control, logs=None, **kw):  # noqa: ANN001
             if logs and "loss" in logs and state.is_world_process_zero:
                 with open(train_log, "a") as f:
-                    f.write(json.dumps({"step": state.global_step, "loss": logs["loss"],
+                    f.write(json.dumps({"step": state.global_step, "loss": logs["loss"], "time": time.time(),
                                         "lr": logs.get("learning_rate")}) + "\n")
                 if progress:
                     progress(state.global_step, steps, logs["loss"])
