@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The harness's GPU checks in one command, one table (benchmarks/bench_gpu.py says what each part does):
+#   bash benchmarks/bench_gpu.sh                         # on the GPU, full sizes, about 8 minutes on one H100
+#   bash benchmarks/bench_gpu.sh --device cpu --small    # the same checks at small sizes on a CPU
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+[ -x .venv/bin/python ] && [ -z "${PYTHON:-}" ] && PY=.venv/bin/python
+exec "$PY" benchmarks/bench_gpu.py "$@"
