@@ -50,9 +50,13 @@ def task_tags(task: Any) -> dict[str, str]:
 def method_tags(method: Any) -> dict[str, str]:
     """What the leaderboard reads of a method from its cell runs (it imports no method): its declared parameter
     defaults (``harness.method_defaults``, JSON of the logged strings), by which a row's label names only the
-    parameters set away from them."""
+    parameters set away from them, and what it was checked against (``harness.method_reference``, the one line of
+    :meth:`methods.base.Reference.line`, or "not declared"), shown beside its rows."""
+    from methods.base import reference_line
+
     defaults = json.dumps({k: str(v) for k, v in (getattr(method, "defaults", None) or {}).items()}, sort_keys=True)
-    return {"method_defaults": defaults} if len(defaults) <= 5000 else {}  # MLflow's limit on a tag's value
+    tags = {"method_defaults": defaults, "method_reference": reference_line(method)}
+    return {k: v for k, v in tags.items() if len(v) <= 5000}  # MLflow's limit on a tag's value
 
 
 def _torch_threads() -> int:

@@ -2,12 +2,13 @@
 it) whose row names stay in view when a wide table scrolls, per-language bar charts (each row, and each row minus
 ``random``), the init counts as stacked bars and CPT loss curves per method, as inline SVG. No network at view time:
 no CDN, no fonts, no images outside the page. A column where every row scores the same has no best: it is grey,
-with a note.
+with a note. Beside each row's name, a marker says what its method was checked against (the whole line on hover and
+in the settings; :mod:`leaderboard.references`).
 
 This module holds the page and its tables; the charts are drawn by :mod:`leaderboard.html_charts` (whose names
 ``esc``, ``colors_for``, ``bar_chart`` and the like stay importable from here)."""
 
-from leaderboard import fmt
+from leaderboard import fmt, references
 from leaderboard.claims import LEGEND, claim_rows, summary
 from leaderboard.html_charts import (
     INIT_PARTS,
@@ -47,6 +48,8 @@ table.claims td:first-child,table.claims th:first-child{position:sticky;left:0;z
 box-shadow:inset -1px 0 #d0d7de}
 table.board th:first-child,table.slices th:first-child,table.claims th:first-child{z-index:3;background:#f3f6f9}
 th{z-index:2}tbody.paper td:first-child{background:#fafafa}
+.ref{font-weight:400;font-size:12px;margin-left:4px;cursor:help}.ref-checked{color:#145214}.ref-none{color:#777}
+.ref-unknown{color:#8a5300}
 """
 
 JS = """
@@ -129,11 +132,20 @@ def board_html(lb: Leaderboard, board: Board) -> str:
     best_avg = board.best_of([r.avg for r in board.rows])
     best_common = board.best_of([r.avg_common for r in board.rows])
     best_rank = board.best_of([r.mean_rank for r in board.rows], lower_is_better=True)
+    refs = references.by_label(lb.variants)
+    shown = [refs[r.label] for r in board.rows if r.label in refs]
 
     def tr(r: Row) -> str:
         ours = r.kind == "ours"
         seeds = f"seeds {', '.join(r.seeds)}" if r.seeds else "published figure"
-        cells = [_td(esc(r.label), r.label, "label", seeds)]
+        line = refs.get(r.label) if ours else None
+        if line is None:
+            cells = [_td(esc(r.label), r.label, "label", seeds)]
+        else:
+            k = references.kind(line)
+            mark = (f'<span class="ref ref-{k}" title="{esc(references.SETTING)}: {esc(line)}">'
+                    f"{references.MARKS[k]}</span>")
+            cells = [_td(esc(r.label) + mark, r.label, "label", f"{seeds} · {references.SETTING}: {line}")]
         cells += [_value_td(board, r, lang) for lang in board.languages]
         if r.avg is None:
             cells.append(_td("gaps" if ours else fmt.MISSING, "", "gap", "missing languages: no average"))
@@ -156,7 +168,9 @@ def board_html(lb: Leaderboard, board: Board) -> str:
         notes += f'<p class="note tie-note">note: {esc(tie_note)} (grey)</p>'
     return (f'<h3 id="{esc(board.id)}">{esc(board.title)}</h3><p class="hint">{esc(fmt.direction(board))}; '
             "mean ± std over seeds (hover a cell for the seeds and the 95% bootstrap interval); best per column "
-            "in green, a column where every row scores the same in grey (no best); click a header to sort.</p>"
+            "in green, a column where every row scores the same in grey (no best); click a header to sort."
+            + (f" Beside a row's name, what its method was checked against: {esc(references.legend(shown))} "
+               "(hover it for what was compared and the test)." if shown else "") + "</p>"
             '<div class="wrap"><table class="board sortable" '
             f'data-board="{esc(board.id)}"><thead><tr>{"".join(heads)}</tr></thead><tbody>{body}</tbody>'
             + (f'<tbody class="paper">{paper}</tbody>' if paper else "") + f"</table></div>{notes}")
@@ -223,8 +237,9 @@ def _settings_html(variants: list[VariantInfo]) -> str:
     rows = "".join("<tr>" + _td(esc(v.label), v.label, "label") + "".join(
         f'<td style="text-align:left">{esc(v.settings.get(k, "-"))}</td>' for k in keys) + "</tr>" for v in variants)
     return ('<h2 id="settings">Settings of each row</h2><p class="hint">The explicit decisions behind each row '
-            "(overlap rule, factorization, LM-head bias, CPT budget, seeds), from its runs' params and init "
-            'reports.</p><div class="wrap"><table class="sortable"><thead><tr>' + head + "</tr></thead><tbody>"
+            "(overlap rule, factorization, LM-head bias, CPT budget, seeds) and what its method was checked "
+            "against, from its runs' params, tags and init reports.</p>"
+            '<div class="wrap"><table class="sortable"><thead><tr>' + head + "</tr></thead><tbody>"
             + rows + "</tbody></table></div>")
 
 

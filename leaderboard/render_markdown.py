@@ -1,9 +1,10 @@
 """Markdown rendering: the headline tables first (per task: final step, slices, delta, paired tests), then every
-other board, the settings behind each row and the languages. Best values are bold; ``± std`` over seeds."""
+other board, the settings behind each row and the languages. Best values are bold; ``± std`` over seeds. Beside
+each row, what its method was checked against (:mod:`leaderboard.references`; the whole line in the settings)."""
 
 from __future__ import annotations
 
-from leaderboard import fmt
+from leaderboard import fmt, references
 from leaderboard.claims import LEGEND, claim_rows, summary
 from leaderboard.model import Board, Leaderboard, Row
 
@@ -33,10 +34,13 @@ def _cell(board: Board, row: Row, lang: str) -> str:
     return out + (f" ± {fmt.std(e.std)}" if e.std is not None else "")
 
 
-def board_md(board: Board) -> list[str]:
+def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
+    """The board as a Markdown table; with ``refs`` (row label -> reference line), a "checked against" column."""
     show_common = board.common != board.languages
     inits = board.init_columns()
-    head = ["row", *board.languages, "avg", *(["avg∩"] if show_common else []), "rank", *[n for _, n in inits]]
+    checked = refs is not None and any(r.label in refs for r in board.rows)
+    head = ["row", *(["checked against"] if checked else []), *board.languages, "avg",
+            *(["avg∩"] if show_common else []), "rank", *[n for _, n in inits]]
     best_avg = board.best_of([r.avg for r in board.rows])
     best_common = board.best_of([r.avg_common for r in board.rows])
     best_rank = board.best_of([r.mean_rank for r in board.rows], lower_is_better=True)
@@ -44,7 +48,12 @@ def board_md(board: Board) -> list[str]:
     for r in board.rows + board.paper_rows:
         ours = r.kind == "ours"
         label = _esc(r.label) if ours else f"*{_esc(r.label)}*"
-        cells = [label, *[_cell(board, r, lang) for lang in board.languages]]
+        cells = [label]
+        if checked:
+            line = refs.get(r.label) if ours else None
+            cells.append(f"{references.MARKS[references.kind(line)]} {_esc(references.short(line))}" if line
+                         else fmt.MISSING)
+        cells += [_cell(board, r, lang) for lang in board.languages]
         cells.append(_bold(fmt.cell(board, r.avg), ours and r.avg is not None and r.avg == best_avg)
                      if r.avg is not None else ("gaps" if ours else fmt.MISSING))
         if show_common:
@@ -56,7 +65,7 @@ def board_md(board: Board) -> list[str]:
     out = [f"#### {_esc(board.title)}", "", f"*{fmt.direction(board)}; mean ± std over seeds; "
            f"avg only for rows with every language; rank = mean rank over the {len(board.common)} languages "
            f"every row has (ties share their average rank).*", ""]
-    out += _table(head, rows)
+    out += _table(head, rows, 2 if checked else 1)
     out += [f"> note: {n}" for n in board.notes]
     if tie_note := fmt.ties_note(board):
         out.append(f"> note: {tie_note} (none is bold)")
@@ -111,21 +120,26 @@ def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "le
     if generated:
         meta.append(f"generated {generated}")
     out += ["; ".join(meta) + f". Interactive page: `{html_name}`.", ""]
+    refs = references.by_label(lb.variants)
+    if refs:
+        out += [f"*The column \"{references.SETTING}\" names the code each row's method was compared with "
+                f"({_esc(references.legend(refs.values()))}); what was compared, and the test that compares them, "
+                "are in the settings of each row.*", ""]
     out += claims_md(lb)
     heads = [b for b in lb.boards if b.headline and b.kind == "final"]
     for b in heads:
         out += [f"## {_esc(b.task)} · {_esc(b.metric)} · profile {_esc(b.profile)}", ""]
-        out += board_md(b) + slices_md(b)
+        out += board_md(b, refs) + slices_md(b)
         delta = next((d for d in lb.boards if d.kind == "delta" and (d.task, d.metric, d.profile) ==
                       (b.task, b.metric, b.profile)), None)
         if delta is not None:
-            out += board_md(delta) + slices_md(delta)
+            out += board_md(delta, refs) + slices_md(delta)
         out += pairs_md(b)
     others = [b for b in lb.boards if b not in heads and not (b.headline and b.kind == "delta")]
     if others:
         out += ["## All steps and metrics", ""]
         for b in others:
-            out += board_md(b)
+            out += board_md(b, refs)
     if lb.variants:
         out += ["## Settings of each row", ""]
         keys = list(lb.variants[0].settings)

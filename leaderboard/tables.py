@@ -33,6 +33,8 @@ from leaderboard.model import (
     VariantKey,
     finish_board,
 )
+from leaderboard.references import SETTING as REFERENCE_SETTING
+from leaderboard.references import reference_of
 from leaderboard.stats import ItemSample, SeedSample, bootstrap_ci
 
 log = logging.getLogger(__name__)
@@ -371,6 +373,7 @@ def settings_of(cells: list[CellRun]) -> dict[str, str]:
         "final step": one(lambda c: c.final_step),
         "git": one(lambda c: c.params.get("git_revision", "")[:10] or None),
         "versions": one(lambda c: ", ".join(f"{lib} {c.params[f'version.{lib}']}" for lib in MAJOR_CHECKED)),
+        REFERENCE_SETTING: reference_of(cells),  # what the method was checked against (its runs' tag)
     }
     return s
 

@@ -97,6 +97,45 @@ class InitMethod(Protocol):
     def initialize(self, ctx: InitContext) -> InitResult: ...
 
 
+REFERENCE_SEPARATOR = " · "
+NO_REFERENCE = "no reference implementation compared"
+NOT_DECLARED = "not declared"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What a method's rows were checked against, shown beside its rows on the leaderboard.
+
+    ``implementation``  the reference: the authors' package and version (``"deepfocus 1.0.1"``) or repository at a
+                        commit (``"cisnlp/ofa@73fce73"``); None when no reference implementation was compared
+    ``compared``        what the tests compare with it, or, without one, what the tests check instead
+    ``tests``           the tests, as paths from the repository root, each optionally ``path::test_name``
+
+    :meth:`line` is the one line the runner logs with every cell run (the ``harness.method_reference`` tag), read
+    by the leaderboard without importing the method: ``implementation · compared · tests``.
+    """
+
+    implementation: str | None
+    compared: str
+    tests: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        if not self.compared or not self.tests or self.implementation == "":
+            raise ValueError("a Reference names what it compares and at least one test")
+        for text in (self.implementation or "", self.compared, *self.tests):
+            if REFERENCE_SEPARATOR.strip() in text or "\n" in text:
+                raise ValueError(f"a Reference's fields are one line without {REFERENCE_SEPARATOR.strip()!r}: {text!r}")
+
+    def line(self) -> str:
+        return REFERENCE_SEPARATOR.join([self.implementation or NO_REFERENCE, self.compared, ", ".join(self.tests)])
+
+
+def reference_line(method: Any) -> str:
+    """A method's :meth:`Reference.line`, or ``"not declared"`` for one that declares no ``reference``."""
+    ref = getattr(method, "reference", None)
+    return ref.line() if isinstance(ref, Reference) else NOT_DECLARED
+
+
 def check_mapping(ctx: InitContext, mapping: TokenMapping) -> None:
     """A mapping must be for the context's vocabularies (source matrix rows, target tokenizer)."""
     n_src = ctx.source_matrix.shape[0]
@@ -114,8 +153,9 @@ class Method:
     Declared (class attributes): ``name``, ``description``, ``requires``, ``overlap_rule``, ``supports_factorized``,
     ``params`` (a tuple of :class:`methods.params.Param`; ``defaults`` is derived from it), ``profiles`` (profile
     name -> the parameter values that profile sets, e.g. smaller fastText models for ``cpu``; they are part of
-    the run's params and so of its cache keys) and ``init_hours`` (GPU-hours of one initialization at the
-    papers' scale, for ``harness plan``).
+    the run's params and so of its cache keys), ``init_hours`` (GPU-hours of one initialization at the
+    papers' scale, for ``harness plan``) and ``reference`` (a :class:`Reference`: what the method was checked
+    against, shown beside its rows on the leaderboard; None: not declared).
     """
 
     name: ClassVar[str] = ""
@@ -127,6 +167,7 @@ class Method:
     defaults: ClassVar[dict[str, Any]] = {}
     profiles: ClassVar[dict[str, dict[str, Any]]] = {}
     init_hours: ClassVar[float] = 0.5
+    reference: ClassVar[Reference | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

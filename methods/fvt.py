@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Provenance
+from methods.base import InitContext, InitResult, Method, Provenance, Reference
 from methods.overlap import SPECIAL_PREFIX, SPM_SPACE, detect_kind
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
@@ -68,6 +68,11 @@ class FVTInit(Method):
                                   "for tokens the source tokenizes to UNK only")
     overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
+    reference: ClassVar[Reference] = Reference(
+        None, "Gee et al.'s code not run against it; tested by hand: means of the source tokenization's rows "
+              "(SentencePiece and WordPiece sources), recomputed through the source tokenizer on the synthetic "
+              "world; Gaussian for UNK-only tokens",
+        ("tests/test_baselines.py",))
 
     def initialize(self, ctx: InitContext) -> InitResult:
         self.resolve_params(ctx)

@@ -94,7 +94,7 @@ from harness.core.cache import cached_arrays
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.hashing import hash_obj
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method
+from methods.base import InitContext, InitResult, Method, Reference
 from methods.combine import place
 from methods.hypernetwork import (
     ARCHS,
@@ -290,6 +290,13 @@ class HyperOFAInit(Method):
     profiles: ClassVar[dict[str, dict[str, Any]]] = {"cpu": {"epochs": 60, "patience": 5},
                                                      "paper": {"preset": "paper"}}
     init_hours: ClassVar[float] = 1.0
+    reference: ClassVar[Reference] = Reference(
+        "enesozeren/hyper-ofa@47c55b9", "the same word sets, training pairs, copies and provenance of every row; "
+        "the hypernetwork's forward pass, loss and gradients on the reference's weights; the trained network's "
+        "predicted rows not compared",
+        ("tests/test_hyperofa.py::test_word_sets_and_training_pairs_match_the_authors_code",
+         "tests/test_hyperofa.py::test_hyperofa_rows_are_copied_predicted_or_drawn_as_the_authors_assemble_them",
+         "tests/test_hypernetwork.py::test_hypernetwork_forward_loss_and_gradients_match_the_authors_code"))
 
     # -- parameters ------------------------------------------------------------------------------------------
     def _preset(self, p: dict[str, Any], ctx: InitContext, kind: str | None, dim: int) -> tuple[Preset, str]:

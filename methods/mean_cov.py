@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Provenance
+from methods.base import InitContext, InitResult, Method, Provenance, Reference
 from methods.params import Param
 from methods.shared import FALLBACK_CHUNK_ROWS, FALLBACK_SALT, copy_rows, overlap_stats
 
@@ -80,6 +80,10 @@ class MeanCovInit(Method):
               check=lambda v: not isinstance(v, bool) and isinstance(v, (int, float)) and v > 0,
               expect="a positive number"),
     )
+    reference: ClassVar[Reference] = Reference(
+        None, "transformers' mean resizing not run against it; tested for its statistics: copied rows equal, the "
+              "drawn rows' mean and covariance those of the source (correlations kept), singular covariance, "
+              "cov_scale", ("tests/test_baselines.py",))
 
     def initialize(self, ctx: InitContext) -> InitResult:
         scale = self.resolve_params(ctx)["cov_scale"]

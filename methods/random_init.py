@@ -17,7 +17,7 @@ import torch
 
 from harness.core.errors import ConfigError
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Provenance, check_mapping  # noqa: F401 - as before
+from methods.base import InitContext, InitResult, Method, Provenance, Reference, check_mapping  # noqa: F401 - as before
 from methods.params import Param
 from methods.shared import (  # noqa: F401 - fallback_matrix, copy_rows: also importable from here, as before
     FALLBACK_SALT,
@@ -38,6 +38,10 @@ class RandomInit(Method):
     overlap_rule: ClassVar[str] = "ofa"
     supports_factorized: ClassVar[bool] = True
     init_hours: ClassVar[float] = 0.02
+    reference: ClassVar[Reference] = Reference(
+        None, "defined by the spec (OFA/HyperOFA's Random); tested for its statistics: copied rows bit-identical, "
+              "the rest per-dimension N(mean, std) of the source (coordinate) matrix, dimensions uncorrelated, "
+              "one draw per seed", ("tests/test_random_method.py",))
 
     def initialize(self, ctx: InitContext) -> InitResult:
         self.resolve_params(ctx)
@@ -79,6 +83,10 @@ class RandomMapInit(Method):
         Param("exclude_specials", True, "keep the source's special tokens out of the pool", "bool"),
     )
     init_hours: ClassVar[float] = 0.02
+    reference: ClassVar[Reference] = Reference(
+        None, "defined by the spec (FOCUS's random initialization, Zoph et al. 2016); tested: copied rows "
+              "bit-identical (FOCUS rule), every other row a distinct non-special source row while the pool lasts",
+        ("tests/test_random_method.py",))
 
     def initialize(self, ctx: InitContext) -> InitResult:
         p = self.resolve_params(ctx)

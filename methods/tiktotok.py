@@ -85,7 +85,7 @@ import torch
 
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Provenance, TokenMapping
+from methods.base import InitContext, InitResult, Method, Provenance, Reference, TokenMapping
 from methods.combine import Cosine, RankWeights, rank_weights  # noqa: F401 - rank_weights: importable from here
 from methods.fasttext_util import (
     TrainJob,
@@ -275,6 +275,9 @@ class TikToTokInit(Method):
     profiles: ClassVar[dict[str, dict[str, Any]]] = {
         "cpu": {"dim": 32, "epochs": 1, "bucket": 200_000, "max_lines": None, "max_pairs": None}}
     init_hours: ClassVar[float] = 0.3
+    reference: ClassVar[Reference] = Reference(
+        None, "the authors' code not run against it; tested by hand: every route and weight of a hand-computed "
+              "example, invariants and determinism on the synthetic world", ("tests/test_tiktotok.py",))
 
     def resolve_params(self, ctx: InitContext) -> dict[str, Any]:
         p = super().resolve_params(ctx)
