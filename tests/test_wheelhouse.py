@@ -12,6 +12,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -24,6 +25,30 @@ from packaging.utils import canonicalize_name, parse_wheel_filename
 from tests.conftest import REPO
 
 SCRIPT = REPO / "scripts" / "wheelhouse.sh"
+
+# `pip freeze` of an offline GPU node (Python 3.12, CUDA torch): the versions that were measured there, and for the
+# packages it had at an unrecorded version, one other than the lock's (mostly the lock's minus one minor)
+NODE_FREEZE = """\
+torch==2.11.0+cu130
+transformers==5.17.0
+tokenizers==0.23.2
+huggingface_hub==1.33.0
+numpy==2.5.2
+pyarrow==25.0.1
+accelerate==1.14.0
+safetensors==0.7.0
+sentencepiece==0.2.1
+scipy==1.16.1
+scikit-learn==1.8.1
+pandas==3.0.1
+matplotlib==3.10.2
+rich==14.0.0
+PyYAML==6.0.3
+regex==2026.10.19
+requests==2.33.2
+tqdm==4.69.1
+importlib_metadata==10.0.0
+"""
 
 
 def _wheelhouse(out: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess:
@@ -55,10 +80,13 @@ def _link_installed(dist_name: str, into: Path) -> None:
 
 def test_bad_arguments_exit_2_with_a_usage_line(tmp_path):
     for args in ([], ["--bogus", str(tmp_path / "w")], [str(tmp_path / "w"), "--python", "3"],
-                 [str(tmp_path / "w"), "--have", str(tmp_path / "absent.txt")], ["a", "b"]):
+                 [str(tmp_path / "w"), "--have", str(tmp_path / "absent.txt")], ["a", "b"],
+                 [str(tmp_path / "w"), "--missing-only"], [str(tmp_path / "w"), "--skinny", "--missing-only"]):
         r = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2, (args, r.stderr)
         assert "usage: bash scripts/wheelhouse.sh OUT_DIR" in r.stderr, (args, r.stderr)
+        if "--missing-only" in args:
+            assert "--missing-only needs --have" in r.stderr, r.stderr
     assert not (tmp_path / "w").exists()
     r = subprocess.run(["bash", str(SCRIPT), "--help"], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.startswith("usage:")
@@ -159,3 +187,74 @@ def test_have_leaves_out_what_the_target_has_at_the_locked_version_and_skinny_dr
     assert "mlflow-skinny" in requirements and not re.search(r"^mlflow\b(?!-)", requirements, flags=re.M)
     install = (wheels / "install.sh").read_text()
     assert "--no-deps" in install and "-r \"$here/requirements.txt\"" in install
+
+
+def test_missing_only_ships_what_a_gpu_node_lacks_in_under_64_mb(tmp_path):
+    """--missing-only on the node of NODE_FREEZE: what the node has stays out at any version (its own is used),
+    importlib_metadata ships at the locked version over the node's 10.x, and the rest fits the 64 MB that can be
+    carried there."""
+    lock = {canonicalize_name(n): v for n, v in (line.split("==", 1) for line in
+            (REPO / "constraints.txt").read_text().splitlines() if "==" in line and not line.startswith("#"))}
+    node = {canonicalize_name(n): v for n, v in (line.split("==", 1) for line in NODE_FREEZE.split())}
+    assert all(node[n] != lock[n] for n in node if n not in {"pyarrow", "torch"}), "the node's versions are other"
+    freeze = tmp_path / "node-freeze.txt"
+    freeze.write_text(NODE_FREEZE)
+    wheels = tmp_path / "w"
+    r = _wheelhouse(wheels, "--have", str(freeze), "--missing-only", "--skinny", "--python", "3.12")
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    have = _wheels(wheels)
+    assert not set(node) - {"importlib-metadata"} & set(have), sorted(set(node) & set(have))
+    assert not {"sympy", "networkx", "mpmath"} & set(have)  # torch's own: the node's torch brings them
+    assert "-9.1.0-" in have["importlib-metadata"]  # over the node's 10.0.0
+    assert {"vocab-init-harness", "mlflow-skinny", "mlflow-tracing", "seqeval", "faiss-cpu", "datasets", "evaluate",
+            "fasttext-numpy2-wheel", "platformdirs", "sqlalchemy", "alembic"} <= set(have)
+    assert "mlflow" not in have
+    assert all(f"-{lock[n]}-" in have[n] for n in have if n != "vocab-init-harness")  # the rest at the lock
+    size = sum(p.stat().st_size for p in wheels.iterdir())
+    print(f"\n--missing-only --skinny for the node, CPython 3.12: {size / 1e6:.1f} MB in {len(have)} wheels")
+    assert size < 64e6, size
+
+    readme = (wheels / "README.txt").read_text()
+    for text in (r.stdout, readme):
+        assert "NOT THE LOCKED VERSIONS" in text
+        assert "transformers 5.17.0 (lock 5.24.0)" in text and "numpy 2.5.2 (lock 2.4.6)" in text
+        assert "importlib_metadata 9.1.0 over the target's 10.0.0" in text
+        assert "vocab-init-harness 0.1.0 requires torch==2.13.0, the target has 2.11.0" in text
+    assert "pip install --no-index --no-deps --find-links w w/*.whl" in readme
+    assert "pip install --no-index --no-deps --find-links w --target /tmp/site w/*.whl" in readme
+    install = (wheels / "install.sh").read_text()
+    assert '-m pip install --no-index --no-deps --find-links "$here"' in install and '"$here"/*.whl' in install
+    assert not (wheels / "requirements.txt").exists()
+
+
+def test_the_harness_installs_with_no_deps_beside_another_torch(tmp_path):
+    """pyproject pins torch==2.13.0; --missing-only's install (--no-deps) goes in beside a node's 2.11.0 all the
+    same, and only `pip check` names the pin."""
+    src = tmp_path / "src"  # a copy: a build in the checkout would leave build/ there
+    src.mkdir()
+    for item in ["pyproject.toml", "README.md", "harness", "methods", "tasks", "leaderboard"]:
+        if (REPO / item).is_dir():
+            shutil.copytree(REPO / item, src / item, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy2(REPO / item, src / item)
+    built = tmp_path / "built"
+    r = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--quiet", "-w",
+                        str(built), str(src)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (wheel,) = built.glob("vocab_init_harness-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
+    py = str(venv / "bin" / "python")
+    site = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          capture_output=True, text=True, check=True).stdout.strip()
+    dist_info = Path(site, "torch-2.11.0+cu130.dist-info")
+    dist_info.mkdir()
+    (dist_info / "METADATA").write_text("Metadata-Version: 2.1\nName: torch\nVersion: 2.11.0+cu130\n")
+    env = _offline_env()
+    r = subprocess.run([py, "-m", "pip", "install", "--no-index", "--no-deps", "--find-links", str(built),
+                        str(wheel)], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "torch" not in r.stderr, r.stderr  # no conflict warnings under --no-deps
+    r = subprocess.run([py, "-m", "pip", "check"], env=env, capture_output=True, text=True, timeout=300)
+    assert "requirement torch==2.13.0, but you have torch 2.11.0+cu130" in r.stdout, r.stdout
