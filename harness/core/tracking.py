@@ -26,8 +26,10 @@ _BAD = re.compile(r"[^\w\-. /:]")
 # (an experiment without the tag opens on the GenAI overview, "Traces 0")
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
-# a saved view of the runs table (the UI's "share" state): the experiment tag ``mlflow.sharedViewState.<key>`` holds
-# the columns, sort and filter that ``#/experiments/<id>/runs?viewStateShareKey=<key>`` opens with
+# a saved view of the runs table: the experiment tag ``mlflow.sharedViewState.<key>`` holds its name and state (the
+# columns, sort and filter) that ``#/experiments/<id>/runs?viewStateShareKey=<key>`` opens with; MLflow 3 lists it by
+# name under the runs table's **Views** menu. ``harness leaderboard`` saves one view per task,
+# ``harness-results-<task>``, and one of every task, ``harness-results`` (leaderboard.publish)
 SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 RESULTS_VIEW = "harness-results"
 
@@ -83,15 +85,31 @@ class Tracker:
                                              tags={EXPERIMENT_KIND_TAG: EXPERIMENT_KIND})
 
     def save_runs_view(self, experiment_id: str, *, columns: list[str], order_by: str | None = None,
-                       ascending: bool = False, search_filter: str = "", key: str = RESULTS_VIEW) -> str:
+                       ascending: bool = False, search_filter: str = "", key: str = RESULTS_VIEW,
+                       name: str | None = None) -> str:
         """Save a view of the experiment's runs table (``columns`` as the UI names them, e.g.
-        ``metrics.`final/avg```, ``params.`task```) under ``key``; :func:`runs_table_url` opens it."""
+        ``metrics.`final/avg```, ``params.`task```) under ``key``, named ``name`` (default: the key) in the UI's
+        **Views** menu; :func:`runs_table_url` opens it. Saving it again updates it and keeps its creation time.
+
+        The tag holds MLflow 3's saved-view envelope, ``{"name", "createdAt", "updatedAt", "state"}`` with the
+        runs table's state as a JSON string: the locked MLflow's UI (3.17) opens it from the share link and lists it
+        under **Views**; a UI from before saved views reads only a plain state."""
         state = {"searchFilter": search_filter, "orderByKey": order_by or "attributes.start_time",
                  "orderByAsc": bool(ascending), "lifecycleFilter": "Active", "datasetsFilter": [],
                  "modelVersionFilter": "All Runs", "startTime": "ALL", "selectedColumns": list(columns),
                  "runsPinned": [], "runsHidden": [], "runsExpanded": {}, "runListHidden": False,
                  "viewMaximized": False}
-        self.client.set_experiment_tag(experiment_id, SHARED_VIEW_PREFIX + key, json.dumps(state))
+        tag_key = SHARED_VIEW_PREFIX + key
+        now = int(time.time() * 1000)
+        created = now
+        old = (self.client.get_experiment(experiment_id).tags or {}).get(tag_key)
+        if old:
+            try:
+                created = int(json.loads(old)["createdAt"])
+            except (ValueError, KeyError, TypeError):  # a plain state saved before the envelope
+                pass
+        envelope = {"name": name or key, "createdAt": created, "updatedAt": now, "state": json.dumps(state)}
+        self.client.set_experiment_tag(experiment_id, tag_key, json.dumps(envelope))
         return key
 
     # -- runs ----------------------------------------------------------------------------------------------
