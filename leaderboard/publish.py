@@ -14,9 +14,16 @@ and profile, tagged ``harness.kind=result``, named ``<task> · <row>`` (``sr-t �
 identity and updated on every render. Its metrics are the task's headline metric (seed means, as on the board):
 ``step0/avg``, ``final/avg``, ``delta/avg`` (final - step 0), ``final/avg_common``, ``final/mean_rank`` and
 ``step0/<lang>``, ``final/<lang>`` per language; its params name the task, metric, method, dim, source, profile,
-seeds and final CPT step; its artifacts are the task's board CSVs and the cells' ``init_report.json``. The
-experiment gets a saved view of its runs table (these runs, those columns, best first), the page ``harness ui``
-prints.
+seeds and final CPT step; its artifacts are the task's board CSVs and the cells' ``init_report.json``; its
+description links to the leaderboard page and to its task's view. When the tasks were evaluated at step 0 only
+(the ``cpu`` profile, whose CPT is a smoke test) the final step is step 0: ``step0/*`` and ``final/*`` hold the same
+step-0 values and there is no ``delta/avg`` (a 0 would read as "CPT changed nothing"; it was not measured).
+
+Views: the experiment gets one saved view of its runs table per task, ``harness-results-<task>`` (that task's
+results runs, the columns its runs have, sorted by ``final/avg`` in the task's direction: ascending for a
+lower-is-better metric such as the MLM loss), and one of every task, ``harness-results`` (sorted by
+``final/mean_rank``, 1 = best in every task); ``harness ui`` prints their URLs and MLflow lists them by name under
+**Views**. The experiment's description (shown above its runs table) links to the leaderboard page and to each view.
 """
 
 from __future__ import annotations
@@ -32,12 +39,16 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.core.tracking import RESULTS_VIEW, TAG, Tracker, column, metric_key
+from harness.core.tracking import RESULTS_VIEW, TAG, Tracker, artifact_url, column, metric_key, runs_table_url
 from leaderboard.model import Board, Leaderboard, board_dict
 from leaderboard.tables import build_leaderboard, select_boards
 
 log = logging.getLogger(__name__)
 NOTE_LIMIT = 60000  # characters of Markdown in the run description
+EXPERIMENT_NOTE_LIMIT = 20000  # MLflow's limit on an experiment tag's value
+# the part of the experiment's description that ``harness leaderboard`` writes (anything else in it is kept)
+NOTE_START, NOTE_END = "<!-- harness:results -->", "<!-- /harness:results -->"
+HEADLINE_METRICS = ("step0/avg", "final/avg", "delta/avg", "final/mean_rank")
 
 
 @dataclass
@@ -150,17 +161,123 @@ def log_to_mlflow(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, generated
     except BaseException as exc:
         tracker.fail(run_id, exc if isinstance(exc, Exception) else "interrupted")
         raise
-    log_result_runs(tracker, lb, exp_id, out_dir, leaderboard_run_id=run_id)
+    log_result_runs(tracker, lb, exp_id, out_dir, leaderboard_run_id=run_id, generated=generated)
     return run_id
 
 
-RESULT_COLUMNS = [column("params", "task"), column("params", "metric"), column("metrics", "step0/avg"),
-                  column("metrics", "final/avg"), column("metrics", "delta/avg"), column("metrics", "final/mean_rank"),
-                  column("params", "seeds"), column("params", "final_step")]
+@dataclass
+class TaskView:
+    """What the saved view of one task's results runs needs: its metric, direction, profiles and logged metrics."""
+    task: str
+    metric: str
+    higher_is_better: bool
+    profiles: set[str] = field(default_factory=set)
+    metrics: set[str] = field(default_factory=set)
+
+    @property
+    def key(self) -> str:
+        return view_key(self.task)
+
+    @property
+    def name(self) -> str:
+        return f"{self.task} · {self.metric}, {'higher' if self.higher_is_better else 'lower'} is better"
+
+
+def view_key(task: str) -> str:
+    """The key of a task's saved runs-table view: ``harness-results-<task>``."""
+    return RESULTS_VIEW + "-" + re.sub(r"[^\w.-]", "_", task)
+
+
+def ui_link(url: str) -> str:
+    """A URL of the UI as a link relative to the UI page it is shown on (``#/experiments/...``): it opens in the UI
+    that shows it, whatever its host, port or path."""
+    return url[url.index("#"):]
+
+
+def view_columns(views: list[TaskView], *, all_tasks: bool = False) -> list[str]:
+    """The runs-table columns of a view: the headline metrics its runs have (``delta/avg`` only where a task was
+    evaluated after CPT), the task (all tasks), the metric, the profile (when there are several), seeds, final step."""
+    have = set().union(*(v.metrics for v in views))
+    several_profiles = len(set().union(*(v.profiles for v in views))) > 1
+    return ([column("params", "task")] if all_tasks else []) + [column("params", "metric")] + (
+        [column("params", "profile")] if several_profiles else []) + [
+        column("metrics", m) for m in HEADLINE_METRICS if m in have] + [
+        column("params", "seeds"), column("params", "final_step")]
+
+
+def save_result_views(tracker: Tracker, exp_id: str, views: list[TaskView]) -> None:
+    """One saved view per task (sorted by ``final/avg`` in the task's direction) and one of every task (sorted by
+    ``final/mean_rank``, which is 1 for the best row of any task)."""
+    kind = f"tags.`{TAG}kind` = 'result'"
+    for v in views:
+        order = "final/avg" if "final/avg" in v.metrics else "step0/avg"
+        tracker.save_runs_view(exp_id, columns=view_columns([v]), order_by=column("metrics", order),
+                               ascending=not v.higher_is_better, key=v.key, name=v.name,
+                               search_filter=f"{kind} and tags.`{TAG}task` = " + _quote(v.task))
+    tracker.save_runs_view(exp_id, columns=view_columns(views, all_tasks=True),
+                           order_by=column("metrics", "final/mean_rank"), ascending=True, search_filter=kind,
+                           key=RESULTS_VIEW, name="all tasks · by mean rank (1 = best)")
+
+
+def _quote(v: str) -> str:
+    return "'" + v.replace("'", "\\'") + "'"
+
+
+def leaderboard_link(exp_id: str, run_id: str) -> str:
+    return ui_link(artifact_url("", exp_id, run_id, "leaderboard.html"))
+
+
+def view_link(exp_id: str, key: str) -> str:
+    return ui_link(runs_table_url("", exp_id, key))
+
+
+def experiment_note(exp_id: str, views: list[TaskView], leaderboard_run_id: str | None,
+                    generated: str) -> str:
+    """The experiment description's results block: its first line (what the UI shows above the runs table) links to
+    the leaderboard page and to each task's view."""
+    parts = [f"[leaderboard]({leaderboard_link(exp_id, leaderboard_run_id)})"] if leaderboard_run_id else []
+    parts += [f"[{v.task}]({view_link(exp_id, v.key)}) ({v.metric}, {'higher' if v.higher_is_better else 'lower'} "
+              "is better)" for v in views]
+    parts.append(f"[all tasks]({view_link(exp_id, RESULTS_VIEW)}) (by mean rank)")
+    return "\n".join([
+        "**Results:** " + " · ".join(parts), "",
+        f"`harness leaderboard` rendered these on {generated}: the leaderboard page (the papers' claims, every "
+        "table with its intervals, the CPT curves), and one run per task and method whose metrics are the task's "
+        "headline numbers (`step0/avg`, `final/avg`, `final/mean_rank`, per language, and `delta/avg` where the "
+        "tasks were evaluated after CPT), in one saved view of the runs table per task, best first (also under "
+        "**Views**).",
+    ])
+
+
+def merge_note(old: str, block: str) -> str:
+    """The description with the harness's block replaced (or put first), the rest of it kept."""
+    block = f"{NOTE_START}\n{block}\n{NOTE_END}"
+    if NOTE_START in old and NOTE_END in old:
+        head, rest = old.split(NOTE_START, 1)
+        text = head + block + rest.split(NOTE_END, 1)[1]
+    else:
+        text = block + ("\n\n" + old if old.strip() else "")
+    return text[:EXPERIMENT_NOTE_LIMIT]
+
+
+def result_note(task: str, label: str, ref: Board, exp_id: str, leaderboard_run_id: str | None) -> str:
+    """A results run's description: links to the leaderboard page and to its task's view, what its numbers are."""
+    links = [f"**[Leaderboard]({leaderboard_link(exp_id, leaderboard_run_id)})**"] if leaderboard_run_id else []
+    links.append(f"[all {task} results]({view_link(exp_id, view_key(task))})")
+    step = ref.step if ref.step is not None else "mixed"
+    lines = [" · ".join(links), "",
+             f"`{label}` on `{task}`: `{ref.metric}`, {'higher' if ref.higher_is_better else 'lower'} is better; "
+             f"profile {ref.profile}; seed means as on the board; final step {step}."]
+    if ref.step == 0:
+        lines.append("The tasks were evaluated at step 0 only, so `final/*` are the step-0 values and there is no "
+                     "`delta/avg`.")
+    lines += ["", *[f"- {n}" for n in ref.notes]]
+    return "\n".join(lines)[:4000]
 
 
 def result_boards(lb: Leaderboard) -> dict[tuple[str, str], dict[str, Board]]:
-    """(profile, task) -> {"step0": board, "final": board, "delta": board} of the task's headline metric."""
+    """(profile, task) -> {"step0": board, "final": board, "delta": board} of the task's headline metric. When the
+    final step is step 0 (the tasks evaluated at step 0 only) that board is both "step0" and "final"."""
     out: dict[tuple[str, str], dict[str, Board]] = {}
     for b in lb.boards:
         if not b.headline:
@@ -168,6 +285,9 @@ def result_boards(lb: Leaderboard) -> dict[tuple[str, str], dict[str, Board]]:
         name = {"final": "final", "delta": "delta"}.get(b.kind) or ("step0" if b.step == 0 else None)
         if name:
             out.setdefault((b.profile, b.task), {})[name] = b
+    for boards in out.values():
+        if "step0" not in boards and "final" in boards and boards["final"].step == 0:
+            boards["step0"] = boards["final"]
     return out
 
 
@@ -213,17 +333,20 @@ def _init_reports(tracker: Tracker, exp_id: str, row: Any, folder: Path) -> list
 
 
 def log_result_runs(tracker: Tracker, lb: Leaderboard, exp_id: str, out_dir: Path, *,
-                    leaderboard_run_id: str | None = None) -> list[str]:
-    """One run per task x row x profile with the headline numbers as metrics (see the module docstring), and the
-    experiment's saved runs-table view of them. Returns the run ids."""
+                    leaderboard_run_id: str | None = None, generated: str = "") -> list[str]:
+    """One run per task x row x profile with the headline numbers as metrics (see the module docstring), the
+    experiment's saved runs-table views of them and its description's links. Returns the run ids."""
     import tempfile
 
     client = tracker.client
     ids: list[str] = []
+    views: dict[str, TaskView] = {}
     several_profiles = len({p for p, _ in result_boards(lb)}) > 1
     for (profile, task), boards in sorted(result_boards(lb).items()):
         ref = boards.get("final") or boards.get("step0") or next(iter(boards.values()))
-        csvs = [out_dir / "csv" / f"{b.id}.csv" for b in boards.values()]
+        csvs = [out_dir / "csv" / f"{b_id}.csv" for b_id in dict.fromkeys(b.id for b in boards.values())]
+        view = views.setdefault(task, TaskView(task, ref.metric, ref.higher_is_better))
+        view.profiles.add(profile)
         for row in ref.rows:
             name = f"{task} · {row.label}" + (f" · {profile}" if several_profiles else "")
             run_id, existed = tracker.get_or_create_run(
@@ -242,9 +365,12 @@ def log_result_runs(tracker: Tracker, lb: Leaderboard, exp_id: str, out_dir: Pat
                 if changed:  # a param cannot be overwritten; the tag says what it is now
                     tracker.set_tags(run_id, {f"now.{k}": v for k, v in changed.items()})
                 tracker.log_params(run_id, params)
-                tracker.log_metrics(run_id, result_metrics(boards, row.label), step=0)
+                metrics = result_metrics(boards, row.label)
+                view.metrics |= set(metrics)
+                tracker.log_metrics(run_id, metrics, step=0)
                 tags = {"world": ",".join(lb.worlds), "method": key.method if key else row.label,
-                        "mlflow.runName": name}
+                        "mlflow.runName": name,
+                        "mlflow.note.content": result_note(task, row.label, ref, exp_id, leaderboard_run_id)}
                 if leaderboard_run_id:
                     tags["leaderboard_run"] = leaderboard_run_id
                 tracker.set_tags(run_id, tags)
@@ -260,8 +386,11 @@ def log_result_runs(tracker: Tracker, lb: Leaderboard, exp_id: str, out_dir: Pat
                 raise
             ids.append(run_id)
     if ids:
-        tracker.save_runs_view(exp_id, columns=RESULT_COLUMNS, order_by=column("metrics", "final/avg"),
-                               search_filter=f"tags.`{TAG}kind` = 'result'", key=RESULTS_VIEW)
+        save_result_views(tracker, exp_id, list(views.values()))
+        old = (client.get_experiment(exp_id).tags or {}).get("mlflow.note.content", "")
+        block = experiment_note(exp_id, list(views.values()), leaderboard_run_id,
+                                generated or datetime.now(UTC).isoformat(timespec="seconds"))
+        client.set_experiment_tag(exp_id, "mlflow.note.content", merge_note(old, block))
     return ids
 
 

@@ -1,5 +1,6 @@
 """MLflow that opens on the results: model-training experiments, results runs with the headline numbers as
-metrics, the saved runs-table view, and the URLs `harness ui` prints."""
+metrics, the saved runs-table views (one per task, sorted in its direction), the descriptions that link to the
+leaderboard page, and the URLs `harness ui` prints."""
 
 from __future__ import annotations
 
@@ -73,6 +74,13 @@ def test_results_runs_hold_the_headline_numbers_as_metrics(published):
         assert arts == {f"init/init_report_seed{s}.json" for s in seeds}
         boards = {a.path for a in client.list_artifacts(r.info.run_id, "leaderboard")}
         assert f"leaderboard/{final.id}.csv" in boards
+        # its description links to the leaderboard page and to its task's view (links relative to the UI page)
+        note = r.data.tags["mlflow.note.content"]
+        assert note.startswith(f"**[Leaderboard](#/experiments/{exp_id}/runs/{pub.run_id}/artifactPath/"
+                               "leaderboard.html?workflowType=machine_learning)**")
+        assert f"(#/experiments/{exp_id}/runs?workflowType=machine_learning&viewStateShareKey=harness-results-sr-t)" \
+            in note
+        assert "evaluated at step 0 only" not in note
     alpha = next(r for r in runs if r.data.params["row"] == "alpha d=full")
     assert alpha.data.params["seeds"] == "1 2"
     # alpha's final mean on aaa_Latn: the mean of its two seeds
@@ -80,13 +88,90 @@ def test_results_runs_hold_the_headline_numbers_as_metrics(published):
     assert alpha.data.metrics["final/aaa_Latn"] == pytest.approx(sum(hits) / 2 / 50)
 
 
-def test_the_saved_view_shows_the_results_runs_with_metric_columns(published):
+def _view(client: MlflowClient, exp_id: str, key: str) -> tuple[str, dict]:
+    """(name, state) of a saved view: MLflow 3's envelope around the runs table's state."""
+    envelope = json.loads(client.get_experiment(exp_id).tags[SHARED_VIEW_PREFIX + key])
+    assert isinstance(envelope["createdAt"], int) and envelope["updatedAt"] >= envelope["createdAt"]
+    return envelope["name"], json.loads(envelope["state"])
+
+
+HEADLINE = ["metrics.`step0/avg`", "metrics.`final/avg`", "metrics.`delta/avg`", "metrics.`final/mean_rank`"]
+
+
+def test_one_saved_view_per_task_and_one_of_every_task(published):
     client, exp_id, _, _ = published
-    tags = client.get_experiment(exp_id).tags
-    view = json.loads(tags[SHARED_VIEW_PREFIX + "harness-results"])
-    assert "metrics.`final/avg`" in view["selectedColumns"] and "metrics.`step0/avg`" in view["selectedColumns"]
-    assert view["orderByKey"] == "metrics.`final/avg`" and view["orderByAsc"] is False
-    assert len(client.search_runs([exp_id], view["searchFilter"])) == 2
+    name, view = _view(client, exp_id, "harness-results-sr-t")
+    assert name == "sr-t · acc@10, higher is better"
+    assert [c for c in view["selectedColumns"] if c.startswith("metrics.")] == HEADLINE
+    assert view["orderByKey"] == "metrics.`final/avg`" and view["orderByAsc"] is False  # acc@10: best first
+    assert "params.`task`" not in view["selectedColumns"] and "params.`profile`" not in view["selectedColumns"]
+    runs = client.search_runs([exp_id], view["searchFilter"], order_by=[f"{view['orderByKey']} DESC"])
+    assert [r.data.params["row"] for r in runs] == ["beta d=full", "alpha d=full"]  # 0.525 > 0.515
+    name, every = _view(client, exp_id, "harness-results")
+    assert name.startswith("all tasks") and "params.`task`" in every["selectedColumns"]
+    assert every["orderByKey"] == "metrics.`final/mean_rank`" and every["orderByAsc"] is True  # 1 = best, any task
+    assert len(client.search_runs([exp_id], every["searchFilter"])) == 2
+
+
+def test_the_experiment_description_links_the_leaderboard_and_the_views_and_keeps_the_rest(published, tmp_path):
+    from leaderboard.publish import NOTE_END, NOTE_START, publish
+
+    client, exp_id, lb, pub = published
+    note = client.get_experiment(exp_id).tags["mlflow.note.content"]
+    first = note.split("\n")[1]  # the line the UI shows above the runs table
+    assert note.startswith(NOTE_START) and first.startswith("**Results:** [leaderboard](")
+    assert f"(#/experiments/{exp_id}/runs/{pub.run_id}/artifactPath/leaderboard.html?" in first
+    assert f"[sr-t](#/experiments/{exp_id}/runs?workflowType=machine_learning&viewStateShareKey=harness-results-sr-t)" \
+        in first and "(acc@10, higher is better)" in first and "viewStateShareKey=harness-results)" in first
+    # a person's own description is kept, the harness's block replaced in place on the next render
+    client.set_experiment_tag(exp_id, "mlflow.note.content", "my notes\n\n" + note + "\n\nmore notes")
+    publish(Tracker(client.tracking_uri), lb, tmp_path / "again")
+    again = client.get_experiment(exp_id).tags["mlflow.note.content"]
+    assert again.startswith("my notes\n\n" + NOTE_START) and again.endswith(NOTE_END + "\n\nmore notes")
+    assert again.count(NOTE_START) == 1 and "[leaderboard](" in again
+
+
+@pytest.fixture(scope="module")
+def published_cpu(tracking_uri, tmp_path_factory):
+    """Experiment ``res-cpu``, as under the cpu profile: the tasks evaluated at step 0 only (their final step is
+    step 0); sr-t (higher is better) and ``lossy``, a task whose headline is lower-is-better."""
+    from leaderboard.collect import collect_experiment
+    from leaderboard.publish import publish
+    from leaderboard.tables import build_leaderboard
+
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment("res-cpu")
+    for method in ("alpha", "beta"):
+        make_cell(client, exp_id, method, 1, final=0)
+        _, trun = make_cell(client, exp_id, method, 1, final=0, task="lossy")
+        for k, v in {"headline": "acc@10", "higher_is_better": "false", "metrics": "acc@10,acc@1"}.items():
+            client.set_tag(trun, f"harness.task.{k}", v)
+    lb = build_leaderboard(collect_experiment(client, client.get_experiment(exp_id)), bootstrap=0)
+    pub = publish(Tracker(tracking_uri), lb, tmp_path_factory.mktemp("res-cpu"))
+    return client, exp_id, lb, pub
+
+
+def test_tasks_evaluated_at_step_0_only_have_step0_and_final_but_no_delta(published_cpu):
+    client, exp_id, lb, _ = published_cpu
+    runs = client.search_runs([exp_id], "tags.`harness.kind` = 'result'")
+    assert sorted(r.info.run_name for r in runs) == [f"{t} · {m} d=full" for t in ("lossy", "sr-t")
+                                                     for m in ("alpha", "beta")]
+    for r in runs:
+        m = r.data.metrics
+        assert r.data.params["final_step"] == "0"
+        assert m["step0/avg"] == m["final/avg"] and m["step0/aaa_Latn"] == m["final/aaa_Latn"]
+        assert "final/mean_rank" in m and "delta/avg" not in m  # not measured: no 0 that reads "CPT changed nothing"
+        assert "evaluated at step 0 only" in r.data.tags["mlflow.note.content"]
+    for task, ascending, best in (("sr-t", False, "beta d=full"), ("lossy", True, "alpha d=full")):
+        name, view = _view(client, exp_id, f"harness-results-{task}")
+        assert name.endswith("lower is better" if ascending else "higher is better")
+        assert [c for c in view["selectedColumns"] if c.startswith("metrics.")] == [
+            h for h in HEADLINE if "delta" not in h]  # the columns its runs have
+        assert view["orderByKey"] == "metrics.`final/avg`" and view["orderByAsc"] is ascending
+        order = "ASC" if ascending else "DESC"
+        got = client.search_runs([exp_id], view["searchFilter"], order_by=[f"{view['orderByKey']} {order}"])
+        assert {r.data.params["task"] for r in got} == {task} and len(got) == 2
+        assert got[0].data.params["row"] == best  # the same numbers (0.525 beta, 0.5 alpha) read both ways
 
 
 def test_ui_links_point_at_the_runs_table_view_and_the_current_leaderboard(published, tracking_uri, capsys):
@@ -97,6 +182,8 @@ def test_ui_links_point_at_the_runs_table_view_and_the_current_leaderboard(publi
     x = items["res-fake"]
     assert x.runs == (f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs?workflowType=machine_learning"
                       "&viewStateShareKey=harness-results")
+    assert x.views == [("sr-t · acc@10, higher is better", f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs"
+                        "?workflowType=machine_learning&viewStateShareKey=harness-results-sr-t")]
     assert x.leaderboard == (f"http://127.0.0.1:5999/#/experiments/{exp_id}/runs/{pub.run_id}"
                              "/artifactPath/leaderboard.html?workflowType=machine_learning")
     # an experiment from before the kind tag, with runs, gets it when harness ui lists it
@@ -107,6 +194,6 @@ def test_ui_links_point_at_the_runs_table_view_and_the_current_leaderboard(publi
     assert client.get_experiment(old).tags[EXPERIMENT_KIND_TAG] == EXPERIMENT_KIND
     target = print_links(list(items.values()), "http://127.0.0.1:5999")
     out = capsys.readouterr().out
-    assert x.runs in out and x.leaderboard in out
+    assert x.runs in out and x.leaderboard in out and f"sr-t · acc@10, higher is better: {x.views[0][1]}" in out
     rendered = sorted((y.rendered, y.leaderboard) for y in items.values() if y.leaderboard)
     assert target == rendered[-1][1]  # the most recently rendered leaderboard
