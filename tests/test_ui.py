@@ -33,3 +33,46 @@ def test_ui_serves_the_tracking_store_and_stops(tracking_uri):
     finally:
         stop_server(proc)
     assert proc.poll() is not None
+
+
+class _Server:
+    """A stand-in for the server process: ``wait`` times out ``ticks`` times, then the server has exited."""
+
+    def __init__(self, ticks: int):
+        self.ticks = ticks
+
+    def wait(self, timeout: float | None = None) -> int:
+        import subprocess
+
+        if self.ticks:
+            self.ticks -= 1
+            raise subprocess.TimeoutExpired("mlflow", timeout)
+        return 0
+
+
+def test_ui_prints_new_results_while_it_serves(monkeypatch, capsys):
+    """A UI started before the first leaderboard prints the results' URLs once they exist, without a restart (and
+    nothing while they stay the same; a store that cannot be read for a moment is read again)."""
+    import harness.ui as ui
+
+    base = "http://127.0.0.1:5999"
+    before = ui.Links("syn", "1", f"{base}/#/experiments/1/runs")
+    after = ui.Links("syn", "1", f"{base}/#/experiments/1/runs?viewStateShareKey=harness-results",
+                     leaderboard=f"{base}/#/experiments/1/runs/r1/artifactPath/leaderboard.html", rendered="t1",
+                     views=[("mlm · loss, lower is better", f"{base}/#/experiments/1/runs?viewStateShareKey=x-mlm")])
+    answers = iter([[before], OSError("database is locked"), [after], [after]])
+
+    def fake_links(uri: str, b: str) -> list:
+        got = next(answers)
+        if isinstance(got, Exception):
+            raise got
+        return got
+
+    monkeypatch.setattr(ui, "links", fake_links)
+    seen = {"syn": before.state()}
+    ui.watch(_Server(ticks=4), "sqlite:///x.db", base, seen, interval=0)
+    out = capsys.readouterr().out
+    assert out.count("new results") == 1 and out.count("syn") == 1
+    assert f"mlm · loss, lower is better: {base}/#/experiments/1/runs?viewStateShareKey=x-mlm" in out
+    assert f"leaderboard: {after.leaderboard}" in out and f"all tasks: {after.runs}" in out
+    assert seen["syn"] == after.state()

@@ -13,7 +13,8 @@ def cmd_ui(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub: Any) -> None:
-    u = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print its URL")
+    u = sub.add_parser("ui", help="start the MLflow UI on 127.0.0.1 and print the results' URLs (again when new "
+                       "results are logged)")
     u.add_argument("--tracking-uri")
     u.add_argument("--port", type=int, default=5000)
     u.add_argument("--open", action="store_true", help="open the current leaderboard in a browser")
