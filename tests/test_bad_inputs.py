@@ -59,6 +59,18 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-tracking-http-no-host", RUN + ["--tracking-uri", "http://"], {}, ["no host"]),
     ("run-tracking-file-is-file", RUN + ["--tracking-uri", "file://{tmp}/plain.txt"], {"plain.txt": "x"},
      ["is a file"]),
+    ("run-tracking-path-missing-folder", RUN + ["--tracking-uri", "/nonexistent-dir/x"], {}, ["does not exist"]),
+    ("run-tracking-file-store-refused", RUN + ["--tracking-uri", "file://{tmp}/store"], {},
+     ["MLFLOW_ALLOW_FILE_STORE", "sqlite:///"]),
+    ("run-tracking-file-proc", RUN + ["--tracking-uri", "file:///proc/harness-x"], {}, ["MLFLOW_ALLOW_FILE_STORE"]),
+    ("run-tracking-file-proc-allowed", RUN + ["--tracking-uri", "file:///proc/harness-x"], {},
+     ["no file can be made", "/proc"]),
+    ("run-tracking-sqlite-proc", RUN + ["--tracking-uri", "sqlite:////proc/harness-x.db"], {},
+     ["no file can be made", "/proc"]),
+    ("run-tracking-sqlite-not-a-database", RUN + ["--tracking-uri", "sqlite:///{tmp}/m.db"], {"m.db": "not sql"},
+     ["not an SQLite database"]),
+    ("run-tracking-sqlite-read-only-folder", RUN + ["--tracking-uri", "sqlite:///{tmp}/ro/m.db"], {"ro/keep": "x"},
+     ["not writable"]),
     # -- config files
     ("config-missing", RUN + ["--config", "{tmp}/none.toml"], {}, ["does not exist"]),
     ("config-bad-suffix", RUN + ["--config", "{tmp}/c.ini"], {"c.ini": "a=1"}, [".toml"]),
@@ -77,6 +89,27 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["method_params"]),
     ("config-unknown-method", ["run", "--config", "{tmp}/c.toml"],
      {"c.toml": "world = 'synthetic'\nmethods = ['ofaa']\ntasks = ['mlm']"}, ["unknown method", "ofa"]),
+    # -- config tables: checked before any world is built
+    ("config-method-param-typo", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[method_params.ofa]\nkk = 3"},
+     ["method_params.ofa", "'kk'", "did you mean 'k'"]),
+    ("config-method-param-typo-yaml", RUN + ["--config", "{tmp}/c.yaml"],
+     {"c.yaml": "method_params:\n  ofa:\n    temprature: 0.2\n"}, ["'temprature'", "'temperature'"]),
+    ("config-method-param-value", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[method_params.ofa]\ntemperature = -1"}, ["method_params.ofa", "temperature", "> 0"]),
+    ("config-method-params-unknown-method", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[method_params.ofaa]\nk = 3"}, ["method_params", "unknown method 'ofaa'", "'ofa'"]),
+    ("config-method-param-no-params", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[method_params.random]\nk = 3"}, ["method_params.random", "'k'"]),
+    ("config-task-param-retrieval", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[task_params.sr-t]\nlayr = 8"},
+     ["task_params.sr-t", "'layr'", "'layer'"]),
+    ("config-task-param-tagging", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[task_params.ner]\nepoch = 3"},
+     ["task_params.ner", "'epoch'", "'epochs'"]),
+    ("config-task-param-mlm", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[task_params.mlm]\nmax_sentence = 3"}, ["task_params.mlm", "'max_sentences'"]),
+    ("config-task-params-unknown-task", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[task_params.nerr]\nepochs = 3"}, ["task_params", "unknown task 'nerr'", "'ner'"]),
+    ("config-cpt-unknown-key", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\nstepz = 3"},
+     ["'cpt'", "'stepz'", "steps"]),
     # -- home
     ("home-is-file", RUN, {}, ["is a file", "HARNESS_HOME"]),
     ("home-unwritable", RUN, {}, ["not writable", "HARNESS_HOME"]),
@@ -162,13 +195,21 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path):
     if name.endswith("home-is-file"):
         home.rmdir()
         home.write_text("not a folder")
-    if name == "home-unwritable":
+    if name in ("home-unwritable", "run-tracking-sqlite-read-only-folder"):
         if os.geteuid() == 0:
             pytest.skip("root writes anywhere")
-        home.chmod(0o500)
-    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+        (home if name == "home-unwritable" else tmp / "ro").chmod(0o500)
+    if name in ("run-tracking-file-store-refused", "run-tracking-file-proc"):
+        if not hasattr(pytest.importorskip("mlflow.environment_variables"), "MLFLOW_ALLOW_FILE_STORE"):
+            pytest.skip("this MLflow opens a file store without MLFLOW_ALLOW_FILE_STORE")
+    if argv and argv[0] == "run" and not name.startswith("home-"):
+        home.rmdir()  # a refused run makes no harness home
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME", "MLFLOW_ALLOW_FILE_STORE"}}
     env.update(HARNESS_HOME=str(home), HF_HOME=str(tmp_path / "hf"), OMP_NUM_THREADS="1", COLUMNS="80",
                CUDA_VISIBLE_DEVICES="")
+    if name.endswith("-allowed"):
+        env["MLFLOW_ALLOW_FILE_STORE"] = "true"
     before = _snapshot(tmp_path)
     try:
         proc = subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, env=env,
@@ -177,6 +218,8 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path):
         busy.close()
         if name == "home-unwritable":
             home.chmod(0o700)
+        if name == "run-tracking-sqlite-read-only-folder":
+            (tmp / "ro").chmod(0o700)
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2, f"{argv} -> {proc.returncode}\n{proc.stderr}"
     assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout, proc.stderr
@@ -199,3 +242,19 @@ def test_debug_shows_the_traceback(tmp_path):
                           capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert proc.returncode != 0
     assert "Traceback" in proc.stderr and "UnknownNameError" in proc.stderr
+
+
+def test_sound_config_tables_pass():
+    """What the table checks let through: declared names and values, the surgery options every method takes, a
+    method or task the run does not use, every tagging and MLM setting, a known CPT setting."""
+    from harness.commands.common import check_config_tables
+    from harness.config import make_config
+
+    cfg = make_config(overrides={
+        "world": "synthetic", "methods": ["random"], "tasks": ["mlm"],
+        "method_params": {"ofa": {"k": 5, "temperature": 0.2, "bias": "zero"}, "random": {"untied_output": "zero"}},
+        "task_params": {"ner": {"epochs": 1, "seed": 3, "train_language": "eng_Latn"}, "sr-t": {"layer": 8},
+                        "mlm": {"max_sentences": 5}},
+        "cpt": {"steps": 2, "lr": 1e-4}})
+    check_config_tables(cfg)
+

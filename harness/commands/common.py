@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 from rich.console import Console
 
@@ -48,3 +50,170 @@ def check_world_name(name: str) -> None:
     from harness.worlds import WORLDS
 
     WORLDS.get(name)  # unknown names fail with a suggestion
+
+
+# -- the tracking store --------------------------------------------------------------------------------------
+def check_tracking(uri: str | None) -> str:
+    """The tracking URI a command will use, checked before anything is written: the cheap checks of
+    :func:`harness.core.tracking.check_tracking_uri`, then whether MLflow opens that kind of store at all and
+    whether its folder really takes a file (a read-only mount, ``/proc``: permission bits do not say), then
+    whether an http(s) server answers. Every failure is one line (:class:`HarnessError`). With no URI given (and
+    no ``MLFLOW_TRACKING_URI``), the default store in the harness home: the home is made first, so call this
+    last, once every other input is checked."""
+    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
+
+    checked = check_tracking_uri(uri)
+    _check_store_usable(checked)
+    check_tracking_reachable(checked)
+    return checked
+
+
+_HINT = "give --tracking-uri sqlite:///PATH/mlflow.db, a file: folder or an http(s):// MLflow server"
+
+
+def _check_store_usable(uri: str) -> None:
+    from urllib.parse import urlparse
+
+    if uri.startswith(("http://", "https://")):
+        return
+    scheme = urlparse(uri).scheme.lower() if "://" in uri or ":" in uri else "file"
+    if scheme == "sqlite":
+        target = Path(uri[len("sqlite:///"):])
+        if target.is_file():
+            _check_sqlite_file(uri, target)
+            return
+        _probe_folder(uri, target.parent)
+    elif scheme == "file":
+        _check_file_store_allowed(uri)
+        target = Path(urlparse(uri).path) if "://" in uri else Path(uri)
+        _probe_folder(uri, target if target.is_dir() else target.parent)
+
+
+def _check_sqlite_file(uri: str, target: Path) -> None:
+    """An existing database file must be an SQLite database this process may write."""
+    try:
+        with open(target, "r+b") as f:
+            head = f.read(16)
+    except OSError as exc:
+        raise HarnessError(f"tracking URI {uri!r}: {target} cannot be opened for writing "
+                           f"({exc.strerror or exc}); fix its permissions or {_HINT}") from None
+    if head and head != b"SQLite format 3\x00":
+        raise HarnessError(f"tracking URI {uri!r}: {target} is not an SQLite database; {_HINT}")
+
+
+def _probe_folder(uri: str, folder: Path) -> None:
+    """Whether a file can be made in ``folder`` (made and removed at once)."""
+    import tempfile
+
+    try:
+        fd, name = tempfile.mkstemp(prefix=".harness-probe-", dir=folder)
+    except OSError as exc:
+        raise HarnessError(f"tracking URI {uri!r}: no file can be made in {folder} ({exc.strerror or exc}); "
+                           f"give a folder this user can write, or {_HINT}") from None
+    os.close(fd)
+    os.unlink(name)
+
+
+def _check_file_store_allowed(uri: str) -> None:
+    """MLflow 3 refuses its file store unless ``MLFLOW_ALLOW_FILE_STORE`` is set: say so before the run starts."""
+    try:
+        from mlflow.environment_variables import MLFLOW_ALLOW_FILE_STORE
+    except ImportError:  # an MLflow without the switch opens file stores
+        return
+    if not MLFLOW_ALLOW_FILE_STORE.get():
+        raise HarnessError(f"tracking URI {uri!r}: this MLflow opens a file store only with "
+                           f"MLFLOW_ALLOW_FILE_STORE=true; set it, or give --tracking-uri sqlite:///PATH/mlflow.db "
+                           f"or an http(s):// MLflow server")
+
+
+# -- the config tables ---------------------------------------------------------------------------------------
+def check_config_tables(cfg: Any) -> None:
+    """The tables of a run's settings, checked before any world is built: ``method_params`` (each method named
+    must exist; its parameters are checked against what the method declares, names and values, as the method
+    checks them when it runs), ``task_params`` (each task named must exist; its parameter names are checked where
+    the task declares them) and ``cpt`` (:func:`harness.plan.cpt_settings`)."""
+    from harness.plan import cpt_settings
+
+    for method, given in cfg.method_params.items():
+        check_method_params(cfg.profile, method, given)
+    for task, given in cfg.task_params.items():
+        check_task_params(task, given)
+    cpt_settings(cfg)
+
+
+def _did_you_mean(name: str, known: list[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _named(registry: Any, key: str, name: str) -> Any:
+    """The registry's entry ``name``; an unknown one fails naming the config key it was found under."""
+    from harness.core.errors import ConfigError, UnknownNameError
+
+    try:
+        return registry.get(name)
+    except UnknownNameError as exc:
+        raise ConfigError(f"config key {key!r}: {exc}") from None
+
+
+def check_method_params(profile: str, method: str, given: dict[str, Any]) -> None:
+    """``[method_params.<method>]``: the names the method declares (``params``, plus the embedding-surgery
+    options every method takes) and their values (:func:`methods.params.resolve`, over the profile's settings
+    for the method). A method that declares no parameter list (a third-party one) checks its own when it runs."""
+    from harness.core.errors import ConfigError
+    from harness.core.profiles import profile as get_profile
+    from harness.core.registry import METHODS
+
+    cls = _named(METHODS, "method_params", method)
+    declared = getattr(cls, "params", None)
+    if not isinstance(declared, tuple | list):
+        return
+    from harness.initialize import SURGERY_PARAMS
+    from methods.params import resolve
+
+    names = [p.name for p in declared]
+    unknown = sorted(set(given) - set(names) - set(SURGERY_PARAMS))
+    if unknown:
+        takes = ", ".join(sorted(names)) or "no parameters of its own"
+        raise ConfigError(f"config key 'method_params.{method}': unknown parameter "
+                          f"{', '.join(repr(u) + _did_you_mean(u, names) for u in unknown)}; {method} takes "
+                          f"{takes} (`harness list --method {method}` describes them)")
+    values = {**get_profile(profile).get("method_params", {}).get(method, {}), **given}
+    try:
+        resolve(method, declared, {k: v for k, v in values.items() if k not in SURGERY_PARAMS})
+    except ConfigError as exc:
+        raise ConfigError(f"config key 'method_params.{method}': {exc}") from None
+
+
+def task_param_names(cls: Any) -> list[str] | None:
+    """The parameter names a task declares, or None where it declares none. A task declares them as a class
+    attribute ``PARAMS``, or, as the tagging and MLM tasks do, by the settings of its module's ``PROFILES`` (profile
+    -> {setting: value}, each overridable) plus ``EXTRA_PARAMS``."""
+    import sys
+
+    names = getattr(cls, "PARAMS", None)
+    if isinstance(names, tuple | list | frozenset | set):
+        return sorted(names)
+    module = sys.modules.get(getattr(cls, "__module__", ""))
+    profiles = getattr(module, "PROFILES", None)
+    if not isinstance(profiles, dict) or not all(isinstance(v, dict) for v in profiles.values()):
+        return None
+    return sorted({k for v in profiles.values() for k in v} | set(getattr(module, "EXTRA_PARAMS", ())))
+
+
+def check_task_params(task: str, given: dict[str, Any]) -> None:
+    """``[task_params.<task>]``: the task must exist, and the names must be ones it declares (where it does; the
+    values are checked by the task when it evaluates)."""
+    from harness.core.errors import ConfigError
+    from harness.core.registry import TASKS
+
+    names = task_param_names(_named(TASKS, "task_params", task))
+    if names is None:
+        return
+    unknown = sorted(set(given) - set(names))
+    if unknown:
+        raise ConfigError(f"config key 'task_params.{task}': unknown parameter "
+                          f"{', '.join(repr(u) + _did_you_mean(u, names) for u in unknown)}; {task} takes "
+                          f"{', '.join(names)}")

@@ -10,12 +10,15 @@ from harness.core.errors import HarnessError
 
 
 def _check_run_inputs(cfg: Any) -> None:
-    """Everything that can be checked before a world is built, a model loaded or a store created."""
-    from harness.core.paths import harness_home
-    from harness.core.registry import METHODS, TASKS
-    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
+    """Everything that can be checked before a world is built, a model loaded or a store created. A refused run
+    leaves nothing on disk: the harness home is checked here but made only once every input has passed."""
+    import os
 
-    harness_home()
+    from harness.commands.common import check_config_tables, check_tracking
+    from harness.core.paths import harness_home, home_dir
+    from harness.core.registry import METHODS, TASKS
+
+    home_dir()
     check_world_name(cfg.world)
     for m in cfg.methods:
         if m != "all":
@@ -33,9 +36,14 @@ def _check_run_inputs(cfg: Any) -> None:
         raise HarnessError("--workers must be at least 1")
     if cfg.executor != "ray" and cfg.ray_address:
         raise HarnessError("--ray-address needs --executor ray")
+    check_config_tables(cfg)  # method_params, task_params, cpt
     check_device(cfg.device)
-    cfg.tracking_uri = check_tracking_uri(cfg.tracking_uri)
-    check_tracking_reachable(cfg.tracking_uri)
+    given = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # else the default store, in the home
+    if given:
+        cfg.tracking_uri = check_tracking(given)
+    harness_home()  # every input is checked: the home may be made now
+    if not given:
+        cfg.tracking_uri = check_tracking(None)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -1,4 +1,9 @@
-"""Where the harness keeps its products: ``HARNESS_HOME`` or the user cache dir (``~/.cache/harness``)."""
+"""Where the harness keeps its products: ``HARNESS_HOME`` or the user cache dir (``~/.cache/harness``).
+
+The home is made only when something is written into it (:func:`harness_home`); a command first checks its inputs
+against :func:`home_dir`, which names and checks the folder without making it, so that a refused command leaves
+nothing on disk.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import os
 from pathlib import Path
 
 
-def harness_home() -> Path:
+def home_dir() -> Path:
+    """The harness home, checked (:func:`check_home`) but not created."""
     env = os.environ.get("HARNESS_HOME")
     if env:
         home = Path(env).expanduser()
@@ -15,6 +21,12 @@ def harness_home() -> Path:
 
         home = Path(user_cache_dir("harness", appauthor=False))
     check_home(home)
+    return home.resolve()
+
+
+def harness_home() -> Path:
+    """The harness home, created if it does not exist yet (call it only once a command's inputs are checked)."""
+    home = home_dir()
     home.mkdir(parents=True, exist_ok=True)
     return home.resolve()
 
