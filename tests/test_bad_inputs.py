@@ -140,6 +140,7 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("leaderboard-bootstrap-negative", ["leaderboard", "--bootstrap", "-1"], {}, ["--bootstrap"]),
     ("leaderboard-out-is-file", ["leaderboard", "--out", "{tmp}/f.txt"], {"f.txt": "keep"}, ["is a file"]),
     ("leaderboard-bootstrap-not-int", ["leaderboard", "--bootstrap", "many"], {}, ["--bootstrap"]),
+    ("leaderboard-step-malformed", ["leaderboard", "--step", "fnal"], {}, ["--step", "did you mean 'final'"]),
     # -- world
     ("world-unknown-name", ["world", "info", "synthtic"], {}, ["unknown world", "synthetic"]),
     ("world-unknown-action", ["world", "destroy", "synthetic"], {}, ["invalid choice"]),
@@ -202,8 +203,8 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path):
     if name in ("run-tracking-file-store-refused", "run-tracking-file-proc"):
         if not hasattr(pytest.importorskip("mlflow.environment_variables"), "MLFLOW_ALLOW_FILE_STORE"):
             pytest.skip("this MLflow opens a file store without MLFLOW_ALLOW_FILE_STORE")
-    if argv and argv[0] == "run" and not name.startswith("home-"):
-        home.rmdir()  # a refused run makes no harness home
+    if argv and argv[0] in ("run", "leaderboard") and not name.startswith("home-"):
+        home.rmdir()  # a refused run or leaderboard makes no harness home
     env = {k: v for k, v in os.environ.items()
            if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME", "MLFLOW_ALLOW_FILE_STORE"}}
     env.update(HARNESS_HOME=str(home), HF_HOME=str(tmp_path / "hf"), OMP_NUM_THREADS="1", COLUMNS="80",
@@ -232,6 +233,50 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path):
     assert after == before, f"disk changed: {sorted(set(after) ^ set(before))}"
 
 
+# the leaderboard's filters, checked against what the store holds: (id, arguments, words the error line must hold)
+BOARD_CASES: list[tuple[str, list[str], list[str]]] = [
+    ("task-typo", ["--task", "sr-tt"], ["--task 'sr-tt'", "did you mean 'sr-t'", "holds sr-t"]),
+    ("task-absent", ["--task", "ner"], ["--task 'ner'", "holds sr-t"]),
+    ("step-absent", ["--step", "7"], ["--step 7", "step(s) 0, 10", "final, delta or all"]),
+    ("step-absent-for-task", ["--world", "fakeworld", "--task", "sr-t", "--step", "11"],
+     ["world 'fakeworld', task 'sr-t'", "0, 10"]),
+    ("world-typo", ["--world", "fakewrld"], ["--world 'fakewrld'", "did you mean 'fakeworld'"]),
+    ("experiment-typo", ["--experiment", "lb-fak"], ["--experiment 'lb-fak'", "did you mean 'lb-fake'"]),
+    ("metric-typo", ["--metric", "acc@5"], ["--metric 'acc@5'", "'acc@10'"]),
+    ("metric-of-another-task", ["--task", "sr-t", "--metric", "f1"], ["--metric 'f1'", "task 'sr-t'", "acc@1"]),
+]
+
+
+@pytest.fixture(scope="module")
+def fake_store(tmp_path_factory) -> Path:
+    from tests._leaderboard_runs import fake_experiment
+
+    folder = tmp_path_factory.mktemp("store")
+    fake_experiment(f"sqlite:///{folder / 'm.db'}")
+    return folder
+
+
+@pytest.mark.parametrize("case", BOARD_CASES, ids=[c[0] for c in BOARD_CASES])
+def test_leaderboard_filter_not_in_store(case, fake_store, tmp_path):
+    """A filter the store holds nothing of is one line with a suggestion, exit 2, before any table is printed or
+    any file written (the store and the home are as they were: no home is made)."""
+    name, args, words = case
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(home), OMP_NUM_THREADS="1", COLUMNS="80")
+    before = _snapshot(fake_store)
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "leaderboard", "--tracking-uri",
+                           f"sqlite:///{fake_store / 'm.db'}", *args], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=REPO)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2, f"{args} -> {proc.returncode}\n{proc.stderr}"
+    assert proc.stdout == "" and len(lines) == 1, proc.stdout + proc.stderr
+    assert lines[0].startswith("error:"), lines[0]
+    for w in words:
+        assert w.lower() in lines[0].lower(), f"{w!r} not in {lines[0]!r}"
+    assert _snapshot(fake_store) == before and not home.exists()
+
+
 def test_enough_cases():
     assert len(CASES) >= 40
 
@@ -258,3 +303,13 @@ def test_sound_config_tables_pass():
         "cpt": {"steps": 2, "lr": 1e-4}})
     check_config_tables(cfg)
 
+
+def test_leaderboard_filters_in_store_pass(fake_store, tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1", COLUMNS="200")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "leaderboard", "--tracking-uri",
+                           f"sqlite:///{fake_store / 'm.db'}", "--experiment", "lb-fake", "--world", "fakeworld",
+                           "--task", "sr-t", "--step", "0", "--metric", "acc@1", "--no-write"],
+                          capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    assert "acc@1" in proc.stdout and "alpha" in proc.stdout

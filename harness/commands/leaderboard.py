@@ -14,22 +14,156 @@ from harness.core.errors import HarnessError
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    from harness.core.paths import harness_home
-    from harness.core.tracking import check_tracking_reachable, check_tracking_uri
+    from harness.commands.common import check_tracking
+    from harness.core.paths import harness_home, home_dir
     from leaderboard.publish import run_leaderboard
 
     if args.bootstrap < 0:
         raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")
-    harness_home()
-    args.tracking_uri = check_tracking_uri(args.tracking_uri)
-    check_tracking_reachable(args.tracking_uri)
     if args.out is not None and args.out.exists() and not args.out.is_dir():
         raise HarnessError(f"--out {args.out} is a file; give a folder for the html/md/csv tables")
+    _check_step_form(args.step)
+    given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+    store = check_tracking(given) if given else f"sqlite:///{home_dir() / 'mlflow.db'}"
+    check_filters(store, experiment=args.experiment, world=args.world, task=args.task, step=args.step,
+                  metric=args.metric)
+    harness_home()  # every input is checked: the home may be made now
+    args.tracking_uri = store if given else check_tracking(None)
     return run_leaderboard(tracking_uri=args.tracking_uri, experiment=args.experiment, task=args.task,
                            step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
                            out=args.out, log_run=not args.no_log, write=not args.no_write,
                            bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
                            console=_board_console())
+
+
+# -- the filters, checked against what the store holds ---------------------------------------------------------
+_STEP_WORDS = ("final", "delta", "all")
+
+
+def _check_step_form(step: str) -> None:
+    if step in _STEP_WORDS or step.isdigit():
+        return
+    raise HarnessError(f"--step {step!r}: give 0, a CPT step, final, delta or all{_did_you_mean(step, _STEP_WORDS)}")
+
+
+def _did_you_mean(name: str, known: Any) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, list(known), n=2, cutoff=0.6)
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else ""
+
+
+def _unknown(flag: str, what: str, name: str, known: Any, where: str = "") -> HarnessError:
+    """One line: the value is not in the store, the closest ones that are, and all that are."""
+    return HarnessError(f"{flag} {name!r}: no {what} of that name in the tracking store{where}"
+                        f"{_did_you_mean(name, known)}; it holds {', '.join(sorted(known))}")
+
+
+def _store_exists(uri: str) -> bool:
+    """Whether there is a store to read (a SQLite file or a file-store folder that exists; a server: always)."""
+    from urllib.parse import urlparse
+
+    if uri.startswith("sqlite:///"):
+        return Path(uri[len("sqlite:///"):]).is_file()
+    if "://" not in uri and ":" not in uri:
+        return Path(uri).is_dir()
+    if urlparse(uri).scheme == "file":
+        return Path(urlparse(uri).path).is_dir()
+    return True
+
+
+def _task_runs(client: Any, exp_ids: list[str]) -> list[Any]:
+    from harness.core.tracking import TAG
+
+    out: list[Any] = []
+    token = None
+    while True:
+        page = client.search_runs(exp_ids, filter_string=f"tags.`{TAG}kind` = 'task'", max_results=1000,
+                                  page_token=token)
+        out.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return out
+
+
+def _run_steps(client: Any, run: Any, task: str) -> set[int]:
+    """The CPT steps a task run was evaluated at: its ``done.step_N`` tags, else its ``tables/`` artifacts, else
+    the metric history of one of its task metrics (runs logged before the tags and the tables)."""
+    import re
+
+    from harness.core.tracking import TAG
+
+    steps = {int(m.group(1)) for k in run.data.tags if (m := re.fullmatch(re.escape(TAG) + r"done\.step_(\d+)", k))}
+    if steps:
+        return steps
+    tables = client.list_artifacts(run.info.run_id, "tables")
+    steps = {int(m.group(1)) for a in tables if (m := re.search(r"_step(\d+)\.json$", a.path))}
+    if steps:
+        return steps
+    key = next((k for k in sorted(run.data.metrics) if k.startswith(task + "/")), None)
+    return {int(h.step) for h in client.get_metric_history(run.info.run_id, key)} if key else set()
+
+
+def check_filters(uri: str, *, experiment: str | None, world: str | None, task: str | None, step: str,
+                  metric: str | None) -> None:
+    """``--experiment``, ``--world``, ``--task``, ``--step`` and ``--metric`` must name what the store holds (each
+    within the ones before it): a value it does not hold fails in one line with the closest ones and the list,
+    instead of printing every other table and no match. A store without any task run is left to say so itself."""
+    if not any((experiment, world, task, step not in _STEP_WORDS, metric not in (None, "all"))):
+        return
+    if not _store_exists(uri):
+        return
+    from mlflow.tracking import MlflowClient
+
+    from harness.core.tracking import TAG
+    from leaderboard.collect import experiments, task_facts_from_tags, untagged_task_facts
+
+    client = MlflowClient(uri)
+    exps = experiments(client)
+    if experiment:
+        names = [e.name for e in exps]
+        if experiment not in names:
+            if not names:
+                return
+            raise _unknown("--experiment", "experiment", experiment, names)
+        exps = [e for e in exps if e.name == experiment]
+    runs = _task_runs(client, [e.experiment_id for e in exps]) if exps else []
+    if not runs:
+        return
+
+    def own(run: Any, name: str) -> str:
+        return run.data.tags.get(TAG + name, "?")
+
+    scope = [f"experiment {experiment!r}"] if experiment else []
+
+    def where() -> str:
+        return f" ({', '.join(scope)})" if scope else ""
+
+    if world:
+        worlds = {own(r, "world") for r in runs}
+        if world not in worlds:
+            raise _unknown("--world", "world", world, worlds, where())
+        runs = [r for r in runs if own(r, "world") == world]
+        scope.append(f"world {world!r}")
+    if task:
+        tasks = {own(r, "task") for r in runs}
+        if task not in tasks:
+            raise _unknown("--task", "task", task, tasks, where())
+        runs = [r for r in runs if own(r, "task") == task]
+        scope.append(f"task {task!r}")
+    if step.isdigit():
+        steps = set().union(*(_run_steps(client, r, own(r, "task")) for r in runs))
+        if steps and int(step) not in steps:
+            shown = ", ".join(map(str, sorted(steps)))
+            raise HarnessError(f"--step {step}: no results at CPT step {step} in the tracking store{where()}; it "
+                               f"holds step(s) {shown}; give one of them, final, delta or all")
+    if metric not in (None, "all"):
+        metrics: set[str] = set()
+        for r in runs:
+            tags = {k[len(TAG):]: v for k, v in r.data.tags.items() if k.startswith(TAG)}
+            metrics |= set((task_facts_from_tags(tags) or untagged_task_facts(own(r, "task"))).metrics)
+        if metrics and metric not in metrics:
+            raise _unknown("--metric", "metric", metric, metrics, where())
 
 
 def _board_console() -> Console:
