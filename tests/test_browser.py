@@ -3,13 +3,18 @@ headless Chromium. Screenshots are saved under ``tests/output/browser/`` (or ``$
 
 from __future__ import annotations
 
+import asyncio
+import base64
 import json
 import os
 import re
 import shutil
+import signal
 import socket
 import struct
 import subprocess
+import sys
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -151,11 +156,149 @@ def test_leaderboard_in_the_mlflow_ui_and_as_a_static_page(run_cli, tracking_uri
 DOCS_IMAGES = REPO / "docs" / "images"
 
 
+def _keep(shot: Path, docs: bool = False) -> None:
+    """A screenshot of the test: a PNG of some size, its path printed; one that docs/browsing.md shows (``docs``) is
+    also copied to ``docs/images/`` with ``HARNESS_DOCS_SCREENSHOTS=1``."""
+    assert shot.is_file() and shot.stat().st_size > 20_000 and _png_size(shot)[0] > 0
+    print(f"screenshot: {shot}")
+    if docs and os.environ.get("HARNESS_DOCS_SCREENSHOTS") == "1":
+        DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, DOCS_IMAGES / shot.name)
+
+
+class Page:
+    """Headless Chromium driven over the DevTools protocol (a websocket, through aiohttp): load a page of the
+    MLflow UI (a JS app), wait until it shows something, read it, click as a person does, take screenshots."""
+
+    def __init__(self, binary: str, profile: Path, size: tuple[int, int] = (1400, 1000)):
+        aiohttp = pytest.importorskip("aiohttp")
+        profile.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}",
+                                      "--remote-debugging-port=0", "about:blank"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.time() + 60
+        while not (port_file.is_file() and port_file.read_text().count("\n") >= 1):
+            assert time.time() < deadline and self.proc.poll() is None, "chromium did not start"
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        self.loop = asyncio.new_event_loop()
+        self.n = 0
+
+        async def connect():
+            self.session = aiohttp.ClientSession()
+            async with self.session.get(f"http://127.0.0.1:{port}/json") as r:
+                target = next(t for t in await r.json() if t["type"] == "page")
+            return await self.session.ws_connect(target["webSocketDebuggerUrl"], max_msg_size=0)
+
+        self.ws = self.loop.run_until_complete(connect())
+        self.size = size
+
+    def call(self, method: str, **params):
+        async def go():
+            self.n += 1
+            await self.ws.send_json({"id": self.n, "method": method, "params": params})
+            while True:
+                msg = await self.ws.receive_json()
+                if msg.get("id") == self.n:
+                    assert "error" not in msg, msg["error"]
+                    return msg.get("result", {})
+
+        return self.loop.run_until_complete(asyncio.wait_for(go(), 120))
+
+    def eval(self, js: str):
+        got = self.call("Runtime.evaluate", expression=js, returnByValue=True, awaitPromise=True)
+        assert "exceptionDetails" not in got, got["exceptionDetails"]
+        return got["result"].get("value")
+
+    def wait(self, js: str, what: str, timeout: float = 90):
+        """The value of ``js`` once it is truthy (the page rendered ``what``)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if value := self.eval(js):
+                return value
+            time.sleep(0.3)
+        raise AssertionError(f"the page never showed {what}: {self.eval('location.href')}\n"
+                             f"{self.eval('document.body.innerText')[:3000]}")
+
+    def goto(self, url: str, until: str, what: str):
+        self.call("Page.navigate", url=url)
+        time.sleep(0.5)  # a navigation within the app (only the URL's #part changes) keeps the old page a moment
+        return self.wait(until, what)
+
+    def text(self) -> str:
+        return self.eval("document.body.innerText")
+
+    def click(self, element_js: str) -> None:
+        """Mouse down and up at the middle of the element (menus open on the pointer, not on .click())."""
+        x, y = self.wait(f"(() => {{ const e = {element_js}; if (!e) return null; e.scrollIntoView({{block: 'center'}});"
+                         " const r = e.getBoundingClientRect(); return [r.x + r.width / 2, r.y + r.height / 2]; })()",
+                         element_js)
+        for kind in ("mouseMoved", "mousePressed", "mouseReleased"):
+            self.call("Input.dispatchMouseEvent", type=kind, x=x, y=y, button="left", clickCount=1)
+
+    def close_assistant(self) -> None:
+        """Close the assistant panel MLflow opens on a first visit (it covers a third of the table)."""
+        js = (f"[...document.querySelectorAll('button[aria-label=\"Close\"]')].find(b => "
+              f"b.getBoundingClientRect().x > {self.size[0] * 0.7})")
+        if self.eval(f"Boolean({js})"):
+            self.click(js)
+            time.sleep(0.5)
+
+    def screenshot(self, path: Path) -> Path:
+        path.unlink(missing_ok=True)
+        path.write_bytes(base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"]))
+        return path
+
+    def close(self) -> None:
+        self.loop.run_until_complete(self.session.close())
+        self.loop.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=30)
+
+
+RUN_NAMES = ("[...document.querySelectorAll('a')].filter(a => a.innerText.includes(' · '))"
+             ".sort((a, b) => a.getBoundingClientRect().top - b.getBoundingClientRect().top).map(a => a.innerText)")
+HEADERS = "[...document.querySelectorAll('[role=columnheader]')].map(h => h.innerText.trim()).filter(Boolean)"
+IFRAME = "document.querySelector('iframe.mlflow-html-iframe')"
+
+
+def _check_task_view(page: Page, url: str, results: list, task: str, *, columns: list[str],
+                     absent: list[str] = ()) -> list[str]:
+    """A task's saved view: only its results runs, top to bottom by ``final/avg`` in its direction (mlm's loss:
+    ascending), with ``columns`` (metrics) shown and ``absent`` not. Returns the run names in table order."""
+    mine = [r for r in results if r.data.params["task"] == task]
+    ascending = mine[0].data.params["higher_is_better"] == "False"
+    want = [r.info.run_name for r in sorted(mine, key=lambda r: r.data.metrics["final/avg"], reverse=not ascending)]
+    got = page.goto(url, f"(() => {{ const n = {RUN_NAMES}; return n.length === {len(want)} ? n : null; }})()",
+                    f"the {len(want)} results runs of {task}")
+    assert got == want, (task, "ascending" if ascending else "descending", got, want)
+    headers = page.wait(f"(() => {{ const h = {HEADERS}; return h.includes('final/avg') ? h : null; }})()",
+                        "the metric columns")
+    assert set(columns) <= set(headers) and not set(absent) & set(headers), (task, headers)
+    text = page.text()
+    for r in mine:
+        assert str(r.data.metrics["final/avg"])[:6] in text, (r.info.run_name, r.data.metrics["final/avg"])
+    return got
+
+
+def _check_leaderboard_link(page: Page, leaderboard: str, experiment: str) -> None:
+    """The page shows a link to the leaderboard page (in its description); the URL it opens (a person's click) shows
+    leaderboard.html in the artifact viewer, the page itself in its frame."""
+    href = page.wait("[...document.querySelectorAll('a')].map(a => a.href)"
+                     ".find(h => h.includes('/artifactPath/leaderboard.html'))", "a link to the leaderboard")
+    assert href == leaderboard, (href, leaderboard)
+    page.goto(href, f"Boolean({IFRAME} && {IFRAME}.src)", "the leaderboard page's frame")
+    html = page.eval(f"fetch({IFRAME}.src).then(r => r.text())")
+    assert f"<title>Leaderboard · {experiment}</title>" in html and "data-sortable" in html
+
+
 @pytest.mark.slow
 def test_the_experiment_opens_on_the_runs_table_with_the_results(run_cli, tracking_uri, tmp_path):
-    """The page `harness ui` prints: the runs table of the results runs, with their metric values on the first
-    page; the experiment's own page is the runs table (a model-training experiment), not the GenAI overview.
-    ``HARNESS_DOCS_SCREENSHOTS=1`` also writes the screenshots to ``docs/images/`` (docs/browsing.md shows them)."""
+    """The pages `harness ui` prints, after a job whose tasks were evaluated after CPT: one view per task with its
+    results runs best first in the task's direction, every headline column there (``delta/avg`` too), the values on
+    the first page; the experiment's own page is the runs table (a model-training experiment), not the GenAI
+    overview; its description and a results run's link to the leaderboard page."""
     from harness.core.tracking import EXPERIMENT_KIND, EXPERIMENT_KIND_TAG, experiment_url, run_url
     from harness.ui import links
 
@@ -171,44 +314,143 @@ def test_the_experiment_opens_on_the_runs_table_with_the_results(run_cli, tracki
     results = client.search_runs([e.experiment_id], "tags.`harness.kind` = 'result'")
     assert sorted(r.info.run_name for r in results) == sorted(
         f"{task} · {m} d=full" for task in ("mlm", "sr-t") for m in ("fvt", "ofa", "random"))
+    assert all("delta/avg" in r.data.metrics for r in results)
 
     port = _free_port()
     proc = start_server(tracking_uri, port)
     base = f"http://127.0.0.1:{port}"
+    page = Page(chromium, tmp_path / "r1")
     try:
         (item,) = [x for x in links(tracking_uri, base) if x.experiment == exp]
-        assert "viewStateShareKey=" in item.runs and item.leaderboard
-        dom = _chromium(chromium, tmp_path / "r1", item.runs, dump=True)
-        # the first page: every results run, the metric columns, and each run's final/avg value
-        assert "final/avg" in dom and "step0/avg" in dom
-        for r in results:
-            assert r.info.run_name in dom, r.info.run_name
-            value = r.data.metrics["final/avg"]
-            assert str(value)[:6] in dom, (r.info.run_name, value)  # the UI shows the value, cut with an ellipsis
-        # the experiment's own page is the runs table, not the GenAI overview ("Traces")
-        dom = _chromium(chromium, tmp_path / "r2", experiment_url(base, e.experiment_id), dump=True)
-        assert "Run Name" in dom and "random-full-s1" in dom and "No data available" not in dom
-        # one results run: its metrics (charts of the per-language values), its artifacts
+        assert "viewStateShareKey=harness-results" in item.runs and item.leaderboard
+        views = dict(item.views)
+        assert list(views) == ["mlm · loss, lower is better", "sr-t · acc@10, higher is better"]
+        page.goto(experiment_url(base, e.experiment_id), "document.body.innerText.includes('random-full-s1')",
+                  "the experiment's runs table")
+        assert "Run Name" in page.text() and "No data available" not in page.text()  # not the GenAI overview
+        page.close_assistant()
+        every = ["step0/avg", "final/avg", "delta/avg", "final/mean_rank"]
+        for name, url in views.items():
+            task = name.split(" · ")[0]
+            _check_task_view(page, url, results, task, columns=every)
+            _keep(page.screenshot(shots / f"ui-results-runs-{task}.png"), docs=task == "mlm")
+        # one results run: its metrics (the per-language values), its description's link to the leaderboard
         ofa = next(r for r in results if r.info.run_name == "sr-t · ofa d=full")
-        overview = run_url(base, e.experiment_id, ofa.info.run_id)
-        dom = _chromium(chromium, tmp_path / "r3", overview, dump=True)
         per_language = sorted(k for k in ofa.data.metrics if k.startswith("final/") and "_" in k.split("/")[1]
                               and not k.endswith(("avg_common", "mean_rank")))
-        assert per_language and "final/avg" in dom and "step0/avg" in dom and per_language[0] in dom
-        pages = {"ui-results-runs.png": (item.runs, "1400,900"),
-                 "ui-results-run.png": (overview, "1400,1700"),
-                 "ui-results-leaderboard.png": (item.leaderboard, "1400,1000")}
-        for name, (url, size) in pages.items():
-            shot = shots / name
-            shot.unlink(missing_ok=True)
-            _chromium(chromium, tmp_path / f"s-{name}", url, screenshot=shot, size=size)
-            assert shot.is_file() and _png_size(shot) == tuple(int(x) for x in size.split(","))
-            assert shot.stat().st_size > 20_000
-            if os.environ.get("HARNESS_DOCS_SCREENSHOTS") == "1":
-                DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(shot, DOCS_IMAGES / name)
+        page.goto(run_url(base, e.experiment_id, ofa.info.run_id), "document.body.innerText.includes('step0/avg')",
+                  "the results run's metrics")
+        assert per_language and "final/avg" in page.text() and per_language[0] in page.text()
+        _keep(page.screenshot(shots / "ui-results-run.png"), docs=True)
+        _check_leaderboard_link(page, item.leaderboard, exp)
+        _keep(page.screenshot(shots / "ui-results-leaderboard.png"), docs=True)
     finally:
+        page.close()
         stop_server(proc)
+
+
+def _lines(stream, into: list[str]) -> None:
+    for line in stream:
+        into.append(line.rstrip("\n"))
+
+
+def _printed(out: list[str]) -> list[tuple[str, dict[str, str]]]:
+    """What `harness ui` printed, block by block: (experiment, {label: URL}), in order (a block again when the
+    experiment's URLs changed)."""
+    blocks: list[tuple[str, dict[str, str]]] = []
+    for line in list(out):
+        if re.match(r"^  \S", line):
+            blocks.append((line.strip(), {}))
+        elif blocks and (m := re.match(r"^\s{4,}(.+?): (http\S+)$", line)):
+            blocks[-1][1][m.group(1)] = m.group(2)
+        elif not line.startswith("    "):
+            blocks.append(("", {}))  # a line of its own ends the block
+    return blocks
+
+
+@pytest.mark.slow
+def test_a_ui_started_before_the_results_shows_them_by_task(run_cli, tracking_uri, harness_home, tmp_path):
+    """`harness ui` started after a job of the cpu profile (the tasks evaluated at step 0 only) and before its first
+    leaderboard: once `harness leaderboard` runs, the UI prints one URL per task without a restart, and they open
+    (in the browser that had the experiment open before) views of that task's runs in its direction (mlm's loss
+    ascending) with the columns the profile has (no ``delta/avg``: not measured). The experiment's description and a
+    results run's description link to the leaderboard page, and the runs table's **Views** menu lists the views."""
+    import threading
+
+    from harness.core.tracking import experiment_url, run_url
+
+    chromium = _ensure_chromium()
+    shots = _output_dir()
+    exp = "t-browse-live"
+    run_cli("run", "--world", "synthetic", "--methods", "random,ofa", "--tasks", "sr-t,mlm", "--experiment", exp,
+            check=True)
+    port = _free_port()
+    env = {**os.environ, "HARNESS_HOME": str(harness_home), "MLFLOW_TRACKING_URI": tracking_uri}
+    ui = subprocess.Popen([sys.executable, "-m", "harness.cli", "ui", "--port", str(port)], env=env, cwd=REPO,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    out: list[str] = []
+    threading.Thread(target=_lines, args=(ui.stdout, out), daemon=True).start()
+    base = f"http://127.0.0.1:{port}"
+    page = None
+
+    def printed(label: str, timeout: float = 120) -> dict[str, str]:
+        """The last URLs `harness ui` printed for the experiment, once they include ``label``."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            for name, urls in reversed(_printed(out)):
+                if name == exp and label in urls:
+                    return urls
+            assert ui.poll() is None, "\n".join(out)
+            time.sleep(0.2)
+        raise AssertionError(f"harness ui never printed {label!r} for {exp}:\n" + "\n".join(out))
+
+    try:
+        assert "leaderboard" not in printed("runs table")  # before the leaderboard: the runs table, no views
+        client = MlflowClient(tracking_uri)
+        exp_id = client.get_experiment_by_name(exp).experiment_id
+        page = Page(chromium, tmp_path / "live")
+        page.goto(experiment_url(base, exp_id), "document.body.innerText.includes('random-full-s1')",
+                  "the experiment's cell runs")
+        assert " · " not in "".join(page.eval(RUN_NAMES))  # no results runs yet
+        page.close_assistant()
+
+        run_cli("leaderboard", "--experiment", exp, "--bootstrap", "0", check=True)
+        urls = printed("sr-t · acc@10, higher is better")
+        mlm, srt, leaderboard = urls["mlm · loss, lower is better"], urls["sr-t · acc@10, higher is better"], \
+            urls["leaderboard"]
+        assert ui.poll() is None and any(line.startswith("new results") for line in out)  # no restart
+        results = client.search_runs([exp_id], "tags.`harness.kind` = 'result'")
+        assert len(results) == 4 and all("delta/avg" not in r.data.metrics for r in results)
+        cpu = ["step0/avg", "final/avg", "final/mean_rank"]
+        _check_task_view(page, mlm, results, "mlm", columns=cpu, absent=["delta/avg"])
+        _keep(page.screenshot(shots / "ui-live-mlm.png"))
+        _check_task_view(page, srt, results, "sr-t", columns=cpu, absent=["delta/avg"])
+        _keep(page.screenshot(shots / "ui-live-sr-t.png"))
+        # the experiment's description (above the runs table) links to the leaderboard and to each view
+        links_ = page.eval("[...document.querySelectorAll('a')].map(a => a.href)")
+        assert mlm in links_ and srt in links_
+        page.click("[...document.querySelectorAll('button')].find(b => ['Views', "
+                   "'sr-t · acc@10, higher is better'].includes(b.innerText.trim()))")
+        menu = page.wait("(() => { const m = [...document.querySelectorAll('[role=menuitem]')].map(i => i.innerText);"
+                         " return m.length > 1 ? m : null; })()", "the Views menu")
+        assert {"mlm · loss, lower is better", "sr-t · acc@10, higher is better"} <= set(menu), menu
+        _keep(page.screenshot(shots / "ui-live-views-menu.png"), docs=True)
+        page.call("Input.dispatchKeyEvent", type="keyDown", key="Escape", code="Escape", windowsVirtualKeyCode=27)
+        _check_leaderboard_link(page, leaderboard, exp)
+        _keep(page.screenshot(shots / "ui-live-leaderboard.png"))
+        # a results run's description links to the leaderboard page too
+        mlm_ofa = next(r for r in results if r.info.run_name == "mlm · ofa d=full")
+        page.goto(run_url(base, exp_id, mlm_ofa.info.run_id), "document.body.innerText.includes('Description')",
+                  "the results run's page")
+        assert "evaluated at step 0 only" in page.text()
+        _keep(page.screenshot(shots / "ui-live-run.png"))
+        _check_leaderboard_link(page, leaderboard, exp)
+    finally:
+        if page is not None:
+            page.close()
+        if ui.poll() is None:
+            os.killpg(ui.pid, signal.SIGTERM)  # `harness ui` stops its server on SIGTERM
+            ui.wait(timeout=30)
 
 
 def _copy_store(db: Path, dest: Path) -> str:
@@ -237,7 +479,7 @@ def _copy_store(db: Path, dest: Path) -> str:
 def test_a_real_store_opens_on_its_results(run_cli, tmp_path):
     """The same checks on a copy of a real home's store (``HARNESS_BROWSER_STORE=~/.cache/harness/mlflow.db``,
     read only; ``HARNESS_BROWSER_EXPERIMENT``, default ``bible/mono``): its leaderboard is rendered into the copy,
-    and the first page of the runs table shows every results run with its metric value."""
+    and each task's view shows every results run of the task, best first in its direction, with its metric value."""
     from harness.core.tracking import run_url
     from harness.ui import links
 
@@ -254,24 +496,21 @@ def test_a_real_store_opens_on_its_results(run_cli, tmp_path):
     port = _free_port()
     proc = start_server(uri, port)
     base = f"http://127.0.0.1:{port}"
+    page = Page(chromium, tmp_path / "b1")
     try:
         (item,) = [x for x in links(uri, base) if x.experiment == exp]
-        dom = _chromium(chromium, tmp_path / "b1", item.runs, dump=True, budget_ms=60000)
-        assert "final/avg" in dom
-        first_page = sorted(results, key=lambda r: -r.data.metrics.get("final/avg", 0))[:10]
-        for r in first_page:
-            assert r.info.run_name in dom, r.info.run_name
-            assert str(r.data.metrics["final/avg"])[:6] in dom, r.info.run_name
-        best = first_page[0]
-        pages = {"real-results-runs.png": (item.runs, "1400,1000"),
-                 "real-results-run.png": (run_url(base, e.experiment_id, best.info.run_id), "1400,2200")}
-        for name, (url, size) in pages.items():
-            shot = shots / name
-            shot.unlink(missing_ok=True)
-            _chromium(chromium, tmp_path / f"s-{name}", url, screenshot=shot, size=size, budget_ms=60000)
-            assert shot.is_file() and shot.stat().st_size > 20_000
-            if os.environ.get("HARNESS_DOCS_SCREENSHOTS") == "1":
-                DOCS_IMAGES.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(shot, DOCS_IMAGES / name)
+        tasks = sorted({r.data.params["task"] for r in results})
+        assert [name.split(" · ")[0] for name, _ in item.views] == tasks
+        page.goto(item.runs, "document.body.innerText.includes('final/avg')", "the runs table")
+        page.close_assistant()
+        for name, url in item.views:
+            task = name.split(" · ")[0]
+            order = _check_task_view(page, url, results, task, columns=["step0/avg", "final/avg", "final/mean_rank"])
+            _keep(page.screenshot(shots / f"real-results-runs-{task}.png"))
+        best = next(r for r in results if r.info.run_name == order[0])
+        page.goto(run_url(base, e.experiment_id, best.info.run_id), "document.body.innerText.includes('step0/avg')",
+                  "the results run's metrics")
+        _keep(page.screenshot(shots / "real-results-run.png"), docs=True)
     finally:
+        page.close()
         stop_server(proc)
