@@ -29,8 +29,7 @@ def cmd_world(args: argparse.Namespace) -> int:
         missing = [r for r in rows if not r.present]
         if missing:
             console.print(f"[red]{len(missing)} input(s) missing[/red]")
-            return 1
-        return 0
+        return max(1 if missing else 0, _check_built(args.name))
     world = get_world(args.name)
     info = getattr(builder, "info", None)
     rows = info(world) if info else _default_info(world)
@@ -49,6 +48,36 @@ def cmd_world(args: argparse.Namespace) -> int:
         for r in task_inputs(world):
             t.add_row(r["task"], r["inputs"], r["licences"])
         console.print(t)
+    return 0
+
+
+def _check_built(name: str) -> int:
+    """The built world's every file against the sha256 its build recorded (all of them hashed again, whatever
+    their modification times say). 1 when a file does not match."""
+    from rich.markup import escape
+
+    from harness.worlds import check_world_files, world_dir
+
+    root = world_dir(name)
+    if not (root / "manifest.json").is_file():
+        console.print(f"world {name}: not built here ({escape(str(root))}); `harness world build {name}` builds it")
+        return 0
+    res = check_world_files(root, full=True)
+    if res.problems:
+        for p in res.problems:
+            console.print(f"[red]damaged:[/red] {escape(p)}", soft_wrap=True)
+        console.print(f"[red]world {name} at {escape(str(root))}: {len(res.problems)} file(s) do not match what its "
+                      f"build recorded[/red]; `harness world build {name} --force` builds it again (so does the next "
+                      "run that loads it)", soft_wrap=True)
+        return 1
+    if not res.digests:
+        console.print(f"world {name} at {escape(str(root))}: built before file digests were recorded, so only the "
+                      f"sizes of its {res.files} files and the sha256 of its manifest and language table are checked "
+                      f"(they match); `harness world build {name} --force` builds it again with every file's sha256",
+                      soft_wrap=True)
+        return 0
+    console.print(f"world {name} at {escape(str(root))}: all {res.files} files match the sha256 its build recorded",
+                  soft_wrap=True)
     return 0
 
 

@@ -3,9 +3,13 @@
 A builder is registered under its name; :func:`get_world` builds it on first use into the harness home
 (atomically: a killed build leaves nothing half-done behind) and loads it.
 
-A built world carries ``checksums.json``: the sha256 of its ``manifest.json`` and ``languages.json`` and the size of
-every file. A world that does not match it (a damaged manifest, a truncated or missing file) is reported in one
-warning line and built again before it is used; a world built before these checks gets the file on its next load.
+A built world carries ``checksums.json``: the size, sha256 and modification time of every file, recorded by the
+build. Loading compares every file's size and re-hashes each file whose size or modification time differs from the
+record; ``harness world check`` re-hashes every file. A world that does not match (a damaged manifest, a truncated,
+missing or edited file) is reported in one warning line naming the file and built again before it is used (a world
+that cannot be built again here fails in one line; it is never used as it is). A world built before the digests
+were recorded holds the sizes and the manifest's and language table's sha256 only: those are checked, and ``harness
+world check`` says so; a world built before any record gets the sizes on its next load.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness.core.paths import harness_home
+from harness.core.paths import harness_home, home_dir
 from harness.core.registry import Registry
 from harness.worlds.base import World, load_world_dir
 
@@ -55,8 +59,9 @@ WORLDS: Registry = Registry(
 
 
 def world_dir(name: str) -> Path:
+    """Where world ``name`` is (or would be) built; naming it makes no folder."""
     builder = WORLDS.get(name)
-    return harness_home() / "worlds" / f"{name}-v{builder.version}"
+    return home_dir() / "worlds" / f"{name}-v{builder.version}"
 
 
 def get_world(name: str, *, build: bool = True) -> World:
@@ -72,7 +77,7 @@ def get_world(name: str, *, build: bool = True) -> World:
                 raise MissingResourceError(f"world {name!r} at {root} is damaged ({problem}); "
                                            f"run `harness world build {name} --force`")
             log.warning("world %s at %s is damaged (%s); building it again", name, root, problem)
-            build_world(name, force=True)
+            _build_again(name, root, problem)
     if not (root / "manifest.json").is_file():
         if not build:
             from harness.core.errors import MissingResourceError
@@ -82,6 +87,20 @@ def get_world(name: str, *, build: bool = True) -> World:
     world = load_world_dir(name, root)
     world.builder = builder  # type: ignore[attr-defined]
     return world
+
+
+def _build_again(name: str, root: Path, problem: str) -> None:
+    """Build a damaged world again; a world that cannot be built here (its inputs cannot be fetched) fails in one
+    line naming what is damaged: it is never used as it is."""
+    from harness.core.errors import MissingResourceError
+
+    try:
+        build_world(name, force=True)
+    except Exception as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise MissingResourceError(f"world {name!r} at {root} is damaged ({problem}) and could not be built again "
+                                   f"({why}); run `harness world build {name} --force` where its inputs can be "
+                                   f"fetched") from exc
 
 
 def build_world(name: str, *, force: bool = False, keep_inputs: bool = False) -> Path:
@@ -135,49 +154,103 @@ def _build_locked(name: str, builder: Any, root: Path, keep_inputs: bool) -> Pat
 
 
 CHECKSUMS = "checksums.json"
-_HASHED = ("manifest.json", "languages.json")  # the world's identity and its language table: hashed, not only sized
+_HASHED = ("manifest.json", "languages.json")  # the world's identity and its language table: hashed at every load
 
 
-def write_checksums(root: Path) -> None:
+def write_checksums(root: Path, *, digests: bool = True) -> None:
+    """``checksums.json``: the size of every file (``sizes``) and the sha256 of the manifest and the language table
+    (``sha256``), as every version wrote them; with ``digests`` (a build), the sha256 and modification time of every
+    file too (``files``: ``{path: {"sha256", "mtime_ns"}}``), which loading compares (:func:`check_world_files`)."""
     from harness.core.hashing import sha256_file
 
-    files = {p.relative_to(root).as_posix(): p.stat().st_size for p in sorted(root.rglob("*"))
-             if p.is_file() and p.name != CHECKSUMS}
-    sums = {rel: sha256_file(root / rel) for rel in _HASHED if (root / rel).is_file()}
+    paths = [p for p in sorted(root.rglob("*")) if p.is_file() and p.name != CHECKSUMS]
+    record: dict[str, Any] = {"sizes": {p.relative_to(root).as_posix(): p.stat().st_size for p in paths}}
+    if digests:
+        record["files"] = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "mtime_ns": p.stat().st_mtime_ns}
+                           for p in paths}
+        record["sha256"] = {rel: record["files"][rel]["sha256"] for rel in _HASHED if rel in record["files"]}
+    else:
+        record["sha256"] = {rel: sha256_file(root / rel) for rel in _HASHED if (root / rel).is_file()}
+    _write_record(root, record)
+
+
+def _write_record(root: Path, record: dict[str, Any]) -> None:
     tmp = root / f".{CHECKSUMS}.{uuid.uuid4().hex[:8]}"
-    tmp.write_text(json.dumps({"sha256": sums, "sizes": files}, indent=0, sort_keys=True))
+    tmp.write_text(json.dumps(record, indent=0, sort_keys=True))
     os.replace(tmp, root / CHECKSUMS)
 
 
-def verify_world(root: Path) -> str | None:
-    """None when the world at ``root`` matches its ``checksums.json``, else what is wrong (one phrase). A world
-    without the file (built before these checks) gets one if its manifest and language table parse."""
+@dataclass
+class FilesCheck:
+    """What :func:`check_world_files` found: the problems (one phrase each, naming the file), whether the world's
+    record holds every file's digest (a world built before they were recorded holds sizes only), and how many
+    files were hashed."""
+
+    problems: list[str]
+    digests: bool
+    files: int = 0
+    hashed: int = 0
+
+
+def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
+    """The world at ``root`` against its ``checksums.json``: every recorded file present with its size; the manifest
+    and the language table by sha256; and, where the build recorded every file's digest, each file whose size or
+    modification time differs from the record hashed again (``full``: every file, for ``harness world check``).
+    A file whose content still matches has its new modification time recorded, so it is hashed once."""
     from harness.core.hashing import sha256_file
 
     path = root / CHECKSUMS
-    if not path.is_file():
+    if not path.is_file():  # built before the record existed: it gets one (sizes only) if its metadata parses
         for rel in _HASHED:
             try:
                 json.loads((root / rel).read_text(encoding="utf-8"))
             except (OSError, ValueError) as exc:
-                return f"{rel} is unreadable ({type(exc).__name__})"
+                return FilesCheck([f"{rel} is unreadable ({type(exc).__name__})"], False)
         try:
-            write_checksums(root)
+            write_checksums(root, digests=False)
         except OSError:
             pass
-        return None
+        return FilesCheck([], False)
     try:
-        sums = json.loads(path.read_text())
-        sha, sizes = sums["sha256"], sums["sizes"]
+        record = json.loads(path.read_text())
+        sha, sizes, files = record["sha256"], record["sizes"], record.get("files") or {}
+        if not isinstance(sizes, dict) or not isinstance(sha, dict) or not isinstance(files, dict):
+            raise TypeError("not a mapping")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        return f"{CHECKSUMS} is unreadable ({type(exc).__name__})"
+        return FilesCheck([f"{CHECKSUMS} is unreadable ({type(exc).__name__})"], False)
+    out = FilesCheck([], bool(files), files=len(sizes))
+    moved: dict[str, int] = {}
     for rel, size in sizes.items():
         f = root / rel
         if not f.is_file():
-            return f"{rel} is missing"
-        if f.stat().st_size != size:
-            return f"{rel} has {f.stat().st_size} bytes, {size} expected"
+            out.problems.append(f"{rel} is missing")
+            continue
+        st = f.stat()
+        if st.st_size != size:
+            out.problems.append(f"{rel} has {st.st_size} bytes, {size} expected")
+            continue
+        rec = files.get(rel)
+        if isinstance(rec, dict) and (full or st.st_mtime_ns != rec.get("mtime_ns")):
+            out.hashed += 1
+            if sha256_file(f) != rec.get("sha256"):
+                out.problems.append(f"{rel} does not match its sha256 (changed since the world was built)")
+            elif st.st_mtime_ns != rec.get("mtime_ns"):
+                moved[rel] = st.st_mtime_ns
     for rel, digest in sha.items():
-        if sha256_file(root / rel) != digest:
-            return f"{rel} does not match its sha256"
-    return None
+        if rel not in files and (root / rel).is_file() and sha256_file(root / rel) != digest:
+            out.problems.append(f"{rel} does not match its sha256")
+    if moved and not out.problems:  # same bytes, new times (a copied world): record them
+        for rel, mtime in moved.items():
+            files[rel]["mtime_ns"] = mtime
+        try:
+            _write_record(root, record)
+        except OSError:
+            pass
+    return out
+
+
+def verify_world(root: Path) -> str | None:
+    """None when the world at ``root`` matches its ``checksums.json`` (:func:`check_world_files`), else the first
+    problem (one phrase naming the file)."""
+    problems = check_world_files(root).problems
+    return problems[0] if problems else None

@@ -5,8 +5,9 @@ Every builder (``synthetic``, ``bible``, ``glot500``) writes its ``manifest.json
 non-ASCII characters as they are, no trailing newline) and :mod:`harness.worlds.base` stays their only reader.
 The layout itself is described in :mod:`harness.worlds.base`.
 
-The bytes matter: a world's identity is the hash of its manifest, and ``checksums.json`` records the sha256 of the
-manifest and the language table, so this format must not change without a bump of every builder's version.
+The bytes matter: a world's identity is the hash of its manifest, and ``checksums.json`` records the sha256 of every
+file the build wrote (the manifest and the language table included), so this format must not change without a bump
+of every builder's version.
 """
 
 from __future__ import annotations
