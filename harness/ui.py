@@ -187,7 +187,9 @@ def print_links(items: list[Links], base: str) -> str | None:
 def watch(proc: subprocess.Popen, tracking_uri: str, base: str, seen: dict[str, tuple[Any, ...]],
           interval: float = WATCH_SECONDS) -> None:
     """Until the server exits: every ``interval`` seconds, print the URLs of each experiment whose results changed
-    since they were last printed (``seen``: experiment -> :meth:`Links.state`, updated)."""
+    since they were last printed (``seen``: experiment -> :meth:`Links.state`, updated) and stayed the same for one
+    interval (a leaderboard being logged saves its run, then its results runs, then their views)."""
+    last: dict[str, tuple[Any, ...]] = {}
     while True:
         try:
             proc.wait(timeout=interval)
@@ -198,7 +200,8 @@ def watch(proc: subprocess.Popen, tracking_uri: str, base: str, seen: dict[str, 
             items = links(tracking_uri, base)
         except Exception:  # noqa: BLE001 - a store busy with a write (locked) is read again next time
             continue
-        changed = [x for x in items if seen.get(x.experiment) != x.state()]
+        changed = [x for x in items if seen.get(x.experiment) != x.state() == last.get(x.experiment)]
+        last = {x.experiment: x.state() for x in items}
         if not changed:
             continue
         print(f"new results ({time.strftime('%H:%M:%S')}):")

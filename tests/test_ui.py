@@ -51,8 +51,9 @@ class _Server:
 
 
 def test_ui_prints_new_results_while_it_serves(monkeypatch, capsys):
-    """A UI started before the first leaderboard prints the results' URLs once they exist, without a restart (and
-    nothing while they stay the same; a store that cannot be read for a moment is read again)."""
+    """A UI started before the first leaderboard prints the results' URLs once they exist, without a restart: once,
+    when they stop changing (not while the leaderboard is half logged, nor again while they stay the same); a store
+    that cannot be read for a moment is read again."""
     import harness.ui as ui
 
     base = "http://127.0.0.1:5999"
@@ -60,7 +61,8 @@ def test_ui_prints_new_results_while_it_serves(monkeypatch, capsys):
     after = ui.Links("syn", "1", f"{base}/#/experiments/1/runs?viewStateShareKey=harness-results",
                      leaderboard=f"{base}/#/experiments/1/runs/r1/artifactPath/leaderboard.html", rendered="t1",
                      views=[("mlm · loss, lower is better", f"{base}/#/experiments/1/runs?viewStateShareKey=x-mlm")])
-    answers = iter([[before], OSError("database is locked"), [after], [after]])
+    half = ui.Links("syn", "1", before.runs, leaderboard=after.leaderboard, rendered="t1")  # views not saved yet
+    answers = iter([[before], OSError("database is locked"), [half], [after], [after], [after]])
 
     def fake_links(uri: str, b: str) -> list:
         got = next(answers)
@@ -70,7 +72,7 @@ def test_ui_prints_new_results_while_it_serves(monkeypatch, capsys):
 
     monkeypatch.setattr(ui, "links", fake_links)
     seen = {"syn": before.state()}
-    ui.watch(_Server(ticks=4), "sqlite:///x.db", base, seen, interval=0)
+    ui.watch(_Server(ticks=6), "sqlite:///x.db", base, seen, interval=0)
     out = capsys.readouterr().out
     assert out.count("new results") == 1 and out.count("syn") == 1
     assert f"mlm · loss, lower is better: {base}/#/experiments/1/runs?viewStateShareKey=x-mlm" in out
