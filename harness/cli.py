@@ -43,12 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
-    from harness.cache_admin import add_parser as add_cache_parser
-    from harness.commands import compare, init, leaderboard, listing, plan, run, ui, world
+    from harness.commands import cache, compare, init, leaderboard, listing, plan, run, ui, world
 
-    for command in (run, plan, listing, init, leaderboard, compare, ui, world):
+    for command in (run, plan, listing, init, leaderboard, compare, ui, world, cache):
         command.add_parser(sub)  # each subcommand's flags live with it, in harness/commands/
-    add_cache_parser(sub)  # harness cache du|prune
     return p
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import ConfigError, HarnessError
+from harness.core.profiles import DEFAULT_SEEDS  # noqa: F401 - the one home of the seeds' default, used here
 
 FULL = "full"
 EXECUTORS = ("local", "ray")  # where cells run (harness.executors implements each)
@@ -37,8 +38,42 @@ def _check_profile(cfg: RunConfig) -> None:
 
 
 def _check_device(cfg: RunConfig) -> None:
+    """The one check of a device's name: ``auto``, ``cpu``, ``mps``, ``cuda`` or ``cuda:N``."""
     if cfg.device not in {"auto", "cpu"} and not cfg.device.startswith(("cuda", "mps")):
         raise ConfigError(f"config key 'device': expected auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+    idx = cfg.device.partition(":")[2] if cfg.device.startswith("cuda") else ""
+    if idx and not idx.isdigit():
+        raise ConfigError(f"--device {cfg.device!r} is malformed; give cuda or cuda:N")
+
+
+def device_available(device: str) -> None:
+    """The one check that a CUDA device exists on this machine, before anything is loaded (torch's own error is a
+    traceback deep in a cell); what runs here asks it (``harness run``, ``harness init``), not ``harness plan``,
+    which may plan for a cluster from a machine without one."""
+    if not device.startswith("cuda"):
+        return
+    import torch
+
+    idx = device.partition(":")[2]
+    if not torch.cuda.is_available():
+        raise ConfigError(f"--device {device}: CUDA is not available on this machine; use --device cpu or auto")
+    if idx and int(idx) >= torch.cuda.device_count():
+        raise ConfigError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s); "
+                          f"give cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+
+
+def resolve_device(device: str) -> str:
+    """The one resolution of ``auto``: a CUDA GPU when this machine has one, else the CPU."""
+    if device != "auto":
+        return device
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _check_workers(cfg: RunConfig) -> None:
+    if cfg.workers is not None and cfg.workers < 1:
+        raise ConfigError(f"config key 'workers': give at least 1 (cells side by side), not {cfg.workers}")
 
 
 def _check_executor(cfg: RunConfig) -> None:
@@ -100,7 +135,8 @@ class RunConfig:
     # the resume policy (harness/rerun.py); no part of a cell's identity
     rerun: str = setting("never", kind="str", check=_check_rerun,
                          help="which cells logged before start over: never (default: finished cells are kept, "
-                              "failed or killed ones resume), failed (failed or killed ones start over) or all")
+                              "failed or killed ones resume), failed (failed or killed ones start over), stale "
+                              "(cells that ran another version of their method's code) or all")
     # not part of any cell's identity: what the home keeps once a cell's run finished
     keep_products: bool = setting(False, kind="bool", flag_type=bool,
                                   help="keep the init and CPT products of cells whose run finished (default: "
@@ -114,7 +150,7 @@ class RunConfig:
     max_retries: int = setting(3, kind="count", flag_type=int,
                                help="Ray retries of a cell whose worker died (default 3)")
     # local executor: cells run side by side (None: auto, see executors.local_workers)
-    workers: int | None = setting(None, kind="count", nullable=True, flag_type=int,
+    workers: int | None = setting(None, kind="count", nullable=True, flag_type=int, check=_check_workers,
                                   help="local executor: cells run side by side, each in its own process (default: "
                                        "on a CPU, the cores / the profile's CPUs per cell; otherwise 1 = in this "
                                        "process)")
@@ -298,7 +334,7 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
     return cfg
 
 
-_CHECK_ORDER = ("profile", "device", "executor", "rerun", "seeds", "dims")  # each one with a ``check``, in this order
+_CHECK_ORDER = ("profile", "device", "executor", "rerun", "seeds", "dims", "workers")  # each one with a ``check``, in this order
 assert set(_CHECK_ORDER) == {f.name for f in _FIELDS.values() if f.metadata["check"] is not None}
 
 
@@ -334,7 +370,14 @@ def config_from_flags(args: argparse.Namespace) -> RunConfig:
     return make_config(file_values, overrides)
 
 
-DEFAULT_SEEDS = [1, 2, 3]
+
+
+def method_params(cfg: RunConfig, method: str) -> dict[str, Any]:
+    """A method's parameters in a run: the profile's settings for it, overridden by the run's ``method_params``
+    (the one place they are merged: ``harness run``, ``harness plan`` and ``harness init`` all read them here)."""
+    from harness.core.profiles import profile
+
+    return {**profile(cfg.profile).get("method_params", {}).get(method, {}), **cfg.method_params.get(method, {})}
 
 
 def run_seeds(cfg: RunConfig, world_name: str) -> list[int]:

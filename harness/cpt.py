@@ -98,6 +98,39 @@ def _without_padding_mask(collator: Any) -> Any:
     return collate
 
 
+def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[str, Any], seed: int, device: str,
+               product_dir: Path, load_fn: Callable[[Path], Any], prog: Any = None,
+               say: Callable[[str], None] = log.info) -> dict[int, Path]:
+    """A cell's CPT on every language's CPT text: on ``settings["devices"]`` processes through torchrun when more
+    than one, else here, with a progress bar on ``prog``; returns {step: model folder} as :func:`run_cpt`."""
+    from harness.initialize import save_model
+
+    steps = int(settings["steps"])
+    product_dir.parent.mkdir(parents=True, exist_ok=True)
+    languages = sorted({p.stem for p in world.resource_files("cpt_text")})
+    bar = prog.add_task("  CPT", total=steps) if prog is not None else None
+
+    def on_progress(step: int, total: int, loss: float | None) -> None:
+        if bar is not None:
+            prog.update(bar, completed=step, description=f"  CPT loss {loss:.3f}" if loss else "  CPT")
+
+    t0 = time.time()
+    n_procs = int(settings.get("devices", 1) or 1)
+    if n_procs > 1 and not (product_dir / DONE).is_file():
+        say(f"  CPT on {n_procs} processes (torchrun)")
+        launch_distributed_cpt(n_procs=n_procs, work_dir=product_dir.with_name(product_dir.name + ".launch"),
+                               spec={"world": world.name, "model_dir": str(model_dir), "languages": languages,
+                                     "settings": settings, "seed": seed, "device": device,
+                                     "product_dir": str(product_dir), "eval_steps": settings["checkpoints"]})
+    ckpts = run_cpt(model_dir=model_dir, tokenizer=tokenizer, world=world, languages=languages, settings=settings,
+                    seed=seed, device=device, product_dir=product_dir, eval_steps=settings["checkpoints"],
+                    load_fn=load_fn, save_fn=save_model, progress=on_progress)
+    if bar is not None:
+        prog.remove_task(bar)
+    say(f"  CPT: {steps} steps in {time.time() - t0:.1f}s")
+    return ckpts
+
+
 def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
     """The CPT steps a cell is evaluated at: the checkpoints within the budget and the last step."""
     return sorted({s for s in checkpoints if 0 < s <= steps} | {steps})

@@ -42,31 +42,44 @@ def _worker_env(tracking_uri: str) -> dict[str, str]:
     return env
 
 
+_RUNNERS: dict[str, Any] = {}  # a worker process's runner per run configuration, built for its first cell
+
+
+def _worker_runner(cfg_values: dict[str, Any]) -> Any:
+    """The runner a worker process runs its cells with: built once per process and configuration (the world
+    loaded, the plan made, the CPT settings fitted), not once per cell."""
+    import json
+
+    key = json.dumps(cfg_values, sort_keys=True, default=str)
+    if key not in _RUNNERS:
+        from harness.config import make_config
+        from harness.runner import Runner
+        from harness.worlds import get_world
+
+        cfg = make_config(overrides=cfg_values)
+        _RUNNERS[key] = Runner(cfg, get_world(cfg.world, build=False))
+    return _RUNNERS[key]
+
+
 def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any], num_cpus: float,
                         label_lines: bool = False) -> dict[str, Any]:
-    """Body of a worker's task: rebuild the runner from the config and run one cell (idempotent)."""
+    """Body of a worker's task: run one cell (idempotent) with the process's runner."""
     import torch
 
-    from harness.config import make_config
     from harness.plan import Cell
-    from harness.runner import Runner
-    from harness.worlds import get_world
 
     torch.set_num_threads(max(1, int(num_cpus)))
-    cfg = make_config(overrides=cfg_values)
-    runner = Runner(cfg, get_world(cfg.world, build=False))
+    runner = _worker_runner(cfg_values)
     cell = Cell(**cell_values)
-    if label_lines:  # cells side by side: say whose line each is
-        runner.prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] "
+    # cells side by side: say whose line each is
+    runner.prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] " if label_lines else ""
     return runner.run_cell(cell)
 
 
 def local_workers(cfg: Any, device: str, n_cells: int) -> int:
     """How many cells the local executor runs at once: ``cfg.workers`` if set; otherwise, on a CPU, the cores
     divided by the CPUs the profile gives a cell (at least 1); on a GPU, 1."""
-    if cfg.workers is not None:
-        if int(cfg.workers) < 1:
-            raise ConfigError(f"workers must be >= 1, not {cfg.workers}")
+    if cfg.workers is not None:  # checked (>= 1) with the run's settings: harness.config
         return max(1, min(int(cfg.workers), n_cells))
     if not str(device).startswith("cpu"):
         return 1
@@ -149,11 +162,14 @@ class ProcessExecutor:
                     if on_done:
                         on_done(cell)
         except BaseException:
-            # stopped (SIGINT/SIGTERM) or a harness error: the workers stop now, not after their current cell
-            for fut in pending:
-                fut.cancel()
-            lifecycle.stop_processes(list(getattr(pool, "_processes", {}).values()))
+            # stopped (SIGINT/SIGTERM) or a harness error: the workers stop now, not after their current cell. The
+            # pool cancels its queued cells itself (a future cancelled here would be failed again by the pool's
+            # manager thread when it finds its workers gone: InvalidStateError), then the workers are stopped;
+            # what the pool's threads raise as it falls apart is not reported.
+            procs = list((getattr(pool, "_processes", None) or {}).values())
+            lifecycle.quiet_threads()
             pool.shutdown(wait=False, cancel_futures=True)
+            lifecycle.stop_processes(procs)
             raise
         pool.shutdown(wait=True)
         return done, failed

@@ -15,47 +15,39 @@ from typing import Any
 
 from harness.core.cache import cpt_product_key
 from harness.core.hashing import hash_obj
-from harness.core.tracking import TAG, Tracker
+from harness.core.record import Done, RunRecord
+from harness.core.tracking import Tracker
 
 INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
 
 
-def init_inputs(ident: dict[str, Any]) -> dict[str, Any]:
-    """What a cell's init product is keyed by: its identity without the profile and CPT settings."""
-    return {k: ident[k] for k in INIT_INPUTS}
+def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any]:
+    """What a cell's init product is keyed by: its identity without the profile and CPT settings, and the digest of
+    its method's code (``code``: an edited method builds its products again)."""
+    return {**{k: ident[k] for k in INIT_INPUTS}, **({"code": code} if code else {})}
 
 
-def product_keys(ident: dict[str, Any]) -> tuple[str, str | None]:
-    """(init product key, CPT product key or None without CPT) of the cell with this identity, known before
-    either is built (:class:`harness.core.cache.ProductCache` keys a product by the hash of its inputs)."""
-    init_key = hash_obj(init_inputs(ident))
+def product_keys(ident: dict[str, Any], code: str | None = None) -> tuple[str, str | None]:
+    """(init product key, CPT product key or None without CPT) of the cell with this identity and method code,
+    known before either is built (:class:`harness.core.cache.ProductCache` keys a product by the hash of its
+    inputs)."""
+    init_key = hash_obj(init_inputs(ident, code))
     if int(ident["cpt"]["steps"]) <= 0:
         return init_key, None
     return init_key, cpt_product_key(init_key, ident["cpt"], ident["seed"])
 
 
-def finished_run(tracker: Tracker, exp: str, key: str, tasks: list[str], cpt: dict[str, Any]) -> str | None:
+def finished_run(record: RunRecord, exp: str, key: str, tasks: list[str], cpt: dict[str, Any]) -> str | None:
     """The cell's run when it is FINISHED with every evaluation asked for logged (the initialization, each task
     at step 0 and, when the tasks are evaluated after CPT, at each evaluated step; the CPT loss and the held-out
     MLM loss at each evaluated step); else None (a new task, a new checkpoint, an unfinished run: the cell runs,
     and finds what it logged before)."""
     from harness.cpt import cpt_eval_steps
 
-    runs = tracker.find_runs(exp, {"cell": key, "kind": "cell"})
-    if not runs or runs[0].info.status != "FINISHED":
-        return None
     steps = int(cpt["steps"])
     evaluated = [0, *cpt_eval_steps(steps, cpt["checkpoints"])] if steps > 0 else [0]
-    need = ["init", *(["cpt_log", *(f"heldout_{s}" for s in evaluated)] if steps > 0 else [])]
-    if any(runs[0].data.tags.get(f"{TAG}done.{w}") != "1" for w in need):
-        return None
-    task_steps = evaluated if cpt["eval_tasks"] else [0]
-    done = {r.data.tags.get(f"{TAG}task"): r.data.tags
-            for r in reversed(tracker.find_runs(exp, {"cell": key, "kind": "task"}))}
-    for task in tasks:
-        if task not in done or any(done[task].get(f"{TAG}done.step_{s}") != "1" for s in task_steps):
-            return None
-    return runs[0].info.run_id
+    need = [Done.INIT, *([Done.CPT_LOG, *(Done.heldout(s) for s in evaluated)] if steps > 0 else [])]
+    return record.finished_cell(exp, key, need, tasks, evaluated if cpt["eval_tasks"] else [0])
 
 
 def release_products(tracker: Tracker, home: Path, keys: tuple[str, str | None], run_id: str,

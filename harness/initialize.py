@@ -37,6 +37,8 @@ import torch
 
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import harness_home
+from harness.core.record import INIT_REPORT
+from harness.core.registry import dim_refusal
 from harness.core.surgery import assemble_model, save_model
 from harness.core.surgery import load_model as load_full_model
 from methods.base import InitContext, InitResult, Provenance
@@ -279,12 +281,9 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     who = f"method {method!r}"
     for kind in sorted(getattr(cls, "requires", frozenset())):
         world.require(kind, who)  # before any work
-    if dim is not None:
-        if int(dim) <= 0:
-            raise ConfigError(f"dim must be a positive factorized dimension or null (full), not {dim}")
-        if not getattr(cls, "supports_factorized", False):
-            raise ConfigError(f"{who} does not support factorized embeddings (dim={dim}); use dim: null "
-                              f"(spec Appendix B: factorization applies to OFA, HyperOFA and random only)")
+    refusal = dim_refusal(method, cls, dim)
+    if refusal:
+        raise ConfigError(refusal)
 
     with PeakMemory() as mem:
         src_dir = world.source_dir(source)
@@ -368,7 +367,7 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         report["factorization"] = {"dim": fact.dim, "discarded_energy": fact.discarded_energy,
                                    "kept_energy_share": fact.kept_energy_share}
     report = json.loads(json.dumps(report, default=str))  # JSON-safe (numpy scalars, paths) for every consumer
-    (out_dir / "init_report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    (out_dir / INIT_REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False))
     log.info("initialized %s/%s (dim %s, seed %s): %s in %.1fs", source, method, dim, seed, counts,
              report["seconds"])
     return report

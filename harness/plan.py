@@ -14,11 +14,11 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.config import RunConfig, run_seeds
+from harness.config import RunConfig, resolve_device, run_seeds  # noqa: F401 - resolve_device: re-exported
 from harness.core.errors import ConfigError, HarnessError, MissingResourceError
 from harness.core.profiles import PROFILES
 from harness.core.profiles import profile as get_profile
-from harness.core.registry import METHODS, TASKS
+from harness.core.registry import METHODS, TASKS, dim_refusal
 
 
 @dataclass(frozen=True)
@@ -40,14 +40,6 @@ class Plan:
     tasks: list[str]
     languages: dict[str, list[str]]  # task -> languages
     skipped: list[str] = field(default_factory=list)
-
-
-def resolve_device(device: str) -> str:
-    if device != "auto":
-        return device
-    import torch
-
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
@@ -114,10 +106,10 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
         for m in usable:
             cls = METHODS.get(m)
             dims = cfg.dim_values()
-            if not getattr(cls, "supports_factorized", False) and any(d is not None for d in dims):
-                skipped.append(f"method {m!r} is defined on full-dimension embeddings only: dim(s) "
-                               f"{', '.join(str(d) for d in dims if d is not None)} skipped")
-                dims = [d for d in dims if d is None]
+            refused = [d for d in dims if dim_refusal(m, cls, d)]
+            if refused:
+                skipped.append(f"{dim_refusal(m, cls, refused[0])}: dim(s) {', '.join(map(str, refused))} skipped")
+                dims = [d for d in dims if d not in refused]
             for dim in dims:
                 for seed in run_seeds(cfg, world.name):
                     cells.append(Cell(source, m, dim, seed))
@@ -174,6 +166,12 @@ PAPER_ESTIMATES: dict[str, Any] = {
     "init": InitEstimates("paper"),
     "task": {"ner": 0.6, "pos": 0.4, "sr-b": 0.1, "sr-t": 0.05, "mlm": 0.05, "default": 0.3},
 }
+
+
+def planned_device(device: str) -> str:
+    """The device a plan sizes a cluster for: the named one; ``auto`` plans for a GPU (the papers' protocol), where
+    ``harness run`` resolves ``auto`` on the machine it runs on (:func:`harness.config.resolve_device`)."""
+    return "cuda" if device == "auto" else device
 
 
 def cell_resources(cfg: Any, device: str) -> dict[str, float]:
@@ -238,7 +236,7 @@ def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None) 
     cpt = cpt_settings(cfg)
     n_evals = 1 + ((len([s for s in cpt["checkpoints"] if 0 < s < cpt["steps"]]) + (1 if cpt["steps"] > 0 else 0))
                    if cpt["eval_tasks"] else 0)
-    device = "cuda" if cfg.device in {"auto", "cuda"} or cfg.device.startswith("cuda") else cfg.device
+    device = planned_device(cfg.device)
     res = cell_resources(cfg, device)
     rows = []
     for cell in plan.cells:

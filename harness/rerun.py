@@ -6,6 +6,9 @@ A cell is found again by its identity (:meth:`harness.runner.Runner.cell_identit
   (passed over before anything is built when every evaluation the command asks for is logged:
   :mod:`harness.finished`); a failed or killed one resumes from its last finished stage in its own runs.
 - ``failed``: a cell whose run ended FAILED or KILLED starts over; finished cells are left as they are.
+- ``stale``: a cell whose run recorded another version of its method's code (the digest of the method's module and
+  of the modules of its package it imports, :func:`harness.core.declarations.code_digest`) starts over; without
+  it, such a finished cell is passed over and named at the end of the run as stale.
 - ``all``: every cell starts over, finished ones included.
 
 A cell that starts over has its earlier runs deleted (the cell run and its task runs; MLflow keeps deleted runs
@@ -20,29 +23,35 @@ from __future__ import annotations
 
 from typing import Any
 
-RERUN_POLICIES = ("never", "failed", "all")
+RERUN_POLICIES = ("never", "failed", "stale", "all")
 
 
 def starts_over(status: str, policy: str) -> bool:
-    """Whether a cell whose run has ``status`` starts over under ``policy``."""
-    if status == "RUNNING" or policy == "never":
+    """Whether a cell whose run has ``status`` starts over under ``policy`` (``stale`` decides by code)."""
+    if status == "RUNNING" or policy in ("never", "stale"):
         return False
     return policy == "all" or status in ("FAILED", "KILLED")
 
 
-def start_over(tracker: Any, experiment_id: str, cell_key: str, policy: str, variant: dict[str, str],
-               seed: int) -> int:
-    """Delete the earlier runs of the cell ``cell_key`` when ``policy`` says it starts over; ``variant``: its
-    method, source, dim, profile and world tags (to find the aggregate runs that counted ``seed``). Returns how many
+def start_over(record: Any, experiment_id: str, cell_key: str, policy: str, variant: dict[str, str],
+               seed: int, code: dict[str, str] | None = None) -> int:
+    """Delete the earlier runs of the cell ``cell_key`` when ``policy`` says it starts over (through the run record,
+    :class:`harness.core.record.RunRecord`); ``variant``: its method, source, dim, profile and world tags (to find
+    the aggregate runs that counted ``seed``); ``code``: its method's code now (for ``stale``). Returns how many
     runs were deleted."""
     if policy == "never":
         return 0
-    cells = tracker.find_runs(experiment_id, {"cell": cell_key, "kind": "cell"})
-    if not any(starts_over(r.info.status, policy) for r in cells):
+    if policy == "stale":
+        recorded = record.cell_code(experiment_id, cell_key)
+        if recorded is None or recorded == code or "RUNNING" in record.cell_status(experiment_id, cell_key):
+            return 0
+    elif not any(starts_over(status, policy) for status in record.cell_status(experiment_id, cell_key)):
         return 0
-    runs = tracker.find_runs(experiment_id, {"cell": cell_key})  # the cell run and its task runs
-    runs += [r for r in tracker.find_runs(experiment_id, {"kind": "aggregate", **variant})
-             if str(seed) in r.data.tags.get("harness.seeds", "").split(",")]
-    for r in runs:
-        tracker.client.delete_run(r.info.run_id)
-    return len(runs)
+    return record.delete_cell(experiment_id, cell_key, variant, seed)
+
+
+def changed_files(recorded: dict[str, str] | None, code: dict[str, str]) -> list[str]:
+    """The files of a method's code that differ between what a run recorded and now (added or removed ones too)."""
+    if recorded is None:
+        return []
+    return sorted(f for f in set(recorded) | set(code) if recorded.get(f) != code.get(f))

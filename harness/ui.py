@@ -120,11 +120,11 @@ def links(tracking_uri: str, base: str) -> list[Links]:
     """The runs-table and leaderboard URLs of every active experiment that has runs, newest leaderboard first."""
     from mlflow.tracking import MlflowClient
 
+    from harness.core.record import Kind, kind_filter, tag
     from harness.core.tracking import (
         EXPERIMENT_KIND,
         EXPERIMENT_KIND_TAG,
         RESULTS_VIEW,
-        TAG,
         artifact_url,
         runs_table_url,
     )
@@ -142,12 +142,12 @@ def links(tracking_uri: str, base: str) -> list[Links]:
                      runs_table_url(base, exp.experiment_id, RESULTS_VIEW if RESULTS_VIEW in views else None))
         item.views = [(name, runs_table_url(base, exp.experiment_id, key))
                       for key, name in sorted(views.items()) if key != RESULTS_VIEW]
-        boards = client.search_runs([exp.experiment_id], filter_string=f"tags.`{TAG}kind` = 'leaderboard'",
+        boards = client.search_runs([exp.experiment_id], filter_string=kind_filter(Kind.LEADERBOARD),
                                     max_results=1, order_by=["attributes.start_time DESC"])
         if boards:
             run = boards[0]
             item.leaderboard = artifact_url(base, exp.experiment_id, run.info.run_id, "leaderboard.html")
-            item.rendered = run.data.tags.get(f"{TAG}rendered_at", "")
+            item.rendered = run.data.tags.get(tag("rendered_at"), "")
         out.append(item)
     return sorted(out, key=lambda x: (x.rendered, x.experiment), reverse=True)
 

@@ -158,25 +158,24 @@ def from_experiment(client: Any, exp: Any) -> Side:
 
 def from_run(client: Any, run: Any) -> Side:
     """A cell run with its task runs; a task run brings its cell (and that cell's other tasks)."""
-    from harness.core.tracking import TAG
-    from leaderboard.collect import ExperimentData, _cell_run, _task_run
+    from harness.core.record import Kind, kind_filter, parent_of, read_cell_run, read_task_run, tag
+    from leaderboard.collect import ExperimentData
 
-    tags = run.data.tags
+    kind = run.data.tags.get(tag("kind"))
     cell = run
-    if tags.get(f"{TAG}kind") == "task":
-        parent = tags.get(f"{TAG}parent") or tags.get("mlflow.parentRunId")
+    if kind == Kind.TASK:
+        parent = parent_of(run)
         if not parent:
             raise HarnessError(f"run {run.info.run_id} is a task run without its cell run")
         cell = client.get_run(parent)
-    elif tags.get(f"{TAG}kind") != "cell":
-        raise HarnessError(f"run {run.info.run_id} is not a harness cell or task run (tag {TAG}kind is "
-                           f"{tags.get(f'{TAG}kind')!r}); give a run of `harness run`")
+    elif kind != Kind.CELL:
+        raise HarnessError(f"run {run.info.run_id} is not a harness cell or task run (tag {tag('kind')} is "
+                           f"{kind!r}); give a run of `harness run`")
     exp_id = cell.info.experiment_id
-    task_runs = client.search_runs([exp_id], filter_string=f"tags.`{TAG}kind` = 'task' and "
-                                                           f"tags.`{TAG}parent` = '{cell.info.run_id}'")
-    tasks = [t for t in (_task_run(client, r) for r in task_runs) if t is not None and t.scores]
+    task_runs = client.search_runs([exp_id], filter_string=kind_filter(Kind.TASK, parent=cell.info.run_id))
+    tasks = [t for t in (read_task_run(client, r) for r in task_runs) if t is not None and t.scores]
     data = ExperimentData(name=client.get_experiment(exp_id).name, experiment_id=exp_id,
-                          cells={cell.info.run_id: _cell_run(client, cell)}, tasks=tasks, client=client)
+                          cells={cell.info.run_id: read_cell_run(client, cell)}, tasks=tasks, client=client)
     return _from_data(run.info.run_id, "run", data)
 
 

@@ -39,7 +39,17 @@ from typing import Any
 
 from rich.console import Console
 
-from harness.core.tracking import RESULTS_VIEW, TAG, Tracker, artifact_url, column, metric_key, runs_table_url
+from harness.core.record import (
+    INIT_REPORT,
+    Kind,
+    board_table_path,
+    cells_of,
+    kind_filter,
+    leaderboard_identity,
+    result_identity,
+    tag,
+)
+from harness.core.tracking import RESULTS_VIEW, Tracker, artifact_url, column, metric_key, runs_table_url
 from leaderboard.model import Board, Leaderboard, board_dict
 from leaderboard.tables import build_leaderboard, select_boards
 
@@ -144,10 +154,11 @@ def _clear_artifacts(client: Any, run_id: str) -> None:
 
 def leaderboard_run(tracker: Tracker, experiment_id: str) -> tuple[str, bool]:
     """The experiment's leaderboard run (created when absent). Returns (run_id, existed)."""
-    found = tracker.find_runs(experiment_id, {"kind": "leaderboard"})
+    found = tracker.find_runs(experiment_id, leaderboard_identity())
     if found:
         return found[0].info.run_id, True
-    run = tracker.client.create_run(experiment_id, tags={f"{TAG}kind": "leaderboard"}, run_name="leaderboard")
+    run = tracker.client.create_run(experiment_id, tags={tag(k): v for k, v in leaderboard_identity().items()},
+                                    run_name="leaderboard")
     return run.info.run_id, False
 
 
@@ -208,12 +219,12 @@ def view_columns(views: list[TaskView], *, all_tasks: bool = False) -> list[str]
 def save_result_views(tracker: Tracker, exp_id: str, views: list[TaskView]) -> None:
     """One saved view per task (sorted by ``final/avg`` in the task's direction) and one of every task (sorted by
     ``final/mean_rank``, which is 1 for the best row of any task)."""
-    kind = f"tags.`{TAG}kind` = 'result'"
+    kind = kind_filter(Kind.RESULT)
     for v in views:
         order = "final/avg" if "final/avg" in v.metrics else "step0/avg"
         tracker.save_runs_view(exp_id, columns=view_columns([v]), order_by=column("metrics", order),
                                ascending=not v.higher_is_better, key=v.key, name=v.name,
-                               search_filter=f"{kind} and tags.`{TAG}task` = " + _quote(v.task))
+                               search_filter=kind_filter(Kind.RESULT, task=v.task))
     tracker.save_runs_view(exp_id, columns=view_columns(views, all_tasks=True),
                            order_by=column("metrics", "final/mean_rank"), ascending=True, search_filter=kind,
                            key=RESULTS_VIEW, name="all tasks · by mean rank (1 = best)")
@@ -318,13 +329,12 @@ def _init_reports(tracker: Tracker, exp_id: str, row: Any, folder: Path) -> list
         return []
     out = []
     for seed in row.seeds:
-        runs = tracker.find_runs(exp_id, {"kind": "cell", "method": key.method, "dim": key.dim,
-                                          "source": key.source, "seed": seed})
+        runs = tracker.find_runs(exp_id, cells_of(method=key.method, dim=key.dim, source=key.source, seed=seed))
         for run in runs[:1]:
             try:
-                got = Path(tracker.client.download_artifacts(run.info.run_id, "init_report.json", str(folder)))
+                got = Path(tracker.client.download_artifacts(run.info.run_id, INIT_REPORT, str(folder)))
             except Exception as exc:  # noqa: BLE001 - a cell without the report: the run is still worth logging
-                log.warning("no init_report.json in run %s: %s", run.info.run_id, exc)
+                log.warning("no %s in run %s: %s", INIT_REPORT, run.info.run_id, exc)
                 continue
             dest = folder / f"init_report_seed{seed}.json"
             got.replace(dest)
@@ -350,7 +360,7 @@ def log_result_runs(tracker: Tracker, lb: Leaderboard, exp_id: str, out_dir: Pat
         for row in ref.rows:
             name = f"{task} · {row.label}" + (f" · {profile}" if several_profiles else "")
             run_id, existed = tracker.get_or_create_run(
-                exp_id, {"kind": "result", "task": task, "profile": profile, "row": row.label}, name)
+                exp_id, result_identity(task, profile, row.label), name)
             try:
                 if existed:
                     _clear_artifacts(client, run_id)
@@ -401,11 +411,11 @@ def _log(tracker: Tracker, lb: Leaderboard, out_dir: Path, run_id: str, existed:
     if existed:
         _clear_artifacts(client, run_id)
         client.update_run(run_id, status="RUNNING")
-        if f"{TAG}error" in client.get_run(run_id).data.tags:  # left by an interrupted earlier render
-            client.delete_tag(run_id, f"{TAG}error")
+        if tag("error") in client.get_run(run_id).data.tags:  # left by an interrupted earlier render
+            client.delete_tag(run_id, tag("error"))
     client.log_artifacts(run_id, str(out_dir))
     for b in lb.boards:
-        client.log_table(run_id, board_frame(b), f"tables/{b.id}.json")
+        client.log_table(run_id, board_frame(b), board_table_path(b.id))
     note = [f"# Leaderboard · {lb.experiment}", "", f"Rendered {generated}. Artifacts: `leaderboard.html` "
             "(the page), `leaderboard.md`, `leaderboard.csv`, `csv/`, and every board as a table under `tables/`.",
             ""]
@@ -424,13 +434,13 @@ def _log(tracker: Tracker, lb: Leaderboard, out_dir: Path, run_id: str, existed:
         tracker.log_metrics(run_id, summary, step=0)
     bs = lb.bootstrap or {}
     tags = {
-        f"{TAG}kind": "leaderboard",
-        f"{TAG}bootstrap": f"{bs.get('resamples', 0)} resamples, seed {bs.get('seed', 0)}, level {bs.get('level')}",
-        f"{TAG}rendered_at": generated,
-        f"{TAG}boards": str(len(lb.boards)),
-        f"{TAG}worlds": ",".join(lb.worlds),
-        f"{TAG}profiles": ",".join(sorted({b.profile for b in lb.boards})),
-        f"{TAG}tasks": ",".join(sorted({b.task for b in lb.boards})),
+        **{tag(k): v for k, v in leaderboard_identity().items()},
+        tag("bootstrap"): f"{bs.get('resamples', 0)} resamples, seed {bs.get('seed', 0)}, level {bs.get('level')}",
+        tag("rendered_at"): generated,
+        tag("boards"): str(len(lb.boards)),
+        tag("worlds"): ",".join(lb.worlds),
+        tag("profiles"): ",".join(sorted({b.profile for b in lb.boards})),
+        tag("tasks"): ",".join(sorted({b.task for b in lb.boards})),
         "mlflow.note.content": text,
     }
     for k, v in tags.items():

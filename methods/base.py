@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from harness.core.errors import ConfigError
+from harness.core.registry import dim_refusal
 from methods.params import Param, defaults_of, describe, resolve
 
 
@@ -194,8 +195,10 @@ class Method:
         return resolve(self.name, self.params, ctx.params)
 
     def full_dimension_only(self, ctx: InitContext) -> None:
-        if ctx.factorized:
-            raise ConfigError(f"{self.name} is defined on full-dimension embeddings (spec Appendix B); use dim: null")
+        """A method called directly (not through the harness, which checks first) refuses what it cannot do."""
+        refusal = dim_refusal(self.name, type(self), int(ctx.source_matrix.shape[1]) if ctx.factorized else None)
+        if refusal:
+            raise ConfigError(refusal)
 
     def mapping(self, ctx: InitContext, **options: Any) -> TokenMapping:
         """The method's overlap mapping (its ``overlap_rule`` with ``options``), checked against the context."""

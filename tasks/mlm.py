@@ -64,9 +64,17 @@ class MLMLoss:
     metrics: ClassVar[tuple[str, ...]] = ("loss", "ppl")
     headline: ClassVar[str] = "loss"
     higher_is_better: ClassVar[bool] = False
+    # the held-out MLM loss, the CPT diagnostic the runner measures at every evaluated CPT step: when this task
+    # runs at that step, its ``loss`` average is that figure (else :meth:`heldout` measures it on its own budget)
+    heldout_metric: ClassVar[str] = "loss"
 
     def languages(self, world: Any) -> list[str]:
         return world.task_languages(self.name)
+
+    def heldout(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
+                settings: TaskSettings) -> float | None:
+        """The held-out MLM loss averaged over ``languages`` (the diagnostic after CPT steps)."""
+        return self.evaluate(model, tokenizer, world, languages, settings).averages().get(self.heldout_metric)
 
     def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                  settings: TaskSettings) -> TaskResult:

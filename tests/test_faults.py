@@ -228,7 +228,7 @@ SLOW_POINTS = [
     ("checkpoint-retrieval-evaluation", "tasks.retrieval:RetrievalTask.evaluate@2", POOL),
     ("final-mlm-evaluation", "tasks.mlm:MLMLoss.evaluate@3", IN_PROCESS),
     ("first-run-finished", "harness.core.tracking:Tracker.finish@1/after", POOL),
-    ("seed-aggregation", "harness.runner:Runner.aggregate_seeds", IN_PROCESS),
+    ("seed-aggregation", "harness.aggregate:aggregate_seeds", IN_PROCESS),
     ("aggregate-logging", "harness.core.tracking:Tracker.log_metrics@37", IN_PROCESS),
 ]
 

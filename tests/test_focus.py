@@ -173,7 +173,7 @@ def test_focus_rejects_bad_params_and_factorized(synthetic_world, tmp_path):
         METHODS.get("focus")().initialize(synthetic_ctx(synthetic_world, tmp_path, {"k": 3}))
     ctx = synthetic_ctx(synthetic_world, tmp_path, TINY_FOCUS)
     ctx.factorized = True
-    with pytest.raises(ConfigError, match="full-dimension"):
+    with pytest.raises(ConfigError, match="full-dimension embeddings only"):
         METHODS.get("focus")().initialize(ctx)
     cls = METHODS.get("focus")
     assert cls.requires == frozenset({"target_text"}) and not cls.supports_factorized

@@ -285,15 +285,15 @@ def test_variant_labels_name_only_the_parameters_that_differ_and_survive_the_ter
 
 
 def test_untagged_task_facts_are_the_builtin_tasks_facts():
-    """Runs logged before the task tags existed are read with the built-in tasks' facts of that time: these must be
-    the tasks' own (a task that changes its headline keeps the old facts here for its old runs)."""
+    """Runs logged before the task tags existed are read with what each built-in task declares (read from its
+    source, not imported): the same facts its tagged runs carry."""
     from harness.core.registry import TASKS
-    from harness.runner import task_tags
-    from leaderboard.collect import UNTAGGED_TASKS, task_facts_from_tags
+    from harness.evaluation import task_tags
+    from leaderboard.collect import task_facts_from_tags, untagged_task_facts
 
-    assert set(UNTAGGED_TASKS) == set(TASKS.names())
-    for name, facts in UNTAGGED_TASKS.items():
-        assert task_facts_from_tags(task_tags(TASKS.get(name))) == facts, name
+    for name in TASKS.names():
+        assert untagged_task_facts(name) == task_facts_from_tags(task_tags(TASKS.get(name))), name
+    assert untagged_task_facts("no-such-task").headline is None
 
 
 def test_the_task_tags_decide_the_headline_and_the_direction(tracking_uri):

@@ -124,20 +124,9 @@ def board(tracking_uri):
             if method in lines:
                 client.set_tag(parent, f"harness.{TAG}", lines[method])
     data = collect_experiment(client, client.get_experiment_by_name(name))
-    if not _record_reads_the_tag():  # what the run record will do: the cell run's tag, beside method_defaults
-        for cell in data.cells.values():
-            cell.method_reference = client.get_run(cell.run_id).data.tags.get(f"harness.{TAG}")
     return build_leaderboard(data, bootstrap=0), lines, data
 
 
-def _record_reads_the_tag() -> bool:
-    from leaderboard.collect import CellRun
-
-    return bool({"method_reference", "tags"} & set(CellRun.__dataclass_fields__))
-
-
-@pytest.mark.xfail(not _record_reads_the_tag(), strict=True,
-                   reason="the run record's CellRun does not read the harness.method_reference tag yet")
 def test_the_run_record_reads_the_tag(tracking_uri):
     from leaderboard.collect import collect_experiment
     from leaderboard.references import TAG, cell_reference

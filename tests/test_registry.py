@@ -95,21 +95,20 @@ def test_builtin_registries_have_the_foundation_entries():
 
 @pytest.mark.parametrize("registry,package", [(METHODS, "methods"), (TASKS, "tasks")])
 def test_the_builtin_listing_is_the_classes_own(registry, package):
-    """What `harness list` shows of a built-in without importing it (``<package>.BUILTIN``) is what its class says;
-    every built-in is listed, and its ``module:Class`` is the class registered under its name."""
+    """What `harness list` shows of a built-in without importing it is what its class declares, read from its
+    source; every built-in is listed, and its ``module:Class`` is the class registered under its name."""
     import importlib
 
     builtin = importlib.import_module(package).BUILTIN
-    for name, (target, facts) in builtin.items():
+    for name, target in builtin.items():
         mod, _, attr = target.partition(":")
+        from harness.core.declarations import declared
+
+        read = declared(target, registry.listing_fields)
         cls = getattr(importlib.import_module(mod), attr)
         assert registry.get(name) is cls, name
         own = {f: getattr(cls, f) for f in registry.listing_fields if hasattr(cls, f)}
-        assert set(facts) == set(own), name
-        for f, v in own.items():
-            same = sorted(v) == sorted(facts[f]) if f == "requires" else v == facts[f]
-            assert same, f"{package}.BUILTIN[{name!r}][{f!r}] is {facts[f]!r}; the class says {v!r}"
-        assert registry.listing(name) == own  # looked up: the class's own
+        assert read == own, f"{target}: read from the source {read!r}; the class says {own!r}"
     registered = {n for n in registry.names() if registry.get(n).__module__.partition(".")[0] == package}
     assert registered == set(builtin)
 
@@ -124,8 +123,9 @@ def test_a_placeholder_lists_without_being_imported(tmp_path, monkeypatch):
     reg.register_lazy("unlisted", "listed_plugin_mod:Plugin")
     assert reg.listing("listed") == {"description": "from the table", "requires": ("x",)}
     assert "listed_plugin_mod" not in sys.modules
-    assert reg.listing("unlisted") == {"description": "from the class", "requires": ("x",)}  # imported to list it
-    assert "listed_plugin_mod" in sys.modules
+    # read from the class's source, still without importing it (harness.core.declarations)
+    assert reg.listing("unlisted") == {"description": "from the class", "requires": ("x",)}
+    assert "listed_plugin_mod" not in sys.modules
     assert reg.listing("listed")["description"] == "from the table"  # still a placeholder
     reg.get("listed")
     assert reg.listing("listed")["description"] == "from the class"  # once looked up, the object's own

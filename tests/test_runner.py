@@ -280,7 +280,7 @@ def test_rerun_policy_is_checked_and_read_from_a_config_file(tmp_path):
     assert make_config().rerun == "never"
     assert make_config({"rerun": "failed"}).rerun == "failed"
     assert make_config({"rerun": "failed"}, {"rerun": "all"}).rerun == "all"
-    with pytest.raises(Exception, match="config key 'rerun': expected one of never, failed, all"):
+    with pytest.raises(Exception, match="config key 'rerun': expected one of never, failed, stale, all"):
         make_config({"rerun": "sometimes"})
 
 

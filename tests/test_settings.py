@@ -17,7 +17,7 @@ SAMPLES = {
     "profile": ("paper", "paper"), "device": ("cpu", "cpu"), "tracking_uri": ("sqlite:///x.db", "sqlite:///x.db"),
     "experiment": ("e", "e"), "executor": ("ray", "ray"), "ray_address": ("auto", "auto"),
     "max_retries": ("5", 5), "workers": ("2", 2), "fail_fast": (None, True), "rerun": ("failed", "failed"),
-    "keep_products": (None, True),
+    "keep_products": (None, True), "isolate_cells": (None, True),
 }
 
 
@@ -45,7 +45,7 @@ def test_a_flag_reaches_its_key_and_wins_over_the_file(name, tmp_path):
     default = getattr(RunConfig(), name)
     assert getattr(make_config(), name) == default
     # the file sets the key, the flag overrides it, a key the flags leave alone keeps the file's value
-    file_value = {"fail_fast": False, "keep_products": False, "max_retries": 1, "workers": 1, "cpt_steps": 1}.get(name, "1")
+    file_value = {"fail_fast": False, "keep_products": False, "isolate_cells": False, "max_retries": 1, "workers": 1, "cpt_steps": 1}.get(name, "1")
     if name in {"dims", "seeds", "cpt_checkpoints"}:
         file_value = [1]
     elif name in {"profile"}:

@@ -7,20 +7,20 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import check_device, check_world_name, console
+from harness.commands.common import check_world_name, console
 from harness.core.errors import HarnessError
+from harness.core.record import INIT_REPORT
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    """One cell's initialization, with the settings of ``harness run`` (:class:`harness.config.RunConfig`: the same
+    checks, the same merging of the profile's method parameters with the given ones, the same device)."""
+    from harness.config import device_available, make_config, method_params, resolve_device, run_seeds
     from harness.core.paths import harness_home
-    from harness.core.profiles import profile
     from harness.core.registry import METHODS
     from harness.initialize import initialize_model
     from harness.worlds import get_world
 
-    harness_home()
-    check_world_name(args.world)
-    METHODS.get(args.method)
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise HarnessError(f"--out {out} is a file; give a folder")
@@ -32,22 +32,26 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise HarnessError(f"--params is not valid JSON ({exc}); give an object, e.g. '{{\"k\": 10}}'") from None
     if not isinstance(params, dict):
         raise HarnessError("--params must be a JSON object, e.g. '{\"k\": 10}'")
-    if args.dim is not None and args.dim <= 0:
-        raise HarnessError(f"--dim {args.dim} must be a positive number (leave it out for the full dimension)")
-    params = {**profile(args.profile).get("method_params", {}).get(args.method, {}), **params}
-    if args.device not in {"auto", "cpu"} and not args.device.startswith(("cuda", "mps")):
-        raise HarnessError(f"--device {args.device!r}: expected auto, cpu, cuda or cuda:N")
-    check_device(args.device)
-    world = get_world(args.world)
-    source = args.source or world.default_source
+    METHODS.get(args.method)
+    check_world_name(args.world)
+    try:
+        cfg = make_config(overrides={
+            "world": args.world, "source": args.source, "methods": [args.method], "profile": args.profile,
+            "device": args.device, "dims": ["full" if args.dim is None else args.dim],
+            "seeds": None if args.seed is None else [args.seed], "method_params": {args.method: params}})
+    except HarnessError as exc:  # name the flag, not the config key
+        raise HarnessError(str(exc).replace("config key 'dims'", "--dim").replace("config key ", "--")) from None
+    device_available(cfg.device)
+    harness_home()
+    world = get_world(cfg.world)
+    source = cfg.source or world.default_source
     world.source_dir(source)
     out.mkdir(parents=True, exist_ok=True)
-    from harness.plan import resolve_device
-
-    report = initialize_model(world, source, args.method, dim=args.dim, seed=args.seed, params=params,
-                              out_dir=out, device=resolve_device(args.device), profile=args.profile)
+    report = initialize_model(world, source, args.method, dim=cfg.dim_values()[0],
+                              seed=run_seeds(cfg, cfg.world)[0], params=method_params(cfg, args.method),
+                              out_dir=out, device=resolve_device(cfg.device), profile=cfg.profile)
     console.print_json(json.dumps(report.get("counts", {})))
-    console.print(f"model written to {out} (report: {out / 'init_report.json'})")
+    console.print(f"model written to {out} (report: {out / INIT_REPORT})")
     return 0
 
 
@@ -57,7 +61,7 @@ def add_parser(sub: Any) -> None:
     i.add_argument("--source", help="source model (default: the world's default)")
     i.add_argument("--method", required=True)
     i.add_argument("--dim", type=int, default=None, help="factorized dim (default: full)")
-    i.add_argument("--seed", type=int, default=1)
+    i.add_argument("--seed", type=int, default=None, help="seed (default: the world's first default seed, 1)")
     i.add_argument("--params", help="method parameters as a JSON object (over the profile's)")
     i.add_argument("--profile", default="cpu",
                    help="whose method parameters to start from: cpu (default, as `harness run` uses) or paper")

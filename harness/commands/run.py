@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from harness.commands.common import add_run_args, check_device, check_world_name, config_from_args, err
+from harness.commands.common import add_run_args, check_world_name, config_from_args, err
+from harness.config import device_available
 from harness.core.errors import HarnessError
 
 
@@ -32,12 +33,10 @@ def _check_run_inputs(cfg: Any) -> None:
         if late:
             raise HarnessError(f"--cpt-checkpoints {','.join(map(str, late))} not within 1..--cpt-steps "
                                f"{cfg.cpt_steps}; give checkpoints between 1 and the CPT steps")
-    if cfg.workers is not None and cfg.workers < 1:
-        raise HarnessError("--workers must be at least 1")
     if cfg.executor != "ray" and cfg.ray_address:
         raise HarnessError("--ray-address needs --executor ray")
     check_config_tables(cfg)  # method_params, task_params, cpt
-    check_device(cfg.device)
+    device_available(cfg.device)
     given = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # else the default store, in the home
     if given:
         cfg.tracking_uri = check_tracking(given)
@@ -81,14 +80,34 @@ def _run(cfg: Any, runners: list[Any]) -> int:
         if workers > 1 or fresh:
             executor = ProcessExecutor(workers, threads=max(1, available_cpus() // workers), fresh=fresh)
     res = runner.run(executor)
-    err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) "
-              f"{', '.join(sorted({runner.experiment_name(c.source) for c in runner.plan.cells}))}")
+    experiments = sorted({runner.experiment_name(c.source) for c in runner.plan.cells})
+    results_table(runner, experiments)
+    err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) {', '.join(experiments)}")
     err.print("browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)")
     if res["failed"]:
         err.print(f"[red]{len(res['failed'])} cell(s) failed[/red]: " +
                   "; ".join(f"{f['cell']}: {f['error']}" for f in res["failed"]))
         return 1
     return 0
+
+
+def results_table(runner: Any, experiments: list[str]) -> None:
+    """The run's results on stdout (progress and logs go to stderr): per task, each row's headline average ±
+    its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``)."""
+    from harness.commands.common import console
+    from leaderboard.collect import collect_experiment
+    from leaderboard.collect import experiments as find
+    from leaderboard.summary import render, summaries
+    from leaderboard.tables import build_leaderboard
+
+    for name in experiments:
+        for exp in find(runner.tracker.client, name):
+            data = collect_experiment(runner.tracker.client, exp, world=runner.world.name)
+            if not data.tasks:
+                continue
+            for table in summaries(build_leaderboard(data), runner.plan.tasks):
+                console.print()
+                render(table, console)
 
 
 def add_parser(sub: Any) -> None:

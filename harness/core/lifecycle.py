@@ -189,6 +189,8 @@ def mark_stopped_runs(tracker: Any, experiment_ids: list[str], why: str) -> int:
     itself. Returns how many."""
     import socket
 
+    from harness.core.record import tag
+
     if not experiment_ids:
         return 0
     me, host = str(os.getpid()), socket.gethostname()
@@ -197,15 +199,15 @@ def mark_stopped_runs(tracker: Any, experiment_ids: list[str], why: str) -> int:
         experiment_ids, filter_string=f"attributes.status = '{status}'", max_results=5000)]
     for run in runs:
         tags = run.data.tags
-        pid, run_host = tags.get("harness.pid", ""), tags.get("harness.host")
+        pid, run_host = tags.get(tag("pid"), ""), tags.get(tag("host"))
         if run_host != host or not pid.isdigit():
             continue
         if run.info.status == "RUNNING":
             if pid != me and pid_alive(int(pid)):
                 continue
-        elif pid != me or tags.get("harness.error") != "interrupted":
+        elif pid != me or tags.get(tag("error")) != "interrupted":
             continue
-        tracker.client.set_tag(run.info.run_id, "harness.error", why)
+        tracker.client.set_tag(run.info.run_id, tag("error"), why)
         tracker.client.set_terminated(run.info.run_id, status="KILLED")
         n += 1
     return n
@@ -213,9 +215,17 @@ def mark_stopped_runs(tracker: Any, experiment_ids: list[str], why: str) -> int:
 
 def clean_stop(stop: Stopped, runner: Any | None) -> int:
     """What ``harness run`` does after :class:`Stopped`: stop every child process, mark the MLflow runs of the
-    unfinished cells KILLED, print one line; returns the exit status (128 + the signal number)."""
+    unfinished cells KILLED, print one line; returns the exit status (128 + the signal number).
+
+    Nothing is printed after that line: the helper processes of :mod:`multiprocessing` (its resource tracker, its
+    fork server) are not stopped with the workers, since they end by themselves when this process does, once they
+    have released what the pool held (stopped first, the tracker was started again by the pool's clean-up and then
+    reported every semaphore it had never seen, one traceback each), and what the threads of a stopped pool raise
+    while it falls apart is not reported (:func:`quiet_threads`)."""
     stopping()
-    stop_children()
+    quiet_threads()
+    helpers = multiprocessing_helpers()
+    stop_pids([pid for pid in children() if pid not in helpers])
     n = 0
     if runner is not None:
         client = runner.tracker.client
@@ -227,6 +237,24 @@ def clean_stop(stop: Stopped, runner: Any | None) -> int:
                      f"finished products are kept, run the same command to resume\n")
     sys.stderr.flush()
     return stop.exit_code
+
+
+def multiprocessing_helpers() -> set[int]:
+    """The pids of this process's :mod:`multiprocessing` helpers (resource tracker, fork server) where started."""
+    pids = set()
+    for module, holder, attr in (("multiprocessing.resource_tracker", "_resource_tracker", "_pid"),
+                                 ("multiprocessing.forkserver", "_forkserver", "_forkserver_pid")):
+        pid = getattr(getattr(sys.modules.get(module), holder, None), attr, None)
+        if isinstance(pid, int):
+            pids.add(pid)
+    return pids
+
+
+def quiet_threads() -> None:
+    """From now on an exception that ends a thread is not printed: the process is stopping, and the threads of a
+    process pool whose workers were stopped fail on the way out (a future cancelled and then failed,
+    ``InvalidStateError``; a pipe already closed) with nothing the user can act on."""
+    threading.excepthook = lambda args: None
 
 
 # -- fault hooks (tests) -------------------------------------------------------------------------------------

@@ -11,6 +11,10 @@ from typing import Any
 
 from harness.core.errors import ConfigError, HarnessError
 
+# the seeds of a run when none are given (three, so every number on the board has a spread); a world may declare
+# its own (``default_seeds``: the synthetic world, whose numbers mean nothing, one): harness.config.run_seeds
+DEFAULT_SEEDS = [1, 2, 3]
+
 
 class MethodProfileParams(Mapping):
     """``{method: its settings for this profile}``, asked of each method (``profile_defaults(profile)``, declared on

@@ -37,6 +37,16 @@ HEARTBEAT_S = 30.0  # ... and at least this often while a step advances or runs
 _prefix = ""  # put before every plain line of this process (a worker's cell label)
 
 
+def log_console() -> Any:
+    """The console for progress and logs: stderr; lines are never wrapped when stderr is not a terminal (a log
+    file, a pipe, CI), so that a line can be searched for as it was written."""
+    import sys
+
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=not sys.stderr.isatty())
+
+
 def set_prefix(prefix: str) -> None:
     """Every later plain line of this process starts with ``prefix`` (cells side by side in worker processes)."""
     global _prefix
@@ -233,9 +243,8 @@ def Progress(*columns: Any, console: Any = None, transient: bool = False, prefix
              **kwargs: Any) -> Any:
     """``rich.progress.Progress(*columns, console=..., transient=...)`` on an interactive terminal, a
     :class:`PlainProgress` writing to the console's file (stderr by default) when the output is piped."""
-    from rich.console import Console
 
-    console = console if console is not None else Console(stderr=True)
+    console = console if console is not None else log_console()
     m = mode(console)
     if m == "off":
         return _Silent()
@@ -270,9 +279,8 @@ def activity(description: str, *, console: Any = None, heartbeat: float = HEARTB
              file: TextIO | None = None) -> Iterator[None]:
     """A long step whose progress cannot be counted: ``start``, ``still running (elapsed)`` every ``heartbeat``
     seconds and ``done in <elapsed>`` when piped; nothing of its own on a terminal (the enclosing bar shows)."""
-    from rich.console import Console
 
-    console = console if console is not None else Console(stderr=True)
+    console = console if console is not None else log_console()
     if mode(console) != "lines":  # a terminal shows the enclosing step's bar; a second live display would garble it
         yield
         return
@@ -296,6 +304,26 @@ def activity(description: str, *, console: Any = None, heartbeat: float = HEARTB
         ticker.join()
         elapsed = _clock(time.monotonic() - t0)
         out.print(f"{description}: done in {elapsed}" if ok else f"{description}: stopped after {elapsed}")
+
+
+@contextlib.contextmanager
+def stage(description: str, *, console: Any = None) -> Iterator[Callable[[str], None]]:
+    """One named stage of a longer job (a world build's): a line when it starts and a line when it ends with its
+    elapsed time, on a terminal and piped alike (short stages have no bar); yields ``note(text)``, whose last text
+    (counts, sizes) is printed with the end line."""
+    console = console if console is not None else log_console()
+    out = PlainProgress(console.file)
+    t0 = time.monotonic()
+    said = [""]
+    out.print(f"{description}: start")
+    ok = False
+    try:
+        yield lambda text: said.__setitem__(0, text)
+        ok = True
+    finally:
+        tail = f" ({said[0]})" if said[0] else ""
+        elapsed = _clock(time.monotonic() - t0)
+        out.print(f"{description}: done in {elapsed}{tail}" if ok else f"{description}: stopped after {elapsed}")
 
 
 def callbacks(prog: Any) -> Callable[[str, int], Callable[[int], None]]:

@@ -110,8 +110,28 @@ class Registry(Generic[T]):
         with self._lock:
             if name in self._lazy and name in self._listing:
                 return dict(self._listing[name])
+            target = self._lazy.get(name)
+        if target is not None:  # what the class declares, read from its source (harness.core.declarations)
+            from harness.core.declarations import declared
+
+            facts = declared(target, self.listing_fields)
+            if facts:
+                return facts
         obj = self.get(name)
         return {f: getattr(obj, f) for f in self.listing_fields if hasattr(obj, f)}
+
+    def declared(self, name: str, fields: tuple[str, ...]) -> dict[str, Any]:
+        """``fields`` as the entry's class declares them: read from its source when it is not imported yet
+        (:mod:`harness.core.declarations`), else from the object."""
+        self._discover()
+        with self._lock:
+            target = self._lazy.get(name)
+        if target is not None:
+            from harness.core.declarations import declared
+
+            return declared(target, fields)
+        obj = self.get(name)
+        return {f: getattr(obj, f) for f in fields if hasattr(obj, f)}
 
     def __contains__(self, name: str) -> bool:
         return name in self.names()
@@ -127,6 +147,19 @@ class Registry(Generic[T]):
         if not items:
             raise HarnessError(f"no {self.kind} given; choose from {', '.join(self.names())} or 'all'")
         return list(dict.fromkeys(items))
+
+
+def dim_refusal(name: str, cls: Any, dim: int | None) -> str | None:
+    """Why a method cannot initialize at factorized dimension ``dim`` (None: it can; ``dim`` None is the full
+    dimension): the one check of a dimension against a method's declared ``supports_factorized``."""
+    if dim is None:
+        return None
+    if int(dim) <= 0:
+        return f"dim must be a positive factorized dimension or full, not {dim}"
+    if not getattr(cls, "supports_factorized", False):
+        return (f"method {name!r} is defined on full-dimension embeddings only (spec Appendix B: factorization "
+                f"applies to OFA, HyperOFA and random); use dim full")
+    return None
 
 
 METHODS: Registry = Registry("method", "harness.methods", builtin_modules=("methods",),

@@ -18,10 +18,9 @@ from typing import Any
 
 from harness.core.lifecycle import pid_alive
 from harness.core.paths import default_artifact_root, default_tracking_uri
+from harness.core.record import TAG, done_tag, metric_key, tag  # noqa: F401 - TAG, metric_key: re-exported
 from harness.core.versions import run_tags
 
-TAG = "harness."
-_BAD = re.compile(r"[^\w\-. /:]")
 # MLflow 3's UI opens an experiment on the page of its kind: a model-training experiment opens on the runs table
 # (an experiment without the tag opens on the GenAI overview, "Traces 0")
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -34,11 +33,6 @@ SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 RESULTS_VIEW = "harness-results"
 
 
-def metric_key(*parts: str) -> str:
-    """An MLflow-valid metric key: ``@`` becomes ``_at_`` (``acc@10`` -> ``acc_at_10``), other bad chars ``_``."""
-    return "/".join(_BAD.sub("_", p.replace("@", "_at_")) for p in parts)
-
-
 def _owner() -> dict[str, str]:
     """The process that works on a run now (a run RUNNING whose process is gone was killed)."""
     import socket
@@ -49,7 +43,7 @@ def _owner() -> dict[str, str]:
 def _owner_gone(run: Any) -> bool:
     """Whether the process that owns a RUNNING run is a process of this machine that is no longer alive."""
     tags = run.data.tags
-    pid, host = tags.get(f"{TAG}pid"), tags.get(f"{TAG}host")
+    pid, host = tags.get(tag("pid")), tags.get(tag("host"))
     return bool(pid and pid.isdigit() and host == _owner()["host"] and not pid_alive(int(pid)))
 
 
@@ -114,7 +108,7 @@ class Tracker:
 
     # -- runs ----------------------------------------------------------------------------------------------
     def find_runs(self, experiment_id: str, tags: dict[str, str]) -> list[Any]:
-        flt = " and ".join(f"tags.`{TAG}{k}` = {_quote(v)}" for k, v in tags.items())
+        flt = " and ".join(f"tags.`{tag(k)}` = {_quote(v)}" for k, v in tags.items())
         return self.client.search_runs([experiment_id], filter_string=flt, max_results=1000,
                                        order_by=["attributes.start_time ASC"])
 
@@ -128,7 +122,7 @@ class Tracker:
                 self.client.update_run(run.info.run_id, status="RUNNING")
             self.set_tags(run.info.run_id, _owner())
             return run.info.run_id, True
-        all_tags = {f"{TAG}{k}": str(v) for k, v in {**run_tags(), **tags, **_owner()}.items()}
+        all_tags = {tag(k): str(v) for k, v in {**run_tags(), **tags, **_owner()}.items()}
         if parent_run_id:
             all_tags["mlflow.parentRunId"] = parent_run_id
         run = self.client.create_run(experiment_id, tags=all_tags, run_name=name)
@@ -145,8 +139,8 @@ class Tracker:
                                            max_results=5000):
             if not _owner_gone(run):
                 continue
-            pid = run.data.tags[f"{TAG}pid"]
-            self.client.set_tag(run.info.run_id, f"{TAG}error", f"its process (pid {pid}) died before it finished")
+            pid = run.data.tags[tag("pid")]
+            self.client.set_tag(run.info.run_id, tag("error"), f"its process (pid {pid}) died before it finished")
             self.client.set_terminated(run.info.run_id, status="KILLED")
             n += 1
         return n
@@ -163,7 +157,7 @@ class Tracker:
             if not token:
                 break
         flt = " and ".join(["attributes.status = 'RUNNING'",
-                            *(f"tags.`{TAG}{k}` = {_quote(v)}" for k, v in tags.items())])
+                            *(f"tags.`{tag(k)}` = {_quote(v)}" for k, v in tags.items())])
         found = self.client.search_runs(ids, filter_string=flt, max_results=1000) if ids else []
         return [run for run in found if not _owner_gone(run)]
 
@@ -172,7 +166,7 @@ class Tracker:
 
     def fail(self, run_id: str, error: BaseException | str) -> None:
         msg = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-        self.client.set_tag(run_id, f"{TAG}error", msg[:4900])
+        self.client.set_tag(run_id, tag("error"), msg[:4900])
         self.client.set_terminated(run_id, status="FAILED")
 
     # -- data ----------------------------------------------------------------------------------------------
@@ -203,16 +197,16 @@ class Tracker:
 
     def set_tags(self, run_id: str, tags: dict[str, Any]) -> None:
         for k, v in tags.items():
-            self.client.set_tag(run_id, k if k.startswith("mlflow.") else f"{TAG}{k}", str(v))
+            self.client.set_tag(run_id, tag(k), str(v))
 
     def tags(self, run_id: str) -> dict[str, str]:
         return {k[len(TAG):]: v for k, v in self.client.get_run(run_id).data.tags.items() if k.startswith(TAG)}
 
     def is_done(self, run_id: str, what: str) -> bool:
-        return self.tags(run_id).get(f"done.{what}") == "1"
+        return self.client.get_run(run_id).data.tags.get(done_tag(what)) == "1"
 
     def mark_done(self, run_id: str, what: str) -> None:
-        self.client.set_tag(run_id, f"{TAG}done.{what}", "1")
+        self.client.set_tag(run_id, done_tag(what), "1")
 
     def log_dict(self, run_id: str, obj: Any, artifact_file: str) -> None:
         with tempfile.TemporaryDirectory() as td:

@@ -160,42 +160,49 @@ class SyntheticWorld:
 
     # ------------------------------------------------------------------------------------------------------
     def build(self, out: Path) -> None:
-        rng = random.Random(self.seed)
-        lex = _lexicon(self.seed)
-        langs = list(_LANGS)
+        from harness.core.progress import stage
 
-        # held-out split first: the evaluation sentences are generated from their own stream
-        plans_train = [_sentence_plan(rng, lex) for _ in range(self.n_train)]
-        plans_eval = [_sentence_plan(rng, lex) for _ in range(self.n_heldout * 3)]
-        train = {lang: [_realize(p, lang, lex) for p in plans_train] for lang in langs}
-        evals = {lang: [_realize(p, lang, lex) for p in plans_eval] for lang in langs}
-        text = {lang: [" ".join(t[0]) for t in train[lang]] for lang in langs}
+        rng = random.Random(self.seed)
+        langs = list(_LANGS)
+        with stage("world synthetic: sentences") as note:
+            lex = _lexicon(self.seed)
+            # held-out split first: the evaluation sentences are generated from their own stream
+            plans_train = [_sentence_plan(rng, lex) for _ in range(self.n_train)]
+            plans_eval = [_sentence_plan(rng, lex) for _ in range(self.n_heldout * 3)]
+            train = {lang: [_realize(p, lang, lex) for p in plans_train] for lang in langs}
+            evals = {lang: [_realize(p, lang, lex) for p in plans_eval] for lang in langs}
+            text = {lang: [" ".join(t[0]) for t in train[lang]] for lang in langs}
+            note(f"{len(langs)} languages x {self.n_train} training + {len(plans_eval)} held-out sentences")
 
         # resources
-        res = out / "resources"
-        for lang in langs:
-            (res / "text").mkdir(parents=True, exist_ok=True)
-            (res / "cpt").mkdir(parents=True, exist_ok=True)
-            (res / "text" / f"{lang}.txt").write_text("\n".join(text[lang]) + "\n", encoding="utf-8")
-            (res / "cpt" / f"{lang}.txt").write_text("\n".join(text[lang]) + "\n", encoding="utf-8")
-        self._word_vectors(res / "word_vectors.vec", lex)
-        (res / "dictionaries").mkdir(parents=True, exist_ok=True)
-        for lang in langs[1:]:
-            rows = []
-            for concept, cat in lex.category.items():
-                if cat in {"NOUN", "VERB", "ADJ"} and int(concept[len(cat):]) % 4 != 3:  # 3/4 of content words
-                    rows.append(f"{lex.words[PIVOT][concept][0]}\t{lex.words[lang][concept][0]}")
-            (res / "dictionaries" / f"{PIVOT}-{lang}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+        with stage("world synthetic: resources (text, CPT text, word vectors, dictionaries)") as note:
+            res = out / "resources"
+            for lang in langs:
+                (res / "text").mkdir(parents=True, exist_ok=True)
+                (res / "cpt").mkdir(parents=True, exist_ok=True)
+                (res / "text" / f"{lang}.txt").write_text("\n".join(text[lang]) + "\n", encoding="utf-8")
+                (res / "cpt" / f"{lang}.txt").write_text("\n".join(text[lang]) + "\n", encoding="utf-8")
+            self._word_vectors(res / "word_vectors.vec", lex)
+            (res / "dictionaries").mkdir(parents=True, exist_ok=True)
+            for lang in langs[1:]:
+                rows = []
+                for concept, cat in lex.category.items():
+                    if cat in {"NOUN", "VERB", "ADJ"} and int(concept[len(cat):]) % 4 != 3:  # 3/4 of content words
+                        rows.append(f"{lex.words[PIVOT][concept][0]}\t{lex.words[lang][concept][0]}")
+                (res / "dictionaries" / f"{PIVOT}-{lang}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+            note(f"{len(langs) - 1} dictionaries")
 
         # tokenizers and the source model
         from harness.core.tokenization import extend_pieces, save_xlmr_tokenizer, train_unigram, xlmr_vocab
 
-        src_pieces = train_unigram(text[PIVOT], vocab_size=400)
-        new_pieces = train_unigram([s for lang in langs for s in text[lang]], vocab_size=900)
-        src_dir = out / "sources" / "src"
-        src_tok = save_xlmr_tokenizer(xlmr_vocab(src_pieces), src_dir, model_max_length=128)
-        save_xlmr_tokenizer(xlmr_vocab(extend_pieces(src_pieces, new_pieces)), out / "target_tokenizer",
-                            model_max_length=128)
+        with stage("world synthetic: tokenizers (SentencePiece Unigram)") as note:
+            src_pieces = train_unigram(text[PIVOT], vocab_size=400)
+            new_pieces = train_unigram([s for lang in langs for s in text[lang]], vocab_size=900)
+            src_dir = out / "sources" / "src"
+            src_tok = save_xlmr_tokenizer(xlmr_vocab(src_pieces), src_dir, model_max_length=128)
+            target = save_xlmr_tokenizer(xlmr_vocab(extend_pieces(src_pieces, new_pieces)), out / "target_tokenizer",
+                                         model_max_length=128)
+            note(f"source {len(src_tok)} pieces, target {len(target)}")
         self._source_model(src_dir, src_tok, text[PIVOT])
 
         # tasks
@@ -277,12 +284,17 @@ class SyntheticWorld:
             opt = torch.optim.AdamW(model.parameters(), lr=2e-3)
             gen = random.Random(self.seed)
             model.train()
-            for _step in range(self.pretrain_steps):
-                batch = collator([{"input_ids": enc[gen.randrange(len(enc))]} for _ in range(32)])
-                loss = model(**batch).loss
-                loss.backward()
-                opt.step()
-                opt.zero_grad()
+            from harness.core.progress import track
+
+            with track("world synthetic: source model MLM pre-training (steps)", self.pretrain_steps,
+                       transient=False) as advance:
+                for _step in range(self.pretrain_steps):
+                    batch = collator([{"input_ids": enc[gen.randrange(len(enc))]} for _ in range(32)])
+                    loss = model(**batch).loss
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                    advance(1)
             if not math.isfinite(loss.item()):
                 raise RuntimeError("synthetic source pre-training diverged")
         model.eval()

@@ -1,0 +1,142 @@
+"""A plug-in class's declarations, read from its source without importing it.
+
+``harness list``, ``harness --help`` and the leaderboard import no method or task (nor torch); what they show of a
+built-in one -- its description, what it requires, its metrics -- is what its class declares as literal class
+attributes (``description: ClassVar[str] = "..."``). This module reads those attributes from the module's source
+with :mod:`ast`, following the class's bases (in the same module or imported by name from another one), so the
+declaration is written once, on the class, and never copied into a table. Values must be literals: strings,
+numbers, booleans, None, tuples, lists, dicts, and ``frozenset(...)`` / ``set(...)`` / ``tuple(...)`` of one.
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib.util
+from pathlib import Path
+from typing import Any
+
+_MISSING = object()
+
+
+@functools.lru_cache(maxsize=128)
+def _module_tree(module: str) -> tuple[ast.Module, str] | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return ast.parse(Path(spec.origin).read_text(encoding="utf-8")), module
+
+
+def _literal(node: ast.AST) -> Any:
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) <= 1 and not node.keywords:
+        make = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list}.get(node.func.id)
+        if make is not None:
+            return make(ast.literal_eval(node.args[0])) if node.args else make()
+    return ast.literal_eval(node)
+
+
+def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
+def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | None:
+    """Where a name imported by ``from X import name`` in the module comes from."""
+    package = module.rpartition(".")[0]
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            for alias in node.names:
+                if (alias.asname or alias.name) == name:
+                    base = node.module or ""
+                    if node.level:
+                        parts = module.split(".")[: -node.level] if node.level else []
+                        base = ".".join([*parts, *([node.module] if node.module else [])]) or package
+                    return base, alias.name
+    return None
+
+
+def class_declarations(module: str, cls: str) -> dict[str, Any]:
+    """The literal class attributes of ``module:cls`` and of its bases (the class's own win), without importing."""
+    found = _module_tree(module)
+    if found is None:
+        return {}
+    tree, _ = found
+    node = _class_node(tree, cls)
+    if node is None:
+        return {}
+    out: dict[str, Any] = {}
+    for base in node.bases:
+        name = base.id if isinstance(base, ast.Name) else None
+        if name is None:
+            continue
+        if _class_node(tree, name) is not None:
+            out.update(class_declarations(module, name))
+        elif (origin := _imported(tree, module, name)) is not None:
+            out.update(class_declarations(*origin))
+    for stmt in node.body:
+        target, value = None, None
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
+            target, value = stmt.targets[0].id, stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+            target, value = stmt.target.id, stmt.value
+        if target is None or value is None:
+            continue
+        try:
+            out[target] = _literal(value)
+        except (ValueError, TypeError, SyntaxError):
+            out.pop(target, None)  # not a literal: not readable without importing
+    return out
+
+
+def declared(target: str, fields: tuple[str, ...]) -> dict[str, Any]:
+    """``fields`` of the class at ``"module:Class"`` as its source declares them (those it declares)."""
+    module, _, cls = target.partition(":")
+    decl = class_declarations(module, cls)
+    return {f: decl[f] for f in fields if f in decl}
+
+
+def _imports_within(tree: ast.Module, module: str, top: str) -> set[str]:
+    """The modules of the package ``top`` that ``module`` imports (any depth of ``from``/``import``, lazy ones too)."""
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.partition(".")[0] == top)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = module.split(".")[: -node.level]
+                base = ".".join([*parts, *([node.module] if node.module else [])])
+            if base.partition(".")[0] != top:
+                continue
+            out.add(base)
+            out.update(f"{base}.{a.name}" for a in node.names)  # a submodule imported by name
+    return out
+
+
+def code_digest(module: str) -> dict[str, str]:
+    """``{file: sha256[:12]}`` of the source of ``module`` and of every module of its own top-level package that it
+    imports, directly or through another (a method's implementation: ``methods/ofa.py`` with ``methods/combine.py``,
+    ``methods/subwords.py``, ...). Files are named relative to the package's parent folder."""
+    import hashlib
+
+    top = module.partition(".")[0]
+    top_spec = importlib.util.find_spec(top)
+    if top_spec is None or not top_spec.origin:
+        return {}
+    origin = Path(top_spec.origin)
+    base = origin.parent.parent if top_spec.submodule_search_locations else origin.parent
+    seen: dict[str, str] = {}
+    todo = [module]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen[name] = ""
+        stem = base.joinpath(*name.split("."))  # found on disk, nothing imported
+        path = stem.with_suffix(".py") if stem.with_suffix(".py").is_file() else stem / "__init__.py"
+        if not path.is_file():  # a name imported from a module, not a module
+            continue
+        source = path.read_bytes()
+        rel = path.relative_to(base).as_posix() if path.is_relative_to(base) else path.name
+        seen[name] = f"{rel}={hashlib.sha256(source).hexdigest()[:12]}"
+        todo.extend(_imports_within(ast.parse(source), name, top) - set(seen))
+    return dict(sorted(entry.split("=", 1) for entry in seen.values() if entry))

@@ -1,0 +1,559 @@
+"""The run record: what a run of the harness leaves in MLflow, written and read through this one module.
+
+The runner computes; it hands what it computed to :class:`RunRecord`, which writes it; the leaderboard
+(:mod:`leaderboard.collect`), the resume policy (:mod:`harness.rerun`), the pass-over of finished cells
+(:mod:`harness.finished`) and the cache's view of the runs read it back through :func:`read_cell_run`,
+:func:`read_task_run` and the helpers here. No other module spells a tag, a done marker or an artifact path.
+
+The record, per experiment (one per world and source model):
+
+* a **cell run** per model variant and seed, found again by its identity tags ``harness.cell`` (the hash of the
+  cell's identity) and ``harness.kind = cell``; described by ``harness.method``, ``source``, ``dim``, ``seed``,
+  ``profile``, ``world``, ``method_defaults``, ``method_code``, ``method_reference``, ``init_product``,
+  ``cpt_product``, ``final_step``, ``task_final_step``; done markers ``harness.done.init``, ``done.cpt_log``,
+  ``done.heldout_<step>``; artifacts
+  :data:`INIT_REPORT`, :data:`LANGUAGES`, :data:`CPT_LAYOUT`, ``init/...``;
+* a **task run** per cell and task (``harness.kind = task``, ``harness.task``, ``harness.parent``), tagged with the
+  task's facts (``harness.task.headline``, ``.higher_is_better``, ``.metrics``), done marker
+  ``harness.done.step_<step>`` per evaluated CPT step, artifacts :func:`table_path` and :func:`items_path`;
+* an **aggregate run** per variant and task over seeds (``harness.kind = aggregate``, ``harness.group``,
+  ``harness.seeds``), done markers ``harness.done.agg_<step>_<n>``;
+* the leaderboard's own runs (``harness.kind = leaderboard`` and ``result``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+TAG = "harness."  # every tag of ours starts so (MLflow's own start with "mlflow.")
+_BAD = re.compile(r"[^\w\-. /:]")
+
+
+def metric_key(*parts: str) -> str:
+    """An MLflow-valid metric key: ``@`` becomes ``_at_`` (``acc@10`` -> ``acc_at_10``), other bad chars ``_``."""
+    return "/".join(_BAD.sub("_", p.replace("@", "_at_")) for p in parts)
+PARENT_TAG = "mlflow.parentRunId"
+
+
+class Kind:
+    """The ``harness.kind`` of each run of the record."""
+
+    CELL = "cell"
+    TASK = "task"
+    AGGREGATE = "aggregate"
+    LEADERBOARD = "leaderboard"
+    RESULT = "result"
+
+
+def tag(name: str) -> str:
+    """The MLflow tag key of one of our tags (``kind`` -> ``harness.kind``)."""
+    return name if name.startswith("mlflow.") else TAG + name
+
+
+def own_tags(run: Any) -> dict[str, str]:
+    """A run's tags of ours, without the prefix."""
+    return {k[len(TAG):]: v for k, v in run.data.tags.items() if k.startswith(TAG)}
+
+
+# -- identities (the tags a run is found again by) -------------------------------------------------------------
+def cell_identity(key: str) -> dict[str, str]:
+    return {"cell": key, "kind": Kind.CELL}
+
+
+def task_identity(key: str, task: str) -> dict[str, str]:
+    return {"cell": key, "kind": Kind.TASK, "task": task}
+
+
+def cell_task_runs(key: str) -> dict[str, str]:
+    """Every task run of a cell."""
+    return {"cell": key, "kind": Kind.TASK}
+
+
+def cell_all_runs(key: str) -> dict[str, str]:
+    """The cell run and its task runs."""
+    return {"cell": key}
+
+
+def aggregate_identity(group: str, task: str) -> dict[str, str]:
+    return {"kind": Kind.AGGREGATE, "group": group, "task": task}
+
+
+def leaderboard_identity() -> dict[str, str]:
+    """The experiment's one leaderboard run."""
+    return {"kind": Kind.LEADERBOARD}
+
+
+def result_identity(task: str, profile: str, row: str) -> dict[str, str]:
+    """The leaderboard's run of one row of one task (its headline figures as metrics)."""
+    return {"kind": Kind.RESULT, "task": task, "profile": profile, "row": row}
+
+
+def cells_of(**tags: str) -> dict[str, str]:
+    """The cell runs with these descriptive tags (method, dim, source, seed ...)."""
+    return {"kind": Kind.CELL, **tags}
+
+
+def variant_aggregates(variant: dict[str, str]) -> dict[str, str]:
+    """The aggregate runs of a variant (its method, source, dim, profile and world tags)."""
+    return {"kind": Kind.AGGREGATE, **variant}
+
+
+def parent_of(run: Any) -> str | None:
+    """The cell run of a task run."""
+    return run.data.tags.get(tag("parent")) or run.data.tags.get(PARENT_TAG)
+
+
+def seeds_of(run: Any) -> list[str]:
+    """The seeds an aggregate run counted."""
+    return [s for s in run.data.tags.get(tag("seeds"), "").split(",") if s]
+
+
+def kind_filter(kind: str, **more: str) -> str:
+    """An MLflow search filter for the runs of a kind (and more tags)."""
+    return " and ".join(f"tags.`{tag(k)}` = '{str(v).replace(chr(39), chr(92) + chr(39))}'"
+                        for k, v in {"kind": kind, **more}.items())
+
+
+# -- done markers ---------------------------------------------------------------------------------------------
+class Done:
+    """What a run marks done, so that a resumed run never logs it twice."""
+
+    INIT = "init"
+    CPT_LOG = "cpt_log"
+
+    @staticmethod
+    def heldout(step: int) -> str:
+        return f"heldout_{step}"
+
+    @staticmethod
+    def evaluated(step: int) -> str:
+        return f"step_{step}"
+
+    @staticmethod
+    def aggregated(step: int, n_seeds: int) -> str:
+        return f"agg_{step}_{n_seeds}"
+
+
+def done_tag(marker: str) -> str:
+    return tag(f"done.{marker}")
+
+
+def is_marked(run: Any, marker: str) -> bool:
+    """Whether a fetched run carries the done marker."""
+    return run.data.tags.get(done_tag(marker)) == "1"
+
+
+# -- artifact paths -------------------------------------------------------------------------------------------
+INIT_REPORT = "init_report.json"
+LANGUAGES = "languages.json"
+CPT_LAYOUT = "cpt_layout.json"
+INIT_ARTIFACTS = "init"
+TABLES = "tables"
+ITEMS = "items"
+_TABLE = re.compile(rf"^{TABLES}/(?P<task>.+)_step(?P<step>\d+)\.json$")
+
+
+def table_path(task: str, step: int) -> str:
+    """The per-language table of a task at a step (scores, averages, label sources, extras)."""
+    return f"{TABLES}/{task}_step{step}.json"
+
+
+def items_path(task: str, step: int) -> str:
+    """The per-item statistics of a task at a step (what the bootstrap resamples)."""
+    return f"{ITEMS}/{task}_step{step}.json"
+
+
+def board_table_path(board_id: str) -> str:
+    """A leaderboard table logged on the leaderboard's run."""
+    return f"{TABLES}/{board_id}.json"
+
+
+def parse_table_path(path: str) -> tuple[str, int] | None:
+    m = _TABLE.match(path)
+    return (m.group("task"), int(m.group("step"))) if m else None
+
+
+def parse_items_path(path: str, task: str) -> int | None:
+    m = re.match(rf"^{ITEMS}/{re.escape(task)}_step(\d+)\.json$", path)
+    return int(m.group(1)) if m else None
+
+
+def read_json_artifact(client: Any, run_id: str, path: str) -> Any:
+    """A JSON artifact of a run, or None when it is absent or unreadable."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    with tempfile.TemporaryDirectory() as td:
+        try:
+            local = client.download_artifacts(run_id, path, td)
+            return json.loads(Path(local).read_text())
+        except Exception as exc:  # absent, or written by an older runner
+            log.debug("artifact %s of run %s not readable: %s", path, run_id, exc)
+            return None
+
+
+# -- readers -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TaskFacts:
+    """What the leaderboard needs to know of a task: its headline metric (None: unknown), whether higher is better,
+    and its metrics in the task's order."""
+
+    headline: str | None
+    higher_is_better: bool
+    metrics: tuple[str, ...]
+
+
+def task_facts_from_tags(tags: dict[str, str]) -> TaskFacts | None:
+    """A task run's own account of its task (None for a run logged before the tags existed)."""
+    headline = tags.get("task.headline")
+    if not headline:
+        return None
+    metrics = tuple(m for m in (tags.get("task.metrics") or "").split(",") if m) or (headline,)
+    return TaskFacts(headline, tags.get("task.higher_is_better", "true").lower() != "false", metrics)
+
+
+def metric_names(facts: TaskFacts) -> dict[str, str]:
+    """Metric-key form -> the task's own metric name (``acc_at_10`` -> ``acc@10``)."""
+    return {metric_key(m): m for m in facts.metrics}
+
+
+def untagged_task_facts(task: str) -> TaskFacts:
+    """The facts of a task whose runs carry no tags (logged before the runner tagged task runs with their
+    headline, direction and metrics): what the registered task declares (read from its source, without importing
+    it: :mod:`harness.core.declarations`); a task no registry here knows has no headline and ranks higher-is-better.
+    """
+    from harness.core.registry import TASKS
+
+    try:
+        decl = TASKS.declared(task, ("headline", "metrics", "higher_is_better"))
+    except Exception:  # noqa: BLE001 - an unknown or broken task: no facts
+        decl = {}
+    if not decl.get("headline"):
+        return TaskFacts(None, True, ())
+    return TaskFacts(decl["headline"], bool(decl.get("higher_is_better", True)),
+                     tuple(decl.get("metrics") or (decl["headline"],)))
+
+
+@dataclass
+class CellRun:
+    """One parent run: a model variant at one seed."""
+
+    run_id: str
+    method: str
+    source: str
+    dim: str
+    seed: str
+    profile: str
+    world: str
+    status: str
+    final_step: int | None
+    params: dict[str, str]
+    metrics: dict[str, float]
+    languages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the last step at which the tasks were evaluated (None: runs logged before the tag existed, which evaluated
+    # them at the final step); 0 when the profile's CPT is a smoke test measured by the held-out MLM loss only
+    task_final_step: int | None = None
+    init_report: dict[str, Any] = field(default_factory=dict)
+    # the method's declared parameter defaults, from the ``harness.method_defaults`` tag ({}: logged before it)
+    method_defaults: dict[str, str] = field(default_factory=dict)
+    # what the method was checked against, from the ``harness.method_reference`` tag (None: logged before it)
+    method_reference: str | None = None
+    curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+
+    @property
+    def method_params(self) -> dict[str, str]:
+        return {k[len("method."):]: v for k, v in sorted(self.params.items()) if k.startswith("method.")}
+
+    @property
+    def cpt_params(self) -> dict[str, str]:
+        return {k[len("cpt."):]: v for k, v in sorted(self.params.items()) if k.startswith("cpt.")}
+
+
+@dataclass
+class TaskRun:
+    """One nested task run: a task's per-language scores at every evaluated CPT step."""
+
+    run_id: str
+    task: str
+    parent_id: str | None
+    method: str
+    source: str
+    dim: str
+    seed: str
+    profile: str
+    world: str
+    scores: dict[int, dict[str, dict[str, float]]]  # step -> metric -> lang -> value
+    label_source: dict[str, str]
+    item_steps: set[int]
+    tagged_facts: TaskFacts | None = None  # from the run's ``task.*`` tags (None: logged before they existed)
+    protocol: dict[str, str] = field(default_factory=dict)  # the task's resolved settings, its ``<task>.*`` params
+
+    @property
+    def steps(self) -> list[int]:
+        return sorted(self.scores)
+
+    @property
+    def facts(self) -> TaskFacts:
+        return self.tagged_facts or untagged_task_facts(self.task)
+
+
+def _json_tag(value: str | None) -> dict[str, str]:
+    try:
+        doc = json.loads(value) if value else {}
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in doc.items()} if isinstance(doc, dict) else {}
+
+
+def search_runs(client: Any, exp_id: str, flt: str) -> list[Any]:
+    out, token = [], None
+    while True:
+        page = client.search_runs([exp_id], filter_string=flt, max_results=1000, page_token=token)
+        out.extend(page)
+        token = getattr(page, "token", None)
+        if not token:
+            return out
+
+
+def read_cell_run(client: Any, run: Any) -> CellRun:
+    tags = own_tags(run)
+    final = tags.get("final_step")
+    cell = CellRun(
+        run_id=run.info.run_id, method=tags.get("method", "?"), source=tags.get("source", "?"),
+        dim=str(tags.get("dim", "full")), seed=str(tags.get("seed", "?")), profile=tags.get("profile", "?"),
+        world=tags.get("world", "?"), status=run.info.status,
+        final_step=int(final) if final not in (None, "") else None,
+        params=dict(run.data.params), metrics=dict(run.data.metrics),
+        task_final_step=int(t) if (t := tags.get("task_final_step")) not in (None, "") else None,
+        method_defaults=_json_tag(tags.get("method_defaults")), method_reference=tags.get("method_reference"))
+    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    if LANGUAGES in arts:
+        cell.languages = read_json_artifact(client, run.info.run_id, LANGUAGES) or {}
+    if INIT_REPORT in arts:
+        cell.init_report = read_json_artifact(client, run.info.run_id, INIT_REPORT) or {}
+    for key in ("cpt/train_loss", "cpt/heldout_loss"):
+        if key in run.data.metrics:
+            cell.curves[key] = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+    return cell
+
+
+def read_task_run(client: Any, run: Any) -> TaskRun | None:
+    tags = own_tags(run)
+    task = tags.get("task")
+    if not task:
+        return None
+    tagged = task_facts_from_tags(tags)
+    names = metric_names(tagged or untagged_task_facts(task))
+    scores: dict[int, dict[str, dict[str, float]]] = {}
+    label_source: dict[str, str] = {}
+    tables = [a.path for a in client.list_artifacts(run.info.run_id, TABLES)]
+    item_steps = {s for a in client.list_artifacts(run.info.run_id, ITEMS)
+                  if (s := parse_items_path(a.path, task)) is not None}
+    from_tables = False
+    for path in tables:
+        parsed = parse_table_path(path)
+        if parsed is None or parsed[0] != task:
+            continue
+        doc = read_json_artifact(client, run.info.run_id, path)
+        if not isinstance(doc, dict) or "scores" not in doc:
+            continue
+        from_tables = True
+        step = int(doc.get("step", parsed[1]))
+        per = scores.setdefault(step, {})
+        for metric, langs in doc["scores"].items():
+            per.setdefault(names.get(metric_key(metric), metric), {}).update(
+                {lang: float(v) for lang, v in langs.items() if v is not None})
+        label_source.update(doc.get("label_source") or {})
+    if not from_tables:  # metric histories: {task}/{metric}/{lang}, step = CPT step
+        prefix = task + "/"
+        for key in run.data.metrics:
+            parts = key[len(prefix):].split("/") if key.startswith(prefix) else []
+            if len(parts) != 2 or parts[1] == "avg":
+                continue
+            metric = names.get(parts[0], parts[0])
+            for h in client.get_metric_history(run.info.run_id, key):
+                scores.setdefault(int(h.step), {}).setdefault(metric, {})[parts[1]] = float(h.value)
+    return TaskRun(run_id=run.info.run_id, task=task, parent_id=parent_of(run), method=tags.get("method", "?"),
+                   source=tags.get("source", "?"), dim=str(tags.get("dim", "full")), seed=str(tags.get("seed", "?")),
+                   profile=tags.get("profile", "?"), world=tags.get("world", "?"), scores=scores,
+                   label_source=label_source, item_steps=item_steps, tagged_facts=tagged,
+                   protocol={k[len(task) + 1:]: v for k, v in run.data.params.items()
+                             if k.startswith(task + ".") and k != f"{task}.seed"})  # the seed is the row's own
+
+
+
+
+# -- the writer -----------------------------------------------------------------------------------------------
+class RunRecord:
+    """Persists what the runner computed, on a :class:`harness.core.tracking.Tracker` (the MLflow client wrapper):
+    the runs of a cell found again by their identity, each piece logged once and marked done."""
+
+    def __init__(self, tracker: Any):
+        self.tracker = tracker
+
+    # runs
+    def open_cell(self, experiment_id: str, key: str, name: str, tags: dict[str, Any]) -> str:
+        run_id, _ = self.tracker.get_or_create_run(experiment_id, cell_identity(key), name)
+        self.tracker.set_tags(run_id, tags)
+        return run_id
+
+    def open_task(self, experiment_id: str, key: str, task: str, parent: str, tags: dict[str, Any]) -> str:
+        run_id, _ = self.tracker.get_or_create_run(experiment_id, task_identity(key, task), task,
+                                                   parent_run_id=parent)
+        self.tracker.set_tags(run_id, {**tags, "parent": parent})
+        return run_id
+
+    def done(self, run_id: str, marker: str) -> bool:
+        return self.tracker.is_done(run_id, marker)
+
+    def finished_cell(self, experiment_id: str, key: str, cell_markers: list[str], tasks: list[str],
+                      task_steps: list[int]) -> str | None:
+        """The cell's run when it is FINISHED with ``cell_markers`` done and every task marked done at every step
+        of ``task_steps``; else None."""
+        runs = self.tracker.find_runs(experiment_id, cell_identity(key))
+        if not runs or runs[0].info.status != "FINISHED" or not all(is_marked(runs[0], m) for m in cell_markers):
+            return None
+        done = {r.data.tags.get(tag("task")): r
+                for r in reversed(self.tracker.find_runs(experiment_id, cell_task_runs(key)))}
+        for task in tasks:
+            if task not in done or not all(is_marked(done[task], Done.evaluated(s)) for s in task_steps):
+                return None
+        return runs[0].info.run_id
+
+    def delete_cell(self, experiment_id: str, key: str, variant: dict[str, str], seed: int) -> int:
+        """Delete a cell's runs (the cell run and its task runs) and the aggregate runs of its variant that
+        counted its seed. Returns how many."""
+        runs = self.tracker.find_runs(experiment_id, cell_all_runs(key))
+        runs += [r for r in self.tracker.find_runs(experiment_id, variant_aggregates(variant))
+                 if str(seed) in seeds_of(r)]
+        for r in runs:
+            self.tracker.client.delete_run(r.info.run_id)
+        return len(runs)
+
+    def cell_code(self, experiment_id: str, key: str) -> dict[str, str] | None:
+        """The method code a cell's run recorded (``{file: digest}``; None: logged before it was recorded)."""
+        runs = self.tracker.find_runs(experiment_id, cell_identity(key))
+        raw = runs[0].data.tags.get(tag("method_code")) if runs else None
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
+
+    def cell_status(self, experiment_id: str, key: str) -> list[str]:
+        return [r.info.status for r in self.tracker.find_runs(experiment_id, cell_identity(key))]
+
+    # pieces of a cell
+    def log_init(self, parent: str, report: dict[str, Any], languages: dict[str, Any], *, wall_seconds: float,
+                 cached: bool, artifacts: Path | None = None) -> None:
+        """The initialization's counts, statistics, memory and time as ``init/*`` metrics; its report, the
+        world's languages and what the method kept (``artifacts``; a ``curves.json`` there becomes ``init/<name>``
+        curves) as artifacts."""
+        if self.done(parent, Done.INIT):
+            return
+        tr = self.tracker
+        scalars = {f"init/{k}": float(v) for k, v in (report.get("method_stats") or {}).items()
+                   if isinstance(v, (int, float)) and not isinstance(v, bool)}
+        mem = report.get("memory") or {}
+        if isinstance(mem.get("peak_rss_mb"), (int, float)):
+            scalars["init/peak_rss_mb"] = float(mem["peak_rss_mb"])
+        # init/seconds is the product's own computation, which a cached product did not repeat; wall: this cell's
+        tr.log_metrics(parent, {**scalars, **{f"init/{k}": v for k, v in report.get("counts", {}).items()},
+                                "init/seconds": float(report.get("seconds", 0.0)),
+                                "init/wall_seconds": wall_seconds, "init/cached": float(cached)}, step=0)
+        tr.log_dict(parent, report, INIT_REPORT)
+        if artifacts is not None and artifacts.is_dir():
+            for f in sorted(artifacts.rglob("*")):
+                if f.is_file() and f.stat().st_size < 200 * 2**20:
+                    rel = f.parent.relative_to(artifacts)
+                    tr.log_artifact(parent, f, INIT_ARTIFACTS if str(rel) == "." else f"{INIT_ARTIFACTS}/{rel}")
+            curves = artifacts / "curves.json"
+            if curves.is_file():
+                for name, points in json.loads(curves.read_text()).items():
+                    tr.log_series(parent, metric_key("init", name), [(int(s), float(v)) for s, v in points])
+        tr.log_dict(parent, languages, LANGUAGES)
+        tr.mark_done(parent, Done.INIT)
+
+    def log_cpt(self, parent: str, steps: int, seconds: float, train_log: list[dict[str, Any]],
+                layouts: list[dict[str, Any]]) -> None:
+        """CPT's wall time, training-loss curve and the batch layout(s) it used."""
+        if self.done(parent, Done.CPT_LOG):
+            return
+        tr = self.tracker
+        tr.log_metrics(parent, {"cpt/seconds": seconds}, step=steps)
+        tr.log_series(parent, "cpt/train_loss", [(r["step"], r["loss"]) for r in train_log])
+        for lay in layouts:
+            tr.log_metrics(parent, {"cpt/per_device_batch": float(lay["per_device"]),
+                                    "cpt/grad_accumulation": float(lay["accumulation"])}, step=int(lay["from_step"]))
+        if layouts:
+            tr.log_dict(parent, layouts, CPT_LAYOUT)
+        tr.mark_done(parent, Done.CPT_LOG)
+
+    def log_evaluation(self, task_run: str, parent: str, task: str, step: int, result: Any, seconds: float) -> None:
+        """A task's result at a CPT step: its protocol as params, per-language and average metrics on the task run
+        (the averages on the cell run too), the per-language table and the per-item statistics as artifacts."""
+        tr = self.tracker
+        hp = result.extras.get("hyperparameters") or {}  # the task's resolved protocol settings
+        tr.log_params(task_run, {f"{task}.{k}": v for k, v in hp.items()})
+        metrics = {metric_key(task, metric, lang): v for metric, per_lang in result.scores.items()
+                   for lang, v in per_lang.items()}
+        avgs = result.averages()
+        metrics.update({metric_key(task, metric, "avg"): v for metric, v in avgs.items()})
+        metrics[metric_key(task, "seconds")] = seconds
+        tr.log_metrics(task_run, metrics, step=step)
+        tr.log_metrics(parent, {metric_key(task, m, "avg"): v for m, v in avgs.items()}, step=step)
+        tr.log_dict(task_run, {"task": task, "step": step, "scores": result.scores, "averages": avgs,
+                               "label_source": result.label_source, "extras": result.extras, "seconds": seconds},
+                    table_path(task, step))
+        if result.items:
+            tr.log_dict(task_run, {m: {lang: st.to_dict() for lang, st in per.items()}
+                                   for m, per in result.items.items()}, items_path(task, step))
+        tr.mark_done(task_run, Done.evaluated(step))
+
+    def logged_average(self, parent: str, task: str, metric: str, step: int) -> float | None:
+        """The average a cell run holds for a task's metric at a step (None when not logged)."""
+        hist = self.tracker.client.get_metric_history(parent, metric_key(task, metric, "avg"))
+        vals = [m.value for m in hist if m.step == step]
+        return vals[-1] if vals else None
+
+    def log_heldout(self, parent: str, step: int, loss: float | None) -> None:
+        if loss is not None:
+            self.tracker.log_metrics(parent, {"cpt/heldout_loss": loss}, step=step)
+        self.tracker.mark_done(parent, Done.heldout(step))
+
+    def log_cell_metrics(self, parent: str, metrics: dict[str, float], step: int) -> None:
+        if metrics:
+            self.tracker.log_metrics(parent, metrics, step=step)
+
+    def heldout_curve(self, parent: str) -> list[tuple[int, float]]:
+        return sorted((m.step, m.value) for m in self.tracker.client.get_metric_history(parent, "cpt/heldout_loss"))
+
+    def task_values(self, experiment_id: str, key: str, task: str) -> dict[tuple[str, int], float]:
+        """``{(metric key, step): value}`` of a cell's task run: each ``{task}/{metric}/{lang}`` metric at every
+        step, the last value logged per step (a run killed between logging and marking logs it again)."""
+        out: dict[tuple[str, int], float] = {}
+        for run in self.tracker.find_runs(experiment_id, task_identity(key, task)):
+            for mkey in run.data.metrics:
+                if not mkey.startswith(task + "/") or mkey.count("/") != 2:
+                    continue
+                history = self.tracker.client.get_metric_history(run.info.run_id, mkey)
+                for m in sorted(history, key=lambda m: m.timestamp):
+                    out[(mkey, m.step)] = m.value
+        return out
+
+    def log_aggregate(self, experiment_id: str, group: str, task: str, name: str, tags: dict[str, Any],
+                      by_step: dict[int, dict[str, float]], n_seeds: int) -> None:
+        tr = self.tracker
+        run_id, _ = tr.get_or_create_run(experiment_id, aggregate_identity(group, task), name)
+        tr.set_tags(run_id, tags)
+        for step, metrics in sorted(by_step.items()):
+            if not tr.is_done(run_id, Done.aggregated(step, n_seeds)):
+                tr.log_metrics(run_id, metrics, step=step)
+                tr.mark_done(run_id, Done.aggregated(step, n_seeds))
+        tr.finish(run_id)

@@ -1,0 +1,44 @@
+"""What a person sees of a run: progress and logs on stderr from the first second (world builds included, each
+stage named with its counts and elapsed time), never wrapped when piped; the results on stdout, as a compact
+table per task with each row's average ± its spread over seeds and the claims' one-line summary."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO
+
+
+def test_a_world_build_says_each_stage_as_it_goes(tmp_path):
+    env = {**os.environ, "HARNESS_HOME": str(tmp_path / "home"), "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "world", "build", "synthetic"], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()  # the first line comes before any stage's work is done
+    _, rest = proc.communicate(timeout=600)
+    assert proc.returncode == 0
+    assert first.startswith("world synthetic: sentences: start"), first
+    lines = (first + rest).splitlines()
+    for stage in ("sentences", "resources", "tokenizers", "source model MLM pre-training"):
+        assert any(x.startswith(f"world synthetic: {stage}") and ": done" in x for x in lines), (stage, lines)
+    assert any("5 languages x 1500 training" in x for x in lines)  # counts with the stage
+    assert any("done 120/120 in" in x for x in lines)  # the pre-training's steps and elapsed time
+
+
+def test_results_on_stdout_progress_on_stderr_nothing_wrapped(run_cli, synthetic_world):
+    proc = run_cli("run", "--world", "synthetic", "--methods", "random,ofa", "--seeds", "1,2", "--tasks", "sr-t,mlm",
+                   "--cpt-steps", "0", "--experiment", "t-output", "--workers", "1", check=True)
+    out, err = proc.stdout, proc.stderr
+    # stdout: the results table, nothing else of the run
+    assert "average over languages ± sd over seeds" in out
+    for row in ("ofa d=full", "random d=full"):
+        line = next(x for x in out.splitlines() if row in x)
+        assert "±" in line and "(2 seeds)" in line, line
+    assert "sr-t acc@10" in out and "mlm loss" in out
+    assert "claims:" in out and "tested claim" in out
+    assert "init " not in out and "cells:" not in out
+    # stderr: progress and logs, one line per message however long
+    init_lines = [x for x in err.splitlines() if x.lstrip().startswith("init ofa | src | dim full | seed 1:")]
+    assert init_lines and all("'unk'" in x and x.rstrip().endswith("s") for x in init_lines), init_lines
+    assert "browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)" in err
