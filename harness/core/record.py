@@ -242,8 +242,8 @@ def untagged_task_facts(task: str) -> TaskFacts:
 
 
 @dataclass
-class CellRun:
-    """One parent run: a model variant at one seed."""
+class RunIdentity:
+    """What a cell run and each of its task runs say of the cell: its variant and seed, profile and world."""
 
     run_id: str
     method: str
@@ -252,6 +252,19 @@ class CellRun:
     seed: str
     profile: str
     world: str
+
+    @staticmethod
+    def read(run: Any, tags: dict[str, str]) -> dict[str, str]:
+        """The identity fields of a fetched run, from its tags ("?" where one is missing)."""
+        return {"run_id": run.info.run_id, "method": tags.get("method", "?"), "source": tags.get("source", "?"),
+                "dim": str(tags.get("dim", "full")), "seed": str(tags.get("seed", "?")),
+                "profile": tags.get("profile", "?"), "world": tags.get("world", "?")}
+
+
+@dataclass
+class CellRun(RunIdentity):
+    """One parent run: a model variant at one seed."""
+
     status: str
     final_step: int | None
     params: dict[str, str]
@@ -277,18 +290,11 @@ class CellRun:
 
 
 @dataclass
-class TaskRun:
+class TaskRun(RunIdentity):
     """One nested task run: a task's per-language scores at every evaluated CPT step."""
 
-    run_id: str
     task: str
     parent_id: str | None
-    method: str
-    source: str
-    dim: str
-    seed: str
-    profile: str
-    world: str
     scores: dict[int, dict[str, dict[str, float]]]  # step -> metric -> lang -> value
     label_source: dict[str, str]
     item_steps: set[int]
@@ -326,9 +332,7 @@ def read_cell_run(client: Any, run: Any) -> CellRun:
     tags = own_tags(run)
     final = tags.get("final_step")
     cell = CellRun(
-        run_id=run.info.run_id, method=tags.get("method", "?"), source=tags.get("source", "?"),
-        dim=str(tags.get("dim", "full")), seed=str(tags.get("seed", "?")), profile=tags.get("profile", "?"),
-        world=tags.get("world", "?"), status=run.info.status,
+        **RunIdentity.read(run, tags), status=run.info.status,
         final_step=int(final) if final not in (None, "") else None,
         params=dict(run.data.params), metrics=dict(run.data.metrics),
         task_final_step=int(t) if (t := tags.get("task_final_step")) not in (None, "") else None,
@@ -380,9 +384,7 @@ def read_task_run(client: Any, run: Any) -> TaskRun | None:
             metric = names.get(parts[0], parts[0])
             for h in client.get_metric_history(run.info.run_id, key):
                 scores.setdefault(int(h.step), {}).setdefault(metric, {})[parts[1]] = float(h.value)
-    return TaskRun(run_id=run.info.run_id, task=task, parent_id=parent_of(run), method=tags.get("method", "?"),
-                   source=tags.get("source", "?"), dim=str(tags.get("dim", "full")), seed=str(tags.get("seed", "?")),
-                   profile=tags.get("profile", "?"), world=tags.get("world", "?"), scores=scores,
+    return TaskRun(**RunIdentity.read(run, tags), task=task, parent_id=parent_of(run), scores=scores,
                    label_source=label_source, item_steps=item_steps, tagged_facts=tagged,
                    protocol={k[len(task) + 1:]: v for k, v in run.data.params.items()
                              if k.startswith(task + ".") and k != f"{task}.seed"})  # the seed is the row's own
