@@ -95,6 +95,7 @@ def results_table(runner: Any, experiments: list[str]) -> None:
     """The run's results on stdout (progress and logs go to stderr): per task, each row's headline average ±
     its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``)."""
     from harness.commands.common import console
+    from harness.core.progress import stage
     from leaderboard.collect import collect_experiment
     from leaderboard.collect import experiments as find
     from leaderboard.summary import render, summaries
@@ -105,7 +106,9 @@ def results_table(runner: Any, experiments: list[str]) -> None:
             data = collect_experiment(runner.tracker.client, exp, world=runner.world.name)
             if not data.tasks:
                 continue
-            for table in summaries(build_leaderboard(data), runner.plan.tasks):
+            with stage(f"results of {name}: boards, intervals and claims"):
+                tables = summaries(build_leaderboard(data), runner.plan.tasks)
+            for table in tables:
                 console.print()
                 render(table, console)
 
