@@ -10,7 +10,7 @@ each in a process of its own with its share of a time budget, then one table.
    hypernetwork's pairs/s and epochs to early stopping.
 
 ``--small`` shrinks every part so that it runs on a CPU in minutes (three methods under the cpu profile and two
-under the paper one, the tiny CPT shape, the Glot500 scale divided by 500, the paper-size hypernetwork on batches
+under the paper one, SR-T and the MLM loss only, the tiny CPT shape, the Glot500 scale divided by 500, the paper-size hypernetwork on batches
 of 8 for one epoch); a test runs it so. On one H100 the full run is sized for 8 minutes
 (``--budget``); a part that runs out of its share is stopped, and the table says so. Everything goes under
 ``--out`` (a fresh harness home, logs, the parts' JSON), so the machine's own home is never touched.
@@ -66,14 +66,16 @@ def parts(a: argparse.Namespace, out: Path) -> list[dict]:
     cfg.write_text(f"[method_params.hyperofa]\nepochs = {a.paper_hn_epochs}\n")
     paper_methods = "random,ofa" if small else "all"
     cpu_methods = "random,ofa,hyperofa" if small else "all"
+    tasks = "sr-t,mlm" if small else TASKS
     return [
-        {"name": f"synthetic world, cpu profile ({cpu_methods}), every task", "share": 0.2, "experiment": "check/cpu",
-         "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", cpu_methods, "--tasks", TASKS,
+        {"name": f"synthetic world, cpu profile ({cpu_methods}; {tasks})", "share": 0.2, "experiment": "check/cpu",
+         "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", cpu_methods, "--tasks", tasks,
                  "--device", a.device, "--experiment", "check/cpu"]},
-        {"name": f"synthetic world, paper profile ({paper_methods}, {a.paper_cpt_steps} CPT steps)", "share": 0.25,
+        {"name": f"synthetic world, paper profile ({paper_methods}; {tasks}; {a.paper_cpt_steps} CPT steps)",
+         "share": 0.25,
          "experiment": "check/paper",
          "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", paper_methods, "--tasks",
-                 TASKS, "--device", a.device, "--profile", "paper", "--cpt-steps", str(a.paper_cpt_steps),
+                 tasks, "--device", a.device, "--profile", "paper", "--cpt-steps", str(a.paper_cpt_steps),
                  "--config", str(cfg), "--experiment", "check/paper"]},
         {"name": "CPT: run_cpt beside the stock HF path, lever by lever", "share": 0.35, "json": "cpt.json",
          "cmd": [py, "benchmarks/bench_cpt.py", "--device", a.device, "--json", str(out / "cpt.json")]
