@@ -73,35 +73,16 @@ def _store_exists(uri: str) -> bool:
 
 
 def _task_runs(client: Any, exp_ids: list[str]) -> list[Any]:
-    from harness.core.tracking import TAG
+    from harness.core.record import Kind, kind_filter
 
     out: list[Any] = []
     token = None
     while True:
-        page = client.search_runs(exp_ids, filter_string=f"tags.`{TAG}kind` = 'task'", max_results=1000,
-                                  page_token=token)
+        page = client.search_runs(exp_ids, filter_string=kind_filter(Kind.TASK), max_results=1000, page_token=token)
         out.extend(page)
         token = getattr(page, "token", None)
         if not token:
             return out
-
-
-def _run_steps(client: Any, run: Any, task: str) -> set[int]:
-    """The CPT steps a task run was evaluated at: its ``done.step_N`` tags, else its ``tables/`` artifacts, else
-    the metric history of one of its task metrics (runs logged before the tags and the tables)."""
-    import re
-
-    from harness.core.tracking import TAG
-
-    steps = {int(m.group(1)) for k in run.data.tags if (m := re.fullmatch(re.escape(TAG) + r"done\.step_(\d+)", k))}
-    if steps:
-        return steps
-    tables = client.list_artifacts(run.info.run_id, "tables")
-    steps = {int(m.group(1)) for a in tables if (m := re.search(r"_step(\d+)\.json$", a.path))}
-    if steps:
-        return steps
-    key = next((k for k in sorted(run.data.metrics) if k.startswith(task + "/")), None)
-    return {int(h.step) for h in client.get_metric_history(run.info.run_id, key)} if key else set()
 
 
 def check_filters(uri: str, *, experiment: str | None, world: str | None, task: str | None, step: str,
@@ -115,7 +96,7 @@ def check_filters(uri: str, *, experiment: str | None, world: str | None, task: 
         return
     from mlflow.tracking import MlflowClient
 
-    from harness.core.tracking import TAG
+    from harness.core.record import evaluated_steps, own_tags
     from leaderboard.collect import experiments, task_facts_from_tags, untagged_task_facts
 
     client = MlflowClient(uri)
@@ -132,7 +113,7 @@ def check_filters(uri: str, *, experiment: str | None, world: str | None, task: 
         return
 
     def own(run: Any, name: str) -> str:
-        return run.data.tags.get(TAG + name, "?")
+        return own_tags(run).get(name, "?")
 
     scope = [f"experiment {experiment!r}"] if experiment else []
 
@@ -152,7 +133,7 @@ def check_filters(uri: str, *, experiment: str | None, world: str | None, task: 
         runs = [r for r in runs if own(r, "task") == task]
         scope.append(f"task {task!r}")
     if step.isdigit():
-        steps = set().union(*(_run_steps(client, r, own(r, "task")) for r in runs))
+        steps = set().union(*(evaluated_steps(client, r, own(r, "task")) for r in runs))
         if steps and int(step) not in steps:
             shown = ", ".join(map(str, sorted(steps)))
             raise HarnessError(f"--step {step}: no results at CPT step {step} in the tracking store{where()}; it "
@@ -160,8 +141,7 @@ def check_filters(uri: str, *, experiment: str | None, world: str | None, task: 
     if metric not in (None, "all"):
         metrics: set[str] = set()
         for r in runs:
-            tags = {k[len(TAG):]: v for k, v in r.data.tags.items() if k.startswith(TAG)}
-            metrics |= set((task_facts_from_tags(tags) or untagged_task_facts(own(r, "task"))).metrics)
+            metrics |= set((task_facts_from_tags(own_tags(r)) or untagged_task_facts(own(r, "task"))).metrics)
         if metrics and metric not in metrics:
             raise _unknown("--metric", "metric", metric, metrics, where())
 

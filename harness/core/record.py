@@ -187,6 +187,20 @@ def parse_items_path(path: str, task: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def evaluated_steps(client: Any, run: Any, task: str) -> set[int]:
+    """The CPT steps a task run was evaluated at: its done markers, else its per-step tables, else the metric
+    history of one of its task metrics (runs logged before the markers and the tables)."""
+    marker = re.compile(re.escape(done_tag(Done.evaluated(""))) + r"(\d+)")
+    steps = {int(m.group(1)) for k in run.data.tags if (m := marker.fullmatch(k))}
+    if steps:
+        return steps
+    steps = {p[1] for a in client.list_artifacts(run.info.run_id, TABLES) if (p := parse_table_path(a.path))}
+    if steps:
+        return steps
+    key = next((k for k in sorted(run.data.metrics) if k.startswith(task + "/")), None)
+    return {int(h.step) for h in client.get_metric_history(run.info.run_id, key)} if key else set()
+
+
 def read_json_artifact(client: Any, run_id: str, path: str) -> Any:
     """A JSON artifact of a run, or None when it is absent or unreadable."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
