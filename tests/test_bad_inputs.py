@@ -40,7 +40,7 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-dims-zero", RUN + ["--dims", "0"], {}, ["dims"]),
     ("run-dims-word", RUN + ["--dims", "big"], {}, ["dims"]),
     ("run-checkpoint-after-end", RUN + ["--cpt-steps", "4", "--cpt-checkpoints", "9"], {}, ["--cpt-checkpoints"]),
-    ("run-workers-zero", RUN + ["--workers", "0"], {}, ["--workers"]),
+    ("run-workers-zero", RUN + ["--workers", "0"], {}, ["workers", "at least 1"]),
     ("run-cpt-devices-zero", RUN + ["--cpt-devices", "0"], {}, ["--cpt-devices"]),
     ("run-ray-address-without-ray", RUN + ["--ray-address", "auto"], {}, ["--executor ray"]),
     ("run-unknown-flag", RUN + ["--methodz", "random"], {}, ["unrecognized", "--help"]),
@@ -313,3 +313,25 @@ def test_leaderboard_filters_in_store_pass(fake_store, tmp_path):
                           capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
     assert proc.returncode == 0, proc.stderr
     assert "acc@1" in proc.stdout and "alpha" in proc.stdout
+
+
+def test_a_stopped_run_prints_its_line_and_nothing_after(synthetic_world, tmp_path):
+    """SIGTERM while four cells run two at a time (one queued): the stop line is the last thing on stderr (no
+    InvalidStateError of the pool's manager thread, no KeyError of a restarted resource tracker), exit 143."""
+    import time
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "COLUMNS": "200", "HARNESS_FAULT_SIGNAL": "TERM",
+           "HARNESS_FAULT_AT": "tasks.mlm:MLMLoss.evaluate", "HARNESS_FAULT_MARKER": str(tmp_path / "fired")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    err = tmp_path / "stderr.txt"
+    with open(err, "w") as f:
+        proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--world", "synthetic", "--methods",
+                                 "random,fvt,mean-cov,random-map", "--tasks", "mlm", "--workers", "2", "--experiment",
+                                 "stopped-quietly", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"],
+                                stdout=subprocess.DEVNULL, stderr=f, env=env, cwd=REPO)
+        rc = proc.wait(timeout=600)
+    time.sleep(2)  # anything the helpers of the stopped run would still print
+    lines = [ln for ln in err.read_text().splitlines() if ln.strip()]
+    assert rc == 143, "\n".join(lines[-30:])
+    assert lines[-1].startswith("stopped by SIGTERM: workers stopped"), "\n".join(lines[-30:])
+    assert not [ln for ln in lines if "Traceback" in ln or "Error" in ln or "resource_tracker" in ln], lines
