@@ -118,8 +118,8 @@ def check_config_tables(cfg: Any) -> None:
     the task declares them) and ``cpt`` (:func:`harness.plan.cpt_settings`)."""
     from harness.plan import cpt_settings
 
-    for method, given in cfg.method_params.items():
-        check_method_params(cfg.profile, method, given)
+    for method in cfg.method_params:
+        check_method_params(cfg, method)
     for task, given in cfg.task_params.items():
         check_task_params(task, given)
     cpt_settings(cfg)
@@ -142,12 +142,13 @@ def _named(registry: Any, key: str, name: str) -> Any:
         raise ConfigError(f"config key {key!r}: {exc}") from None
 
 
-def check_method_params(profile: str, method: str, given: dict[str, Any]) -> None:
+def check_method_params(cfg: Any, method: str) -> None:
     """``[method_params.<method>]``: the names the method declares (``params``, plus the embedding-surgery
     options every method takes) and their values (:func:`methods.params.resolve`, over the profile's settings
-    for the method). A method that declares no parameter list (a third-party one) checks its own when it runs."""
+    for the method: :func:`harness.config.method_params`, as the run merges them). A method that declares no
+    parameter list (a third-party one) checks its own when it runs."""
+    from harness.config import method_params
     from harness.core.errors import ConfigError
-    from harness.core.profiles import profile as get_profile
     from harness.core.registry import METHODS
 
     cls = _named(METHODS, "method_params", method)
@@ -158,13 +159,13 @@ def check_method_params(profile: str, method: str, given: dict[str, Any]) -> Non
     from methods.params import resolve
 
     names = [p.name for p in declared]
-    unknown = sorted(set(given) - set(names) - set(SURGERY_PARAMS))
+    unknown = sorted(set(cfg.method_params[method]) - set(names) - set(SURGERY_PARAMS))
     if unknown:
         takes = ", ".join(sorted(names)) or "no parameters of its own"
         raise ConfigError(f"config key 'method_params.{method}': unknown parameter "
                           f"{', '.join(repr(u) + _did_you_mean(u, names) for u in unknown)}; {method} takes "
                           f"{takes} (`harness list --method {method}` describes them)")
-    values = {**get_profile(profile).get("method_params", {}).get(method, {}), **given}
+    values = method_params(cfg, method)
     try:
         resolve(method, declared, {k: v for k, v in values.items() if k not in SURGERY_PARAMS})
     except ConfigError as exc:
