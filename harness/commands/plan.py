@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.commands.common import add_run_args, check_world_name, config_from_args, console
+from harness.commands.common import add_run_args, check_config_tables, check_world_name, config_from_args, console
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
@@ -19,6 +19,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
                 setattr(args, key, ",".join(str(v) for v in value) if isinstance(value, list) else value)
     cfg = config_from_args(args)
     check_world_name(cfg.world)
+    check_config_tables(cfg)  # method_params, task_params, cpt: as harness run checks them
     world = world_for_planning(cfg.world)
     plan = make_plan(cfg, world)
     rows = estimate_rows(cfg, plan)
