@@ -7,7 +7,13 @@ from typing import Any
 
 from rich.table import Table
 
-from harness.commands.common import add_run_args, check_config_tables, check_world_name, config_from_args, console
+from harness.commands.common import (
+    add_run_args,
+    check_config_tables,
+    check_world_name,
+    config_from_args,
+    console,
+)
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
