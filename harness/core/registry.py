@@ -157,8 +157,8 @@ def dim_refusal(name: str, cls: Any, dim: int | None) -> str | None:
     if int(dim) <= 0:
         return f"dim must be a positive factorized dimension or full, not {dim}"
     if not getattr(cls, "supports_factorized", False):
-        return (f"method {name!r} is defined on full-dimension embeddings only (spec Appendix B: factorization "
-                f"applies to OFA, HyperOFA and random); use dim full")
+        return (f"method {name!r} does not support factorized embeddings: it is defined on full-dimension "
+                f"embeddings only (spec Appendix B: factorization applies to OFA, HyperOFA and random); use dim full")
     return None
 
 
