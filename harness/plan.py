@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.config import RunConfig, resolve_device, run_seeds  # noqa: F401 - resolve_device: re-exported
+from harness.config import RunConfig, run_seeds
 from harness.core.errors import ConfigError, HarnessError, MissingResourceError
 from harness.core.profiles import PROFILES
 from harness.core.profiles import profile as get_profile

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.config import RunConfig, method_params
+from harness.config import RunConfig, method_params, resolve_device
 from harness.core.cache import ProductCache
 from harness.core.errors import DeviceFault, HarnessError, is_device_fault
 from harness.core.hashing import hash_obj
@@ -32,7 +32,7 @@ from harness.evaluation import convergence, evaluate_step
 from harness.finished import finished_run, init_inputs, product_keys, release_products
 from harness.fit import fit_cpt
 from harness.initialize import load_model
-from harness.plan import Cell, cpt_settings, last_task_step, make_plan, resolve_device, without_devices
+from harness.plan import Cell, cpt_settings, last_task_step, make_plan, without_devices
 from harness.rerun import changed_files, start_over
 
 log = logging.getLogger(__name__)

@@ -39,18 +39,21 @@ def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
     return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
 
 
+def _source_module(node: ast.ImportFrom, module: str) -> str:
+    """The absolute name of the module a ``from ... import`` in ``module`` reads from (relative ones resolved)."""
+    if not node.level:
+        return node.module or ""
+    parts = module.split(".")[: -node.level]
+    return ".".join([*parts, *([node.module] if node.module else [])]) or module.rpartition(".")[0]
+
+
 def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | None:
     """Where a name imported by ``from X import name`` in the module comes from."""
-    package = module.rpartition(".")[0]
     for node in tree.body:
         if isinstance(node, ast.ImportFrom):
             for alias in node.names:
                 if (alias.asname or alias.name) == name:
-                    base = node.module or ""
-                    if node.level:
-                        parts = module.split(".")[: -node.level] if node.level else []
-                        base = ".".join([*parts, *([node.module] if node.module else [])]) or package
-                    return base, alias.name
+                    return _source_module(node, module), alias.name
     return None
 
 
@@ -101,10 +104,7 @@ def _imports_within(tree: ast.Module, module: str, top: str) -> set[str]:
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.partition(".")[0] == top)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                parts = module.split(".")[: -node.level]
-                base = ".".join([*parts, *([node.module] if node.module else [])])
+            base = _source_module(node, module)
             if base.partition(".")[0] != top:
                 continue
             out.add(base)
