@@ -23,6 +23,7 @@ from typing import Any
 
 from harness import cpt_batch
 from harness.core.cache import DONE, discard_damaged, file_digests
+from harness.core.devices import accelerator_branches
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import resolve_precision, training_attention
 from harness.cpt_batch import batch_layout
@@ -74,28 +75,34 @@ def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path
 
 def cpt_speed(settings: dict[str, Any], device: str) -> dict[str, Any]:
     """How the CPT steps are computed (never what): each lever can be set in ``settings`` (the benchmark measures
-    them one at a time, ``benchmarks/bench_cpt.py``); by default an accelerator gets every lever that measured as
-    a gain there -- the masked positions' head, no attention mask over packed blocks (all of one length, so the
-    SDPA/flash kernels run unmasked), a loss logged every 10 steps (each logged loss waits for the device), two
-    data-loader workers -- and a CPU keeps the path it was measured with (its results bit for bit). Both get fused
-    AdamW and pinned memory (the Trainer's defaults). ``compile`` (torch.compile) is off unless asked for."""
-    gpu = not str(device).startswith("cpu")
+    them one at a time, ``benchmarks/bench_cpt.py``); by default an accelerator (or a CPU emulating one,
+    :mod:`harness.core.devices`) gets every lever that measured as a gain there -- the masked positions' head, no
+    attention mask over packed blocks (all of one length, so the SDPA/flash kernels run unmasked), a loss logged
+    every 10 steps (each logged loss waits for the device) and at the last step, two data-loader workers kept
+    across epochs (a spawned worker costs seconds to start, and an epoch of a small world is a step or two) -- and
+    a CPU keeps the path it was measured with (its results bit for bit). Both get fused AdamW and pinned memory
+    (the Trainer's defaults). ``compile`` (torch.compile) is off unless asked for: its gain on a GPU is not yet
+    measured net of its compile time."""
+    gpu = accelerator_branches(device)
     default = {"masked_head": True, "attention_mask": not gpu, "optim": "adamw_torch_fused",
                "logging_steps": 10 if gpu else 1, "dataloader_workers": 2 if gpu else 0, "pin_memory": True,
-               "compile": False}
+               "persistent_workers": gpu, "compile": False}
     return {k: settings.get(k, v) if settings.get(k) is not None else v for k, v in default.items()}
 
 
-def _without_padding_mask(collator: Any) -> Any:
-    """``collator`` without the attention mask when every position of the batch is a token (packed blocks)."""
-    def collate(examples: list[dict[str, Any]]) -> dict[str, Any]:
-        batch = collator(examples)
+class WithoutPaddingMask:
+    """A collator that drops the attention mask when every position of the batch is a token (packed blocks).
+    A class at module level, not a closure: loader workers of a spawned process receive the collator by pickle."""
+
+    def __init__(self, collator: Any):
+        self.collator = collator
+
+    def __call__(self, examples: list[dict[str, Any]]) -> dict[str, Any]:
+        batch = self.collator(examples)
         mask = batch.get("attention_mask")
         if mask is not None and bool(mask.all()):
             del batch["attention_mask"]
         return batch
-
-    return collate
 
 
 def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[str, Any], seed: int, device: str,
@@ -182,6 +189,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
             save_strategy="steps" if save_every > 0 else "no", save_steps=max(save_every, 1),
             save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
             dataloader_num_workers=speed["dataloader_workers"], dataloader_pin_memory=speed["pin_memory"],
+            dataloader_persistent_workers=bool(speed["persistent_workers"] and speed["dataloader_workers"]),
             optim=speed["optim"], torch_compile=speed["compile"],
             disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
             ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
@@ -217,7 +225,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     layout_file.write_text(json.dumps(layouts))
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
     if not speed["attention_mask"]:
-        collator = _without_padding_mask(collator)
+        collator = WithoutPaddingMask(collator)
     train_log = work / "train_log.jsonl"
 
     class _Hooks(TrainerCallback):
@@ -230,6 +238,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                     progress(state.global_step, steps, logs["loss"])
 
         def on_step_end(self, a, state, control, model=None, **kw):  # noqa: ANN001
+            if state.global_step >= state.max_steps:  # the last step's loss, whatever the logging interval
+                control.should_log = True
             if sim is not None:
                 sim.step = state.global_step
             if state.global_step in eval_steps and state.is_world_process_zero:

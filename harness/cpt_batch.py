@@ -174,8 +174,10 @@ def optimizer_state_bytes(model: torch.nn.Module) -> int:
 
 
 def search_wanted(device: str, settings: dict[str, Any]) -> bool:
-    """Whether CPT searches its per-device batch: on an accelerator, or under a simulated memory limit, unless
-    the run turns it off (``[cpt] auto_batch = false``)."""
+    """Whether CPT searches its per-device batch: on an accelerator (or a CPU emulating one), or under a
+    simulated memory limit, unless the run turns it off (``[cpt] auto_batch = false``)."""
+    from harness.core.devices import accelerator_branches
+
     if not settings.get("auto_batch", True):
         return False
-    return not str(device).startswith("cpu") or simulated_memory() is not None
+    return accelerator_branches(device) or simulated_memory() is not None
