@@ -1,10 +1,11 @@
 """``harness plan``: the cells of a run, what each asks of a cluster, and a GPU-hour estimate, before anything runs.
 
-The estimate is deliberately simple and its figures are stated where they come from (the papers' reported budgets),
-so that users can size a cluster; it is not a measurement. Per cell:
+The estimate is deliberately simple and its figures are stated where they come from, so that users can size a
+cluster. Per cell:
 
-    init   the method's own cost (hypernetwork or fastText training, similarity search)
-    cpt    steps × hours per 1,000 steps of the profile's CPT
+    init   the method's own cost (hypernetwork or fastText training, similarity search), from the papers' budgets
+    cpt    steps × effective batch × block tokens / the CPT tokens per second measured on a named GPU
+           (``harness/throughput.json``; a card never measured: its bf16 peak at the measured MFU)
     eval   (1 + checkpoints + final) evaluations × the per-task cost (tagging fine-tunes a model each time)
 """
 
@@ -154,15 +155,13 @@ class InitEstimates(Mapping):
 
 
 # GPU-hours on one A100/H100-class GPU for the `paper` profile (xlm-roberta-base / roberta-base size).
-# cpt: HyperOFA reports 4,000 steps of batch 512 x 512 tokens in at most 1.5 h on 4 H100 = 6 GPU-h,
-#      i.e. 1.5 GPU-h per 1,000 steps.
+# cpt: not here: from the throughput measured on a named GPU (harness/throughput.json, :func:`cpt_rates`).
 # init: each method's own estimate (``cost_estimate``, declared on the method class): hyperofa trains one hypernetwork
 #      per (source, dim) for 80-470 epochs on 22K-103K pairs (order of an hour); OFA / FOCUS / WECHSEL / Tik-to-Tok
 #      fit fastText models or run a kNN search over 400K x 250K (minutes).
 # tasks: NER/POS fine-tune 10 epochs on the English training set (~20K / ~12K sentences) and test every language;
 #      retrieval encodes <= 500 / 1,000 sentence pairs per language; mlm scores held-out text.
 PAPER_ESTIMATES: dict[str, Any] = {
-    "cpt_per_1k_steps": 1.5,
     "init": InitEstimates("paper"),
     "task": {"ner": 0.6, "pos": 0.4, "sr-b": 0.1, "sr-t": 0.05, "mlm": 0.05, "default": 0.3},
 }
@@ -231,8 +230,28 @@ PAPER_GRID = {"methods": ["all"], "source": "all", "dims": [100, 200, 400, "full
               "tasks": ["sr-b", "sr-t", "ner", "pos", "mlm"], "profile": "paper"}
 
 
-def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+def cpt_rates(plan: Any, world: Any = None, gpu: str | None = None) -> dict[tuple[str, int | None], tuple[Any, str]]:
+    """``{(source, dim): (rate, where its N comes from)}`` for the cells of ``plan``: the CPT tokens per second
+    (:class:`harness.throughput.Rate`) on one GPU of kind ``gpu`` (default: the kind measured last), from the
+    throughput ``benchmarks/bench_cpt.py`` measured (``harness/throughput.json``) at the N of the cell's model
+    (:func:`harness.throughput.model_parameters`; ``world`` None: the measured model's)."""
+    from harness.throughput import cpt_rate, load, model_parameters
+
+    data = load()
+    cpt_rate(gpu, None, data)  # an unknown GPU kind is refused even when the plan holds no cell
+    rates = {}
+    for source, dim in sorted({(c.source, c.dim) for c in plan.cells}, key=lambda k: (k[0], k[1] or 0)):
+        n, n_from = model_parameters(world, source, dim, data)
+        rates[(source, dim)] = (cpt_rate(gpu, n, data), n_from)
+    return rates
+
+
+def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None,
+                  rates: dict[tuple[str, int | None], tuple[Any, str]] | None = None) -> list[dict[str, Any]]:
+    """One row of GPU-hours per cell: init and evaluation from ``estimates`` (the papers' budgets), CPT from
+    ``rates`` (:func:`cpt_rates`; default: the measured GPU, at the measured model's N)."""
     est = estimates or PAPER_ESTIMATES
+    rates = rates if rates is not None else cpt_rates(plan)
     cpt = cpt_settings(cfg)
     n_evals = 1 + ((len([s for s in cpt["checkpoints"] if 0 < s < cpt["steps"]]) + (1 if cpt["steps"] > 0 else 0))
                    if cpt["eval_tasks"] else 0)
@@ -241,8 +260,10 @@ def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None) 
     rows = []
     for cell in plan.cells:
         init_h = est["init"].get(cell.method, est["init"]["default"])
-        cpt_h = cpt["steps"] / 1000 * est["cpt_per_1k_steps"]
+        rate = rates[(cell.source, cell.dim)][0]
+        cpt_h = rate.hours(int(cpt["steps"]), int(cpt["effective_batch"]), int(cpt["block_size"]))
         eval_h = n_evals * sum(est["task"].get(t, est["task"]["default"]) for t in plan.tasks)
         rows.append({"cell": cell.label, "cpus": res["num_cpus"], "gpus": res["num_gpus"],
-                     "init_h": init_h, "cpt_h": cpt_h, "eval_h": eval_h, "total_h": init_h + cpt_h + eval_h})
+                     "init_h": init_h, "cpt_h": cpt_h, "eval_h": eval_h, "total_h": init_h + cpt_h + eval_h,
+                     "gpu": rate.gpu, "tokens_per_s": rate.tokens_per_s})
     return rows

@@ -1,27 +1,99 @@
+import json
+
+import pytest
+
+from harness import throughput
 from harness.config import make_config
+from harness.core.errors import ConfigError
 from harness.plan import PAPER_ESTIMATES, estimate_rows, make_plan, world_for_planning
+
+H100 = throughput.measurement("h100")
 
 
 def test_plan_counts_cells_and_estimates_from_the_profile(synthetic_world):
     cfg = make_config({"world": "synthetic", "methods": "random,ofa,focus", "tasks": "mlm,ner",
-                       "dims": "100,full", "seeds": "1,2", "profile": "paper", "device": "cuda"})
+                       "dims": "32,full", "seeds": "1,2", "profile": "paper", "device": "cuda"})
     plan = make_plan(cfg, world_for_planning("synthetic"))
     # random and ofa at two dims x two seeds; focus only at full dims
     assert len(plan.cells) == 2 * 2 * 2 + 2
-    assert any("focus" in s and "100" in s for s in plan.skipped)
-    rows = estimate_rows(cfg, plan)
-    cpt_h = 4000 / 1000 * PAPER_ESTIMATES["cpt_per_1k_steps"]
+    assert any("focus" in s and "32" in s for s in plan.skipped)
+    rows = estimate_rows(cfg, plan)  # no world given: the CPT of the measured model on the measured GPU
     evals = 2 * (PAPER_ESTIMATES["task"]["mlm"] + PAPER_ESTIMATES["task"]["ner"])  # step 0 and final
+    tokens = 4000 * 512 * 512  # the paper profile's steps x effective batch x block
+    # a factorized embedding (vocab x 32 coordinates + a 32 x hidden primitive) has fewer parameters: same MFU
+    v, h, n = H100["vocab_size"], H100["hidden_size"], H100["params"]
+    n_32 = n - v * h + v * 32 + 32 * h
     for r in rows:
-        method = r["cell"].split(" | ")[0]
-        assert r["gpus"] == 1 and r["cpus"] == 8
-        assert r["total_h"] == PAPER_ESTIMATES["init"][method] + cpt_h + evals
+        method, _, dim, _ = r["cell"].split(" | ")
+        assert r["gpus"] == 1 and r["cpus"] == 8 and r["gpu"] == "h100"
+        rate = H100["tokens_per_s"] * (1 if dim == "dim full" else n / n_32)
+        assert r["cpt_h"] == pytest.approx(tokens / rate / 3600)
+        assert r["total_h"] == pytest.approx(PAPER_ESTIMATES["init"][method] + r["cpt_h"] + evals)
+    # the papers' 4,000 steps of 512 x 512 at the 143.8k tokens/s measured on an H100: about 2 GPU-hours
+    assert next(r for r in rows if "dim full" in r["cell"])["cpt_h"] == pytest.approx(2.03, abs=0.01)
+
+
+def test_the_throughput_file_holds_a_measured_gpu_with_its_command_and_model():
+    assert H100 is not None and H100["tokens_per_s"] == 143_754 and H100["date"] and H100["torch"]
+    assert H100["command"].startswith("python benchmarks/bench_cpt.py")
+    assert throughput.mfu(H100) == pytest.approx(0.344, abs=0.0005)  # 6 N tokens/s / 989 TFLOP/s
+    # its N is the XLM-R base shape's with the Glot500-m vocabulary, counted
+    from transformers import XLMRobertaConfig
+
+    cfg = XLMRobertaConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                           max_position_embeddings=514)
+    assert throughput.mlm_parameters(cfg, H100["vocab_size"]) == H100["params"]
+
+
+def test_a_card_never_measured_is_sized_from_its_peak_at_the_measured_mfu():
+    a100 = throughput.cpt_rate("a100")
+    assert not a100.measured and "never measured on a100" in a100.basis and "312" in a100.basis
+    assert a100.tokens_per_s == pytest.approx(H100["tokens_per_s"] * 312 / 989)
+    mfu = 6 * a100.params * a100.tokens_per_s / 312e12
+    assert mfu == pytest.approx(throughput.mfu(H100))
+    h100 = throughput.cpt_rate()  # the default: the kind measured
+    assert h100.gpu == "h100" and h100.measured and h100.tokens_per_s == H100["tokens_per_s"]
+    assert throughput.cpt_rate("h100", params=H100["params"] // 2).tokens_per_s == pytest.approx(
+        2 * H100["tokens_per_s"], rel=1e-6)
+    assert [throughput.kind_of(n) for n in ("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe", "NVIDIA A100-SXM4-80GB",
+                                            "NVIDIA A10", "NVIDIA L4", "NVIDIA L40S", "Tesla T4")] == [
+        "h100", "h100-pcie", "a100", "a10", "l4", "l40s", None]
+
+
+def test_record_adds_a_measurement_and_replaces_the_same_one(tmp_path):
+    path = tmp_path / "throughput.json"
+    path.write_text(throughput.DATA.read_text())
+    row = {**H100, "gpu": "a100", "card": "NVIDIA A100-SXM4-80GB", "tokens_per_s": 50_000.0, "date": "2027-01-01"}
+    throughput.record(row, path)
+    throughput.record({**row, "tokens_per_s": 60_000.0}, path)
+    data = json.loads(path.read_text())
+    assert [r["gpu"] for r in data["measured"]] == ["h100", "a100"]
+    rate = throughput.cpt_rate("a100", data=data)
+    assert rate.measured and rate.tokens_per_s == 60_000.0
+    assert throughput.cpt_rate(data=data).gpu == "a100"  # the default is the latest measurement
+
+
+def test_model_parameters_of_a_built_world_count_its_source_model_with_the_target_vocabulary(synthetic_world):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    source = synthetic_world.default_source
+    model = AutoModelForMaskedLM.from_pretrained(synthetic_world.source_dir(source))
+    model.resize_token_embeddings(len(AutoTokenizer.from_pretrained(synthetic_world.target_tokenizer_dir)))
+    n, why = throughput.model_parameters(synthetic_world, source, None)
+    assert n == sum(p.numel() for p in model.parameters()) and "tokens" in why
+    h, v = model.config.hidden_size, model.config.vocab_size
+    assert throughput.model_parameters(synthetic_world, source, 16)[0] == n - v * h + v * 16 + 16 * h
 
 
 def test_plan_cli_prints_the_paper_grid(run_cli):
-    r = run_cli("plan", "--world", "synthetic", "--grid", "paper", check=True)
+    r = run_cli("plan", "--world", "synthetic", "--grid", "paper", "--dims", "full", check=True)
     assert "GPU-hours" in r.stdout and "cells" in r.stdout
     assert "hyperofa" in r.stdout or "random" in r.stdout
+    assert "CPT sized for one h100" in r.stdout and "measured: 143,754 tokens/s" in r.stdout
+    r = run_cli("plan", "--world", "synthetic", "--grid", "paper", "--dims", "full", "--gpu", "l4", check=True)
+    assert "CPT sized for one l4" in r.stdout and "never measured on l4" in r.stdout and "121.0 TFLOP/s" in r.stdout
+    with pytest.raises(ConfigError, match="unknown GPU kind 'b900'.*known: a10, a100"):  # exit status 2, one line
+        throughput.cpt_rate("b900")
 
 
 def test_plan_describes_the_glot500_world_without_its_inputs():
@@ -37,4 +109,7 @@ def test_plan_describes_the_glot500_world_without_its_inputs():
     plan = make_plan(cfg, world)
     # 3 factorized-capable methods x 4 dims + focus at full, x 2 sources x 3 seeds
     assert len(plan.cells) == (3 * 4 + 1) * 2 * 3
-    assert sum(r["total_h"] for r in estimate_rows(cfg, plan)) > 500
+    rows = estimate_rows(cfg, plan)  # the world is not built here: the measured model's N, on the measured H100
+    assert all(r["cpt_h"] == pytest.approx(2.03, abs=0.01) for r in rows if "dim full" in r["cell"])
+    assert all(r["cpt_h"] < 2.03 for r in rows if "dim full" not in r["cell"])  # a factorized embedding: fewer N
+    assert sum(r["total_h"] for r in rows) > 200

@@ -17,7 +17,7 @@ from harness.commands.common import (
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.plan import PAPER_GRID, estimate_rows, make_plan, world_for_planning
+    from harness.plan import PAPER_GRID, cpt_rates, estimate_rows, make_plan, world_for_planning
 
     if args.grid == "paper":
         for key, value in PAPER_GRID.items():
@@ -28,7 +28,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     check_config_tables(cfg)  # method_params, task_params, cpt: as harness run checks them
     world = world_for_planning(cfg.world)
     plan = make_plan(cfg, world)
-    rows = estimate_rows(cfg, plan)
+    rates = cpt_rates(plan, world, args.gpu)
+    rows = estimate_rows(cfg, plan, rates=rates)
     t = Table(title=f"plan: world {cfg.world}, profile {cfg.profile}, tasks {', '.join(plan.tasks)}")
     for col in ("cell", "CPUs", "GPUs", "init GPU-h", "CPT GPU-h", "eval GPU-h", "total GPU-h"):
         t.add_column(col, justify="left" if col == "cell" else "right")
@@ -38,9 +39,20 @@ def cmd_plan(args: argparse.Namespace) -> int:
     console.print(t)
     for s in plan.skipped:
         console.print(f"[yellow]skipped:[/yellow] {s}")
+    if rates:
+        first = next(iter(rates.values()))[0]
+        console.print(f"CPT sized for one {first.gpu} per CPT device, from {first.basis}:", highlight=False,
+                      soft_wrap=True)
+    for (source, dim), (rate, n_from) in rates.items():
+        small = ("; a model this much smaller than the measured one is bound by kernel launches, not FLOPs: "
+                 "its CPT is slower than this" if rate.params * 10 < first.reference_params else "")
+        console.print(f"  {source}, dim {dim or 'full'}: N = {rate.params / 1e6:,.1f}M parameters ({n_from}) -> "
+                      f"{rate.tokens_per_s:,.0f} tokens/s{small}", highlight=False, soft_wrap=True)
     total = sum(r["total_h"] for r in rows)
-    console.print(f"{len(rows)} cells, about [bold]{total:,.0f} GPU-hours[/bold] "
-                  f"({total / 24:,.1f} GPU-days); rough figures from the papers' budgets, see harness/plan.py")
+    gpu = next(iter(rates.values()))[0].gpu if rates else args.gpu
+    console.print(f"{len(rows)} cells, about [bold]{total:,.0f} GPU-hours[/bold] ({total / 24:,.1f} GPU-days) on "
+                  f"{gpu}: CPT from measured throughput (harness/throughput.json), initialization and evaluation "
+                  f"rough figures from the papers' budgets (harness/plan.py)", highlight=False, soft_wrap=True)
     return 0
 
 
@@ -48,4 +60,8 @@ def add_parser(sub: Any) -> None:
     pl = sub.add_parser("plan", help="the cells of a run, their resource requests and a GPU-hour estimate")
     add_run_args(pl)
     pl.add_argument("--grid", choices=["paper"], help="the papers' full grid (flags given still override it)")
+    pl.add_argument("--gpu", default=None,
+                    help="the GPU kind the CPT hours assume, e.g. h100, a100, l4 (default: the kind measured last, "
+                         "harness/throughput.json; a card never measured is sized from its bf16 peak at the "
+                         "measured MFU)")
     pl.set_defaults(func=cmd_plan)

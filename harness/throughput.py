@@ -1,0 +1,163 @@
+"""CPT throughput for sizing a GPU run: what ``benchmarks/bench_cpt.py`` measured on named GPUs, and how fast a card
+that was never measured is expected to be.
+
+The figures live in one data file, ``harness/throughput.json``: each measured row names the GPU kind, the model
+(shape and parameter count N), the tokens per second of ``run_cpt`` as ``harness run`` calls it, the date, the
+torch version and the benchmark command that produced it (``bench_cpt.py --record`` adds or updates a row); beside
+them, the dense bf16 peaks of the cards a plan can be sized for. The arithmetic is the model-FLOPs utilization's:
+
+    MFU = 6 N tokens/s / peak        so        tokens/s = MFU x peak / (6 N)
+
+A plan on a measured card at the measured model's N uses the measured tokens/s as it is; at another N (another
+source model or vocabulary, a factorized embedding) the same MFU, i.e. tokens/s scaled by N_measured / N; on a card
+never measured, the MFU measured on the reference card at this card's peak. :class:`Rate` says which, in words.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import ConfigError
+
+DATA = Path(__file__).with_name("throughput.json")
+
+# torch.cuda.get_device_name() -> kind: the first pattern contained in the name wins (the specific ones first)
+_NAMES = [("H100 PCIE", "h100-pcie"), ("H100", "h100"), ("H200", "h200"), ("A100", "a100"), ("L40S", "l40s"),
+          ("L4", "l4"), ("A10", "a10"), ("4090", "rtx4090")]
+
+
+def load(path: Path | None = None) -> dict[str, Any]:
+    """The data file: ``{"peaks_tflops_bf16": {kind: TFLOP/s}, "measured": [row, ...]}``."""
+    return json.loads((path or DATA).read_text())
+
+
+def kind_of(device_name: str) -> str | None:
+    """The GPU kind of a device name as torch reports it (``NVIDIA H100 80GB HBM3`` -> ``h100``); None if unknown."""
+    upper = device_name.upper()
+    return next((kind for pattern, kind in _NAMES if pattern in upper), None)
+
+
+def peak_flops(kind: str, data: dict[str, Any] | None = None) -> float | None:
+    """The card's dense bf16 peak in FLOP/s; None for a card not in the table."""
+    tf = (data or load())["peaks_tflops_bf16"].get(kind)
+    return None if tf is None else float(tf) * 1e12
+
+
+def kinds(data: dict[str, Any] | None = None) -> list[str]:
+    """Every GPU kind a plan can be sized for: those with a peak and those measured."""
+    data = data or load()
+    return sorted(set(data["peaks_tflops_bf16"]) | {r["gpu"] for r in data["measured"]})
+
+
+def measurement(kind: str | None = None, data: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """The latest row measured on ``kind`` (None: the latest row of any kind, the plans' default); None if none."""
+    rows = [r for r in (data or load())["measured"] if kind is None or r["gpu"] == kind]
+    return max(rows, key=lambda r: r["date"]) if rows else None
+
+
+def mfu(row: dict[str, Any], data: dict[str, Any] | None = None) -> float | None:
+    """A measured row's model-FLOPs utilization (6 N tokens/s / its card's peak); None where its peak is unknown."""
+    peak = peak_flops(row["gpu"], data)
+    return 6 * row["params"] * row["tokens_per_s"] / peak if peak else None
+
+
+@dataclass(frozen=True)
+class Rate:
+    """The CPT tokens per second a plan assumes on ``gpu`` for a model of ``params`` parameters, and why."""
+
+    gpu: str
+    tokens_per_s: float
+    params: int
+    measured: bool  # measured on this kind of card (else derived from its peak)
+    basis: str
+    reference_params: int  # N of the measured model the rate is derived from
+
+    def hours(self, steps: int, effective_batch: int, block_size: int) -> float:
+        """GPU-hours of ``steps`` optimizer steps of ``effective_batch`` x ``block_size`` tokens on one card."""
+        return steps * effective_batch * block_size / self.tokens_per_s / 3600
+
+
+def cpt_rate(gpu: str | None = None, params: int | None = None, data: dict[str, Any] | None = None) -> Rate:
+    """The rate of ``gpu`` (default: the kind of the latest measurement) for a model of ``params`` parameters
+    (default: the measured model's)."""
+    data = data or load()
+    ref = measurement(None, data)
+    if ref is None:
+        raise ConfigError(f"{DATA} holds no measured throughput: run `python benchmarks/bench_cpt.py --device cuda "
+                          f"--record` on a GPU")
+    gpu = (gpu or ref["gpu"]).lower()
+    if gpu not in kinds(data):
+        raise ConfigError(f"unknown GPU kind {gpu!r} for the plan's sizing; known: {', '.join(kinds(data))} "
+                          f"(peaks and measurements in {DATA})")
+    own = measurement(gpu, data)
+    row = own or ref
+    n = int(params or row["params"])
+    at = (f"{row['tokens_per_s']:,.0f} tokens/s of {row['path']} on {row['gpu']} ({row['card']}), {row['model']}, "
+          f"{row['params'] / 1e6:,.1f}M parameters, torch {row['torch']}, {row['date']}: `{row['command']}`")
+    scale = row["params"] / n
+    if own is not None:
+        return Rate(gpu, row["tokens_per_s"] * scale, n, True,
+                    f"measured: {at} (another N at the same MFU: tokens/s x {row['params']:,} / N)", int(row["params"]))
+    peak, ref_peak = peak_flops(gpu, data), peak_flops(row["gpu"], data)
+    if peak is None or ref_peak is None:
+        raise ConfigError(f"GPU kind {gpu!r} has no measurement and no bf16 peak in {DATA}; add its peak "
+                          f"(peaks_tflops_bf16) or measure it with `benchmarks/bench_cpt.py --record`")
+    ref_mfu = 6 * row["params"] * row["tokens_per_s"] / ref_peak
+    return Rate(gpu, row["tokens_per_s"] * scale * peak / ref_peak, n, False,
+                f"never measured on {gpu}: its dense bf16 peak {peak / 1e12:,.1f} TFLOP/s at the MFU "
+                f"{100 * ref_mfu:.1f} % of {at} (tokens/s = MFU x peak / 6 N)", int(row["params"]))
+
+
+def mlm_parameters(config: Any, vocab_size: int, dim: int | None = None) -> int:
+    """The parameters of ``config``'s masked-LM model with a vocabulary of ``vocab_size`` (the tied embedding
+    counted once), and with the embedding factorized to ``dim`` (``vocab x dim`` coordinates and a ``dim x hidden``
+    primitive in place of ``vocab x hidden``; the output bias stays). Counted on the meta device: nothing is
+    allocated."""
+    import copy
+
+    import torch
+    from transformers import AutoModelForMaskedLM
+
+    cfg = copy.deepcopy(config)
+    cfg.vocab_size = int(vocab_size)
+    with torch.device("meta"):
+        model = AutoModelForMaskedLM.from_config(cfg)
+    n = sum(p.numel() for p in model.parameters())
+    hidden = int(cfg.hidden_size)
+    if dim is not None and dim < hidden:
+        n += vocab_size * dim + dim * hidden - vocab_size * hidden
+    return int(n)
+
+
+def record(row: dict[str, Any], path: Path | None = None) -> Path:
+    """Add ``row`` to the data file, replacing a row of the same GPU kind, path and model."""
+    path = path or DATA
+    data = load(path)
+    key = (row["gpu"], row["path"], row["model"])
+    data["measured"] = [r for r in data["measured"] if (r["gpu"], r["path"], r["model"]) != key] + [row]
+    path.write_text(json.dumps(data, indent=1) + "\n")
+    return path
+
+
+def model_parameters(world: Any, source: str, dim: int | None, data: dict[str, Any] | None = None
+                     ) -> tuple[int, str]:
+    """N of a cell's model and where it comes from: counted from the source model's ``config.json`` with the
+    target tokenizer's vocabulary when the world is built here; else the measured reference model's (the papers'
+    XLM-R base shape with the Glot500-m vocabulary), its embedding factorized to ``dim`` where one is given."""
+    src = world.source_dir(source) if world is not None else None
+    tok = getattr(world, "target_tokenizer_dir", None) if world is not None else None
+    if src is not None and (Path(src) / "config.json").is_file() and tok is not None and Path(tok).is_dir():
+        from transformers import AutoConfig, AutoTokenizer
+
+        vocab = len(AutoTokenizer.from_pretrained(tok))
+        return mlm_parameters(AutoConfig.from_pretrained(src), vocab, dim), f"{source} with {vocab:,} tokens"
+    ref = measurement(None, data)
+    if ref is None:
+        raise ConfigError(f"{DATA} holds no measured throughput")
+    n, vocab, hidden = int(ref["params"]), int(ref["vocab_size"]), int(ref["hidden_size"])
+    if dim is not None and dim < hidden:
+        n += vocab * dim + dim * hidden - vocab * hidden
+    return n, "the measured model's shape: the world is not built here"
