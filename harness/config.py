@@ -37,6 +37,13 @@ def _check_profile(cfg: RunConfig) -> None:
     profile(cfg.profile)
 
 
+def _check_precision(cfg: RunConfig) -> None:
+    from harness.core.precision import PRECISIONS
+
+    if cfg.precision is not None and cfg.precision.lower() not in PRECISIONS:
+        raise ConfigError(f"config key 'precision': expected one of {', '.join(PRECISIONS)}, got {cfg.precision!r}")
+
+
 def _check_device(cfg: RunConfig) -> None:
     """The one check of a device's name: ``auto``, ``cpu``, ``mps``, ``cuda`` or ``cuda:N``."""
     if cfg.device not in {"auto", "cpu"} and not cfg.device.startswith(("cuda", "mps")):
@@ -124,6 +131,11 @@ class RunConfig:
                                          help="extra CPT steps at which to evaluate, e.g. 10,20")
     profile: str = setting("cpu", kind="str", check=_check_profile, help="cpu (default) or paper")
     device: str = setting("auto", kind="str", check=_check_device, help="auto (default), cpu, cuda, cuda:N")
+    # None: the profile's (auto: fp32 on any CPU, bf16 on a CUDA GPU that computes it; harness.core.precision)
+    precision: str | None = setting(None, kind="str", nullable=True, check=_check_precision,
+                                    help="model passes of evaluation and CPT: fp32, bf16, fp16 (CUDA) or auto "
+                                         "(default: fp32 on any CPU, bf16 on a CUDA GPU that computes it); "
+                                         "`[cpt] precision` sets CPT's alone")
     tracking_uri: str | None = setting(None, kind="str", nullable=True,
                                        help="MLflow tracking URI (default: sqlite under the harness home)")
     experiment: str | None = setting(None, kind="str", nullable=True,  # None: "<world>/<source>"
@@ -169,7 +181,7 @@ class RunConfig:
 _FIELDS = {f.name: f for f in dataclasses.fields(RunConfig)}
 # the order of the flags in `--help` (a setting without help has no flag)
 _FLAG_ORDER = ("methods", "tasks", "world", "source", "langs", "dims", "seeds", "cpt_steps", "cpt_checkpoints",
-               "cpt_devices", "profile", "device", "tracking_uri", "experiment", "executor", "workers", "isolate_cells", "ray_address",
+               "cpt_devices", "profile", "device", "precision", "tracking_uri", "experiment", "executor", "workers", "isolate_cells", "ray_address",
                "max_retries", "rerun", "config", "fail_fast", "keep_products")
 
 
@@ -334,7 +346,7 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
     return cfg
 
 
-_CHECK_ORDER = ("profile", "device", "executor", "rerun", "seeds", "dims", "workers")  # each one with a ``check``, in this order
+_CHECK_ORDER = ("profile", "device", "precision", "executor", "rerun", "seeds", "dims", "workers")  # each one with a ``check``, in this order
 assert set(_CHECK_ORDER) == {f.name for f in _FIELDS.values() if f.metadata["check"] is not None}
 
 

@@ -20,8 +20,7 @@ from harness.core.cache import ProductCache
 from harness.core.errors import DeviceFault, HarnessError, is_device_fault
 from harness.core.hashing import hash_obj
 from harness.core.lifecycle import device_fault, fault_after
-from harness.core.precision import resolve_precision
-from harness.core.profiles import profile as get_profile
+from harness.core.precision import run_precisions
 from harness.core.progress import log_console
 from harness.core.record import INIT_REPORT, RunRecord
 from harness.core.registry import METHODS
@@ -77,8 +76,7 @@ class Runner:
         self.device = resolve_device(cfg.device)
         self.cpt = cpt_settings(cfg)
         # precisions resolved for this device ("auto" never reaches a product key or a logged param)
-        self.cpt["precision"] = resolve_precision(self.cpt.get("precision"), self.device)
-        self.eval_precision = resolve_precision(get_profile(cfg.profile).get("eval_precision"), self.device)
+        self.cpt["precision"], self.eval_precision = run_precisions(cfg, self.device)
         self.plan = make_plan(cfg, world)
         # settings the source models bound (the CPT block size), clamped to what they take (harness.fit)
         self.cpt, self.fitted = fit_cpt(self.cpt, world, sorted({c.source for c in self.plan.cells}))

@@ -104,6 +104,9 @@ class Board:
     notes: list[str] = field(default_factory=list)
     headline: bool = False
     final_steps: list[int] = field(default_factory=list)
+    # the precision of the rows' model passes, as their cell runs logged it ("evaluation fp32, CPT fp32"; "" for
+    # runs that logged none): part of the title, so every rendering's header names it
+    precision: str = ""
 
     # -- labels ---------------------------------------------------------------------------------------------
     @property
@@ -119,7 +122,8 @@ class Board:
 
     @property
     def title(self) -> str:
-        return (f"{self.experiment} · {self.task} · {self.metric} · {self.step_label} · profile {self.profile}")
+        title = f"{self.experiment} · {self.task} · {self.metric} · {self.step_label} · profile {self.profile}"
+        return f"{title} · {self.precision}" if self.precision else title
 
     @property
     def id(self) -> str:
@@ -217,7 +221,8 @@ def board_dict(b: Board) -> dict[str, Any]:
                            for lang, e in sorted(r.entries.items())}}
 
     return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,
-            "profile": b.profile, "kind": b.kind, "step": b.step, "higher_is_better": b.higher_is_better,
+            "profile": b.profile, "precision": b.precision, "kind": b.kind, "step": b.step,
+            "higher_is_better": b.higher_is_better,
             "headline": b.headline,
             "languages": b.languages, "common_languages": b.common, "rows": [row(r) for r in b.rows],
             "paper_rows": [row(r) for r in b.paper_rows], "pairs": [p.as_dict() for p in b.pairs],

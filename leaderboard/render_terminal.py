@@ -133,6 +133,45 @@ def _parts(key_w: int, widths: list[int], width: int) -> list[list[int]]:
     return parts
 
 
+def title_atoms(title: str) -> list[str]:
+    """A title's names, each kept whole on a line: the parts between its `` · `` separators (the separator stays
+    at the end of the name before it)."""
+    parts = title.split(" · ")
+    return [p + " ·" for p in parts[:-1]] + parts[-1:]
+
+
+def title_lines(atoms: list[str], width: int | None) -> list[str]:
+    """``atoms`` (names) joined by spaces in lines of at most ``width`` terminal cells (None: one line), broken
+    only between names: never inside a language code, a row label or a column name. A name wider than ``width``
+    alone is broken at its spaces, and a word wider than that at ``width`` (nothing is cut)."""
+    if width is None:
+        return [" ".join(atoms)]
+    width = max(int(width), 1)
+    lines: list[str] = []
+    cur = ""
+    for atom in atoms:
+        joined = f"{cur} {atom}" if cur else atom
+        if cur and cell_len(joined) > width:
+            lines.append(cur)
+            cur = atom
+        else:
+            cur = joined
+    lines.append(cur)
+    out: list[str] = []
+    for line in lines:
+        if cell_len(line) <= width:
+            out.append(line)
+            continue
+        text = Text(line)
+        out.extend(part.plain.rstrip() for part in text.wrap(Console(width=width, file=_Null()), width))
+    return out
+
+
+def title_text(atoms: list[str], width: int | None) -> Text:
+    """The title as one renderable whose lines already meet ``width`` (rich wraps nothing further)."""
+    return Text("\n".join(title_lines(atoms, width)), no_wrap=True, overflow="ignore")
+
+
 def fit(grid: Grid, width: int | None) -> list[Any]:
     """``grid`` as one rich table when it fits ``width`` terminal cells (None: any width), else as several, each
     repeating the key column and titled with the part it holds; wide texts wrap, nothing is cut or dropped."""
@@ -152,13 +191,16 @@ def fit(grid: Grid, width: int | None) -> list[Any]:
             narrow -= 1
         parts = _parts(key_w, widths, narrow)
     tables: list[Any] = []
+    title_width = width if limit else None
     for n, idx in enumerate(parts, 1):
-        t = Table(title=grid.title if len(parts) == 1 else None, title_justify="left")
+        t = Table()
+        # the title on lines of its own, at the console's width rather than the table's, broken between names
+        atoms = title_atoms(grid.title)
         if len(parts) > 1:
-            heads = [Text.from_markup(grid.cols[i].header).plain for i in idx]
-            span = heads[0] if len(heads) == 1 else f"{heads[0]} … {heads[-1]}"
-            # the title on a line of its own, wrapped at the console's width rather than the part's
-            tables.append(Text.from_markup(f"{grid.title} · part {n}/{len(parts)}: {span}"))
+            heads = [" ".join(Text.from_markup(grid.cols[i].header).plain.split()) for i in idx]
+            atoms = [*atoms[:-1], atoms[-1] + " ·", f"part {n}/{len(parts)}:", heads[0],
+                     *(["…", heads[-1]] if len(heads) > 1 else [])]
+        tables.append(title_text(atoms, title_width))
         t.add_column(grid.key.header, justify=grid.key.justify, overflow="fold",
                      **({"width": key_w} if limit else {}))
         for i in idx:

@@ -19,6 +19,7 @@ class SummaryTable:
     rows: list[str]  # row labels, in the first task's order (best first)
     cells: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, task) -> "0.322 ± 0.013 (3)"
     claims: str = ""
+    precision: str = ""  # the boards' precision of evaluation and CPT (Board.precision)
 
 
 def seed_spread(row: Row, languages: list[str]) -> tuple[float | None, int]:
@@ -50,7 +51,8 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None) -> list[SummaryTa
     for profile in sorted({b.profile for b in heads}):
         boards = sorted((b for b in heads if b.profile == profile), key=lambda b: (tasks or []).index(b.task)
                         if tasks and b.task in tasks else 99)
-        table = SummaryTable(lb.experiment, profile, [(b.task, b.metric, b.step_label) for b in boards], [])
+        table = SummaryTable(lb.experiment, profile, [(b.task, b.metric, b.step_label) for b in boards], [],
+                             precision="; ".join(dict.fromkeys(b.precision for b in boards if b.precision)))
         for b in boards:
             ranked = sorted(b.rows, key=lambda r: (r.avg is None, -(r.avg or 0) if b.higher_is_better
                                                    else (r.avg or 0)))
@@ -71,8 +73,13 @@ def render(table: SummaryTable, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    t = Table(title=f"{table.experiment} · profile {table.profile} · average over languages ± sd over seeds",
-              title_justify="left")
+    from leaderboard.render_terminal import title_text
+
+    precision = [f"{table.precision} ·"] if table.precision else []
+    # the title on lines of its own at the console's width, broken between its names (not at the table's width)
+    console.print(title_text([f"{table.experiment} ·", f"profile {table.profile} ·", *precision,
+                              "average over languages ± sd over seeds"], console.width))
+    t = Table()
     t.add_column("row")
     for task, metric, step in table.tasks:
         t.add_column(f"{task} {metric}\n{step}", justify="right")

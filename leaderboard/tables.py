@@ -169,6 +169,8 @@ class _Builder:
             rows.append(Row(labels[key], entries, "ours", key, seeds_all, self.init_of(runs)))
         b = Board(data.name, task, metric, profile, hib, kind, step if kind == "step" else
                   (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals)
+        b.precision = precision_label([p for runs in groups.values() for r in runs
+                                       if (p := data.parent(r)) is not None])
         finish_board(b)
         if kind in ("final", "delta") and len(finals) > 1:
             b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
@@ -210,6 +212,19 @@ class _Builder:
                 if k in p.metrics:
                     vals.setdefault(k, []).append(p.metrics[k])
         return {k: statistics.fmean(v) for k, v in vals.items()}
+
+
+def precision_label(cells: list[CellRun]) -> str:
+    """The precision of the cells' model passes as they logged it (params ``eval_precision`` and
+    ``cpt.precision``): ``evaluation fp32, CPT fp32``; several values where the cells differ (``fp32 / bf16``);
+    "" when none logged it."""
+
+    def values(key: str) -> str:
+        return " / ".join(sorted({v for c in cells if (v := c.params.get(key))}))
+
+    parts = [f"{name} {v}" for name, key in (("evaluation", "eval_precision"), ("CPT", "cpt.precision"))
+             if (v := values(key))]
+    return ", ".join(parts)
 
 
 def protocol_notes(task: str, runs: list[TaskRun]) -> list[str]:

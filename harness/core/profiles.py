@@ -98,7 +98,8 @@ PROFILES: dict[str, dict[str, Any]] = {
                      "held-out MLM loss (random init: 17.2 -> 15.6 nats) but do not train the new embeddings as "
                      "the papers' 4,000 steps do; read step 0 for the comparison of methods"),
         "eval_max_sentences": 200,
-        # bf16 autocast where the CPU computes it natively (AMX / AVX512-BF16: ~2x faster passes), else fp32
+        # auto: fp32 on every CPU, so that the board does not depend on the CPU's instruction set (bf16 on a CPU is
+        # `--precision bf16`: benchmarks/bench_precision.py), bf16 on a CUDA GPU that computes it natively
         "eval_precision": "auto",
         "heldout_max_sentences": 16,
         "resources": {"num_cpus": 1},
