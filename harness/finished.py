@@ -50,6 +50,34 @@ def finished_run(record: RunRecord, exp: str, key: str, tasks: list[str], cpt: d
     return record.finished_cell(exp, key, need, tasks, evaluated if cpt["eval_tasks"] else [0])
 
 
+def pending_cells(runner: Any) -> list[Any]:
+    """The cells of ``runner``'s plan that have work to do, found in this process before any worker is started: a
+    cell is left out when its run is FINISHED with every evaluation the command asks for logged
+    (:func:`finished_run`) and the command's ``--rerun`` policy does not start it over (``all``; ``failed`` with a
+    FAILED or KILLED run of the cell; ``stale`` with a run that recorded other code of its method). Nothing is
+    created or deleted here: a cell left out is passed over by :meth:`harness.runner.Runner.run_cell` as before."""
+    from harness.rerun import changed_files, starts_over
+
+    record = RunRecord(runner.tracker)
+    policy = runner.cfg.rerun
+    experiments: dict[str, str | None] = {}
+    out = []
+    for cell in runner.plan.cells:
+        name = runner.experiment_name(cell.source)
+        if name not in experiments:
+            exp = runner.tracker.client.get_experiment_by_name(name)
+            experiments[name] = exp.experiment_id if exp is not None and exp.lifecycle_stage == "active" else None
+        exp_id = experiments[name]
+        key = hash_obj(runner.cell_identity(cell))
+        if policy == "all" or exp_id is None or finished_run(record, exp_id, key, runner.plan.tasks, runner.cpt) is None:
+            out.append(cell)
+        elif policy == "failed" and any(starts_over(s, policy) for s in record.cell_status(exp_id, key)):
+            out.append(cell)
+        elif policy == "stale" and changed_files(record.cell_code(exp_id, key), runner.method_code(cell.method)):
+            out.append(cell)
+    return out
+
+
 def release_products(tracker: Tracker, home: Path, keys: tuple[str, str | None], run_id: str,
                      keep: set[str], say: Callable[[str], None]) -> int:
     """Remove the init and CPT products ``keys`` of the finished cell whose run is ``run_id`` (the same removal as
