@@ -53,11 +53,15 @@ def _check_device(cfg: RunConfig) -> None:
         raise ConfigError(f"--device {cfg.device!r} is malformed; give cuda or cuda:N")
 
 
-def device_available(device: str) -> None:
-    """The one check that a CUDA device exists on this machine, before anything is loaded (torch's own error is a
-    traceback deep in a cell); what runs here asks it (``harness run``, ``harness init``), not ``harness plan``,
-    which may plan for a cluster from a machine without one."""
+def device_available(device: str, cpt_devices: int = 1) -> None:
+    """The one check that a CUDA device exists on this machine, and GPUs enough for ``cpt_devices`` per cell,
+    before anything is loaded (torch's own error is a traceback deep in a cell); what runs here asks it
+    (``harness run``, ``harness init``), not ``harness plan``, which may plan for a cluster from a machine without
+    one."""
+    from harness.core.devices import gpu_slots
+
     if not device.startswith("cuda"):
+        gpu_slots(resolve_device(device), cpt_devices)  # a CPU emulating a GPU node: its GPUs counted the same
         return
     import torch
 
@@ -67,6 +71,14 @@ def device_available(device: str) -> None:
     if idx and int(idx) >= torch.cuda.device_count():
         raise ConfigError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s); "
                           f"give cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    gpu_slots(device, cpt_devices)
+
+
+def cpt_devices(cfg: RunConfig) -> int:
+    """The GPUs one cell's CPT spans (``[cpt] devices`` / ``--cpt-devices``, else the profile's)."""
+    from harness.core.profiles import profile
+
+    return max(1, int((cfg.cpt or {}).get("devices") or profile(cfg.profile)["cpt"].get("devices", 1) or 1))
 
 
 def resolve_device(device: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 
 from harness import cpt_batch
 from harness.core.cache import DONE, discard_damaged, file_digests
-from harness.core.devices import accelerator_branches
+from harness.core.devices import accelerator_branches, rank_device
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import resolve_precision, training_attention
 from harness.cpt_batch import batch_layout
@@ -70,7 +70,9 @@ def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path
                          f"--nproc_per_node={n_procs}", "-m", "harness.cpt_worker", str(spec_path)])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"distributed CPT failed ({proc.returncode}): {proc.stderr[-3000:]}")
+        from harness.core.errors import OtherProcessFailed
+
+        raise OtherProcessFailed(f"distributed CPT failed ({proc.returncode}): {proc.stderr[-3000:]}")
 
 
 def cpt_speed(settings: dict[str, Any], device: str) -> dict[str, Any]:
@@ -124,6 +126,16 @@ def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[st
     t0 = time.time()
     n_procs = int(settings.get("devices", 1) or 1)
     if n_procs > 1 and not (product_dir / DONE).is_file():
+        # the batch is searched here, once, on the first GPU of this cell's group (all of one kind), before the
+        # ranks start; each rank then reads the layout, and this process gives its memory back to the ranks
+        work = product_dir.with_name(product_dir.name + ".work")
+        work.mkdir(parents=True, exist_ok=True)
+        if not (work / "layout.json").is_file() and cpt_batch.search_wanted(device, settings):
+            speed = cpt_speed(settings, device)
+            layouts = start_layouts(work, settings, device, n_procs, lambda: prepare_model(
+                load_fn(model_dir), speed, device, cpt_batch.simulated_memory()))
+            (work / "layout.json").write_text(json.dumps(layouts))
+        cpt_batch.free_memory(device)
         say(f"  CPT on {n_procs} processes (torchrun)")
         launch_distributed_cpt(n_procs=n_procs, work_dir=product_dir.with_name(product_dir.name + ".launch"),
                                spec={"world": world.name, "model_dir": str(model_dir), "languages": languages,
@@ -136,6 +148,39 @@ def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[st
         prog.remove_task(bar)
     say(f"  CPT: {steps} steps in {time.time() - t0:.1f}s")
     return ckpts
+
+
+def prepare_model(model: Any, speed: dict[str, Any], device: str, sim: Any = None) -> Any:
+    """``model`` made ready for CPT: the vocabulary projection at the masked positions only (same loss, see
+    :mod:`harness.core.masked_head`), the CPU's training attention, a simulated memory limit (tests)."""
+    if speed["masked_head"]:
+        use_masked_only_head(model)
+    training_attention(model, device)
+    if sim is not None:
+        cpt_batch.install_simulated_memory(model, sim)
+    return model
+
+
+def start_layouts(work: Path, settings: dict[str, Any], device: str, n_dev: int,
+                  get_model: Callable[[], Any]) -> list[dict[str, Any]]:
+    """The batch layouts a CPT starts from: those recorded in ``work`` (a resumed CPT, or the ranks of a torchrun
+    CPT, whose launching process searched), else the largest per-device batch the device holds (searched on the
+    model ``get_model`` gives, moved to ``device``), else the profile's."""
+    layout_file = work / "layout.json"
+    if layout_file.is_file():
+        return json.loads(layout_file.read_text())
+    effective = int(settings["effective_batch"])
+    per_dev, accum = batch_layout(effective, int(settings["per_device_batch"]), n_dev)
+    if not cpt_batch.search_wanted(device, settings):
+        return [{"from_step": 0, "per_device": per_dev, "accumulation": accum, "why": "the profile's"}]
+    model = get_model().to(device)
+    precision = resolve_precision(settings.get("precision", "auto"), device)
+    reserve = cpt_batch.held_state_bytes(model)
+    per_dev, tried = cpt_batch.find_per_device_batch(
+        effective, per_dev, n_dev, lambda b: cpt_batch.probe_step(
+            model, b, int(settings["block_size"]), device, precision, reserve))
+    return [{"from_step": 0, "per_device": per_dev, "accumulation": effective // (per_dev * n_dev),
+             "why": "batch search: " + ", ".join(f"{b} {r}" for b, r in tried)}]
 
 
 def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
@@ -168,9 +213,14 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         raise MissingResourceError(f"world {world.name!r} has no CPT text for {', '.join(languages)}")
     n_dev = int(os.environ.get("WORLD_SIZE", "1"))
     effective = int(settings["effective_batch"])
-    per_dev, accum = batch_layout(effective, int(settings["per_device_batch"]), n_dev)
-    use_cpu = device == "cpu"
     distributed = n_dev > 1
+    if distributed:  # this rank's own GPU, before anything is loaded or probed on it
+        device = rank_device(device, int(os.environ.get("LOCAL_RANK", "0")))
+        if device.startswith("cuda"):
+            import torch
+
+            torch.cuda.set_device(device)
+    use_cpu = device == "cpu"
     precision = resolve_precision(settings.get("precision", "auto"), device)
     bf16, fp16 = precision == "bf16", precision == "fp16"  # mixed precision (autocast), on CPU too
     # Trainer checkpoints (optimizer state included) for resuming a killed CPT: every ``save_every`` steps (default
@@ -181,7 +231,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     speed = cpt_speed(settings, device)
 
     def training_args(per_device: int, accumulation: int) -> Any:
-        return TrainingArguments(
+        args = TrainingArguments(
             output_dir=str(work / "trainer"), max_steps=steps, learning_rate=float(settings["lr"]),
             lr_scheduler_type="linear", warmup_steps=int(settings.get("warmup_steps", 0)),
             weight_decay=float(settings.get("weight_decay", 0.0)), per_device_train_batch_size=per_device,
@@ -194,35 +244,23 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
             disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
             ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
         )
+        # never nn.DataParallel (the Trainer's choice for one process that sees several GPUs): it would multiply
+        # the effective batch by the GPUs; a cell process sees the GPUs of its group only (harness.core.devices)
+        if args.n_gpu > 1:
+            args._n_gpu = 1
+        return args
 
     sim = cpt_batch.simulated_memory()
 
     def fresh_model() -> Any:
-        m = load_fn(model_dir)
-        if speed["masked_head"]:
-            use_masked_only_head(m)  # the vocabulary projection at the masked positions only (same loss, see module)
-        training_attention(m, device)
-        if sim is not None:
-            cpt_batch.install_simulated_memory(m, sim)
-        return m
+        return prepare_model(load_fn(model_dir), speed, device, sim)
 
     model = fresh_model()
+    layouts = start_layouts(work, settings, device, n_dev, lambda: model)
+    per_dev, accum = int(layouts[-1]["per_device"]), int(layouts[-1]["accumulation"])
     layout_file = work / "layout.json"
-    layouts = json.loads(layout_file.read_text()) if layout_file.is_file() else []
-    if layouts:  # a resumed CPT keeps the layout it had reached
-        per_dev, accum = int(layouts[-1]["per_device"]), int(layouts[-1]["accumulation"])
-    elif cpt_batch.search_wanted(device, settings):
-        model.to(device)
-        reserve = cpt_batch.optimizer_state_bytes(model)
-        per_dev, tried = cpt_batch.find_per_device_batch(
-            effective, per_dev, n_dev, lambda b: cpt_batch.probe_step(
-                model, b, int(settings["block_size"]), device, precision, reserve))
-        accum = effective // (per_dev * n_dev)
-        layouts.append({"from_step": 0, "per_device": per_dev, "accumulation": accum,
-                        "why": "batch search: " + ", ".join(f"{b} {r}" for b, r in tried)})
-    if not layouts:
-        layouts.append({"from_step": 0, "per_device": per_dev, "accumulation": accum, "why": "the profile's"})
-    layout_file.write_text(json.dumps(layouts))
+    if int(os.environ.get("RANK", "0")) == 0:  # one writer: the ranks of a torchrun CPT share the folder
+        layout_file.write_text(json.dumps(layouts))
     collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
     if not speed["attention_mask"]:
         collator = WithoutPaddingMask(collator)
@@ -264,19 +302,22 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         except Exception as exc:
             if not cpt_batch.is_out_of_memory(exc) or distributed:
                 raise
-            # out of memory mid-run: half the per-device batch, twice the accumulation, from the last checkpoint
-            step = int(last.name.split("-")[1]) if last else 0
-            per_dev, accum = cpt_batch.halve(effective, per_dev, n_dev)
-            log.warning("CPT ran out of memory (%s); resuming from step %d with %d sequences per device x %d "
-                        "accumulation", exc, step, per_dev, accum)
-            layouts.append({"from_step": step, "per_device": per_dev, "accumulation": accum,
-                            "why": f"out of memory during CPT: {str(exc)[:200]}"})
-            layout_file.write_text(json.dumps(layouts))
-            del trainer, model
-            if sim is not None:
-                sim.step = step
-            cpt_batch.free_memory(device)
-            model = fresh_model()  # the initialized weights; the checkpoint, if any, replaces them
+            why = str(exc)[:200]
+        # out of memory mid-run: half the per-device batch, twice the accumulation, from the last checkpoint. Out
+        # of the except block, so that the error's traceback (whose frames hold the failed model, its gradients
+        # and the optimizer's state) is gone before the next model is loaded
+        step = int(last.name.split("-")[1]) if last else 0
+        per_dev, accum = cpt_batch.halve(effective, per_dev, n_dev)
+        log.warning("CPT ran out of memory (%s); resuming from step %d with %d sequences per device x %d "
+                    "accumulation", why, step, per_dev, accum)
+        layouts.append({"from_step": step, "per_device": per_dev, "accumulation": accum,
+                        "why": f"out of memory during CPT: {why}"})
+        layout_file.write_text(json.dumps(layouts))
+        del trainer, model
+        if sim is not None:
+            sim.step = step
+        cpt_batch.free_memory(device)
+        model = fresh_model()  # the initialized weights; the checkpoint, if any, replaces them
     if distributed:
         trainer.accelerator.wait_for_everyone()
     if trainer.is_world_process_zero():

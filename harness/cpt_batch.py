@@ -115,9 +115,10 @@ def candidates(effective: int, per_device_max: int, n_devices: int) -> list[int]
 
 
 def probe_step(model: torch.nn.Module, batch: int, block_size: int, device: str, precision: str,
-               optimizer_bytes: int) -> None:
+               held_bytes: int) -> None:
     """One training step's memory: forward and backward on ``batch`` random blocks (15 % of positions masked),
-    with ``optimizer_bytes`` held aside for the optimizer's state; gradients are dropped after it."""
+    with ``held_bytes`` held aside for what a training step keeps beside it (:func:`held_state_bytes`);
+    gradients are dropped after it."""
     from harness.core.precision import autocast
 
     vocab = int(model.get_input_embeddings().weight.shape[0])
@@ -125,8 +126,8 @@ def probe_step(model: torch.nn.Module, batch: int, block_size: int, device: str,
     ids = torch.randint(5, max(vocab, 6), (batch, block_size), generator=g)
     labels = torch.where(torch.rand((batch, block_size), generator=g) < 0.15, ids, torch.full_like(ids, -100))
     labels[:, 0] = ids[:, 0]  # at least one position per row
-    reserve = (torch.empty(optimizer_bytes, dtype=torch.uint8, device=device)
-               if optimizer_bytes and str(device).startswith("cuda") else None)
+    reserve = (torch.empty(held_bytes, dtype=torch.uint8, device=device)
+               if held_bytes and str(device).startswith("cuda") else None)
     was_training = model.training
     model.train()
     try:
@@ -168,9 +169,11 @@ def halve(effective: int, per_device: int, n_devices: int) -> tuple[int, int]:
     return batch_layout(effective, per_device // 2, n_devices)
 
 
-def optimizer_state_bytes(model: torch.nn.Module) -> int:
-    """AdamW's state: two fp32 tensors the size of the trainable parameters."""
-    return 2 * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
+def held_state_bytes(model: torch.nn.Module) -> int:
+    """What a training step holds beside the probe's own forward and backward: AdamW's state (two fp32 tensors the
+    size of the trainable parameters) and the fp32 gradients, which gradient accumulation keeps from one
+    micro-batch's backward through the next one's forward."""
+    return 3 * 4 * sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 def search_wanted(device: str, settings: dict[str, Any]) -> bool:

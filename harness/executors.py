@@ -20,15 +20,20 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
+import tempfile
 from typing import Any
 
+from harness.config import cpt_devices
+from harness.core.devices import SlotLease, accelerator_branches, gpu_names, gpu_slots, pin
 from harness.core.errors import ConfigError
 from harness.core.hosts import available_cpus
 from harness.plan import cell_resources
 
 _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
              "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "HARNESS_FAULT_DEVICE", "HARNESS_FAULT_AT", "HARNESS_FAULT_SIGNAL",
-             "HARNESS_MAIN_PID", "TOKENIZERS_PARALLELISM", "PYTHONPATH")
+             "HARNESS_MAIN_PID", "TOKENIZERS_PARALLELISM", "PYTHONPATH", "HARNESS_EMULATE_ACCELERATOR",
+             "HARNESS_EMULATE_GPUS", "HARNESS_SIMULATED_MEMORY")
 
 
 def _worker_env(tracking_uri: str) -> dict[str, str]:
@@ -66,23 +71,27 @@ def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any],
     """Body of a worker's task: run one cell (idempotent) with the process's runner."""
     import torch
 
+    from harness.core.progress import set_prefix
     from harness.plan import Cell
 
     torch.set_num_threads(max(1, int(num_cpus)))
-    runner = _worker_runner(cfg_values)
     cell = Cell(**cell_values)
-    # cells side by side: say whose line each is
-    runner.prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] " if label_lines else ""
+    # cells side by side: say whose line each is (the lines of the runner's start-up in this process too)
+    prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] " if label_lines else ""
+    set_prefix(prefix)
+    runner = _worker_runner(cfg_values)
+    runner.prefix = prefix
     return runner.run_cell(cell)
 
 
 def local_workers(cfg: Any, device: str, n_cells: int) -> int:
     """How many cells the local executor runs at once: ``cfg.workers`` if set; otherwise, on a CPU, the cores
-    divided by the CPUs the profile gives a cell (at least 1); on a GPU, 1."""
+    divided by the CPUs the profile gives a cell (at least 1); on an accelerator, one cell per group of GPUs
+    (:func:`harness.core.devices.gpu_slots`: every GPU of the node, or the one ``cuda:N`` names)."""
     if cfg.workers is not None:  # checked (>= 1) with the run's settings: harness.config
         return max(1, min(int(cfg.workers), n_cells))
-    if not str(device).startswith("cpu"):
-        return 1
+    if accelerator_branches(device):
+        return max(1, min(len(gpu_slots(device, cpt_devices(cfg))) or 1, n_cells))
     per_cell = max(1, int(cell_resources(cfg, device)["num_cpus"]))
     return max(1, min(available_cpus() // per_cell, n_cells))
 
@@ -93,13 +102,38 @@ def isolate_cells(cfg: Any, device: str) -> bool:
     later cell of that process would fail with it), not on a CPU (where starting a process per cell only costs)."""
     if cfg.isolate_cells is not None:
         return bool(cfg.isolate_cells)
-    return not str(device).startswith("cpu")
+    return accelerator_branches(device)
 
 
-def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | None = None) -> None:
+def local_executor(cfg: Any, device: str, n_cells: int) -> ProcessExecutor | None:
+    """The local executor of a run with ``n_cells`` cells left, or None to run them in this process. On an
+    accelerator each cell process is pinned to its group of GPUs; a run that keeps its cells in this process
+    (``isolate_cells = false``, one worker) must see exactly the GPUs of one cell, since this process cannot be
+    pinned once CUDA has started in it and the Trainer would otherwise spread one CPT over every visible GPU
+    (``nn.DataParallel``) or train on ``cuda:0`` whatever ``cuda:N`` said."""
+    workers = local_workers(cfg, device, n_cells)
+    fresh = isolate_cells(cfg, device)
+    slots = gpu_slots(device, cpt_devices(cfg))
+    if not n_cells or (workers <= 1 and not fresh):
+        if n_cells and slots and (len(gpu_names()) != len(slots[0].split(",")) or str(device).partition(":")[2] not in {"", "0"}):
+            raise ConfigError(f"cells in this process (isolate_cells = false, one worker) on {device} with "
+                              f"{len(gpu_names())} visible GPU(s): set CUDA_VISIBLE_DEVICES to the GPU(s) of one "
+                              f"cell ({cpt_devices(cfg)}), or let each cell run in a process of its own (the "
+                              f"default on a GPU), which pins one GPU per cell")
+        return None
+    return ProcessExecutor(workers, threads=max(1, available_cpus() // workers), fresh=fresh, slots=slots)
+
+
+def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | None = None,
+                         slots: list[str] | None = None, slot_dir: str | None = None) -> None:
     import signal
 
     from harness.core import lifecycle
+
+    if slots and slot_dir:  # this process's GPUs, before CUDA starts here (nothing has imported torch's CUDA yet)
+        global _LEASE
+        _LEASE = SlotLease(slots, slot_dir)
+        pin(_LEASE.slot)
 
     lifecycle.die_with_parent(parent_pid)  # killed with the harness process, whatever kills it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops the workers
@@ -107,6 +141,10 @@ def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | No
     os.environ["OMP_NUM_THREADS"] = str(threads)  # before torch is imported in this fresh process
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     lifecycle.install_fault_hook()
+    import atexit
+    import gc
+
+    atexit.register(gc.freeze)  # the worker's exit skips collecting torch's and mlflow's objects (seconds)
 
 
 def _precreate_experiments(runner: Any, cells: list[Any]) -> None:
@@ -115,17 +153,22 @@ def _precreate_experiments(runner: Any, cells: list[Any]) -> None:
         runner.tracker.experiment(runner.experiment_name(source))
 
 
+_LEASE: SlotLease | None = None  # the GPUs a worker process holds while it lives
+
+
 class ProcessExecutor:
-    """``workers`` cells at a time in spawned processes with ``threads`` torch threads. Workers log to the run's
+    """``workers`` cells at a time in spawned processes with ``threads`` torch threads, each process pinned to
+    one of ``slots`` (its CUDA_VISIBLE_DEVICES) when given. Workers log to the run's
     tracking URI and share the products through the harness home, as Ray workers do; a harness error (bad
     configuration, missing resource) stops the run, other failures mark their cell FAILED. ``fresh``: every cell in
     a process of its own (the default on an accelerator: a CUDA fault poisons its process's device, and the next
     cell then starts on a new one); otherwise a worker process runs one cell after another."""
 
-    def __init__(self, workers: int, threads: int = 1, fresh: bool = False):
+    def __init__(self, workers: int, threads: int = 1, fresh: bool = False, slots: list[str] | None = None):
         self.workers = int(workers)
         self.threads = int(threads)
         self.fresh = bool(fresh)
+        self.slots = list(slots or [])
 
     def run(self, runner: Any, cells: list[Any], on_done: Any = None) -> tuple[list[dict], list[dict]]:
         import multiprocessing as mp
@@ -139,9 +182,11 @@ class ProcessExecutor:
         _precreate_experiments(runner, cells)
         cfg_values = config_to_dict(runner.cfg)
         done, failed = [], []
+        slot_dir = tempfile.mkdtemp(prefix="harness-gpu-slots-") if self.slots else None
         pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
                                    initializer=_init_process_worker,
-                                   initargs=(_worker_env(runner.tracker.uri), self.threads, os.getpid()),
+                                   initargs=(_worker_env(runner.tracker.uri), self.threads, os.getpid(),
+                                             self.slots, slot_dir),
                                    max_tasks_per_child=1 if self.fresh else None)
         futures: dict[Any, Any] = {}
         pending: set[Any] = set()
@@ -172,6 +217,8 @@ class ProcessExecutor:
             lifecycle.stop_processes(procs)
             raise
         pool.shutdown(wait=True)
+        if slot_dir:
+            shutil.rmtree(slot_dir, ignore_errors=True)
         return done, failed
 
     def shutdown(self) -> None:

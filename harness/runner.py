@@ -17,6 +17,7 @@ from typing import Any
 
 from harness.config import RunConfig, method_params, resolve_device
 from harness.core.cache import ProductCache
+from harness.core.devices import compute_device, pinned
 from harness.core.errors import DeviceFault, HarnessError, is_device_fault
 from harness.core.hashing import hash_obj
 from harness.core.lifecycle import device_fault, fault_after
@@ -71,9 +72,15 @@ class Runner:
     def __init__(self, cfg: RunConfig, world: Any, tracker: Tracker | None = None):
         self.cfg = cfg
         self.world = world
-        self.tracker = tracker or Tracker(cfg.tracking_uri)
+        if tracker is None:
+            from harness.core.progress import STARTUP_HEARTBEAT_S, stage
+
+            with stage("MLflow store: opening", heartbeat=STARTUP_HEARTBEAT_S):  # mlflow's import: seconds
+                tracker = Tracker(cfg.tracking_uri)
+        self.tracker = tracker
         self.cache = ProductCache()
-        self.device = resolve_device(cfg.device)
+        # the device this process computes on (a cell process pinned to its GPUs sees them from cuda:0 on)
+        self.device = compute_device(resolve_device(cfg.device))
         self.cpt = cpt_settings(cfg)
         # precisions resolved for this device ("auto" never reaches a product key or a logged param)
         self.cpt["precision"], self.eval_precision = run_precisions(cfg, self.device)
@@ -82,9 +89,6 @@ class Runner:
         self.cpt, self.fitted = fit_cpt(self.cpt, world, sorted({c.source for c in self.plan.cells}))
         self.prefix = ""  # put before each line this runner prints (cells side by side)
         self._code: dict[str, dict[str, str]] = {}
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()  # per-load "Loading weights" bars: the run has its own progress lines
 
     def say(self, message: str) -> None:
         from rich.markup import escape
@@ -113,6 +117,9 @@ class Runner:
             bar = prog.add_task("cells", total=len(plan.cells))
             if executor is not None:
                 prog.update(bar, description=f"cells on {type(executor).__name__}")
+                workers = getattr(executor, "workers", None)
+                console.print(f"cells: {f'{workers} worker process(es)' if workers else 'workers'} starting (each "
+                              f"loads torch, the world and the MLflow store before its first cell)")
                 try:
                     done, failed = executor.run(self, plan.cells, on_done=lambda c: prog.advance(bar))
                 finally:
@@ -140,9 +147,13 @@ class Runner:
                     if self.cfg.fail_fast or isinstance(exc, HarnessError):
                         raise
                 prog.advance(bar)
-        from harness.aggregate import aggregate_seeds
+        from harness.aggregate import aggregate_seeds, seed_groups
 
-        aggregate_seeds(self)
+        if any(len(c) > 1 for c in seed_groups(plan.cells).values()):
+            from harness.core.progress import STARTUP_HEARTBEAT_S, stage
+
+            with stage("seed aggregates: mean and sd over seeds, per variant and task", heartbeat=STARTUP_HEARTBEAT_S):
+                aggregate_seeds(self)
         stale = [c for c in results["cells"] if c.get("stale")]
         if stale:
             files = sorted({f for c in stale for f in c["stale"]})
@@ -222,10 +233,14 @@ class Runner:
                      + (f" (with older code of its method: {', '.join(stale)} changed since)" if stale else ""))
             self.release_products(cell, done)  # (left by a command killed before it removed them)
             return {"cell": cell.label, "run_id": done, "experiment_id": exp, "skipped": True, "stale": stale}
+        from transformers.utils import logging as hf_logging  # imported once a cell has work to do (seconds)
+
+        hf_logging.disable_progress_bar()  # per-load "Loading weights" bars: the run has its own progress lines
         init_key, cpt_key = product_keys(ident, self.code_key(cell.method))
         # the products it reads name the run (another command's cell then keeps them: release_products)
         parent = record.open_cell(exp, key, f"{cell.method}-{dim_s}-s{cell.seed}", {
             **variant, "seed": cell.seed, **method_tags(METHODS.get(cell.method)), **code_tag(code),
+            **({"gpus": pinned()} if pinned() else {}),  # the GPUs (CUDA_VISIBLE_DEVICES) this cell ran on
             "init_product": init_key, **({"cpt_product": cpt_key} if cpt_key else {})})
         try:
             tr.log_params(parent, self.cell_params(cell, ident))
@@ -264,7 +279,7 @@ class Runner:
         the source model, the libraries' versions."""
         return {"method": cell.method, "source": cell.source, "dim": "full" if cell.dim is None else str(cell.dim),
                 "seed": cell.seed, "profile": self.cfg.profile, "world": self.world.name,
-                "world_hash": self.world.hash, "device": self.device, "eval_precision": self.eval_precision,
+                "world_hash": self.world.hash, "device": resolve_device(self.cfg.device), "eval_precision": self.eval_precision,
                 "torch_threads": _torch_threads(), "git_revision": git_commit() or "not a checkout",
                 **{f"method.{k}": v for k, v in {**getattr(METHODS.get(cell.method), "defaults", {}),
                                                   **ident["params"]}.items()},
@@ -281,6 +296,7 @@ class Runner:
         from harness.initialize import initialize_model
 
         t0 = time.time()
+        self.say(f"  init {cell.label}: start")  # the source model loaded, the method's rows computed: seconds
         prod = self.cache.get_or_build(
             "init", init_inputs(ident, self.code_key(cell.method)),
             lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim, seed=cell.seed,

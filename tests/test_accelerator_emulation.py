@@ -4,7 +4,6 @@ mask and logging interval; cells in processes of their own; the batch search; on
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import os
 from pathlib import Path
@@ -74,14 +73,10 @@ def test_the_collator_without_padding_mask_pickles():
 
     from harness.cpt import WithoutPaddingMask
 
-    class Stub:  # a collator stand-in defined at module level would pickle too; the wrapper must not break that
-        pass
-
     wrapped = WithoutPaddingMask(_collate_ones)
     again = pickle.loads(pickle.dumps(wrapped))
     batch = again([{"input_ids": [1, 2]}])
     assert "attention_mask" not in batch and torch.equal(batch["input_ids"], torch.tensor([[1, 2]]))
-    del Stub
 
 
 def _collate_ones(examples):
@@ -89,3 +84,92 @@ def _collate_ones(examples):
 
     ids = torch.tensor([e["input_ids"] for e in examples])
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids)}
+
+
+# -- a node of several GPUs: one group of GPUs per cell process, never DataParallel ---------------------------------
+def test_gpu_slots_one_cell_per_gpu_or_per_group(monkeypatch):
+    from harness.core.devices import gpu_slots
+    from harness.core.errors import ConfigError
+
+    monkeypatch.setenv("HARNESS_EMULATE_ACCELERATOR", "1")
+    monkeypatch.setenv("HARNESS_EMULATE_GPUS", "4")
+    assert gpu_slots("cpu") == ["0", "1", "2", "3"]
+    assert gpu_slots("cpu", 2) == ["0,1", "2,3"]
+    assert gpu_slots("cpu", 3) == ["0,1,2"]
+    with pytest.raises(ConfigError, match="this machine has 4 GPU"):
+        gpu_slots("cpu", 5)
+    monkeypatch.delenv("HARNESS_EMULATE_ACCELERATOR")
+    assert gpu_slots("cpu") == []
+
+
+def test_gpu_slots_follow_cuda_visible_devices(monkeypatch):
+    """On a real node: the GPUs CUDA_VISIBLE_DEVICES names (counted through torch), ``cuda:N`` the Nth of them."""
+    import torch
+
+    from harness.core.devices import gpu_slots
+    from harness.core.errors import ConfigError
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5,6,7")
+    assert gpu_slots("cuda") == ["4", "5", "6", "7"]
+    assert gpu_slots("cuda:1") == ["5"]
+    assert gpu_slots("cuda:2", 2) == ["6,7"]
+    with pytest.raises(ConfigError, match="needs GPUs 3 to 4"):
+        gpu_slots("cuda:3", 2)
+
+
+def test_a_pinned_process_computes_on_its_first_gpu_and_each_rank_on_its_own(monkeypatch):
+    from harness.core import devices
+
+    monkeypatch.delenv(devices.PINNED_ENV, raising=False)
+    assert devices.compute_device("cuda:3") == "cuda:3"
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    devices.pin("3")
+    assert os.environ["CUDA_VISIBLE_DEVICES"] == "3" and devices.pinned() == "3"
+    assert devices.compute_device("cuda:3") == "cuda" and devices.compute_device("cpu") == "cpu"
+    assert devices.rank_device("cuda", 1) == "cuda:1" and devices.rank_device("cpu", 1) == "cpu"
+
+
+def test_each_process_leases_its_own_slot(tmp_path):
+    from harness.core.devices import SlotLease
+
+    a, b = SlotLease(["0", "1"], str(tmp_path)), SlotLease(["0", "1"], str(tmp_path))
+    assert {a.slot, b.slot} == {"0", "1"}
+    with pytest.raises(TimeoutError):
+        SlotLease(["0", "1"], str(tmp_path), timeout=0.2)
+    os.close(a.fd)  # what the kernel does when a's process ends
+    assert SlotLease(["0", "1"], str(tmp_path), timeout=1).slot == a.slot
+
+
+def test_the_local_executor_on_a_node_of_gpus(monkeypatch):
+    """Cells side by side, one GPU each, each in a fresh process; a run that keeps its cells in this process must
+    see the GPUs of one cell (else the Trainer would spread a CPT over all of them or ignore cuda:N)."""
+    from types import SimpleNamespace
+
+    from harness.core.errors import ConfigError
+    from harness.executors import local_executor
+
+    monkeypatch.setenv("HARNESS_EMULATE_ACCELERATOR", "1")
+    monkeypatch.setenv("HARNESS_EMULATE_GPUS", "4")
+    cfg = SimpleNamespace(workers=None, isolate_cells=None, cpt={}, profile="cpu")
+    ex = local_executor(cfg, "cpu", 10)
+    assert (ex.workers, ex.fresh, ex.slots) == (4, True, ["0", "1", "2", "3"])
+    ex = local_executor(SimpleNamespace(workers=None, isolate_cells=None, cpt={"devices": 2}, profile="cpu"),
+                        "cpu", 10)
+    assert (ex.workers, ex.slots) == (2, ["0,1", "2,3"])
+    in_process = SimpleNamespace(workers=1, isolate_cells=False, cpt={}, profile="cpu")
+    with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES"):
+        local_executor(in_process, "cpu", 10)
+    assert local_executor(in_process, "cpu", 0) is None  # nothing left to run: nothing to refuse
+    monkeypatch.setenv("HARNESS_EMULATE_GPUS", "1")
+    assert local_executor(in_process, "cpu", 10) is None
+
+
+def test_too_few_gpus_for_the_cpt_devices_is_refused_before_anything_is_written(run_cli, tmp_path):
+    home = tmp_path / "home"
+    proc = run_cli("run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--cpt-devices", "4",
+                   env={"HARNESS_EMULATE_ACCELERATOR": "1", "HARNESS_EMULATE_GPUS": "2",
+                        "HARNESS_HOME": str(home)})
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "this machine has 2 GPU(s)" in proc.stderr and "Traceback" not in proc.stderr
+    assert not home.exists()

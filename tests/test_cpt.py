@@ -27,14 +27,23 @@ def test_an_impossible_layout_is_a_clear_error():
 
 
 def test_cpt_on_two_processes_matches_the_schema(run_cli, tracking_uri, harness_home):
+    """One cell's CPT over the two GPUs of a node (torchrun), every accelerator branch taken on the CPU: the cell's
+    process is pinned to both GPUs, the batch is searched once in it before the ranks start (each rank then reads
+    that layout), the ranks run with the GPU's loader workers and logging interval (the last step logged)."""
     exp = "t-ddp"
     r = run_cli("run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--cpt-steps", "3",
-                "--cpt-devices", "2", "--experiment", exp, "--seeds", "21", "--keep-products", check=True)
+                "--cpt-devices", "2", "--experiment", exp, "--seeds", "21", "--keep-products", check=True,
+                env={"HARNESS_EMULATE_ACCELERATOR": "1", "HARNESS_EMULATE_GPUS": "2"})
     assert "CPT on 2 processes" in r.stderr
     c = MlflowClient(tracking_uri)
     e = c.get_experiment_by_name(exp)
     (parent,) = c.search_runs([e.experiment_id], filter_string="tags.`harness.kind` = 'cell'")
-    assert sorted(m.step for m in c.get_metric_history(parent.info.run_id, "cpt/train_loss")) == [1, 2, 3]
+    assert sorted(m.step for m in c.get_metric_history(parent.info.run_id, "cpt/train_loss")) == [3]
+    assert parent.data.tags["harness.gpus"] == "0,1"
+    (product,) = [p for p in (harness_home / "products" / "cpt").glob("*")
+                  if (p / "_DONE.json").is_file() and json.loads((p / "_DONE.json").read_text()).get("seed") == 21]
+    layouts = json.loads((product / "layout.json").read_text())
+    assert len(layouts) == 1 and layouts[0]["why"].startswith("batch search")  # searched once, not per rank
     specs = list((harness_home / "products" / "cpt").glob("*.launch/cpt_spec.json"))
     assert specs and json.loads(specs[0].read_text())["settings"]["devices"] == 2
 

@@ -25,22 +25,53 @@ def _runs(db: Path, experiment: str) -> dict[str, tuple[str, dict[str, str]]]:
     return out
 
 
+def _tags(db: Path, experiment: str, key: str) -> dict[str, str]:
+    """{cell run name: the value of its tag ``key``}."""
+    with sqlite3.connect(db) as con:
+        return dict(con.execute(
+            "SELECT r.name, t.value FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id "
+            "JOIN tags t ON t.run_uuid = r.run_uuid WHERE e.name = ? AND t.key = ?", (experiment, key)).fetchall())
+
+
+def _metric(db: Path, experiment: str, key: str) -> dict[str, float]:
+    """{run name: the last value of its metric ``key``}."""
+    with sqlite3.connect(db) as con:
+        return dict(con.execute(
+            "SELECT r.name, m.value FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id "
+            "JOIN latest_metrics m ON m.run_uuid = r.run_uuid WHERE e.name = ? AND m.key = ?",
+            (experiment, key)).fetchall())
+
+
+PAPER_METHODS = ["focus", "fvt", "hyperofa", "mean-cov", "ofa", "random", "random-map", "tiktotok", "wechsel",
+                 "wechsel+overlap"]
+
+
 def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, synthetic_world):
-    """``--profile paper`` (CPT blocks of 512 tokens) on a source model of 128 positions: the block size is clamped
-    to 128 before any cell, said when the run starts, logged on the cell run and named under the board; every task
-    is evaluated at step 0 and after CPT."""
+    """``--profile paper`` with every method, as a GPU node with two GPUs runs it, every branch of the accelerator
+    taken on the CPU (HARNESS_EMULATE_ACCELERATOR): each cell in a spawned process of its own, pinned to one of
+    the two GPUs (two cells side by side); CPT with two loader workers, pinned memory, no padding mask, the GPU's
+    logging interval and the batch search, at the paper's effective batch of 512. The CPT block size (512) is
+    clamped to the source model's 128 positions before any cell, said when the run starts, logged on the cell run
+    and named under the board; every task is evaluated at step 0 and after CPT; every cell finishes."""
     exp = "gpu-path-paper"
-    proc = run_cli("run", "--world", "synthetic", "--methods", "random,ofa", "--tasks", "sr-t,ner,mlm",
-                   "--profile", "paper", "--cpt-steps", "2", "--experiment", exp, "--workers", "1", timeout=900)
+    proc = run_cli("run", "--world", "synthetic", "--methods", "all", "--tasks", "sr-t,mlm", "--profile", "paper",
+                   "--cpt-steps", "1", "--experiment", exp,
+                   env={"HARNESS_EMULATE_ACCELERATOR": "1", "HARNESS_EMULATE_GPUS": "2"}, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "fitted to the source model: cpt.block_size 512 -> 128" in proc.stderr
-    runs = _runs(harness_home / "mlflow-tests.db", exp)
-    assert sorted(runs) == ["ofa-full-s1", "random-full-s1"]
+    db = harness_home / "mlflow-tests.db"
+    runs = _runs(db, exp)
+    assert sorted(runs) == sorted(f"{m}-full-s1" for m in PAPER_METHODS)
     for status, params in runs.values():
         assert status == "FINISHED"
-        assert params["cpt.block_size"] == "128"
+        assert params["cpt.block_size"] == "128" and params["cpt.effective_batch"] == "512"
         assert params["fitted.cpt.block_size"].startswith("512 -> 128")
         assert params["profile"] == "paper"
+    gpus = _tags(db, exp, "harness.gpus")
+    assert sorted(gpus) == sorted(runs) and set(gpus.values()) == {"0", "1"}  # one GPU per cell, both used
+    # the batch searched (32 per device fits: 16 accumulation steps of 32 x 128), the one step's loss logged
+    assert set(_metric(db, exp, "cpt/per_device_batch").values()) == {32.0}
+    assert len(_metric(db, exp, "cpt/train_loss")) == len(runs)
     board = run_cli("leaderboard", "--experiment", exp, "--task", "sr-t", "--step", "final")
     assert board.returncode == 0, board.stderr[-2000:]
     assert "settings fitted to the source model" in board.stdout + board.stderr
@@ -89,6 +120,8 @@ def test_cells_isolated_on_an_accelerator():
 
 
 def test_device_fault_detection():
+    import torch
+
     from harness.core.errors import is_device_fault
 
     assert is_device_fault(RuntimeError("CUDA error: device-side assert triggered"))
@@ -101,6 +134,18 @@ def test_device_fault_detection():
         assert is_device_fault(outer)
     assert not is_device_fault(RuntimeError("index 130 is out of bounds for dimension 1 with size 130"))
     assert not is_device_fault(ValueError("CUDA error"))  # only what torch raises (RuntimeError and kin)
+    # the device is usable again once the memory is freed: the run goes on (the CPT retries with a smaller batch)
+    assert not is_device_fault(RuntimeError("CUDA error: out of memory"))
+    assert not is_device_fault(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+
+
+def test_a_failed_torchrun_launch_is_not_a_fault_of_this_process():
+    """The ranks' stderr of a failed launch names their CUDA errors; the harness process's device is healthy, so
+    a run in one process goes on with its next cell."""
+    from harness.core.errors import OtherProcessFailed, is_device_fault
+
+    assert not is_device_fault(OtherProcessFailed(
+        "distributed CPT failed (1): [rank1]: RuntimeError: CUDA error: device-side assert triggered"))
 
 
 JOB = ["run", "--world", "synthetic", "--methods", "random,ofa,fvt", "--tasks", "mlm", "--cpt-steps", "1"]
@@ -159,6 +204,17 @@ def test_batch_candidates_halve_and_keep_the_effective_batch():
         assert 512 % (b * 4) == 0
 
 
+def test_the_probe_holds_room_for_the_optimizer_and_the_accumulated_gradients():
+    """AdamW's two moments and the fp32 gradients kept across accumulation steps: 12 bytes a trainable weight."""
+    from torch import nn
+
+    from harness.cpt_batch import held_state_bytes
+
+    model = nn.Linear(10, 3)  # 33 weights
+    model.bias.requires_grad_(False)
+    assert held_state_bytes(model) == 12 * 30
+
+
 def test_batch_search_under_a_simulated_memory_limit():
     """A card that holds 4,096 tokens per forward: blocks of 512 give 8 sequences per device, 64 accumulation."""
     import torch
@@ -175,7 +231,7 @@ def test_batch_search_under_a_simulated_memory_limit():
         find_per_device_batch(512, 32, 1, lambda b: (_ for _ in ()).throw(ValueError("bad")))
 
 
-def _cpt(world, tmp_path, monkeypatch, memory: str, **settings):
+def _cpt(world, tmp_path, monkeypatch, memory: str, load_fn=None, **settings):
     from transformers import AutoTokenizer
 
     from harness.cpt import read_layouts, read_train_log, run_cpt
@@ -190,7 +246,7 @@ def _cpt(world, tmp_path, monkeypatch, memory: str, **settings):
     langs = sorted(p.stem for p in world.resource_files("cpt_text"))
     run_cpt(model_dir=src, tokenizer=AutoTokenizer.from_pretrained(src), world=world, languages=langs,
             settings=base, seed=1, device="cpu", product_dir=product, eval_steps=[],
-            load_fn=lambda p: load_model(p, device="cpu"), save_fn=save_model)
+            load_fn=load_fn or (lambda p: load_model(p, device="cpu")), save_fn=save_model)
     return read_layouts(product), read_train_log(product)
 
 
@@ -210,3 +266,23 @@ def test_an_out_of_memory_error_mid_run_halves_the_batch_and_resumes(synthetic_w
     assert all(p * a == 8 for _, p, a in got)
     assert all("out of memory during CPT" in x["why"] for x in layouts[1:])
     assert [r["step"] for r in train_log] == [1, 2, 3, 4]
+
+
+def test_the_model_that_ran_out_of_memory_is_freed_before_the_next_is_loaded(synthetic_world, tmp_path,
+                                                                             monkeypatch):
+    """The retry after an out-of-memory error holds one model, not two: the failed one (its gradients, its
+    optimizer state) is gone when the next is loaded."""
+    import weakref
+
+    from harness.initialize import load_model
+
+    loaded: list = []
+
+    def load(p):
+        assert all(ref() is None for ref in loaded), "the model that ran out of memory is still alive"
+        model = load_model(p, device="cpu")
+        loaded.append(weakref.ref(model))
+        return model
+
+    layouts, _ = _cpt(synthetic_world, tmp_path, monkeypatch, "256@2:64", load_fn=load)
+    assert len(loaded) == len(layouts) >= 2

@@ -98,3 +98,25 @@ def test_masked_logits_function_and_fallback():
     assert mlm_head_module(odd) is None and not use_masked_only_head(odd)
     logits2, _ = masked_logits(odd, batch["input_ids"], batch["attention_mask"], batch["labels"])
     torch.testing.assert_close(logits2, ref)
+
+
+def test_the_masked_head_makes_no_reference_cycle_and_replicates_per_device():
+    """A CPT retried after running out of memory frees the failed model as soon as it is dropped (no reference
+    cycle for the garbage collector to find later), and a replica (what nn.DataParallel makes for each GPU) runs
+    its own forward, not the original's."""
+    import gc
+    import weakref
+
+    model = tiny_xlmr(40)
+    assert use_masked_only_head(model)
+    assert "forward" not in vars(model)
+    replica = model._replicate_for_data_parallel()
+    assert replica.forward.__self__ is replica
+    del replica
+    ref = weakref.ref(model)
+    gc.disable()
+    try:
+        del model
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -44,12 +44,23 @@ DEVICE_FAULT_MARKERS = ("CUDA error", "device-side assert", "CUBLAS_STATUS", "CU
                         "illegal memory access", "NCCL error", "unspecified launch failure")
 
 
+class OtherProcessFailed(RuntimeError):
+    """An error of another process reported here (a torchrun rank of a cell's CPT): whatever it says of a device,
+    the device of this process is not affected."""
+
+
 def is_device_fault(exc: BaseException) -> bool:
-    """Whether ``exc`` (or what caused it) is an accelerator fault that leaves the process's device unusable."""
+    """Whether ``exc`` (or what caused it) is an accelerator fault that leaves the process's device unusable. Not
+    an out-of-memory error (the device stays usable once the memory is freed), nor an error of another process
+    (:class:`OtherProcessFailed`: the ranks' stderr of a failed torchrun launch names their CUDA errors)."""
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-        if isinstance(exc, RuntimeError) and any(m in str(exc) for m in DEVICE_FAULT_MARKERS):
+        if isinstance(exc, OtherProcessFailed):
+            return False
+        text = str(exc)
+        if (isinstance(exc, RuntimeError) and any(m in text for m in DEVICE_FAULT_MARKERS)
+                and "out of memory" not in text.lower()):
             return True
         exc = exc.__cause__ or exc.__context__
     return False

@@ -14,7 +14,6 @@ RoBERTa/XLM-R ``lm_head``, our factorized decoder included). Models that do not 
 
 from __future__ import annotations
 
-import types
 from typing import Any
 
 import torch
@@ -49,8 +48,7 @@ def _masked_only_forward(self: nn.Module, input_ids: torch.Tensor | None = None,
                          attention_mask: torch.Tensor | None = None, labels: torch.Tensor | None = None,
                          num_items_in_batch: Any = None, **kwargs: Any) -> Any:
     if labels is None or input_ids is None or kwargs.get("inputs_embeds") is not None:
-        return type(self).forward(self, input_ids=input_ids, attention_mask=attention_mask, labels=labels,
-                                  **kwargs)
+        return _stock_forward(self, input_ids=input_ids, attention_mask=attention_mask, labels=labels, **kwargs)
     from transformers.modeling_outputs import MaskedLMOutput
 
     logits, targets = masked_logits(self, input_ids, attention_mask, labels)
@@ -65,11 +63,33 @@ def _masked_only_forward(self: nn.Module, input_ids: torch.Tensor | None = None,
     return MaskedLMOutput(loss=loss, logits=logits)
 
 
+_MASKED_CLASSES: dict[type, type] = {}
+
+
+def _masked_class(cls: type) -> type:
+    """``cls`` with its forward replaced by :func:`_masked_only_forward` (one subclass per class, made once)."""
+    if cls not in _MASKED_CLASSES:
+        _MASKED_CLASSES[cls] = type(cls.__name__, (cls,), {
+            "forward": _masked_only_forward, "__module__": cls.__module__, "_masked_only_head": True,
+            "__qualname__": cls.__qualname__})
+    return _MASKED_CLASSES[cls]
+
+
+def _stock_forward(self: nn.Module, **kwargs: Any) -> Any:
+    return super(type(self), self).forward(**kwargs)
+
+
 def use_masked_only_head(model: nn.Module) -> bool:
     """Make this model instance (not its class) apply the head at the masked positions only when called with
     ``labels``; ``outputs.logits`` is then ``[n_selected, vocab]``. Returns False (model unchanged) for a layout
-    :func:`mlm_head_module` does not recognise."""
+    :func:`mlm_head_module` does not recognise.
+
+    The instance's class becomes a subclass whose ``forward`` is the masked one. Not a bound method stored on the
+    instance: that would make the model a reference cycle (freed only by the garbage collector, so a CPT retried
+    after running out of memory would hold two models), and a replica made by ``nn.DataParallel`` would run the
+    original's bound method, on the original's device."""
     if mlm_head_module(model) is None:
         return False
-    model.forward = types.MethodType(_masked_only_forward, model)  # type: ignore[method-assign]
+    if not getattr(type(model), "_masked_only_head", False):
+        model.__class__ = _masked_class(type(model))
     return True
