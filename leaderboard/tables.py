@@ -174,7 +174,10 @@ class _Builder:
         finish_board(b)
         if kind in ("final", "delta") and len(finals) > 1:
             b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
-        if kind in ("final", "delta") and any(f > 0 for f in finals) and (note := _cpt_note(profile)):
+        board_cells = list({id(p): p for runs in groups.values() for r in runs
+                            if (p := data.parent(r)) is not None}.values())
+        if kind in ("final", "delta") and any(f > 0 for f in finals) and (
+                note := cpt_note(profile, groups, board_cells, data)):
             b.notes.append(note)
         cpt_only = sorted({p.final_step for runs in groups.values() for r in runs if (p := data.parent(r)) is not None
                            and p.task_final_step == 0 and (p.final_step or 0) > 0})
@@ -182,7 +185,7 @@ class _Builder:
             b.notes.append(f"the tasks were evaluated at step 0 only: after CPT ({', '.join(map(str, cpt_only))} "
                            "steps) only the held-out MLM loss was measured (the profile's CPT is a smoke test; "
                            "`[cpt] eval_tasks = true` or a CPT budget of the run's own evaluates them)")
-            if note := _cpt_note(profile):
+            if note := cpt_note(profile, groups, board_cells, data):
                 b.notes.append(note)
         b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
         fitted = sorted({f"{k[len('fitted.'):]} {v}" for runs in groups.values() for r in runs
@@ -250,11 +253,35 @@ def protocol_notes(task: str, runs: list[TaskRun]) -> list[str]:
     return notes
 
 
-def _cpt_note(profile: str) -> str | None:
-    """What the profile's post-CPT tables are, when it says (the ``cpu`` profile: a smoke test)."""
+def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[CellRun],
+             data: ExperimentData) -> str | None:
+    """What the profile's post-CPT tables are, when it says (the ``cpu`` profile: a smoke test), with what this
+    board's own cells logged of their CPT: its budget (``cpt.*`` params) and the held-out MLM loss at step 0 and at
+    the final step (``cpt/heldout_loss``), averaged over each row's seeds. No number comes from anywhere else."""
     from harness.core.profiles import PROFILES
 
-    return PROFILES.get(profile, {}).get("cpt_note")
+    note = PROFILES.get(profile, {}).get("cpt_note")
+    if not note:
+        return None
+
+    def logged(key: str) -> str:
+        return " / ".join(sorted({v for c in cells if (v := c.params.get(key))}, key=_seed_order))
+
+    steps, batch, block = logged("cpt.steps"), logged("cpt.effective_batch"), logged("cpt.block_size")
+    budget = f"{steps} CPT steps" + (f" of {batch} x {block} tokens" if batch and block else "") if steps else "CPT"
+    before, after = [], []
+    for runs in groups.values():
+        curves = [c for r in runs if (p := data.parent(r)) is not None
+                  and len(c := sorted(p.curves.get("cpt/heldout_loss") or [])) > 1]
+        if curves:
+            before.append(statistics.fmean(c[0][1] for c in curves))
+            after.append(statistics.fmean(c[-1][1] for c in curves))
+    if not before:
+        return f"{note} (this board's cells ran {budget}; they logged no held-out MLM loss)"
+    lower = sum(a < b for a, b in zip(after, before, strict=True))
+    return (f"{note}; on this board, {budget} took the held-out MLM loss from {statistics.fmean(before):.2f} to "
+            f"{statistics.fmean(after):.2f} nats (mean over its {len(before)} row(s); lower for {lower} of "
+            f"{len(before)})")
 
 
 def _metric_order(facts: TaskFacts, present: set[str]) -> list[str]:
