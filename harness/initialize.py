@@ -55,12 +55,15 @@ SURGERY_PARAMS = ("bias", "untied_output")
 
 
 class PeakMemory:
-    """Peak resident memory of this process while the block runs (sampled every ``interval`` s), and on CUDA the
-    peak allocated device memory. ``peak_rss_mb`` is the highest RSS seen; ``extra_rss_mb`` its rise over the
-    RSS at entry (what the block itself needed)."""
+    """Peak resident memory of this process while the block runs (sampled every ``interval`` s), and on a CUDA
+    ``device`` the peak memory allocated on that device (``cuda:N``'s, not ``cuda:0``'s). A CPU ``device`` never
+    touches CUDA (asking would start a CUDA context in a CPU cell on a GPU host); ``device=None`` measures the
+    current CUDA device when there is one (the benchmarks' use). ``peak_rss_mb`` is the highest RSS seen;
+    ``extra_rss_mb`` its rise over the RSS at entry (what the block itself needed)."""
 
-    def __init__(self, interval: float = 0.02):
+    def __init__(self, interval: float = 0.02, device: str | None = None):
         self.interval = interval
+        self.device = device
         self.start_rss = self.peak_rss = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -80,8 +83,8 @@ class PeakMemory:
 
     def __enter__(self) -> PeakMemory:
         self.start_rss = self.peak_rss = self._rss()
-        if torch.cuda.is_available():
-            torch.cuda.reset_peak_memory_stats()
+        if self._cuda() is not None:
+            torch.cuda.reset_peak_memory_stats(self._cuda())
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
         return self
@@ -91,8 +94,17 @@ class PeakMemory:
         if self._thread is not None:
             self._thread.join()
         self.peak_rss = max(self.peak_rss, self._rss())
-        if torch.cuda.is_available():
-            self.cuda_peak_mb = torch.cuda.max_memory_allocated() / 2**20
+        if self._cuda() is not None:
+            self.cuda_peak_mb = torch.cuda.max_memory_allocated(self._cuda()) / 2**20
+
+    def _cuda(self) -> torch.device | None:
+        """The CUDA device measured, or None."""
+        if self.device is None:
+            return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else None
+        dev = torch.device(self.device)
+        if dev.type != "cuda":
+            return None
+        return dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
 
     def as_dict(self) -> dict[str, float | None]:
         return {"peak_rss_mb": round(self.peak_rss / 2**20, 1),
@@ -285,7 +297,7 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     if refusal:
         raise ConfigError(refusal)
 
-    with PeakMemory() as mem:
+    with PeakMemory(device=str(device)) as mem:
         src_dir = world.source_dir(source)
         tgt_dir = world.target_tokenizer_dir
         source_tokenizer = AutoTokenizer.from_pretrained(src_dir)

@@ -173,3 +173,23 @@ def test_too_few_gpus_for_the_cpt_devices_is_refused_before_anything_is_written(
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "this machine has 2 GPU(s)" in proc.stderr and "Traceback" not in proc.stderr
     assert not home.exists()
+
+
+def test_peak_memory_asks_cuda_only_for_a_cuda_device_and_of_that_device(monkeypatch):
+    """A CPU cell on a GPU host starts no CUDA context to measure memory; a cell on cuda:N reports cuda:N's peak."""
+    import torch
+
+    from harness.initialize import PeakMemory
+
+    asked: list = []
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "reset_peak_memory_stats", lambda d=None: asked.append(("reset", d)))
+    monkeypatch.setattr(torch.cuda, "max_memory_allocated", lambda d=None: asked.append(("peak", d)) or 2**20)
+    with PeakMemory(device="cpu") as mem:
+        pass
+    assert asked == [] and mem.as_dict()["cuda_peak_mb"] is None
+    with PeakMemory(device="cuda:1") as mem:
+        pass
+    assert asked == [("reset", torch.device("cuda:1")), ("peak", torch.device("cuda:1"))]
+    assert mem.as_dict()["cuda_peak_mb"] == 1.0
