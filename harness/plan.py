@@ -81,15 +81,20 @@ def last_task_step(cpt: dict[str, Any]) -> int:
     return steps if steps > 0 and cpt.get("eval_tasks", True) else 0
 
 
-def make_plan(cfg: RunConfig, world: Any) -> Plan:
+def plan_cells(cfg: RunConfig, world: Any) -> tuple[list[Cell], list[str]]:
+    """The cells of a run and why the others were skipped (one phrase per reason), from what a world declares: its
+    languages and sources (``--langs``, ``--source`` are checked against them), the resources each method
+    requires, each method's support of factorized dimensions, and the source models' hidden sizes (a ``--dims``
+    at or above one is refused: :func:`check_dims`). ``world`` is a built :class:`~harness.worlds.base.World` or a
+    declaration (:func:`harness.worlds.declared_world`), so ``harness run`` asks this before it builds anything."""
     explicit = cfg.methods != ["all"]
     methods = METHODS.resolve_list(cfg.methods)
-    tasks = TASKS.resolve_list(cfg.tasks)
     if cfg.langs:
         world.check_languages(cfg.langs)
     sources = world.sources if cfg.source == "all" else [cfg.source or world.default_source]
     for s in sources:
-        world.source_dir(s)
+        world.check_source(s)
+    check_dims(cfg, world, sources)
     skipped: list[str] = []
     usable = []
     for m in methods:
@@ -114,13 +119,41 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
             for dim in dims:
                 for seed in run_seeds(cfg, world.name):
                     cells.append(Cell(source, m, dim, seed))
+    return cells, sorted(set(skipped))
+
+
+def check_dims(cfg: RunConfig, world: Any, sources: list[str]) -> None:
+    """A factorized dimension must be below the hidden size of every source model of the run (read from its
+    ``config.json``, or where the world is not built, from what the world declares; a world that declares none is
+    checked once built): at or above it the factorization keeps every dimension and the row is the full one."""
+    dims = [d for d in cfg.dim_values() if d is not None]
+    if not dims:
+        return
+    for s in sources:
+        hidden = world.hidden_size(s)
+        over = [d for d in dims if hidden is not None and d >= hidden]
+        if over:
+            raise ConfigError(f"--dims {','.join(map(str, over))}: the source model {s!r} of world {world.name!r} "
+                              f"has hidden size {hidden}, and a factorized dimension must be smaller; give dims "
+                              f"below {hidden}, or full")
+
+
+def no_cell_left(skipped: list[str]) -> str:
+    """The one line of a run whose every cell was skipped: each reason, grouped."""
+    why = "; ".join(skipped) if skipped else "the plan holds no cell"
+    return f"nothing to run: every cell of the run is skipped: {why}"
+
+
+def make_plan(cfg: RunConfig, world: Any) -> Plan:
+    tasks = TASKS.resolve_list(cfg.tasks)
+    cells, skipped = plan_cells(cfg, world)
     languages = {}
     for t in tasks:
         have = TASKS.get(t)().languages(world)
         if not have:
             raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
         languages[t] = [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == world.pivot]
-    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=sorted(set(skipped)))
+    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped)
 
 
 DEFAULT_INIT_HOURS = 0.5  # a method that declares no estimate

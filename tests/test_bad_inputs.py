@@ -46,6 +46,14 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-unknown-flag", RUN + ["--methodz", "random"], {}, ["unrecognized", "--help"]),
     ("run-no-command", [], {}, ["required"]),
     ("run-unknown-command", ["rnu"], {}, ["invalid choice"]),
+    # -- run: against what the world declares, before it is built (the synthetic world's generator tables)
+    ("run-unknown-language", RUN + ["--langs", "xyz_Latn"], {}, ["langs", "'xyz_Latn'", "qab_Latn"]),
+    ("run-unknown-source", RUN + ["--source", "nope"], {}, ["source model 'nope'", "src"]),
+    ("run-dims-over-hidden-size", RUN + ["--dims", "100,full"], {}, ["--dims 100", "hidden size 64", "below 64"]),
+    ("run-dims-at-hidden-size", RUN + ["--dims", "32,64"], {}, ["--dims 64", "hidden size 64"]),
+    ("run-no-cell-left", ["run", "--world", "synthetic", "--methods", "focus,wechsel", "--tasks", "mlm", "--dims",
+                          "32"], {}, ["nothing to run", "'focus' does not support factorized",
+                                      "'wechsel' does not support factorized", "dim(s) 32"]),
     # -- run: tracking URIs
     ("run-tracking-bogus-scheme", RUN + ["--tracking-uri", "bogus://x"], {}, ["unknown scheme", "--tracking-uri"]),
     ("run-tracking-sqlite-missing-folder", RUN + ["--tracking-uri", "sqlite:////nonexistent-dir/x/m.db"], {},
@@ -141,6 +149,7 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("leaderboard-out-is-file", ["leaderboard", "--out", "{tmp}/f.txt"], {"f.txt": "keep"}, ["is a file"]),
     ("leaderboard-bootstrap-not-int", ["leaderboard", "--bootstrap", "many"], {}, ["--bootstrap"]),
     ("leaderboard-step-malformed", ["leaderboard", "--step", "fnal"], {}, ["--step", "did you mean 'final'"]),
+    ("leaderboard-empty-home", ["leaderboard"], {}, ["no results yet", "holds no tracking store", "harness run"]),
     # -- world
     ("world-unknown-name", ["world", "info", "synthtic"], {}, ["unknown world", "synthetic"]),
     ("world-unknown-action", ["world", "destroy", "synthetic"], {}, ["invalid choice"]),
@@ -277,6 +286,19 @@ def test_leaderboard_filter_not_in_store(case, fake_store, tmp_path):
     assert _snapshot(fake_store) == before and not home.exists()
 
 
+def test_leaderboard_of_a_store_not_made_yet_makes_none(tmp_path):
+    """A tracking URI of a database that does not exist yet: one line, exit 2, and no database made (MLflow would
+    make an empty one on opening it)."""
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(tmp_path / "home"), OMP_NUM_THREADS="1", COLUMNS="80")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "leaderboard", "--tracking-uri",
+                           f"sqlite:///{tmp_path / 'm.db'}"], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=REPO)
+    lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and "no results yet" in lines[0] and "m.db" in lines[0], lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
 def test_enough_cases():
     assert len(CASES) >= 40
 
@@ -335,3 +357,27 @@ def test_a_stopped_run_prints_its_line_and_nothing_after(synthetic_world, tmp_pa
     assert rc == 143, "\n".join(lines[-30:])
     assert lines[-1].startswith("stopped by SIGTERM: workers stopped"), "\n".join(lines[-30:])
     assert not [ln for ln in lines if "Traceback" in ln or "Error" in ln or "resource_tracker" in ln], lines
+
+
+def test_what_the_synthetic_world_declares_is_what_its_build_writes(synthetic_world):
+    """The checks before a build read the synthetic world's declaration (its generator's tables); once built, the
+    built world's own files (the hidden size from the source model's config.json). Both say the same."""
+    from harness.plan import plan_cells
+    from harness.worlds import WORLDS, declared_world
+    from harness.worlds.base import World
+    from harness.worlds.synthetic import TASK_NAMES
+
+    sketch = WORLDS.get("synthetic").describe()
+    assert sorted(sketch.languages) == sorted(synthetic_world.languages) and sketch.pivot == synthetic_world.pivot
+    assert sketch.sources == synthetic_world.sources and sketch.default_source == synthetic_world.default_source
+    assert sketch.hidden_size("src") == synthetic_world.hidden_size("src") == 64
+    assert sorted(TASK_NAMES) == synthetic_world.tasks_available()
+    for task in TASK_NAMES:
+        assert sketch.task_languages(task) == synthetic_world.task_languages(task)
+    for kind in ("word_vectors", "target_text", "cpt_text", "dictionary"):
+        assert sketch.has_resource(kind) == synthetic_world.has_resource(kind)
+    assert isinstance(declared_world("synthetic"), World)  # built here: its manifest and language table are read
+    from harness.config import make_config
+
+    cfg = make_config(overrides={"world": "synthetic", "methods": ["random", "focus"], "dims": [32, "full"]})
+    assert plan_cells(cfg, sketch) == plan_cells(cfg, synthetic_world)

@@ -1,7 +1,8 @@
-"""World integrity: the build records every file's sha256 and modification time; loading re-hashes a file whose size
-or time changed, so an edited file (same size) is reported and the world built again, never used; ``harness world
-check`` re-hashes every file, so it finds a change that kept the size and the time too; a world built before the
-digests were recorded is still read, and ``world check`` says what it cannot check."""
+"""World integrity: the build records every file's sha256, modification time and status-change time; loading
+re-hashes a file whose times changed, so an edited file (same size, even with its modification time set back) is
+reported and the world built again, never used; a copied world is hashed once and kept; ``harness world check``
+re-hashes every file; a world built before the digests were recorded is still read, and ``world check`` says what
+it cannot check."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -117,19 +119,68 @@ def test_same_bytes_with_new_times_are_hashed_once(world_root):
     get_world("synthetic", build=False)
 
 
-def test_world_check_finds_a_change_that_kept_size_and_time(world_root):
-    from harness.worlds import verify_world
+def _edit_keeping_size_and_time(path: Path) -> None:
+    """A one-byte change of the same size, the modification time set back to what it was."""
+    st = path.stat()
+    _flip_one_byte(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert path.stat().st_mtime_ns == st.st_mtime_ns and path.stat().st_size == st.st_size
 
-    assert _cli("world", "check", "synthetic", home=world_root.parents[1]).returncode == 0
-    tok = world_root / TOKENIZER
-    st = tok.stat()
-    _flip_one_byte(tok)
-    os.utime(tok, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert verify_world(world_root) is None  # loading compares sizes and times: this change is hidden from it
+
+def test_a_change_that_kept_size_and_time_is_found_by_loading_and_by_check(world_root):
+    from harness.worlds import check_world_files, verify_world
+
+    assert check_world_files(world_root).problems == []  # the copy's new times recorded: nothing left to hash
+    time.sleep(0.05)  # past the file system's clock tick: the edit's status-change time is a later one
+    _edit_keeping_size_and_time(world_root / TOKENIZER)
+    res = check_world_files(world_root)
+    assert res.hashed == 1 and res.problems == [f"{TOKENIZER} does not match its sha256 (changed since the world "
+                                                f"was built)"]
+    assert TOKENIZER in verify_world(world_root)
     proc = _cli("world", "check", "synthetic", home=world_root.parents[1])
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert f"damaged: {TOKENIZER} does not match its sha256" in proc.stdout
     assert "world build synthetic --force" in proc.stdout and "Traceback" not in proc.stderr
+
+
+def test_harness_run_does_not_use_a_change_that_kept_size_and_time(world_root):
+    """`harness run` reports the edited file and builds the world again before anything uses it (here the rebuild
+    is stopped at its start, SIGTERM: the run ends there, exit 143, and nothing of it ran)."""
+    home = world_root.parents[1]
+    assert _cli("world", "check", "synthetic", home=home).returncode == 0  # the copy's new times recorded
+    time.sleep(0.05)
+    _edit_keeping_size_and_time(world_root / TOKENIZER)
+    env = {**os.environ, "HARNESS_HOME": str(home), "OMP_NUM_THREADS": "1", "COLUMNS": "200",
+           "HARNESS_FAULT_AT": "harness.worlds:_build_again", "HARNESS_FAULT_SIGNAL": "TERM"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", "random",
+                           "--tasks", "mlm"], capture_output=True, text=True, env=env, timeout=300, cwd=REPO)
+    assert proc.returncode == 143, proc.stderr
+    damaged = [ln for ln in proc.stderr.splitlines() if "is damaged" in ln]
+    assert len(damaged) == 1 and f"{TOKENIZER} does not match its sha256" in damaged[0], proc.stderr
+    assert "building it again" in damaged[0] and "cell" not in proc.stderr.split(damaged[0])[1].lower()
+
+
+def test_a_copied_world_is_hashed_once_and_kept(world_root):
+    """A world copied with its times kept (``cp -a``: every status-change time is new) is hashed once, its new
+    times recorded, and used: not built again. A record written before the status-change time was recorded is
+    completed the same way."""
+    from harness.worlds import CHECKSUMS, check_world_files, get_world
+
+    inode = (world_root / "manifest.json").stat().st_ino
+    first = check_world_files(world_root)
+    assert first.problems == [] and first.hashed == first.files
+    record = json.loads((world_root / CHECKSUMS).read_text())
+    for rel, rec in record["files"].items():
+        assert rec["ctime_ns"] == (world_root / rel).stat().st_ctime_ns
+    assert check_world_files(world_root).hashed == 0
+    for rec in record["files"].values():
+        del rec["ctime_ns"]  # as an earlier version recorded it
+    (world_root / CHECKSUMS).write_text(json.dumps(record))
+    assert check_world_files(world_root).hashed == first.files
+    assert check_world_files(world_root).hashed == 0
+    get_world("synthetic", build=False)
+    assert (world_root / "manifest.json").stat().st_ino == inode  # the same files: nothing was built again
 
 
 def test_world_check_of_a_sound_world(world_root):

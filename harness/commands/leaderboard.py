@@ -25,6 +25,10 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     _check_step_form(args.step)
     given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     store = check_tracking(given) if given else f"sqlite:///{home_dir() / 'mlflow.db'}"
+    if not _store_exists(store):  # opening it would make it (and the home): there is nothing to show yet
+        where = f"tracking URI {given}" if given else f"the harness home ({home_dir()})"
+        raise HarnessError(f"no results yet: {where} holds no tracking store; run `harness run ...` first, or give "
+                           f"--tracking-uri of a store that holds runs")
     check_filters(store, experiment=args.experiment, world=args.world, task=args.task, step=args.step,
                   metric=args.metric)
     harness_home()  # every input is checked: the home may be made now

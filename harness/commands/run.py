@@ -36,6 +36,7 @@ def _check_run_inputs(cfg: Any) -> None:
     if cfg.executor != "ray" and cfg.ray_address:
         raise HarnessError("--ray-address needs --executor ray")
     check_config_tables(cfg)  # method_params, task_params, cpt
+    _check_cells(cfg)
     device_available(cfg.device)
     given = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # else the default store, in the home
     if given:
@@ -43,6 +44,22 @@ def _check_run_inputs(cfg: Any) -> None:
     harness_home()  # every input is checked: the home may be made now
     if not given:
         cfg.tracking_uri = check_tracking(None)
+
+
+def _check_cells(cfg: Any) -> None:
+    """The run's cells against what its world declares, before the world is built (:func:`harness.worlds.
+    declared_world`): ``--langs``, ``--source``, ``--dims`` against the methods and the source models' hidden
+    sizes, and a run with no cell left, each refused in one line. A world that declares nothing (or not a hidden
+    size) is checked once built, before the tracking store is opened (:func:`_run`)."""
+    from harness.plan import no_cell_left, plan_cells
+    from harness.worlds import declared_world
+
+    declared = declared_world(cfg.world)
+    if declared is None:
+        return
+    cells, skipped = plan_cells(cfg, declared)
+    if not cells:
+        raise HarnessError(no_cell_left(skipped))
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -59,14 +76,16 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(cfg: Any, runners: list[Any]) -> int:
+    from harness.plan import make_plan, no_cell_left
     from harness.runner import Runner
     from harness.worlds import get_world
 
     world = get_world(cfg.world)
+    plan = make_plan(cfg, world)  # what only the built world says (task data), before the store is opened
+    if not plan.cells:
+        raise HarnessError(no_cell_left(plan.skipped))
     runner = Runner(cfg, world)
     runners.append(runner)
-    if not runner.plan.cells:
-        raise HarnessError("nothing to run: no cell is left after the checks above")
     executor = None
     if cfg.executor == "ray":
         from harness.executors import RayExecutor

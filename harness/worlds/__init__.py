@@ -3,9 +3,14 @@
 A builder is registered under its name; :func:`get_world` builds it on first use into the harness home
 (atomically: a killed build leaves nothing half-done behind) and loads it.
 
-A built world carries ``checksums.json``: the size, sha256 and modification time of every file, recorded by the
-build. Loading compares every file's size and re-hashes each file whose size or modification time differs from the
-record; ``harness world check`` re-hashes every file. A world that does not match (a damaged manifest, a truncated,
+A built world carries ``checksums.json``: the size, sha256, modification time and status-change time (``ctime``) of
+every file, recorded by the build. Loading compares every file's size and re-hashes each file whose modification or
+status-change time differs from the record: any write to a file moves its ctime, and, unlike the modification time,
+a user cannot set it back (``os.utime``, ``touch -d`` set it to now), so an edit that keeps the size and restores
+the modification time is hashed and found too. A world copied elsewhere (``cp -a``, a restored backup) has new
+ctimes: each file is hashed once, and where the bytes are the build's the new times are recorded (nothing is
+rebuilt). ``harness world check`` re-hashes every file (damage below the file system, which moves no time, is
+found there). A world that does not match (a damaged manifest, a truncated,
 missing or edited file) is reported in one warning line naming the file and built again before it is used (a world
 that cannot be built again here fails in one line; it is never used as it is). A world built before the digests
 were recorded holds the sizes and the manifest's and language table's sha256 only: those are checked, and ``harness
@@ -62,6 +67,27 @@ def world_dir(name: str) -> Path:
     """Where world ``name`` is (or would be) built; naming it makes no folder."""
     builder = WORLDS.get(name)
     return home_dir() / "worlds" / f"{name}-v{builder.version}"
+
+
+def declared_world(name: str) -> Any:
+    """What world ``name`` declares without being built, for the checks a run makes before it builds or writes
+    anything: the built world's manifest and language table where it is built here (two small files read, no file
+    hashed: a damaged world is found and built again when it is loaded), else its builder's ``declare()`` or
+    ``describe()`` (a :class:`~harness.worlds.base.WorldSketch`: languages, sources, resources and, where the
+    builder knows them, the source models' hidden sizes); None for a builder that declares nothing (its run is
+    checked once the world is built, before anything else is written)."""
+    builder = WORLDS.get(name)
+    root = world_dir(name)
+    if (root / "manifest.json").is_file():
+        try:
+            return load_world_dir(name, root)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # unreadable: it is found damaged and built again when loaded; the builder's word until then
+    for ask in ("declare", "describe"):
+        declare = getattr(builder, ask, None)
+        if callable(declare):
+            return declare()
+    return None
 
 
 def get_world(name: str, *, build: bool = True) -> World:
@@ -159,19 +185,26 @@ _HASHED = ("manifest.json", "languages.json")  # the world's identity and its la
 
 def write_checksums(root: Path, *, digests: bool = True) -> None:
     """``checksums.json``: the size of every file (``sizes``) and the sha256 of the manifest and the language table
-    (``sha256``), as every version wrote them; with ``digests`` (a build), the sha256 and modification time of every
-    file too (``files``: ``{path: {"sha256", "mtime_ns"}}``), which loading compares (:func:`check_world_files`)."""
+    (``sha256``), as every version wrote them; with ``digests`` (a build), the sha256 and the times of every file
+    too (``files``: ``{path: {"sha256", "mtime_ns", "ctime_ns"}}``), which loading compares
+    (:func:`check_world_files`)."""
     from harness.core.hashing import sha256_file
 
     paths = [p for p in sorted(root.rglob("*")) if p.is_file() and p.name != CHECKSUMS]
     record: dict[str, Any] = {"sizes": {p.relative_to(root).as_posix(): p.stat().st_size for p in paths}}
     if digests:
-        record["files"] = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), "mtime_ns": p.stat().st_mtime_ns}
+        record["files"] = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), **_times(p.stat())}
                            for p in paths}
         record["sha256"] = {rel: record["files"][rel]["sha256"] for rel in _HASHED if rel in record["files"]}
     else:
         record["sha256"] = {rel: sha256_file(root / rel) for rel in _HASHED if (root / rel).is_file()}
     _write_record(root, record)
+
+
+def _times(st: os.stat_result) -> dict[str, int]:
+    """A file's stat key besides its size: the modification time and the status-change time (set by the kernel
+    on every write, rename, chmod or copy; no call sets it back)."""
+    return {"mtime_ns": st.st_mtime_ns, "ctime_ns": st.st_ctime_ns}
 
 
 def _write_record(root: Path, record: dict[str, Any]) -> None:
@@ -194,9 +227,10 @@ class FilesCheck:
 
 def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
     """The world at ``root`` against its ``checksums.json``: every recorded file present with its size; the manifest
-    and the language table by sha256; and, where the build recorded every file's digest, each file whose size or
-    modification time differs from the record hashed again (``full``: every file, for ``harness world check``).
-    A file whose content still matches has its new modification time recorded, so it is hashed once."""
+    and the language table by sha256; and, where the build recorded every file's digest, each file whose
+    modification or status-change time differs from the record hashed again (``full``: every file, for ``harness
+    world check``). A file whose content still matches has its new times recorded, so it is hashed once (a copied
+    world; a record written before the status-change time was part of it)."""
     from harness.core.hashing import sha256_file
 
     path = root / CHECKSUMS
@@ -219,7 +253,7 @@ def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return FilesCheck([f"{CHECKSUMS} is unreadable ({type(exc).__name__})"], False)
     out = FilesCheck([], bool(files), files=len(sizes))
-    moved: dict[str, int] = {}
+    moved: dict[str, dict[str, int]] = {}
     for rel, size in sizes.items():
         f = root / rel
         if not f.is_file():
@@ -230,18 +264,21 @@ def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
             out.problems.append(f"{rel} has {st.st_size} bytes, {size} expected")
             continue
         rec = files.get(rel)
-        if isinstance(rec, dict) and (full or st.st_mtime_ns != rec.get("mtime_ns")):
+        if not isinstance(rec, dict):
+            continue
+        times = _times(st)
+        if full or any(rec.get(k) != v for k, v in times.items()):
             out.hashed += 1
             if sha256_file(f) != rec.get("sha256"):
                 out.problems.append(f"{rel} does not match its sha256 (changed since the world was built)")
-            elif st.st_mtime_ns != rec.get("mtime_ns"):
-                moved[rel] = st.st_mtime_ns
+            elif any(rec.get(k) != v for k, v in times.items()):
+                moved[rel] = times
     for rel, digest in sha.items():
         if rel not in files and (root / rel).is_file() and sha256_file(root / rel) != digest:
             out.problems.append(f"{rel} does not match its sha256")
     if moved and not out.problems:  # same bytes, new times (a copied world): record them
-        for rel, mtime in moved.items():
-            files[rel]["mtime_ns"] = mtime
+        for rel, times in moved.items():
+            files[rel].update(times)
         try:
             _write_record(root, record)
         except OSError:

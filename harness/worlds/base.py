@@ -72,8 +72,16 @@ class ManifestView:
     def check_source(self, source: str) -> None:
         if source not in self.manifest["sources"]:
             raise ConfigError(
-                f"world {self.name!r} has no source model {source!r}; it has: {', '.join(self.sources)}"
+                f"world {self.name!r} has no source model {source!r}; it has: {', '.join(self.sources)} (give "
+                f"--source with one of them, or all)"
             )
+
+    def hidden_size(self, source: str) -> int | None:
+        """The hidden size of source model ``source`` as the world declares it (its manifest's ``hidden_size``);
+        None where it declares none."""
+        info = self.manifest.get("sources", {}).get(source)
+        size = info.get("hidden_size") if isinstance(info, dict) else None
+        return size if isinstance(size, int) and not isinstance(size, bool) else None
 
     def check_languages(self, langs: list[str]) -> None:
         unknown = [lang for lang in langs if lang not in self.languages]
@@ -106,6 +114,19 @@ class World(ManifestView):
     def source_dir(self, source: str) -> Path:
         self.check_source(source)
         return self.root / "sources" / source
+
+    def hidden_size(self, source: str) -> int | None:
+        """The source model's hidden size, read from its ``config.json`` (the model is not loaded); what the
+        manifest declares where the config names none."""
+        try:
+            config = json.loads((self.source_dir(source) / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            config = {}
+        for key in ("hidden_size", "d_model", "dim", "n_embd"):  # BERT/XLM-R, T5/BART, DistilBERT, GPT-2
+            size = config.get(key) if isinstance(config, dict) else None
+            if isinstance(size, int) and not isinstance(size, bool):
+                return size
+        return super().hidden_size(source)
 
     @property
     def target_tokenizer_dir(self) -> Path:
@@ -184,7 +205,9 @@ def read_lines(path: Path) -> list[str]:
 
 @dataclass
 class WorldSketch(ManifestView):
-    """What planning needs of a world that is not built here (its builder's ``describe()``)."""
+    """What planning needs of a world that is not built here (its builder's ``describe()``), or what a run's
+    inputs are checked against before the world is built (its builder's ``declare()``: languages, sources and
+    resources; ``tasks`` may then be empty, as a world whose task data are only known once built declares none)."""
 
     name: str
     manifest: dict[str, Any]

@@ -29,6 +29,9 @@ from harness.worlds import WORLDS, CheckRow
 from harness.worlds.writer import WorldWriter, write_jsonl
 
 PIVOT = "qaa_Latn"
+SOURCE = "src"  # the one source model
+HIDDEN_SIZE = 64  # its hidden size
+TASK_NAMES = ("mlm", "sr-b", "sr-t", "ner", "pos")  # every task has data in every language
 
 # Per language: syllable inventory, script transliteration, word order, share of words loaned from the pivot.
 _LANGS = {
@@ -158,6 +161,20 @@ class SyntheticWorld:
     def check(self) -> list[CheckRow]:
         return [CheckRow("generator", True, "harness.worlds.synthetic (no external input)", "", "nothing to provide")]
 
+    def describe(self):
+        """What the build will write, known without building it (the generator's fixed tables): the languages,
+        the source model and its hidden size, every task in every language, every resource. A run's inputs are
+        checked against it before anything is built, and ``harness plan`` plans from it."""
+        from harness.worlds.base import WorldSketch
+
+        langs = list(_LANGS)
+        manifest = {"name": self.name, "version": self.version, "pivot_language": PIVOT, "default_source": SOURCE,
+                    "sources": {SOURCE: {"description": "2-layer XLM-R MLM pre-trained on the pivot language",
+                                         "hidden_size": HIDDEN_SIZE}}}
+        return WorldSketch(name=self.name, manifest=manifest, languages={lang: {} for lang in langs},
+                           tasks={task: langs for task in TASK_NAMES},
+                           resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
+
     # ------------------------------------------------------------------------------------------------------
     def build(self, out: Path) -> None:
         from harness.core.progress import stage
@@ -198,7 +215,7 @@ class SyntheticWorld:
         with stage("world synthetic: tokenizers (SentencePiece Unigram)") as note:
             src_pieces = train_unigram(text[PIVOT], vocab_size=400)
             new_pieces = train_unigram([s for lang in langs for s in text[lang]], vocab_size=900)
-            src_dir = out / "sources" / "src"
+            src_dir = out / "sources" / SOURCE
             src_tok = save_xlmr_tokenizer(xlmr_vocab(src_pieces), src_dir, model_max_length=128)
             target = save_xlmr_tokenizer(xlmr_vocab(extend_pieces(src_pieces, new_pieces)), out / "target_tokenizer",
                                          model_max_length=128)
@@ -272,7 +289,7 @@ class SyntheticWorld:
         import torch
         from transformers import DataCollatorForLanguageModeling, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-        cfg = XLMRobertaConfig(vocab_size=len(tok), hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        cfg = XLMRobertaConfig(vocab_size=len(tok), hidden_size=HIDDEN_SIZE, num_hidden_layers=2, num_attention_heads=4,
                                intermediate_size=128, max_position_embeddings=130, pad_token_id=tok.pad_token_id,
                                bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
                                type_vocab_size=1, tie_word_embeddings=True)

@@ -49,6 +49,21 @@ class BibleWorldBuilder:
     def build(self, out: Path) -> None:
         build_bible_world(out, self.settings, self.fetcher, self.tagger, show_progress=self.show_progress)
 
+    def declare(self) -> Any:
+        """What the build writes that is known before it runs (for the checks of a run's inputs before the world is
+        built): its languages (the language table's codes), its sources and default source, its resources. The
+        tasks' languages and the sources' hidden sizes are known once built (their ``config.json``)."""
+        from harness.worlds.base import WorldSketch
+        from harness.worlds.bible.languages import LANGS, PIVOT
+
+        s = self.settings
+        codes = [lang.code for lang in LANGS if s.languages is None or lang.code in s.languages]
+        manifest = {"name": self.name, "version": self.version, "pivot_language": PIVOT,
+                    "sources": {name: {} for name in s.sources},
+                    "default_source": s.default_source if s.default_source in s.sources else s.sources[0]}
+        return WorldSketch(name=self.name, manifest=manifest, languages={c: {} for c in codes}, tasks={},
+                           resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
+
     def check(self) -> list[CheckRow]:
         """Which pinned inputs are in the download cache (sha256-verified), and how to provide missing ones."""
         f = self.fetcher
