@@ -34,6 +34,7 @@ MODES = ("bars", "lines", "off")
 STEP_PERCENT = 10  # a plain line at every tenth of the way ...
 MIN_INTERVAL_S = 2.0  # ... unless the last line of that step is younger than this (quick steps: start and end)
 HEARTBEAT_S = 30.0  # ... and at least this often while a step advances or runs
+STARTUP_HEARTBEAT_S = 4.0  # a start-up step of a run (a store opened, a world loaded) says it still runs this often
 _prefix = ""  # put before every plain line of this process (a worker's cell label)
 
 
@@ -307,10 +308,12 @@ def activity(description: str, *, console: Any = None, heartbeat: float = HEARTB
 
 
 @contextlib.contextmanager
-def stage(description: str, *, console: Any = None) -> Iterator[Callable[[str], None]]:
+def stage(description: str, *, console: Any = None,
+          heartbeat: float | None = None) -> Iterator[Callable[[str], None]]:
     """One named stage of a longer job (a world build's): a line when it starts and a line when it ends with its
     elapsed time, on a terminal and piped alike (short stages have no bar); yields ``note(text)``, whose last text
-    (counts, sizes) is printed with the end line."""
+    (counts, sizes) is printed with the end line. ``heartbeat``: a ``still running (elapsed)`` line every that many
+    seconds while it lasts (a start-up step that is quick on an idle machine and may take long on a loaded one)."""
     console = console if console is not None else log_console()
     out = PlainProgress(console.file)
     t0 = time.monotonic()
@@ -318,12 +321,42 @@ def stage(description: str, *, console: Any = None) -> Iterator[Callable[[str], 
     out.print(f"{description}: start")
     ok = False
     try:
-        yield lambda text: said.__setitem__(0, text)
+        with still_running(description, heartbeat, out=out):
+            yield lambda text: said.__setitem__(0, text)
         ok = True
     finally:
         tail = f" ({said[0]})" if said[0] else ""
         elapsed = _clock(time.monotonic() - t0)
         out.print(f"{description}: done in {elapsed}{tail}" if ok else f"{description}: stopped after {elapsed}")
+
+
+@contextlib.contextmanager
+def still_running(description: str, every: float | None, *, console: Any = None, out: PlainProgress | None = None,
+                  since: float | None = None) -> Iterator[None]:
+    """A ``<description>: still running (elapsed)`` line every ``every`` seconds while the block runs (None or 0:
+    nothing), for a step whose start and end other lines say; ``since``: when the step started (``time.monotonic()``;
+    default now), which the elapsed time and the first line count from."""
+    if not every:
+        yield
+        return
+    if out is None:
+        out = PlainProgress((console if console is not None else log_console()).file)
+    t0 = time.monotonic() if since is None else since
+    stop = threading.Event()
+
+    def beat() -> None:
+        wait = max(0.0, every - (time.monotonic() - t0))
+        while not stop.wait(wait):
+            out.print(f"{description}: still running ({_clock(time.monotonic() - t0)})")
+            wait = every
+
+    ticker = threading.Thread(target=beat, name="progress-still-running", daemon=True)
+    ticker.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        ticker.join()
 
 
 def callbacks(prog: Any) -> Callable[[str, int], Callable[[int], None]]:
@@ -348,4 +381,5 @@ def callbacks(prog: Any) -> Callable[[str, int], Callable[[int], None]]:
     return start
 
 
-__all__ = ["PlainProgress", "Progress", "activity", "callbacks", "mode", "set_prefix", "track"]
+__all__ = ["PlainProgress", "Progress", "activity", "callbacks", "mode", "set_prefix", "stage", "still_running",
+           "track"]
