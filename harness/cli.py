@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         hf_logging.disable_progress_bar()
     for noisy in ("mlflow", "alembic", "transformers", "httpx", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.ERROR if not args.verbose else logging.INFO)
+    from harness.core.tracking import quiet_mlflow_logs
+
+    quiet_mlflow_logs(debug=args.debug)  # MLflow's own INFO lines (set again when it is imported): --debug only
     try:
         return int(args.func(args) or 0)
     except HarnessError as exc:

@@ -463,13 +463,13 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                     bootstrap: int = 1000, bootstrap_seed: int = 0, console: Console | None = None) -> int:
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
-    from harness.core.progress import Progress  # plain progress lines when stderr is piped
+    from harness.core.progress import Progress, log_console  # plain progress lines when stderr is piped
     from leaderboard.collect import collect_experiment, experiments
     from leaderboard.render_terminal import render, render_claims
 
     # piped output (a file, a test) gets the full table instead of wrapped columns
     console = console or Console(width=None if sys.stdout.isatty() else 400)
-    err = Console(stderr=True)
+    err = log_console()  # progress and messages: never wrapped when stderr is piped
     tracker = Tracker(tracking_uri)
     exps = experiments(tracker.client, experiment)
     results: list[tuple[Leaderboard, Leaderboard | None]] = []

@@ -33,6 +33,30 @@ SHARED_VIEW_PREFIX = "mlflow.sharedViewState."
 RESULTS_VIEW = "harness-results"
 
 
+# the loggers MLflow configures when it is imported (each with a handler of its own to stderr, at INFO: "INFO
+# mlflow.store.db.utils: Creating initial MLflow database tables...", alembic's migrations) -- not the harness's
+# output, so they are held to warnings unless the command runs with --debug
+MLFLOW_LOG_ENV = "MLFLOW_LOGGING_LEVEL"
+MLFLOW_LOGGERS = ("mlflow", "alembic", "huey")
+
+
+def quiet_mlflow_logs(debug: bool = False) -> None:
+    """MLflow's own INFO lines off the harness's output (``debug``: on). Through ``MLFLOW_LOGGING_LEVEL``, which
+    MLflow reads when it is imported, in this process and in the processes it starts (cell workers); on its loggers
+    directly where it is imported already. A level the user set in that variable is kept (unless ``debug``)."""
+    import logging
+    import sys
+
+    if debug:
+        os.environ[MLFLOW_LOG_ENV] = "INFO"
+    else:
+        os.environ.setdefault(MLFLOW_LOG_ENV, "WARNING")
+    if "mlflow" in sys.modules:
+        level = os.environ[MLFLOW_LOG_ENV].upper()
+        for name in MLFLOW_LOGGERS:
+            logging.getLogger(name).setLevel(level)
+
+
 def _owner() -> dict[str, str]:
     """The process that works on a run now (a run RUNNING whose process is gone was killed)."""
     import socket
