@@ -124,3 +124,22 @@ def test_the_default_run_gives_the_same_board_whatever_the_cpu_reports(monkeypat
         boards.append(_boards(tracking_uri, name))
     assert boards[0] and boards[0] == boards[1]
     assert all("evaluation fp32, CPT fp32" in title for title, _ in boards[0])
+
+
+def test_the_precision_benchmark_prints_its_table_with_the_cpu(monkeypatch, capsys):
+    """benchmarks/bench_precision.py at a tiny size: one table naming the CPU and whether it computes bf16
+    natively, and fp32 and bf16 seconds for each pass."""
+    import importlib.util
+
+    from tests.conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("bench_precision", REPO / "benchmarks" / "bench_precision.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)  # type: ignore[union-attr]
+    monkeypatch.setenv(precision.CPU_FLAGS_ENV, "fpu avx512_bf16")
+    bench.main(["--hidden", "16", "--layers", "1", "--heads", "2", "--ffn", "32", "--vocab", "300", "--tokens", "8",
+                "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert out.startswith(f"CPU: {precision.cpu_name()} · native bf16: yes (avx512_bf16)")
+    rows = [line.split() for line in out.splitlines() if line.startswith(("encode", "mlm loss", "CPT step"))]
+    assert len(rows) == 3 and all(r[-2].endswith("x") and float(r[-2][:-1]) > 0 for r in rows)
