@@ -69,16 +69,21 @@ def _worker_runner(cfg_values: dict[str, Any]) -> Any:
 def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any], num_cpus: float,
                         label_lines: bool = False) -> dict[str, Any]:
     """Body of a worker's task: run one cell (idempotent) with the process's runner."""
-    import torch
+    import sys
 
-    from harness.core.progress import set_prefix
+    from harness.core.progress import STARTUP_HEARTBEAT_S, set_prefix, stage
     from harness.plan import Cell
 
-    torch.set_num_threads(max(1, int(num_cpus)))
     cell = Cell(**cell_values)
     # cells side by side: say whose line each is (the lines of the runner's start-up in this process too)
     prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] " if label_lines else ""
     set_prefix(prefix)
+    if "torch" not in sys.modules:  # the process's first cell: seconds before the runner says anything
+        with stage("worker process: importing torch", heartbeat=STARTUP_HEARTBEAT_S):
+            import torch
+    import torch
+
+    torch.set_num_threads(max(1, int(num_cpus)))
     runner = _worker_runner(cfg_values)
     runner.prefix = prefix
     return runner.run_cell(cell)

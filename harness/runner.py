@@ -233,6 +233,8 @@ class Runner:
                      + (f" (with older code of its method: {', '.join(stale)} changed since)" if stale else ""))
             self.release_products(cell, done)  # (left by a command killed before it removed them)
             return {"cell": cell.label, "run_id": done, "experiment_id": exp, "skipped": True, "stale": stale}
+        started = time.monotonic()
+        self.say(f"  init {cell.label}: start")  # the source model loaded, the method's rows computed: seconds
         from transformers.utils import logging as hf_logging  # imported once a cell has work to do (seconds)
 
         hf_logging.disable_progress_bar()  # per-load "Loading weights" bars: the run has its own progress lines
@@ -245,7 +247,7 @@ class Runner:
         try:
             tr.log_params(parent, self.cell_params(cell, ident))
             device_fault(cell.method)  # a simulated poisoned accelerator (tests: HARNESS_FAULT_DEVICE)
-            model_dir, tokenizer = self.initialize(cell, ident, parent, record, prog)
+            model_dir, tokenizer = self.initialize(cell, ident, parent, record, prog, since=started)
             fault_after("init")
             evaluate_step(self, exp, parent, key, cell, 0, model_dir, tokenizer, load_model)
             fault_after("step0")
@@ -288,24 +290,26 @@ class Runner:
                 **{f"version.{k}": v for k, v in library_versions().items()}}
 
     def initialize(self, cell: Cell, ident: dict[str, Any], parent: str, record: RunRecord,
-                   prog: Any) -> tuple[Path, Any]:
-        """The cell's initialized model (a cached product), its report handed to the record; (folder, tokenizer)."""
+                   prog: Any, since: float | None = None) -> tuple[Path, Any]:
+        """The cell's initialized model (a cached product), its report handed to the record; (folder, tokenizer).
+        ``since``: when its start line was said (``time.monotonic()``), which its still-running lines count from."""
         from transformers import AutoTokenizer
 
-        from harness.core.progress import callbacks
+        from harness.core.progress import STARTUP_HEARTBEAT_S, callbacks, still_running
         from harness.initialize import initialize_model
 
         t0 = time.time()
-        self.say(f"  init {cell.label}: start")  # the source model loaded, the method's rows computed: seconds
-        prod = self.cache.get_or_build(
-            "init", init_inputs(ident, self.code_key(cell.method)),
-            lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim, seed=cell.seed,
-                                                  params=ident["params"], out_dir=d, device=self.device,
-                                                  profile=self.cfg.profile,
-                                                  progress=callbacks(prog) if prog is not None else None)})
+        # its start line is run_cell's (before the run is opened); on a loaded machine it says it still runs
+        with still_running(f"  init {cell.label}", STARTUP_HEARTBEAT_S, console=console, since=since):
+            prod = self.cache.get_or_build(
+                "init", init_inputs(ident, self.code_key(cell.method)),
+                lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
+                                                      seed=cell.seed, params=ident["params"], out_dir=d,
+                                                      device=self.device, profile=self.cfg.profile,
+                                                      progress=callbacks(prog) if prog is not None else None)})
         report = json.loads((prod.path / INIT_REPORT).read_text())
-        self.say(f"  init {'(cached) ' if prod.cached else ''}{cell.label}: {report.get('counts')} "
-                 f"in {time.time() - t0:.1f}s")
+        self.say(f"  init {cell.label}: done in {time.time() - t0:.1f}s · {'cached, ' if prod.cached else ''}"
+                 f"{report.get('counts')}")
         languages = {code: {"script": lang.script, "seen": lang.seen.get(cell.source),
                             "resource_level": lang.resource_level, "text_chars": lang.text_chars}
                      for code, lang in self.world.languages.items()}

@@ -39,6 +39,7 @@ def test_results_on_stdout_progress_on_stderr_nothing_wrapped(run_cli, synthetic
     assert "claims:" in out and "tested claim" in out
     assert "init " not in out and "cells:" not in out
     # stderr: progress and logs, one line per message however long
-    init_lines = [x for x in err.splitlines() if x.lstrip().startswith("init ofa | src | dim full | seed 1:")]
-    assert init_lines and all("'unk'" in x and x.rstrip().endswith("s") for x in init_lines), init_lines
+    init_lines = [x.strip() for x in err.splitlines() if x.lstrip().startswith("init ofa | src | dim full | seed 1:")]
+    assert init_lines[0].endswith(": start"), init_lines
+    assert any(": done in " in x and "'unk'" in x and x.endswith("}") for x in init_lines), init_lines
     assert "browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)" in err

@@ -99,7 +99,7 @@ def test_killed_run_resumes_without_duplicates(run_cli, tracking_uri, harness_ho
     # the unfinished cell keeps what it built, so its resume builds it not again
     assert _products(harness_home, parent) == {"init": True, "cpt": stage == "cpt"}
     resumed = run_cli(*args, check=True)
-    assert "init (cached)" in resumed.stderr
+    assert ": done in " in resumed.stderr and "· cached, {" in resumed.stderr  # its init product reused
     (parent2,) = _runs(tracking_uri, exp, "cell")
     assert parent2.info.run_id == parent.info.run_id and parent2.info.status == "FINISHED"
     assert _products(harness_home, parent2) == {"init": False, "cpt": False}
@@ -154,7 +154,7 @@ def test_keep_products_keeps_them_and_a_later_run_removes_them(run_cli, tracking
     c.set_tag(other, "harness.init_product", parent.data.tags["harness.init_product"])
     assert c.get_run(other).data.tags["harness.pid"] == str(os.getpid())  # alive: this process
     again = run_cli(*args, check=True)
-    assert "finished, every evaluation logged" in again.stderr and "init (cached)" not in again.stderr
+    assert "finished, every evaluation logged" in again.stderr and "· cached, {" not in again.stderr
     assert _products(harness_home, parent) == {"init": True, "cpt": False}
     c.set_terminated(other, status="FINISHED")
     run_cli(*args, check=True)
@@ -171,7 +171,7 @@ def test_killed_after_the_run_finished_removes_the_products_when_started_again(r
     assert parent.info.status == "FINISHED"
     assert _products(harness_home, parent) == {"init": True, "cpt": True}
     again = run_cli(*args, check=True)
-    assert "finished, every evaluation logged" in again.stderr and "init (cached)" not in again.stderr
+    assert "finished, every evaluation logged" in again.stderr and "· cached, {" not in again.stderr
     assert _products(harness_home, parent) == {"init": False, "cpt": False}
     assert len(_runs(tracking_uri, exp, "cell")) == 1 and len(_runs(tracking_uri, exp, "task")) == 1
 

@@ -78,9 +78,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _run(cfg: Any, runners: list[Any]) -> int:
     from harness.plan import make_plan, no_cell_left
     from harness.runner import Runner
-    from harness.worlds import get_world
 
-    world = get_world(cfg.world)
+    world = _load_world(cfg.world)
     plan = make_plan(cfg, world)  # what only the built world says (task data), before the store is opened
     if not plan.cells:
         raise HarnessError(no_cell_left(plan.skipped))
@@ -92,17 +91,19 @@ def _run(cfg: Any, runners: list[Any]) -> int:
 
         executor = RayExecutor(address=cfg.ray_address, max_retries=cfg.max_retries)
     else:
-        from harness.executors import ProcessExecutor, available_cpus, isolate_cells, local_workers
+        from harness.executors import local_executor
+        from harness.finished import pending_cells
 
-        workers = local_workers(cfg, runner.device, len(runner.plan.cells))
-        fresh = isolate_cells(cfg, runner.device)
-        if workers > 1 or fresh:
-            executor = ProcessExecutor(workers, threads=max(1, available_cpus() // workers), fresh=fresh)
+        # cells already finished are passed over here: a run with nothing left to do starts no worker
+        executor = local_executor(cfg, runner.device, len(pending_cells(runner)))
     res = runner.run(executor)
     experiments = sorted({runner.experiment_name(c.source) for c in runner.plan.cells})
     results_table(runner, experiments)
     err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) {', '.join(experiments)}")
     err.print("browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)")
+    import gc
+
+    gc.freeze()  # all is written: the exit then skips collecting torch's, mlflow's and scipy's objects (seconds)
     if res["failed"]:
         err.print(f"[red]{len(res['failed'])} cell(s) failed[/red]: " +
                   "; ".join(f"{f['cell']}: {f['error']}" for f in res["failed"]))
@@ -110,26 +111,42 @@ def _run(cfg: Any, runners: list[Any]) -> int:
     return 0
 
 
+def _load_world(name: str) -> Any:
+    """The run's world; a built one says when its loading (its files checked against their record) starts and
+    ends, a world built first says each stage of the build (:mod:`harness.worlds`)."""
+    from harness.core.progress import STARTUP_HEARTBEAT_S, stage
+    from harness.worlds import get_world, world_dir
+
+    if not (world_dir(name) / "manifest.json").is_file():
+        return get_world(name)
+    with stage(f"world {name}: loading", heartbeat=STARTUP_HEARTBEAT_S):
+        return get_world(name)
+
+
 def results_table(runner: Any, experiments: list[str]) -> None:
     """The run's results on stdout (progress and logs go to stderr): per task, each row's headline average ±
     its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``)."""
     from harness.commands.common import console
-    from harness.core.progress import stage
-    from leaderboard.collect import collect_experiment
-    from leaderboard.collect import experiments as find
-    from leaderboard.summary import render, summaries
-    from leaderboard.tables import build_leaderboard
+    from harness.core.progress import STARTUP_HEARTBEAT_S, stage
 
     for name in experiments:
-        for exp in find(runner.tracker.client, name):
-            data = collect_experiment(runner.tracker.client, exp, world=runner.world.name)
-            if not data.tasks:
-                continue
-            with stage(f"results of {name}: boards, intervals and claims"):
-                tables = summaries(build_leaderboard(data), runner.plan.tasks)
-            for table in tables:
-                console.print()
-                render(table, console)
+        tables = []
+        # reading MLflow, scipy's import, the intervals' bootstrap: seconds
+        with stage(f"results of {name}: boards, intervals and claims", heartbeat=STARTUP_HEARTBEAT_S):
+            from leaderboard.collect import collect_experiment
+            from leaderboard.collect import experiments as find
+            from leaderboard.summary import summaries
+            from leaderboard.tables import build_leaderboard
+
+            for exp in find(runner.tracker.client, name):
+                data = collect_experiment(runner.tracker.client, exp, world=runner.world.name)
+                if data.tasks:
+                    tables += summaries(build_leaderboard(data), runner.plan.tasks)
+        from leaderboard.summary import render
+
+        for table in tables:
+            console.print()
+            render(table, console)
 
 
 def add_parser(sub: Any) -> None:
