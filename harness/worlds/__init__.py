@@ -23,6 +23,7 @@ import json
 import logging
 import os
 import shutil
+import stat
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -256,10 +257,13 @@ def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
     moved: dict[str, dict[str, int]] = {}
     for rel, size in sizes.items():
         f = root / rel
-        if not f.is_file():
+        try:
+            st = f.stat()  # one system call per file: every load makes it
+        except OSError:
+            st = None
+        if st is None or not stat.S_ISREG(st.st_mode):
             out.problems.append(f"{rel} is missing")
             continue
-        st = f.stat()
         if st.st_size != size:
             out.problems.append(f"{rel} has {st.st_size} bytes, {size} expected")
             continue
