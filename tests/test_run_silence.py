@@ -1,0 +1,78 @@
+"""No silent stretch in ``harness run``: each step that can take seconds (the world's loading, the MLflow store's
+opening, the workers' start, each cell's initialization, the seed aggregates, the results) says itself when it
+starts, and a step that lasts says it still runs; a run whose cells are all finished starts no worker and loads no
+model. The longest gap is measured by ``benchmarks/bench_startup.py --run``, not here (timings vary with load)."""
+
+from __future__ import annotations
+
+import io
+import time
+
+from harness.core.progress import stage, still_running
+
+
+def _index(lines: list[str], text: str, start: int = 0) -> int:
+    """The index of the first line at or after ``start`` that contains ``text``."""
+    for i in range(start, len(lines)):
+        if text in lines[i]:
+            return i
+    raise AssertionError(f"no line with {text!r} after line {start}:\n" + "\n".join(lines))
+
+
+def test_a_run_says_each_slow_step_when_it_starts_and_a_finished_one_starts_no_worker(run_cli, synthetic_world):
+    job = ["run", "--world", "synthetic", "--methods", "random", "--seeds", "1,2", "--tasks", "mlm", "--cpt-steps",
+           "0", "--workers", "2", "--experiment", "t-silence"]
+    first = run_cli(*job, check=True)
+    lines = first.stderr.splitlines()
+    at = _index(lines, "world synthetic: loading: start")
+    at = _index(lines, "MLflow store: opening: start", at)
+    at = _index(lines, "world synthetic (", at)  # the plan
+    workers = _index(lines, "cells: 2 worker process(es) starting", at)
+    for seed in (1, 2):  # each worker says its own start-up, then its cell's initialization, in that order
+        own = [x for x in lines[workers:] if x.startswith(f"[random/s{seed}] ")]
+        i = _index(own, "worker process: importing torch: start")
+        i = _index(own, "MLflow store: opening: start", i)
+        i = _index(own, f"init random | src | dim full | seed {seed}: start", i)
+        _index(own, f"init random | src | dim full | seed {seed}: done in", i)
+    done = _index(lines, "cells: done 2/2", workers)
+    at = _index(lines, "seed aggregates: mean and sd over seeds, per variant and task: start", done)
+    _index(lines, "results of t-silence: boards, intervals and claims: start", at)
+    assert "random d=full" in first.stdout
+
+    again = run_cli(*job, check=True)  # nothing left to do
+    lines = again.stderr.splitlines()
+    assert sum("finished, every evaluation logged" in x for x in lines) == 2, again.stderr
+    assert not any("worker" in x or "init random" in x for x in lines), again.stderr  # no worker, no model
+    at = _index(lines, "world synthetic: loading: start")
+    at = _index(lines, "MLflow store: opening: start", at)
+    _index(lines, "results of t-silence: boards, intervals and claims: start", at)
+    assert "random d=full" in again.stdout  # the results table, as after the first run
+
+
+def test_a_stage_that_lasts_says_it_still_runs_until_it_ends():
+    out = io.StringIO()
+
+    class Console:
+        file = out
+
+    with stage("MLflow store: opening", console=Console(), heartbeat=0.05):
+        time.sleep(0.3)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "MLflow store: opening: start" and lines[-1].startswith("MLflow store: opening: done in")
+    beats = lines[1:-1]
+    assert beats and all(x.startswith("MLflow store: opening: still running (") for x in beats), lines
+    time.sleep(0.15)
+    assert out.getvalue().splitlines() == lines  # nothing after its end
+
+
+def test_still_running_counts_from_the_step_start():
+    out = io.StringIO()
+
+    class Console:
+        file = out
+
+    began = time.monotonic() - 10  # a step that started 10 s ago: its first line comes at once, with its age
+    with still_running("  init x", 4.0, console=Console(), since=began):
+        time.sleep(0.2)
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("  init x: still running (10."), lines
