@@ -178,6 +178,31 @@ class Synthetic:
     info: dict[str, Any]
 
 
+GENERATION_THREADS = [os.cpu_count() or 1]  # the threads that draw the large Gaussian arrays (main sets --threads)
+_CHUNKS = 64  # the arrays are drawn in this many row chunks, each from its own stream: the same values on any
+# number of threads
+
+
+def normal(rng: np.random.Generator, shape: tuple[int, int]) -> np.ndarray:
+    """A float32 standard-normal array of ``shape``, drawn on :data:`GENERATION_THREADS` threads (numpy's
+    generators release the GIL while they fill an array), seeded from ``rng``: the values do not depend on the
+    number of threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    seed = int(rng.integers(2**63))
+    out = np.empty(shape, dtype=np.float32)
+    bounds = np.linspace(0, shape[0], _CHUNKS + 1).astype(int)
+
+    def fill(k: int) -> None:
+        lo, hi = bounds[k], bounds[k + 1]
+        if hi > lo:
+            np.random.default_rng([seed, k]).standard_normal((hi - lo, shape[1]), dtype=np.float32, out=out[lo:hi])
+
+    with ThreadPoolExecutor(max(1, GENERATION_THREADS[0])) as pool:
+        list(pool.map(fill, range(_CHUNKS)))
+    return out
+
+
 def make_keys(n: int, rng: np.random.Generator) -> list[str]:
     """``iso3:word`` keys: a language of ``N_LANGUAGES`` three-letter codes, a word of 2-12 lowercase letters."""
     codes = rng.integers(97, 123, size=(N_LANGUAGES, 3), dtype=np.uint8).tobytes().decode("ascii")
@@ -222,7 +247,7 @@ def planted_rows(means: np.ndarray, out_dim: int, rng: np.random.Generator, nois
     for s in range(0, len(means), chunk):
         out[s:s + chunk] = np.tanh(3 * means[s:s + chunk] @ a1) @ a2
     out /= max(float(out.std()), 1e-12)
-    out += noise * rng.standard_normal(out.shape, dtype=np.float32)
+    out += noise * normal(rng, out.shape)
     return out * (ROW_STD / math.sqrt(1 + noise ** 2))
 
 
@@ -238,7 +263,7 @@ def generate(scale: float, dim: int, *, seed: int, median: float, sigma: float, 
     rng = np.random.default_rng([seed, 0x61075])
     n_t, n_s, n_w = (max(int(round(GLOT500[k] * scale)), 16) for k in ("target", "source", "words"))
     keys = make_keys(n_w, rng)
-    vectors = rng.standard_normal((n_w, WORD_DIM), dtype=np.float32)
+    vectors = normal(rng, (n_w, WORD_DIM))
     wv = WordVectors(keys=keys, vectors=vectors)
 
     n_copy = min(int(round(copy_fraction * n_t)), n_s)
@@ -262,7 +287,7 @@ def generate(scale: float, dim: int, *, seed: int, median: float, sigma: float, 
     means = sp.csr_matrix((weights, ws_s.words, ws_s.indptr), shape=(n_s, n_w)) @ vectors
     means = np.asarray(means[s_matched], dtype=np.float32)
     means /= np.maximum(np.linalg.norm(means, axis=1, keepdims=True), 1e-12)
-    src = rng.standard_normal((n_s, dim), dtype=np.float32) * ROW_STD
+    src = normal(rng, (n_s, dim)) * ROW_STD
     src[s_matched] = planted_rows(means, dim, rng)
 
     m = ws_s.lengths[s_matched]
@@ -287,9 +312,10 @@ Detail = Callable[[tuple, dict, Any], "str | tuple[str, dict[str, Any]]"]
 class StepTimer:
     """Runs a function under :class:`PeakMemory`, timing it (CUDA synchronized), and keeps one row per call."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, on_row: Callable[[list[dict[str, Any]]], None] | None = None):
         self.cuda = torch.device(device).type == "cuda"
         self.rows: list[dict[str, Any]] = []
+        self.on_row = on_row  # called with the rows after each one, as it finishes
 
     def _sync(self) -> None:
         if self.cuda:
@@ -312,6 +338,8 @@ class StepTimer:
         self.rows.append({"id": key, "step": label, "seconds": seconds, "cpu_s": cpu, "rss_rise_mb": m["extra_rss_mb"],
                           "peak_rss_mb": m["peak_rss_mb"], "cuda_peak_mb": m["cuda_peak_mb"] if self.cuda else None,
                           "detail": text, **extra})
+        if self.on_row is not None:
+            self.on_row(self.rows)
         return out
 
 
@@ -385,10 +413,11 @@ def _predict(args: tuple, kwargs: dict, out: Any) -> str:
     return f"{len(args[2]):,} target tokens"
 
 
-def run_method(name: str, syn: Synthetic, args: argparse.Namespace) -> list[dict[str, Any]]:
-    """``name``'s ``initialize`` on the synthetic context, each step timed; rows in the order the steps ran, then
-    the rest and the whole."""
-    timer = StepTimer(args.device)
+def run_method(name: str, syn: Synthetic, args: argparse.Namespace,
+               on_row: Callable[[list[dict[str, Any]]], None] | None = None) -> list[dict[str, Any]]:
+    """``name``'s ``initialize`` on the synthetic context, each step timed (``on_row`` told as each finishes); rows
+    in the order the steps ran, then the rest and the whole."""
+    timer = StepTimer(args.device, on_row)
     wv = syn.wv
 
     def given_vectors(*a: Any, **k: Any) -> WordVectors:
@@ -513,7 +542,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="1.0 = Glot500 (401,145 / 250,002 tokens, 3.6M words)")
     ap.add_argument("--dim", type=int, default=768, help="width of the source matrix (768 full, or a factorized d')")
     ap.add_argument("--device", default="cpu", help="cpu | cuda")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads (set OMP_NUM_THREADS to match)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(),
+                    help="torch threads, and the threads that draw the inputs (default: every core)")
     ap.add_argument("--steps", default="ofa,hyperofa", help="methods to run, comma-separated ('' for none)")
     ap.add_argument("--max-epochs", type=int, default=None, help="bound on the hypernetworks' epochs")
     ap.add_argument("--preset", default="cpu", help="HyperOFA's preset in the whole run (cpu | paper | a name)")
@@ -529,6 +559,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", default=None, help="also write everything as JSON to this file")
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    GENERATION_THREADS[0] = args.threads
     methods = [m.strip() for m in args.steps.split(",") if m.strip()]
     if unknown := set(methods) - {"ofa", "hyperofa"}:
         ap.error(f"unknown --steps {sorted(unknown)}")
@@ -563,10 +594,20 @@ def main(argv: list[str] | None = None) -> int:
         print(f"scale {args.scale}: |V_t| {i['target_tokens']:,}, |V_s| {i['source_tokens']:,} x {i['dim']}, "
               f"{i['words']:,} words x {WORD_DIM}; copied {i['copied']:,}, wise {i['wise']:,}, source matched "
               f"{i['source_matched']:,}; words per matched source token {i['words_per_matched_source_token']}; "
-              f"inputs generated in {gen_s:.1f} s (not in the tables)")
+              f"inputs generated in {gen_s:.1f} s on {args.threads} thread(s) (not in the tables)", flush=True)
+        save()
     for name in methods:
         syn, _ = inputs(args.scale)
-        rows = run_method(name, syn, args)
+
+        def on_row(rows: list[dict[str, Any]], name: str = name) -> None:
+            """Each step's line as it finishes, and the JSON kept up to date (a run stopped later keeps it)."""
+            r = rows[-1]
+            print(f"  {name}: {r['step']}: {r['seconds']:.2f} s (CPU {r['cpu_s']:.2f} s, peak RSS "
+                  f"{_mb(r['peak_rss_mb'])} MB, CUDA peak {_mb(r['cuda_peak_mb'])} MB) {r['detail']}", flush=True)
+            report["methods"][name] = list(rows)
+            save()
+
+        rows = run_method(name, syn, args, on_row)
         report["methods"][name] = rows
         save()
         print_rows(f"{'OFA' if name == 'ofa' else 'HyperOFA'} at scale {args.scale} on {args.device} "

@@ -19,7 +19,7 @@ HYPEROFA_STEPS = ["source_word_sets", "target_word_sets", "hash", "train", "fall
 def test_glot500_benchmark_times_every_step_of_both_methods(tmp_path):
     out = tmp_path / "rows.json"
     cmd = [sys.executable, str(REPO / "benchmarks" / "bench_glot500_init.py"), "--scale", "0.002", "--device", "cpu",
-           "--max-epochs", "2", "--hn-paper", "--hn-preset", "tiny", "--json", str(out)]
+           "--max-epochs", "2", "--hn-paper", "--hn-preset", "tiny", "--threads", "1", "--json", str(out)]
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -41,5 +41,22 @@ def test_glot500_benchmark_times_every_step_of_both_methods(tmp_path):
     train = next(r for r in report["methods"]["hyperofa"] if r["id"] == "train")
     assert 1 <= train["epochs"] <= 2 and train["pairs_per_s"] > 0
 
+    # each step's line is printed as the step finishes, before its method's table
+    assert proc.stdout.index("  ofa: neighbour search + softmax combination:") < proc.stdout.index("\nOFA at scale")
+    assert head["generation_seconds"] > 0
+
     hn = report["hn_paper"]
     assert hn["preset"] == "tiny" and hn["epochs"] <= 2 and hn["pairs_per_s"] > 0 and hn["seconds"] > 0
+
+
+def test_the_inputs_are_the_same_on_any_number_of_threads():
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_glot500_init as bench
+
+    draws = []
+    for threads in (1, 3):
+        bench.GENERATION_THREADS[0] = threads
+        draws.append(bench.normal(np.random.default_rng(5), (1000, 7)))
+    assert np.array_equal(draws[0], draws[1]) and abs(float(draws[0].std()) - 1) < 0.05
