@@ -46,7 +46,31 @@ PAPER_METHODS = ["focus", "fvt", "hyperofa", "mean-cov", "ofa", "random", "rando
                  "wechsel+overlap"]
 
 
-def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, synthetic_world):
+# the methods' own training made small (a one-layer hypernetwork of width 32 for one epoch, no control network;
+# one epoch of each fastText model, 16-d vectors): what this test checks is the run around them, at the paper's
+# CPT and evaluation settings (the paper-size hypernetwork takes minutes on a CPU: bench_glot500_init.py)
+LIGHT_METHODS = """
+[method_params.hyperofa]
+epochs = 1
+hidden = 32
+layers = 1
+control = false
+[method_params.focus]
+epochs = 1
+dim = 16
+[method_params.wechsel]
+epochs = 1
+dim = 16
+[method_params."wechsel+overlap"]
+epochs = 1
+dim = 16
+[method_params.tiktotok]
+epochs = 1
+dim = 16
+"""
+
+
+def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, synthetic_world, tmp_path):
     """``--profile paper`` with every method, as a GPU node with two GPUs runs it, every branch of the accelerator
     taken on the CPU (HARNESS_EMULATE_ACCELERATOR): each cell in a spawned process of its own, pinned to one of
     the two GPUs (two cells side by side); CPT with two loader workers, pinned memory, no padding mask, the GPU's
@@ -54,8 +78,10 @@ def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, sy
     clamped to the source model's 128 positions before any cell, said when the run starts, logged on the cell run
     and named under the board; every task is evaluated at step 0 and after CPT; every cell finishes."""
     exp = "gpu-path-paper"
-    proc = run_cli("run", "--world", "synthetic", "--methods", "all", "--tasks", "sr-t,mlm", "--profile", "paper",
-                   "--cpt-steps", "1", "--experiment", exp,
+    config = tmp_path / "light.toml"
+    config.write_text(LIGHT_METHODS)
+    proc = run_cli("run", "--world", "synthetic", "--methods", "all", "--tasks", "sr-t", "--profile", "paper",
+                   "--cpt-steps", "1", "--experiment", exp, "--config", str(config),
                    env={"HARNESS_EMULATE_ACCELERATOR": "1", "HARNESS_EMULATE_GPUS": "2"}, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "fitted to the source model: cpt.block_size 512 -> 128" in proc.stderr
