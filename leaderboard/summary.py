@@ -1,6 +1,12 @@
 """The compact table ``harness run`` ends with: per task, each row's headline average over languages at the
 task's final step, with its spread over seeds (the standard deviation of the per-seed averages) and the claims'
-one-line summary. The full boards are ``harness leaderboard``'s; this reads the same runs the same way."""
+one-line summary. The full boards are ``harness leaderboard``'s; this reads the same runs the same way.
+
+A row is marked where its numbers are not simply this command's with the method's current code
+(:func:`row_origins`): ``[older code]`` when a cell run of the row recorded another version of its method's code
+than the one installed now, ``[earlier run]`` when none of the row's cell runs is one of the command's cells (an
+earlier run of the same experiment), ``[seeds 2, 3 earlier]`` when some of its seeds are; a note under the table
+says what each mark means."""
 
 from __future__ import annotations
 
@@ -20,6 +26,49 @@ class SummaryTable:
     cells: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, task) -> "0.322 ± 0.013 (3)"
     claims: str = ""
     precision: str = ""  # the boards' precision of evaluation and CPT (Board.precision)
+    notes: list[str] = field(default_factory=list)  # what the rows' marks mean, printed under the table
+
+
+@dataclass
+class RowOrigin:
+    """Where a row's numbers come from, against the command that prints it."""
+
+    method: str
+    older_code: list[str] = field(default_factory=list)  # files of its method changed since a cell of it ran
+    earlier_seeds: list[str] = field(default_factory=list)  # seeds of the row that are not the command's cells
+    all_earlier: bool = False  # no cell of the row is the command's
+
+    def marks(self) -> list[str]:
+        out = ["older code"] if self.older_code else []
+        if self.all_earlier:
+            out.append("earlier run")
+        elif self.earlier_seeds:
+            out.append(f"seed{'s' if len(self.earlier_seeds) > 1 else ''} {', '.join(self.earlier_seeds)} earlier")
+        return out
+
+
+def row_origins(data: Any, ours: set[str], older_code: dict[str, list[str]]) -> dict[tuple[str, Any], RowOrigin]:
+    """``(profile, variant) -> RowOrigin`` for every row of the experiment ``data`` (:class:`leaderboard.collect.
+    ExperimentData`) whose numbers are not all the command's own with its method's current code: ``ours``: the ids
+    of the command's cell runs; ``older_code``: cell run id -> the files of its method that changed since it ran
+    (runs with the current code, or whose code was not recorded, absent)."""
+    from leaderboard.tables import _variant
+
+    groups: dict[tuple[str, Any], list[Any]] = {}
+    for cell in data.cells.values():
+        groups.setdefault((cell.profile, _variant(cell, cell, False)), []).append(cell)
+    out = {}
+    for key, cells in groups.items():
+        origin = RowOrigin(cells[0].method, sorted({f for c in cells for f in older_code.get(c.run_id, [])}),
+                           sorted({c.seed for c in cells if c.run_id not in ours}, key=_seed_key),
+                           not any(c.run_id in ours for c in cells))
+        if origin.marks():
+            out[key] = origin
+    return out
+
+
+def _seed_key(seed: str) -> tuple[int, str]:
+    return (int(seed), seed) if seed.lstrip("-").isdigit() else (1 << 30, seed)
 
 
 def seed_spread(row: Row, languages: list[str]) -> tuple[float | None, int]:
@@ -44,8 +93,10 @@ def _cell(board: Board, row: Row) -> str:
     return text + (f" ± {sd:.3f}" if sd is not None else "") + (f" ({n} seeds)" if n > 1 else "")
 
 
-def summaries(lb: Leaderboard, tasks: list[str] | None = None) -> list[SummaryTable]:
-    """One table per profile of the leaderboard: the headline boards at each task's final step."""
+def summaries(lb: Leaderboard, tasks: list[str] | None = None,
+              origins: dict[tuple[str, Any], RowOrigin] | None = None) -> list[SummaryTable]:
+    """One table per profile of the leaderboard: the headline boards at each task's final step. ``origins``
+    (:func:`row_origins`): rows to mark, with a note under the table for each mark used."""
     heads = [b for b in lb.boards if b.headline and b.kind == "final" and (tasks is None or b.task in tasks)]
     out = []
     for profile in sorted({b.profile for b in heads}):
@@ -57,15 +108,38 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None) -> list[SummaryTa
             ranked = sorted(b.rows, key=lambda r: (r.avg is None, -(r.avg or 0) if b.higher_is_better
                                                    else (r.avg or 0)))
             for r in ranked:
-                if r.label not in table.rows:
-                    table.rows.append(r.label)
-                table.cells[(r.label, b.task)] = _cell(b, r)
+                origin = (origins or {}).get((profile, r.variant))
+                label = r.label + "".join(f" [{m}]" for m in origin.marks()) if origin else r.label
+                if label not in table.rows:
+                    table.rows.append(label)
+                table.cells[(label, b.task)] = _cell(b, r)
+        table.notes = _notes([o for (p, _), o in (origins or {}).items() if p == profile], table.rows)
         from leaderboard.claims import summary
 
         table.claims = summary([c for c in lb.claims if getattr(c, "profile", profile) == profile]) if lb.claims \
             else ""
         out.append(table)
     return out
+
+
+def _notes(origins: list[RowOrigin], rows: list[str]) -> list[str]:
+    """What the marks used in ``rows`` mean."""
+    notes = []
+    stale: dict[str, set[str]] = {}
+    for o in origins:
+        stale.setdefault(o.method, set()).update(o.older_code)
+    stale = {m: files for m, files in stale.items() if files}
+    if stale and any("[older code]" in r for r in rows):
+        notes.append("[older code]: computed by an older version of the method's code ("
+                     + "; ".join(f"{m}: {', '.join(sorted(f))} changed since" for m, f in sorted(stale.items()))
+                     + "); `--rerun stale` runs those cells again")
+    if any("[earlier run]" in r for r in rows):
+        notes.append("[earlier run]: from earlier runs of this experiment, not this command's cells "
+                     "(`harness leaderboard` shows the whole experiment)")
+    if any(" earlier]" in r for r in rows):
+        notes.append("[seeds ... earlier]: the row averages this command's seeds with those seeds of earlier runs "
+                     "of this experiment")
+    return notes
 
 
 def render(table: SummaryTable, console: Any) -> None:
@@ -86,5 +160,7 @@ def render(table: SummaryTable, console: Any) -> None:
     for label in table.rows:
         t.add_row(escape(label), *(table.cells.get((label, task), "-") for task, _, _ in table.tasks))
     console.print(t)
+    for note in table.notes:
+        console.print(escape(note))
     if table.claims:
         console.print("claims: " + escape(table.claims))

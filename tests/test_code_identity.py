@@ -71,17 +71,24 @@ def test_an_edited_method_is_named_stale_and_rerun_stale_refreshes_it(run_cli, h
 
     again = run_cli(*job, env=env, check=True)  # the same code: passed over, nothing said
     assert "finished, every evaluation logged" in again.stderr and "stale" not in again.stderr
+    assert "mean-plugin d=full" in again.stdout and "[older code]" not in again.stdout
+    assert "[earlier run]" not in again.stdout  # the command's own cell, passed over
 
     _plugin(site, 0.5)  # the researcher edits the method
     edited = run_cli(*job, env=env, check=True)
     assert "older version of their method's code" in edited.stderr
     assert "mean_plugin.py changed since" in edited.stderr and "--rerun stale" in edited.stderr
     assert _mlm_loss(db, "t-code") == before  # named, not silently replaced
+    # stdout marks the row too, and says which files changed (the cell is this command's: not an earlier run)
+    assert "mean-plugin d=full [older code]" in edited.stdout and "[earlier run]" not in edited.stdout
+    assert "[older code]: computed by an older version of the method's code (mean-plugin: mean_plugin.py " \
+           "changed since)" in edited.stdout
 
     refreshed = run_cli(*job, "--rerun", "stale", env=env, check=True)
     assert "starts over (--rerun stale)" in refreshed.stderr  # lines are never wrapped when piped
     after = _mlm_loss(db, "t-code")
     assert len(after) == 1 and after != before  # the new code's numbers, in the cell's one run
+    assert "mean-plugin d=full" in refreshed.stdout and "[older code]" not in refreshed.stdout
 
     settled = run_cli(*job, "--rerun", "stale", env=env, check=True)  # nothing stale is left
     assert "starts over" not in settled.stderr and _mlm_loss(db, "t-code") == after

@@ -43,3 +43,36 @@ def test_results_on_stdout_progress_on_stderr_nothing_wrapped(run_cli, synthetic
     assert init_lines[0].endswith(": start"), init_lines
     assert any(": done in " in x and "'unk'" in x and x.endswith("}") for x in init_lines), init_lines
     assert "browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)" in err
+
+
+def test_rows_not_of_this_command_or_of_older_code_are_marked_on_stdout(fake_exp, tracking_uri):
+    """The results table marks a row computed by older code of its method, a row of earlier runs of the
+    experiment (none of its cells is the command's) and a row that averages the command's seeds with earlier ones,
+    and says under the table what each mark means."""
+    import io
+
+    from mlflow.tracking import MlflowClient
+    from rich.console import Console
+
+    from leaderboard.collect import collect_experiment
+    from leaderboard.summary import render, row_origins, summaries
+    from leaderboard.tables import build_leaderboard
+
+    client = MlflowClient(tracking_uri)
+    data = collect_experiment(client, client.get_experiment_by_name(fake_exp))
+    cell = {(c.method, c.seed, c.profile): c.run_id for c in data.cells.values()}
+    ours = {cell[("alpha", "1", "cpu")], cell[("alpha", "2", "cpu")], cell[("beta", "1", "cpu")]}
+    older = {cell[("beta", "2", "cpu")]: ["methods/beta.py"]}  # beta's seed 2 ran an older version of its code
+    tables = summaries(build_leaderboard(data, bootstrap=0), ["sr-t"], row_origins(data, ours, older))
+    out = io.StringIO()
+    for table in tables:
+        render(table, Console(file=out, width=200, color_system=None))
+    cpu, paper = out.getvalue().split("profile paper")
+    rows = {x.split("│")[1].strip() for x in cpu.splitlines() if x.startswith("│")}
+    assert rows == {"alpha d=full", "beta d=full [older code] [seed 2 earlier]", "gamma d=full [earlier run]"}, rows
+    assert "[older code]: computed by an older version of the method's code (beta: methods/beta.py changed " \
+           "since); `--rerun stale` runs those cells again" in cpu
+    assert "[earlier run]: from earlier runs of this experiment, not this command's cells" in cpu
+    assert "[seeds ... earlier]: the row averages this command's seeds with those seeds of earlier runs" in cpu
+    assert "alpha d=full [earlier run]" in paper  # the other profile's alpha: no cell of this command
+    assert "[older code]" not in paper

@@ -135,18 +135,45 @@ def results_table(runner: Any, experiments: list[str]) -> None:
         with stage(f"results of {name}: boards, intervals and claims", heartbeat=STARTUP_HEARTBEAT_S):
             from leaderboard.collect import collect_experiment
             from leaderboard.collect import experiments as find
-            from leaderboard.summary import summaries
+            from leaderboard.summary import row_origins, summaries
             from leaderboard.tables import build_leaderboard
 
             for exp in find(runner.tracker.client, name):
                 data = collect_experiment(runner.tracker.client, exp, world=runner.world.name)
-                if data.tasks:
-                    tables += summaries(build_leaderboard(data), runner.plan.tasks)
+                if data.tasks:  # rows of earlier runs and of older method code are marked
+                    origins = row_origins(data, *_cell_runs(runner, exp.experiment_id))
+                    tables += summaries(build_leaderboard(data), runner.plan.tasks, origins)
         from leaderboard.summary import render
 
         for table in tables:
             console.print()
             render(table, console)
+
+
+def _cell_runs(runner: Any, experiment_id: str) -> tuple[set[str], dict[str, list[str]]]:
+    """The ids of the command's cell runs in the experiment, and, for each of its cell runs that recorded another
+    version of its method's code than the one installed now, the files that changed (``harness.method_code``)."""
+    import json
+
+    from harness.core.hashing import hash_obj
+    from harness.core.record import Kind, kind_filter, own_tags, search_runs
+    from harness.rerun import changed_files
+
+    keys = {hash_obj(runner.cell_identity(c)) for c in runner.plan.cells}
+    ours, older = set(), {}
+    for run in search_runs(runner.tracker.client, experiment_id, kind_filter(Kind.CELL, world=runner.world.name)):
+        tags = own_tags(run)
+        if tags.get("cell") in keys:
+            ours.add(run.info.run_id)
+        try:
+            recorded = json.loads(tags.get("method_code") or "null")
+            now = runner.method_code(tags.get("method", ""))
+        except (ValueError, HarnessError):  # unreadable, or a method not installed here: not judged
+            continue
+        files = changed_files(recorded, now) if isinstance(recorded, dict) else []
+        if files:
+            older[run.info.run_id] = files
+    return ours, older
 
 
 def add_parser(sub: Any) -> None:
