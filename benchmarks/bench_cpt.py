@@ -1,58 +1,80 @@
 """CPT throughput: tokens per second, model FLOPs utilization (MFU) and peak memory of MLM training.
 
-Two parts, each printed as a table:
+Two parts, each printed as a table, row by row as each row finishes (and written to ``--json`` after each row, so a
+run stopped by its time budget keeps the rows it has):
 
-1. **The harness's CPT path, lever by lever** (``--levers``, the default): :func:`harness.cpt.run_cpt` itself --
-   the HF Trainer, the MLM collator, the data, the masked-positions head, the batch search -- timed beside the stock
-   HF path (the stock masked-LM forward over the whole vocabulary, fp32, a padding mask, plain AdamW, the loss
-   logged every step, no loader workers), on the same model, data and effective batch, in one process. Each next
-   row turns one more lever on and prints its gain over the row before and over the stock path: the masked-only
-   head, bf16 autocast, no attention mask over packed blocks (SDPA/flash kernels unmasked), fused AdamW, data-loader
-   workers with pinned memory, the loss logged every 10 steps instead of every step, ``torch.compile``; the last
-   row is ``run_cpt`` with the defaults ``harness run`` uses on that device (:func:`harness.cpt.cpt_speed`). The
-   per-device batch is the batch search's (:mod:`harness.cpt_batch`; the stock path may need accumulation to fit),
-   the effective batch ``--batch`` is the same for every row. Tokens/s are measured from the training-loss log's
-   timestamps after ``--warmup`` steps (compilation excluded).
+1. **The harness's CPT path, lever by lever** (the default): :func:`harness.cpt.run_cpt` itself -- the HF Trainer,
+   the MLM collator, the masked-positions head, the batch search -- timed beside the stock HF path (the stock
+   masked-LM forward over the whole vocabulary, fp32, a padding mask, plain AdamW, the loss logged every step, no
+   loader workers), on the same model and data, in one process. Each next row turns one more lever on and prints
+   its gain over the row before and over the stock path: the masked-only head, bf16 autocast, no attention mask
+   over packed blocks (SDPA/flash kernels unmasked), fused AdamW, data-loader workers with pinned memory, loader
+   workers kept across epochs (where ``run_cpt`` has the setting), the loss logged every 10 steps instead of every
+   step, ``torch.compile``. Then ``run_cpt`` with the defaults ``harness run`` uses on that device
+   (:func:`harness.cpt.cpt_speed`), the same at twice the per-device batch, and last the same in a **spawned cell**:
+   ``run_cpt`` called in a process started with the spawn start method (as ``harness run`` starts an isolated
+   cell, whose loader workers are then spawned too), timed the same way.
+
+   **Timing**: each row runs ``--warmup`` optimizer steps, then ``--timed`` steps, at a per-device batch of
+   ``--batch`` sequences with accumulation 1 (the effective batch is the per-device one; the batch search may still
+   lower the per-device batch of a row that does not fit, with accumulation making up the rest, and the table shows
+   it). The clock starts at the end of the last warm-up step and stops at the end of the last timed step (the
+   device synchronized at both), so model loading, the batch search, compilation and the loader's start are out of
+   it. tokens/s = timed steps x batch x ``--seq`` / those seconds: the rate of an optimizer step of the paper's
+   effective batch (512 x 512) is the same per token, so a run of S such steps takes S x 512 x 512 / tokens/s.
+   **Data**: the synthetic world's CPT text (built in seconds when missing) with its tokenizer, repeated so that
+   no epoch ends within a row's steps (a real world's epoch is far longer than the steps timed here; ``--repeat-text
+   1`` keeps the synthetic world's own size, whose epoch is a few steps, where loader workers restart every epoch
+   unless kept).
 2. **A plain training loop** (``--plain``): one forward/backward/AdamW step on random ids, the stock head, for the
    `bible` world's sources when it is built and the papers' shape.
 
 Models: the papers' ``xlm-roberta-base`` shape with the Glot500-m vocabulary (401,145 pieces; ``--shape base``, the
 default on a GPU) built from its config with random weights (a step's speed does not depend on the values), or a
-tiny shape (``--shape tiny``, the default on a CPU). Data: the synthetic world's CPT text and tokenizer (built in
-seconds when missing), cut into blocks of ``--seq`` tokens. MFU = 6 * N * tokens/s / peak FLOP/s (N = all the
-model's parameters, the tied embedding counted once), the peak being the GPU's dense bf16 figure from its
-datasheet (table below), so MFU is printed only on a known GPU; on a CPU the tokens per second are printed alone.
+tiny shape (``--shape tiny``, the default on a CPU). MFU = 6 * N * tokens/s / peak FLOP/s (N = all the model's
+parameters, the tied embedding counted once), the peak being the GPU's dense bf16 figure from its datasheet
+(``harness/throughput.json``), so MFU is printed only on a known GPU; on a CPU the tokens per second are printed
+alone. Torch runs ``--threads`` threads (default: every core of the machine).
 
-    python benchmarks/bench_cpt.py --device cuda                      # the paper's per-device batch 32 x 512
-    python benchmarks/bench_cpt.py --device cpu --shape tiny --steps 22 --seq 64 --batch 8
+``--record`` writes the spawned cell's row (else the in-process defaults row) to ``harness/throughput.json`` as the
+GPU kind's measured throughput, which ``harness plan`` sizes runs from: on a GPU of a known kind, ``--shape base``.
+
+    python benchmarks/bench_cpt.py --device cuda                      # per-device 32 x 512, every row
+    python benchmarks/bench_cpt.py --device cuda --quick --record     # stock, defaults, spawned cell; recorded
+    python benchmarks/bench_cpt.py --device cpu --shape tiny --batch 8 --seq 64 --warmup 2 --timed 10
     python benchmarks/bench_cpt.py --plain --device cuda --batch 16 --seq 512
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import math
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-PEAK_BF16_TFLOPS = {"H100": 989.0, "H200": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0, "4090": 165.0}
+from harness import throughput  # noqa: E402
+
+
+def gpu_name(device: str) -> str | None:
+    return torch.cuda.get_device_name(torch.device(device)) if device.startswith("cuda") else None
 
 
 def _peak(device: str) -> float | None:
-    if not device.startswith("cuda"):
-        return None
-    name = torch.cuda.get_device_name()
-    for key, tf in PEAK_BF16_TFLOPS.items():
-        if key in name:
-            return tf * 1e12
-    return None
+    name = gpu_name(device)
+    kind = throughput.kind_of(name) if name else None
+    return throughput.peak_flops(kind) if kind else None
 
 
 def _models():
@@ -111,7 +133,8 @@ def bench(name, make, device, steps, batch, seq, precision):
 
 # -- the harness's CPT path, lever by lever ------------------------------------------------------------------
 STOCK = {"masked_head": False, "precision": "fp32", "attention_mask": True, "optim": "adamw_torch",
-         "dataloader_workers": 0, "pin_memory": False, "logging_steps": 1, "compile": False}
+         "dataloader_workers": 0, "pin_memory": False, "persistent_workers": False, "logging_steps": 1,
+         "compile": False}
 LEVERS = [  # (row, what the lever turns on), each on top of the rows before it
     ("stock HF path (full-vocabulary head, fp32)", {}),
     ("+ masked-positions head", {"masked_head": True}),
@@ -119,9 +142,13 @@ LEVERS = [  # (row, what the lever turns on), each on top of the rows before it
     ("+ no padding mask on packed blocks (SDPA/flash)", {"attention_mask": False}),
     ("+ fused AdamW", {"optim": "adamw_torch_fused"}),
     ("+ 2 loader workers, pinned memory", {"dataloader_workers": 2, "pin_memory": True}),
+    ("+ loader workers kept across epochs", {"persistent_workers": True}),
     ("+ loss logged every 10 steps", {"logging_steps": 10}),
     ("+ torch.compile", {"compile": True}),
 ]
+DEFAULTS_ROW = "run_cpt as `harness run` calls it on this device"
+SPAWNED_ROW = "the same in a spawned cell (a process of its own, started by spawn)"
+QUICK = ("stock HF path", DEFAULTS_ROW, "the same in a spawned cell")
 
 
 def model_folder(shape: str, out: Path) -> Path:
@@ -138,127 +165,286 @@ def model_folder(shape: str, out: Path) -> Path:
     return out
 
 
-def lever_rows(device: str, shape: str, steps: int, warmup: int, batch: int, seq: int,
-               only: list[str] | None = None) -> tuple[list[dict], dict]:
+class TextWorld:
+    """What :func:`harness.cpt.run_cpt` reads of a world: its name and its CPT text files (one per language)."""
+
+    def __init__(self, name: str, files: list[str]):
+        self.name, self.files = name, files
+
+    def resource_files(self, kind: str) -> list[Path]:
+        return [Path(f) for f in self.files] if kind == "cpt_text" else []
+
+
+def bench_text(out: Path, seq: int, blocks_needed: int, repeat: int | None) -> tuple[TextWorld, str, dict]:
+    """The synthetic world's CPT text, repeated ``repeat`` times (default: enough for ``blocks_needed`` blocks of
+    ``seq`` tokens), as a :class:`TextWorld` under ``out``; its tokenizer's folder; what was made."""
     from transformers import AutoTokenizer
 
-    from harness.cpt import cpt_speed, read_layouts, read_train_log, run_cpt
-    from harness.initialize import load_model, save_model
+    from harness.cpt import cpt_blocks
     from harness.worlds import get_world
 
     world = get_world("synthetic")
-    tokenizer = AutoTokenizer.from_pretrained(world.target_tokenizer_dir)
+    tok_dir = str(world.target_tokenizer_dir)
     languages = sorted(p.stem for p in world.resource_files("cpt_text"))
-    tmp = Path(tempfile.mkdtemp(prefix="bench-cpt-"))
-    folder = model_folder(shape, tmp / "model")
-    n_params = sum(p.numel() for p in load_model(folder).parameters())
-    base = {"steps": steps, "lr": 5e-5, "effective_batch": batch, "per_device_batch": batch, "block_size": seq,
-            "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "save_every": 0,
-            "max_sentences_per_language": None}
-    configs, current = [], dict(STOCK)
+    once = len(cpt_blocks(AutoTokenizer.from_pretrained(tok_dir), world, languages, seq, None, 0))
+    repeat = repeat or max(1, math.ceil(blocks_needed / max(once, 1)))
+    out.mkdir(parents=True, exist_ok=True)
+    files = []
+    for p in world.resource_files("cpt_text"):
+        text = p.read_text(encoding="utf-8")
+        (out / p.name).write_text(text * repeat, encoding="utf-8")
+        files.append(str(out / p.name))
+    return TextWorld("bench-cpt-text", files), tok_dir, {"blocks_per_copy": once, "repeat": repeat}
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(torch.device(device))
+
+
+@contextmanager
+def clocked(device: str, warmup: int, total: int):
+    """Every Trainer made inside gets a callback that reads the clock at the end of optimizer step ``warmup`` and
+    of step ``total`` (the device synchronized first); yields ``{"t0": ..., "t1": ...}``."""
+    import transformers.trainer as hf_trainer
+    from transformers import TrainerCallback
+
+    marks: dict[str, float] = {}
+
+    class Clock(TrainerCallback):
+        def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
+            if state.global_step in (warmup, total):
+                _sync(device)
+                marks["t0" if state.global_step == warmup else "t1"] = time.perf_counter()
+
+    clock = Clock()
+    hf_trainer.DEFAULT_CALLBACKS.append(clock)
+    try:
+        yield marks
+    finally:
+        hf_trainer.DEFAULT_CALLBACKS.remove(clock)
+
+
+def time_row(spec: dict[str, Any]) -> dict[str, Any]:
+    """One row: ``run_cpt`` with ``spec``'s settings, timed over ``spec["timed"]`` steps after ``spec["warmup"]``."""
+    from transformers import AutoTokenizer
+
+    from harness.cpt import read_layouts, run_cpt
+    from harness.initialize import load_model, save_model
+
+    device, warmup, timed = spec["device"], int(spec["warmup"]), int(spec["timed"])
+    settings = {**spec["settings"], "steps": warmup + timed}
+    product = Path(spec["product"])
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+    t_start = time.perf_counter()
+    with clocked(device, warmup, warmup + timed) as marks:
+        run_cpt(model_dir=Path(spec["model"]), tokenizer=AutoTokenizer.from_pretrained(spec["tokenizer"]),
+                world=TextWorld(*spec["world"]), languages=spec["languages"], settings=settings, seed=1,
+                device=device, product_dir=product, eval_steps=[], load_fn=lambda p: load_model(p, device="cpu"),
+                save_fn=save_model)
+    layout = read_layouts(product)[-1]
+    if "t0" not in marks or "t1" not in marks:
+        return {"skipped": f"the clock did not see steps {warmup} and {warmup + timed}"}
+    seconds = marks["t1"] - marks["t0"]
+    return {"per_device": layout["per_device"], "accumulation": layout["accumulation"],
+            "tok_s": timed * int(settings["effective_batch"]) * int(settings["block_size"]) / seconds,
+            "seconds_timed": seconds, "steps_timed": timed, "wall_s": time.perf_counter() - t_start,
+            "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None}
+
+
+def _spawned_main(spec: dict[str, Any], out: str, threads: int) -> None:
+    """The spawned cell's row, in its own process (the start method it was started with is spawn)."""
+    torch.set_num_threads(threads)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        row = time_row(spec)
+    except Exception as exc:  # noqa: BLE001 - the row says why it failed, the table goes on
+        row = {"skipped": f"{type(exc).__name__}: {str(exc)[:160]}"}
+    row["start_method"] = multiprocessing.get_start_method()
+    Path(out).write_text(json.dumps(row))
+
+
+def spawned_row(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
+    out = tmp / f"spawned-{time.time_ns()}.json"
+    proc = multiprocessing.get_context("spawn").Process(target=_spawned_main, args=(spec, str(out),
+                                                                                  torch.get_num_threads()))
+    t0 = time.perf_counter()
+    proc.start()
+    proc.join()
+    if not out.is_file():
+        return {"skipped": f"the spawned process ended ({proc.exitcode}) without a result"}
+    row = json.loads(out.read_text())
+    row["process_wall_s"] = time.perf_counter() - t0
+    return row
+
+
+def row_configs(device: str, batch: int) -> list[tuple[str, dict[str, Any], int, bool]]:
+    """``(row, CPT speed settings, per-device batch, spawned)`` for every row, in order."""
+    from harness.cpt import cpt_speed
+
+    defaults = {**cpt_speed({}, device), "precision": "auto"}
+    rows, current = [], dict(STOCK)
     for name, change in LEVERS:
+        if any(k not in defaults for k in change):
+            continue  # a lever run_cpt does not have (yet)
         current = {**current, **change}
-        configs.append((name, dict(current)))
-    configs.append(("run_cpt as `harness run` calls it on this device",
-                    {**cpt_speed({}, device), "precision": "auto"}))
+        rows.append((name, {k: v for k, v in current.items() if k in defaults}, batch, False))
+    rows.append((DEFAULTS_ROW, defaults, batch, False))
+    rows.append((f"the same at per-device batch {2 * batch}", defaults, 2 * batch, False))
+    rows.append((SPAWNED_ROW, defaults, batch, True))
+    return rows
+
+
+def lever_rows(device: str, shape: str, warmup: int, timed: int, batch: int, seq: int,
+               only: list[str] | None = None, repeat: int | None = None, json_out: Path | None = None
+               ) -> tuple[list[dict], dict]:
+    """Run the rows, print each as it finishes and write ``json_out`` after each."""
+    from harness.initialize import load_model
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cpt-"))
+    configs = row_configs(device, batch)
     if only:
         configs = [c for c in configs if any(o in c[0] for o in only)]
-    rows, peak = [], _peak(device)
-    for i, (name, levers) in enumerate(configs):
+    max_batch = max((c[2] for c in configs), default=batch)
+    world, tok_dir, made = bench_text(tmp / "text", seq, (warmup + timed + 2) * max_batch, repeat)
+    folder = model_folder(shape, tmp / "model")
+    n_params = sum(p.numel() for p in load_model(folder).parameters())
+    peak = _peak(device)
+    base = {"lr": 5e-5, "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "save_every": 0,
+            "max_sentences_per_language": None, "block_size": seq}
+    meta = {"device": device, "gpu": gpu_name(device), "shape": shape, "params": n_params,
+            "params_M": n_params / 1e6, "batch": batch, "seq": seq, "warmup": warmup, "timed": timed,
+            "threads": torch.get_num_threads(), "torch": torch.__version__, "text": made,
+            "emulating": os.environ.get("HARNESS_EMULATE_ACCELERATOR", "")}
+    rows: list[dict] = []
+    table = Table(meta)
+    for i, (name, levers, per_device, spawned) in enumerate(configs):
         if not device.startswith("cuda") and levers.get("compile"):
-            rows.append({"row": name, "skipped": "torch.compile is measured on a GPU"})
-            continue
-        product = tmp / f"cpt-{i}"
-        if device.startswith("cuda"):
-            torch.cuda.empty_cache()
-            torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        try:
-            run_cpt(model_dir=folder, tokenizer=tokenizer, world=world, languages=languages,
-                    settings={**base, **levers}, seed=1, device=device, product_dir=product, eval_steps=[],
-                    load_fn=lambda p: load_model(p, device="cpu"), save_fn=save_model)
-        except Exception as exc:  # noqa: BLE001 - a row that cannot run says why and the table goes on
-            rows.append({"row": name, "skipped": f"{type(exc).__name__}: {str(exc)[:120]}"})
-            continue
-        wall = time.perf_counter() - t0
-        log = [r for r in read_train_log(product) if "time" in r]
-        timed = [r for r in log if r["step"] >= warmup] or log
-        if len(timed) < 2:
-            rows.append({"row": name, "skipped": f"fewer than 2 logged steps after {warmup} (give more --steps)"})
-            continue
-        first, last = timed[0], timed[-1]
-        n_steps = last["step"] - first["step"]
-        tok_s = n_steps * batch * seq / (last["time"] - first["time"]) if n_steps > 0 else float("nan")
-        layout = read_layouts(product)[-1]
-        rows.append({"row": name, "levers": levers, "per_device": layout["per_device"],
-                     "accumulation": layout["accumulation"], "tok_s": tok_s,
-                     "mfu": 6 * n_params * tok_s / peak if peak else None,
-                     "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None,
-                     "wall_s": wall, "steps_timed": n_steps})
-    meta = {"device": device, "gpu": torch.cuda.get_device_name() if device.startswith("cuda") else None,
-            "shape": shape, "params_M": n_params / 1e6, "batch": batch, "seq": seq, "steps": steps,
-            "warmup": warmup, "threads": torch.get_num_threads(), "torch": torch.__version__}
+            row: dict[str, Any] = {"skipped": "torch.compile is measured on a GPU"}
+        else:
+            spec = {"device": device, "warmup": warmup, "timed": timed, "product": str(tmp / f"cpt-{i}"),
+                    "model": str(folder), "tokenizer": tok_dir, "world": (world.name, world.files),
+                    "languages": sorted(Path(f).stem for f in world.files),
+                    "settings": {**base, **levers, "effective_batch": per_device, "per_device_batch": per_device}}
+            try:
+                row = spawned_row(spec, tmp) if spawned else time_row(spec)
+            except Exception as exc:  # noqa: BLE001 - a row that cannot run says why and the table goes on
+                row = {"skipped": f"{type(exc).__name__}: {str(exc)[:160]}"}
+        row.update(row=name, levers=levers, batch=per_device, spawned=spawned)
+        if "tok_s" in row:
+            row["mfu"] = 6 * n_params * row["tok_s"] / peak if peak else None
+        rows.append(row)
+        table.print_row(row)
+        if json_out:
+            json_out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
     return rows, meta
 
 
-def print_levers(rows: list[dict], meta: dict) -> None:
-    print(f"run_cpt on {meta['gpu'] or meta['device']}: {meta['shape']} shape ({meta['params_M']:.0f}M parameters), "
-          f"effective batch {meta['batch']} x {meta['seq']} tokens, {meta['steps']} steps timed after "
-          f"{meta['warmup']}, torch {meta['torch']}, {meta['threads']} threads")
-    print("| row | per-device x accum | tokens/s | MFU | peak GiB | gain over the row before | over stock |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
-    stock = before = None
-    for r in rows:
-        if "skipped" in r:
-            print(f"| {r['row']} | - | - | - | - | skipped: {r['skipped']} | - |")
-            continue
-        gain = f"{r['tok_s'] / before:.2f}x" if before else "-"
-        over = f"{r['tok_s'] / stock:.2f}x" if stock else "-"
-        mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
-        mem = f"{r['peak_gib']:.1f}" if r["peak_gib"] is not None else "n/a"
+class Table:
+    """The lever table, printed a row at a time."""
+
+    def __init__(self, meta: dict[str, Any]):
+        self.stock = self.before = self.defaults = None
+        print(f"run_cpt on {meta['gpu'] or meta['device']}: {meta['shape']} shape ({meta['params_M']:.0f}M "
+              f"parameters), per-device batch {meta['batch']} x {meta['seq']} tokens with accumulation 1 (a row "
+              f"the batch search lowers shows its accumulation); each row {meta['warmup']} warm-up steps, then "
+              f"{meta['timed']} optimizer steps timed, device synchronized at both ends: tokens/s = timed steps x "
+              f"batch x {meta['seq']} / seconds, per optimizer step of any effective batch; data: the synthetic "
+              f"world's CPT text x {meta['text']['repeat']}; torch {meta['torch']}, {meta['threads']} threads"
+              + (", accelerator branches emulated on the CPU" if meta["emulating"] not in ("", "0") else ""))
+        print("| row | per-device x accum | tokens/s | MFU | peak GiB | gain over the row before | over stock |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |", flush=True)
+
+    def print_row(self, r: dict[str, Any]) -> None:
+        if "tok_s" not in r:
+            print(f"| {r['row']} | - | - | - | - | skipped: {r['skipped']} | - |", flush=True)
+            return
+        ref = self.defaults if r["row"] != DEFAULTS_ROW and self.defaults else self.before
+        gain = f"{r['tok_s'] / ref:.2f}x" if ref else "-"
+        if self.defaults and r["row"] != DEFAULTS_ROW:
+            gain += " (vs the defaults)"
+        over = f"{r['tok_s'] / self.stock:.2f}x" if self.stock else "-"
+        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
+        mem = f"{r['peak_gib']:.1f}" if r.get("peak_gib") is not None else "n/a"
         print(f"| {r['row']} | {r['per_device']} x {r['accumulation']} | {r['tok_s']:,.0f} | {mfu} | {mem} | "
-              f"{gain} | {over} |")
-        stock = stock or r["tok_s"]
-        if not r["row"].startswith("run_cpt as"):
-            before = r["tok_s"]
+              f"{gain} | {over} |", flush=True)
+        self.stock = self.stock or r["tok_s"]
+        if r["row"] == DEFAULTS_ROW:
+            self.defaults = r["tok_s"]
+        elif not self.defaults:
+            self.before = r["tok_s"]
 
 
-def main() -> None:
+def record(rows: list[dict], meta: dict, argv: list[str]) -> str:
+    """Write the spawned cell's row (else the in-process defaults row) to harness/throughput.json."""
+    name = meta["gpu"]
+    kind = throughput.kind_of(name) if name else None
+    if kind is None or meta["shape"] != "base":
+        return (f"not recorded: --record needs a GPU of a known kind (this is {name or meta['device']}) and "
+                f"--shape base")
+    row = next((r for r in rows if r["row"] == SPAWNED_ROW and "tok_s" in r), None) or next(
+        (r for r in rows if r["row"] == DEFAULTS_ROW and "tok_s" in r), None)
+    if row is None:
+        return "not recorded: neither the spawned cell's row nor the defaults row ran"
+    path = throughput.record({
+        "gpu": kind, "card": name, "path": "run_cpt as harness run calls it" + (
+            ", in a spawned cell" if row["spawned"] else " (bench_cpt's own process)"),
+        "model": "xlm-roberta-base shape, Glot500-m vocabulary (401,145)", "params": meta["params"],
+        "vocab_size": 401_145, "hidden_size": 768, "tokens_per_s": round(row["tok_s"]),
+        "mfu": round(row["mfu"], 4) if row.get("mfu") else None, "per_device_batch": row["per_device"],
+        "accumulation": row["accumulation"], "seq": meta["seq"],
+        "timed": f"{meta['timed']} steps after {meta['warmup']}", "torch": meta["torch"],
+        "date": datetime.datetime.now(datetime.UTC).date().isoformat(),
+        "command": "python benchmarks/bench_cpt.py " + " ".join(argv)})
+    return f"recorded {row['tok_s']:,.0f} tokens/s on {kind} ({row['row']}) in {path}"
+
+
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--plain", action="store_true", help="the plain training loop instead of run_cpt's levers")
     ap.add_argument("--shape", choices=["base", "tiny"], default=None)
-    ap.add_argument("--steps", type=int, default=None)
-    ap.add_argument("--warmup", type=int, default=None)
-    ap.add_argument("--batch", type=int, default=None, help="effective batch (sequences per step)")
+    ap.add_argument("--steps", type=int, default=None, help="--plain only: steps timed")
+    ap.add_argument("--warmup", type=int, default=None, help="warm-up optimizer steps of a row (default 5; 2 on a CPU)")
+    ap.add_argument("--timed", type=int, default=None, help="optimizer steps timed after them (default 20; 10 on a CPU)")
+    ap.add_argument("--batch", type=int, default=None, help="per-device batch (sequences; default 32, 8 on a CPU)")
     ap.add_argument("--seq", type=int, default=None)
     ap.add_argument("--only", default="", help="comma-separated substrings of the rows to run")
+    ap.add_argument("--quick", action="store_true", help="only the stock, the defaults and the spawned cell's rows")
+    ap.add_argument("--repeat-text", type=int, default=None,
+                    help="copies of the synthetic world's CPT text (default: enough that no epoch ends in a row)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: every core)")
     ap.add_argument("--precision", default="bf16", help="--plain only")
-    ap.add_argument("--json", type=Path, help="write the rows and their setting here too")
-    a = ap.parse_args()
+    ap.add_argument("--json", type=Path, help="write the rows and their setting here too (after every row)")
+    ap.add_argument("--record", action="store_true",
+                    help="write the measured throughput to harness/throughput.json (harness plan sizes from it)")
+    a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    torch.set_num_threads(max(1, a.threads))
     cpu = a.device == "cpu"
     if a.plain:
         batch, seq = a.batch or (4 if cpu else 32), a.seq or (128 if cpu else 512)
         steps = a.steps or (3 if cpu else 10)
-        print(f"device {a.device}" + (f" ({torch.cuda.get_device_name()})" if not cpu else "") +
+        print(f"device {a.device}" + (f" ({gpu_name(a.device)})" if not cpu else "") +
               f", torch threads {torch.get_num_threads()}, precision {a.precision if not cpu else 'fp32'}")
         print("| model | params (M) | batch x seq | tokens/s | s/step | MFU |")
-        print("| --- | ---: | ---: | ---: | ---: | ---: |")
+        print("| --- | ---: | ---: | ---: | ---: | ---: |", flush=True)
         for name, make in _models():
             r = bench(name, make, a.device, steps, batch, seq, a.precision)
             mfu = f"{100 * r['mfu']:.1f}%" if r["mfu"] is not None else "n/a"
             print(f"| {r['model']} | {r['params_M']:.1f} | {r['batch']}x{r['seq']} | {r['tok_s']:,.0f} | "
-                  f"{r['step_s']:.3f} | {mfu} |")
-        return
-    shape = a.shape or ("tiny" if cpu else "base")
-    rows, meta = lever_rows(a.device, shape, steps=a.steps or (22 if cpu else 40), warmup=a.warmup or (2 if cpu else 10),
-                            batch=a.batch or (8 if cpu else 32), seq=a.seq or (64 if cpu else 512),
-                            only=[o for o in a.only.split(",") if o])
-    print_levers(rows, meta)
-    if a.json:
-        a.json.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+                  f"{r['step_s']:.3f} | {mfu} |", flush=True)
+        return 0
+    only = [o for o in a.only.split(",") if o] or (list(QUICK) if a.quick else [])
+    rows, meta = lever_rows(a.device, a.shape or ("tiny" if cpu else "base"), warmup=a.warmup or (2 if cpu else 5),
+                            timed=a.timed or (10 if cpu else 20), batch=a.batch or (8 if cpu else 32),
+                            seq=a.seq or (64 if cpu else 512), only=only, repeat=a.repeat_text, json_out=a.json)
+    if a.record:
+        print(record(rows, meta, sys.argv[1:] if argv is None else argv))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

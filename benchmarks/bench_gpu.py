@@ -1,22 +1,33 @@
 """The GPU path in one command (``bash benchmarks/bench_gpu.sh``): every check of the harness on an accelerator,
-each in a process of its own with its share of a time budget, then one table.
+each in a process of its own with its share of a time budget, one table.
 
 1. the synthetic world, every method and task, on ``--device``, under the ``cpu`` profile;
-2. the same under the ``paper`` profile (CPT blocks fitted to the source model, the per-device batch searched,
-   each cell in a process of its own; ``--paper-cpt-steps`` CPT steps and HyperOFA's epochs capped by
-   ``--paper-hn-epochs`` so that it fits the budget);
-3. the CPT table (``bench_cpt.py``: ``run_cpt`` beside the stock HF path, lever by lever, tokens/s, MFU, memory);
-4. OFA's and HyperOFA's whole initialization at Glot500 scale (``bench_glot500_init.py``), and the paper-size
-   hypernetwork's pairs/s and epochs to early stopping.
+2. the same under the ``paper`` profile for the methods whose paper settings take a GPU's time (``--paper-methods``:
+   Random and OFA's CPT, HyperOFA's paper-size hypernetwork, FOCUS; the others are named as not run) on SR-T and the
+   MLM loss, ``--paper-cpt-steps`` CPT steps (CPT blocks fitted to the source model, the per-device batch searched,
+   each cell in a process of its own) and HyperOFA's epochs capped by ``--paper-hn-epochs``;
+3. the CPT table (``bench_cpt.py``: ``run_cpt`` beside the stock HF path, lever by lever, then as ``harness run``
+   calls it, at twice the per-device batch, and in a spawned cell; each row warm-up steps then a few timed
+   optimizer steps: tokens/s, MFU, memory);
+4. OFA's and HyperOFA's whole initialization on Glot500-shaped inputs at ``--glot500-scale`` (every count of the
+   Glot500 setting multiplied by it, stated in the part's title), and the paper-size hypernetwork's pairs/s.
 
-``--small`` shrinks every part so that it runs on a CPU in minutes (three methods under the cpu profile and two
-under the paper one, SR-T and the MLM loss only, the tiny CPT shape, the Glot500 scale divided by 500, the paper-size hypernetwork on batches
-of 8 for one epoch); a test runs it so. On one H100 the full run is sized for 8 minutes
-(``--budget``); a part that runs out of its share is stopped, and the table says so. Everything goes under
-``--out`` (a fresh harness home, logs, the parts' JSON), so the machine's own home is never touched.
+Every part writes as it goes: a run part prints a line for each cell as it finishes (from the run's MLflow store),
+the CPT and initialization parts print each table row as it finishes and keep their JSON up to date, so a part
+stopped at the end of its share keeps what it measured; its row in the table says it was stopped, and which cells
+it had not reached. Torch runs ``--threads`` threads in the benchmarks (default: every core).
 
-    bash benchmarks/bench_gpu.sh                          # cuda, full sizes
-    bash benchmarks/bench_gpu.sh --device cpu --small     # the same checks, small, on a CPU
+Sizes: the default is sized for 8 minutes on one H100 (``--budget`` 450 s for the parts), ``--quick`` for 4
+(``--budget`` 210 s: two methods in the run parts, the stock, default and spawned-cell CPT rows, the Glot500 inputs
+at a smaller scale), ``--small`` for a CPU (a test runs ``--device cpu --small``: one method in each run part, the paper profile's
+effective CPT batch cut to 16, the tiny CPT shape, Glot500 x 0.002 and the tiny hypernetwork preset). On a CPU the parts take the
+accelerator's branches (``HARNESS_EMULATE_ACCELERATOR=1``: cells in spawned processes, loader workers, the batch
+search...), so the CPU run checks the paths a GPU run takes. Everything goes under ``--out`` (a fresh harness home,
+logs, the parts' JSON), so the machine's own home is never touched.
+
+    bash benchmarks/bench_gpu.sh                          # cuda, full sizes, 8 minutes on one H100
+    bash benchmarks/bench_gpu.sh --quick                  # cuda, 4 minutes
+    bash benchmarks/bench_gpu.sh --device cpu --small     # the same checks, small, on a CPU, emulating a GPU
 """
 
 from __future__ import annotations
@@ -24,73 +35,158 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = "sr-b,sr-t,ner,pos,mlm"
+PAPER_METHODS = "random,ofa,hyperofa,focus"
+NOISE = ("Loading weights", "Writing model shards", "Warning", "warnings.warn", "INFO ")
+
+
+def _cell_runs(home: Path, experiment: str) -> list[tuple[str, str, float | None, str]]:
+    """``[(run name, status, seconds, method)]`` of the cell runs of an experiment in the home's MLflow store."""
+    db = home / "mlflow.db"
+    if not db.is_file():
+        return []
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
+            return con.execute(
+                "SELECT r.name, r.status, (r.end_time - r.start_time) / 1000.0, (SELECT m.value FROM tags m WHERE "
+                "m.run_uuid = r.run_uuid AND m.key = 'harness.method') FROM runs r JOIN experiments e "
+                "ON r.experiment_id = e.experiment_id JOIN tags t ON t.run_uuid = r.run_uuid WHERE e.name = ? AND "
+                "t.key = 'harness.kind' AND t.value = 'cell' AND r.lifecycle_stage = 'active' "
+                "ORDER BY r.start_time", (experiment,)).fetchall()
+    except sqlite3.Error:  # being written: asked again at the next poll
+        return []
 
 
 def _cells(home: Path, experiment: str) -> dict[str, int]:
-    """{status: number of cell runs} of an experiment in the home's MLflow store."""
-    db = home / "mlflow.db"
-    if not db.is_file():
-        return {}
-    with sqlite3.connect(db) as con:
-        rows = con.execute(
-            "SELECT r.status, count(*) FROM runs r JOIN experiments e ON r.experiment_id = e.experiment_id "
-            "JOIN tags t ON t.run_uuid = r.run_uuid WHERE e.name = ? AND t.key = 'harness.kind' "
-            "AND t.value = 'cell' AND r.lifecycle_stage = 'active' GROUP BY r.status", (experiment,)).fetchall()
-    return dict(rows)
+    """{status: number of cell runs} of an experiment."""
+    counts: dict[str, int] = {}
+    for _, status, _, _ in _cell_runs(home, experiment):
+        counts[status] = counts.get(status, 0) + 1
+    return counts
 
 
-def _run(cmd: list[str], log: Path, env: dict[str, str], timeout: float) -> tuple[int | str, float]:
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop the part's process and the processes it started (its own process group)."""
+    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _run(cmd: list[str], log: Path, env: dict[str, str], timeout: float, echo: Any, poll: Any = None
+         ) -> tuple[int | str, float]:
+    """Run ``cmd`` for at most ``timeout`` seconds, its output to ``log`` and each line to ``echo`` as it comes;
+    ``poll()`` every two seconds meanwhile. A part past its time is stopped (its process group)."""
     t0 = time.perf_counter()
     with open(log, "w") as out:
-        try:
-            rc: int | str = subprocess.run(cmd, cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                           timeout=max(timeout, 1)).returncode
-        except subprocess.TimeoutExpired:
-            rc = "timed out"
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                bufsize=1, start_new_session=True)
+
+        def read() -> None:
+            for line in proc.stdout:  # type: ignore[union-attr]
+                out.write(line)
+                out.flush()
+                echo(line.rstrip("\n"))
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        rc: int | str | None = None
+        while rc is None:
+            try:
+                rc = proc.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                if time.perf_counter() - t0 > max(timeout, 1):
+                    _stop(proc)
+                    rc = "stopped at its share"
+            if poll:
+                poll()
+        reader.join(timeout=5)
     return rc, time.perf_counter() - t0
 
 
-def parts(a: argparse.Namespace, out: Path) -> list[dict]:
+def _table_line(line: str) -> bool:
+    return bool(line.strip()) and not any(n in line for n in NOISE) and not line.startswith(("[", "  warn"))
+
+
+def parts(a: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     py = sys.executable
-    small = a.small
     cfg = out / "paper.toml"
-    cfg.write_text(f"[method_params.hyperofa]\nepochs = {a.paper_hn_epochs}\n")
-    paper_methods = "random,ofa" if small else "all"
-    cpu_methods = "random,ofa,hyperofa" if small else "all"
-    tasks = "sr-t,mlm" if small else TASKS
+    small, quick = a.small, a.quick
+    # on a CPU (--small) the paper profile's effective CPT batch of 512 blocks is cut to 16: two steps of 512 take
+    # minutes there, and the path (batch search, accumulation, spawned loader workers) is the same
+    cfg.write_text(f"[method_params.hyperofa]\nepochs = {a.paper_hn_epochs}\n"
+                   + ("[cpt]\neffective_batch = 16\nper_device_batch = 16\n" if small else ""))
+    cpu_methods = "random" if small else "random,ofa" if quick else "all"
+    cpu_tasks = "sr-t,mlm" if small or quick else TASKS
+    paper_methods = a.paper_methods or ("ofa" if small else "random,ofa" if quick else PAPER_METHODS)
+    threads = ["--threads", str(a.threads)]
+    cpt = ["--quick"] if small or quick else []
+    cpt += ["--shape", "tiny", "--warmup", "1", "--timed", "4", "--batch", "8", "--seq", "64"] if small else []
+    cpt += ["--warmup", "3", "--timed", "10"] if quick else []
+    scale = a.glot500_scale or (0.002 if small else 0.05 if quick else 0.25)
+    init = ["--scale", str(scale), "--max-epochs", "1" if small else "2" if quick else "5", "--hn-paper",
+            "--hn-scale", str(min(scale, 0.002 if small else 0.02))]
+    init += ["--hn-preset", "tiny", "--hn-batch", "8"] if small else []  # the paper-size network takes minutes on a CPU
     return [
-        {"name": f"synthetic world, cpu profile ({cpu_methods}; {tasks})", "share": 0.2, "experiment": "check/cpu",
-         "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", cpu_methods, "--tasks", tasks,
-                 "--device", a.device, "--experiment", "check/cpu"]},
-        {"name": f"synthetic world, paper profile ({paper_methods}; {tasks}; {a.paper_cpt_steps} CPT steps)",
-         "share": 0.25,
-         "experiment": "check/paper",
+        {"name": f"synthetic world, cpu profile ({cpu_methods}; {cpu_tasks})", "share": 0.2, "experiment": "check/cpu",
+         "methods": cpu_methods,
+         "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", cpu_methods, "--tasks",
+                 cpu_tasks, "--device", a.device, "--experiment", "check/cpu"]},
+        {"name": f"synthetic world, paper profile ({paper_methods}; sr-t,mlm; {a.paper_cpt_steps} CPT steps"
+                 + (", effective batch 16)" if small else ")"),
+         "share": 0.22, "experiment": "check/paper", "methods": paper_methods,
          "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", paper_methods, "--tasks",
-                 tasks, "--device", a.device, "--profile", "paper", "--cpt-steps", str(a.paper_cpt_steps),
+                 "sr-t,mlm", "--device", a.device, "--profile", "paper", "--cpt-steps", str(a.paper_cpt_steps),
                  "--config", str(cfg), "--experiment", "check/paper"]},
-        {"name": "CPT: run_cpt beside the stock HF path, lever by lever", "share": 0.35, "json": "cpt.json",
-         "cmd": [py, "benchmarks/bench_cpt.py", "--device", a.device, "--json", str(out / "cpt.json")]
-         + (["--shape", "tiny", "--steps", "12", "--warmup", "1", "--batch", "8", "--seq", "64"] if small else [])},
-        {"name": "OFA and HyperOFA at Glot500 scale; the paper-size hypernetwork", "share": 0.2, "json": "init.json",
-         "cmd": [py, "benchmarks/bench_glot500_init.py", "--device", a.device, "--scale", "0.002" if small else "1.0",
-                 "--max-epochs", "1" if small else "30", "--hn-paper", "--json", str(out / "init.json")]
-         + (["--hn-scale", "0.002", "--hn-batch", "8"] if small else [])},
+        {"name": "CPT: run_cpt beside the stock HF path, lever by lever; in a spawned cell", "share": 0.36,
+         "json": "cpt.json",
+         "cmd": [py, "benchmarks/bench_cpt.py", "--device", a.device, "--json", str(out / "cpt.json"), *threads,
+                 *cpt]},
+        {"name": f"OFA and HyperOFA on Glot500-shaped inputs at scale {scale} (every count x {scale}); the "
+                 + ("tiny hypernetwork preset" if small else "paper-size hypernetwork"), "share": 0.22,
+         "json": "init.json",
+         "cmd": [py, "benchmarks/bench_glot500_init.py", "--device", a.device, *init, *threads,
+                 "--json", str(out / "init.json")]},
     ]
 
 
-def summary(part: dict, rc: int | str, out: Path, home: Path) -> str:
+def _methods(spec: str) -> list[str]:
+    try:
+        from harness.core.registry import METHODS
+
+        return METHODS.resolve_list(spec)
+    except Exception:  # noqa: BLE001 - only used to name the cells not reached
+        return [m for m in spec.split(",") if m and m != "all"]
+
+
+def summary(part: dict[str, Any], rc: int | str, out: Path, home: Path) -> str:
     if "experiment" in part:
-        cells = _cells(home, part["experiment"])
-        text = ", ".join(f"{n} {s.lower()}" for s, n in sorted(cells.items())) or "no cell logged"
+        runs = _cell_runs(home, part["experiment"])
+        counts = _cells(home, part["experiment"])
+        text = ", ".join(f"{n} {s.lower()}" for s, n in sorted(counts.items())) or "no cell logged"
+        seen = {method for _, _, _, method in runs}
+        missing = [m for m in _methods(part["methods"]) if m not in seen]
+        if missing:
+            text += f"; not reached: {', '.join(missing)}"
+        if part.get("not_run"):
+            text += f"; not run in this check: {', '.join(part['not_run'])}"
         return f"cells: {text}"
     path = out / part["json"]
     if not path.is_file():
@@ -100,20 +196,29 @@ def summary(part: dict, rc: int | str, out: Path, home: Path) -> str:
         rows = [r for r in data["rows"] if "tok_s" in r]
         if not rows:
             return "no row ran"
-        best = rows[-1]
-        mfu = f", MFU {100 * best['mfu']:.1f} %" if best.get("mfu") else ""
-        return (f"stock {rows[0]['tok_s']:,.0f} tok/s -> run_cpt {best['tok_s']:,.0f} tok/s "
-                f"({best['tok_s'] / rows[0]['tok_s']:.2f}x{mfu})")
+        said = []
+        for r in rows:
+            mfu = f", MFU {100 * r['mfu']:.1f} %" if r.get("mfu") else ""
+            if r["row"].startswith(("stock", "run_cpt as", "the same in a spawned")):
+                said.append(f"{r['row'].split(' (')[0]} {r['tok_s']:,.0f} tok/s{mfu}")
+        if rows[0]["row"].startswith("stock") and len(rows) > 1:
+            said.append(f"{rows[-1]['tok_s'] / rows[0]['tok_s']:.2f}x the stock path")
+        return "; ".join(said)
     said = []
     for method, steps in sorted(data.get("methods", {}).items()):
         whole = [r for r in steps if str(r.get("step", "")).startswith("whole")]
         if whole:
             peak = whole[0].get("cuda_peak_mb") or whole[0].get("peak_rss_mb")
             said.append(f"{method} {whole[0]['seconds']:.1f} s" + (f", peak {peak:,.0f} MB" if peak else ""))
+        elif steps:
+            said.append(f"{method} stopped after {len(steps)} steps ({', '.join(r['id'] for r in steps)})")
     hn = data.get("hn_paper") or {}
     if hn.get("pairs_per_s") is not None:
         said.append(f"paper hypernetwork {hn['pairs_per_s']:,.0f} pairs/s, {hn.get('epochs')} epochs "
                     f"(stopped early: {hn.get('stopped_early')})")
+    gen = (data.get("header") or {}).get("generation_seconds")
+    if gen is not None:
+        said.append(f"inputs made in {gen:.1f} s")
     return "; ".join(said) or "see its table"
 
 
@@ -121,32 +226,36 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="the harness's GPU checks in one command, one table")
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
     ap.add_argument("--small", action="store_true", help="small sizes: runs on a CPU in minutes")
-    ap.add_argument("--budget", type=float, default=480.0, help="seconds for all parts together (default 480)")
+    ap.add_argument("--quick", action="store_true", help="fits 4 minutes on one H100 (budget 210 s)")
+    ap.add_argument("--budget", type=float, default=None,
+                    help="seconds for all parts together (default 450; --quick 210; --small 1200)")
     ap.add_argument("--out", type=Path, default=None, help="folder for the home, logs and results (default: temp)")
+    ap.add_argument("--paper-methods", default=None, help=f"methods of part 2 (default {PAPER_METHODS})")
     ap.add_argument("--paper-cpt-steps", type=int, default=None, help="CPT steps under the paper profile")
     ap.add_argument("--paper-hn-epochs", type=int, default=20, help="HyperOFA's epochs under the paper profile")
+    ap.add_argument("--glot500-scale", type=float, default=None, help="scale of part 4's inputs (1.0 = Glot500)")
+    ap.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: every core)")
     ap.add_argument("--only", default="", help="comma-separated part numbers to run (1-4)")
     a = ap.parse_args(argv)
     if a.paper_cpt_steps is None:
-        a.paper_cpt_steps = 2 if a.small else 20
+        a.paper_cpt_steps = 2 if a.small else 5 if a.quick else 10
+    budget = a.budget or (1200.0 if a.small else 210.0 if a.quick else 450.0)
     out = (a.out or Path(tempfile.mkdtemp(prefix="bench-gpu-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     home = out / "home"
     env = {**os.environ, "HARNESS_HOME": str(home), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "HARNESS_PROGRESS": "lines", "PYTHONPATH": str(REPO)}
+           "HF_DATASETS_OFFLINE": "1", "HARNESS_PROGRESS": "lines", "PYTHONPATH": str(REPO),
+           "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
+    if not a.device.startswith("cuda"):
+        env["HARNESS_EMULATE_ACCELERATOR"] = "1"  # the CPU takes every branch a GPU run takes
     chosen = [int(x) for x in a.only.split(",") if x] or [1, 2, 3, 4]
     todo = [(i, p) for i, p in enumerate(parts(a, out), 1) if i in chosen]
+    if not (a.small or a.quick or a.paper_methods):
+        named = set(_methods(PAPER_METHODS))
+        todo[1][1]["not_run"] = [m for m in _methods("all") if m not in named] if len(todo) > 1 else []
     total_share = sum(p["share"] for _, p in todo)
     started = time.perf_counter()
-    rows = []
-    for i, part in todo:
-        left = a.budget - (time.perf_counter() - started)
-        share = a.budget * part["share"] / total_share
-        log = out / f"part{i}.log"
-        print(f"[{i}/4] {part['name']} (at most {min(share, left):.0f} s; log {log})", file=sys.stderr, flush=True)
-        rc, seconds = _run(part["cmd"], log, env, min(share, left) if i != todo[-1][0] else left)
-        rows.append((i, part["name"], rc, seconds, summary(part, rc, out, home)))
     device = a.device
     if device.startswith("cuda"):
         try:
@@ -155,20 +264,41 @@ def main(argv: list[str] | None = None) -> int:
             device = f"{device} ({torch.cuda.get_device_name()})"
         except Exception:  # noqa: BLE001 - the name is a courtesy
             pass
-    print(f"\nGPU path checks on {device}{' (small sizes)' if a.small else ''}, budget {a.budget:.0f} s, "
-          f"results under {out}")
+    mode = " (small sizes, accelerator branches emulated)" if a.small else " (quick)" if a.quick else ""
+    print(f"GPU path checks on {device}{mode}, budget {budget:.0f} s, {a.threads} torch threads, results under "
+          f"{out}", flush=True)
+    rows = []
+    for i, part in todo:
+        left = budget - (time.perf_counter() - started)
+        share = min(budget * part["share"] / total_share, left) if i != todo[-1][0] else left
+        log = out / f"part{i}.log"
+        print(f"\n[{i}/4] {part['name']} (at most {share:.0f} s; log {log})", flush=True)
+        seen: dict[str, str] = {}
+        t0 = time.perf_counter()
+
+        def poll(part: dict = part, seen: dict = seen, t0: float = t0) -> None:
+            if "experiment" not in part:
+                return
+            for name, status, secs, _ in _cell_runs(home, part["experiment"]):
+                if status != "RUNNING" and seen.get(name) != status:
+                    seen[name] = status
+                    took = f", {secs:.0f} s" if secs else ""
+                    print(f"  cell {name}: {status.lower()}{took} ({time.perf_counter() - t0:.0f} s into the part)",
+                          flush=True)
+
+        def echo(line: str, part: dict = part) -> None:
+            if "json" in part and _table_line(line):
+                print(line, flush=True)
+
+        rc, seconds = _run(part["cmd"], log, env, share, echo, poll)
+        text = summary(part, rc, out, home)
+        rows.append((i, part["name"], rc, seconds, text))
+        print(f"[{i}/4] exit {rc} after {seconds:.0f} s: {text}", flush=True)
+    print(f"\nGPU path checks on {device}{mode}, budget {budget:.0f} s, results under {out}")
     print("| # | check | exit | seconds | result |")
     print("| ---: | --- | --- | ---: | --- |")
     for i, name, rc, seconds, text in rows:
         print(f"| {i} | {name} | {rc} | {seconds:.0f} | {text} |")
-    for name in ("cpt", "init"):
-        log = out / f"part{3 if name == 'cpt' else 4}.log"
-        if log.is_file():
-            text = log.read_text().splitlines()
-            tables = ([line for line in text if line.startswith(("|", "run_cpt on"))] if name == "cpt"
-                      else [line for line in text if line.strip() and not line.startswith(("[", "Loading", "Writing"))])
-            if tables:
-                print("\n" + "\n".join(tables))
     return 0 if all(rc == 0 for _, _, rc, _, _ in rows) else 1
 
 

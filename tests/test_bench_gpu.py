@@ -1,26 +1,107 @@
-"""``benchmarks/bench_gpu.sh`` runs its checks on a CPU at small sizes and prints one table."""
+"""``benchmarks/bench_gpu.sh`` runs its checks on a CPU at small sizes, taking the accelerator's branches, and every
+part writes what it measured as it goes; a part past its share is stopped with what it printed kept."""
 
 from __future__ import annotations
 
+import json
 import subprocess
+import sys
 
 from tests.conftest import REPO
 
 
-def test_bench_gpu_runs_on_the_cpu(tmp_path):
+def test_bench_gpu_runs_on_the_cpu_under_emulation(tmp_path):
     out = tmp_path / "bench"
-    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path)}
-    import sys
-
-    proc = subprocess.run(["bash", "benchmarks/bench_gpu.sh", "--device", "cpu", "--small", "--budget", "1200",
-                           "--out", str(out)], cwd=REPO, env={**env, "PYTHON": sys.executable},
-                          capture_output=True, text=True, timeout=1500)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    rows = [line for line in proc.stdout.splitlines() if line.startswith("| ") and line[2].isdigit()]
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path), "PYTHON": sys.executable}
+    proc = subprocess.run(["bash", "benchmarks/bench_gpu.sh", "--device", "cpu", "--small", "--threads", "1",
+                           "--out", str(out)], cwd=REPO, env=env, capture_output=True, text=True, timeout=1500)
+    text = proc.stdout
+    assert proc.returncode == 0, text[-3000:] + proc.stderr[-3000:]
+    rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
     assert [r.split("|")[1].strip() for r in rows] == ["1", "2", "3", "4"]
     assert all(r.split("|")[3].strip() == "0" for r in rows), rows
-    assert "cells: 3 finished" in rows[0] and "cells: 2 finished" in rows[1]
-    assert "run_cpt" in rows[2] and "x" in rows[2].split("|")[5]
+    assert "cells: 1 finished" in rows[0] and "cells: 1 finished" in rows[1]
+    assert "run_cpt as `harness run` calls it" in rows[2] and "spawned cell" in rows[2]
     assert "ofa" in rows[3] and "hyperofa" in rows[3] and "pairs/s" in rows[3]
-    assert "| stock HF path" in proc.stdout  # the CPT table follows the summary
+    # each part printed as it went: a cell's line, a CPT row, an initialization step before the part's end
+    lines = text.splitlines()
+    end = {i: next(n for n, line in enumerate(lines) if line.startswith(f"[{i}/4] exit")) for i in (1, 2, 3, 4)}
+    assert any(line.startswith("  cell random-full-s1: finished") for line in lines[:end[1]])
+    assert any(line.startswith("  cell ofa-full-s1: finished") for line in lines[end[1]:end[2]])
+    assert any(line.startswith("| stock HF path") for line in lines[end[2]:end[3]])
+    assert any(line.startswith("  ofa: subword vectors, source:") for line in lines[end[3]:end[4]])
+    # the accelerator's branches: the spawned cell's CPT ran in a process started by spawn, with loader workers
+    cpt = json.loads((out / "cpt.json").read_text())
+    assert cpt["meta"]["emulating"] == "1" and cpt["meta"]["threads"] == 1
+    spawned = next(r for r in cpt["rows"] if r["spawned"])
+    assert spawned["start_method"] == "spawn" and spawned["tok_s"] > 0 and spawned["levers"]["dataloader_workers"] > 0
+    assert spawned["steps_timed"] == 4 and spawned["accumulation"] == 1
     assert (out / "home" / "mlflow.db").is_file()
+    assert "worker process" in (out / "part1.log").read_text()  # the cell ran in a spawned process
+
+
+def test_a_part_past_its_share_is_stopped_and_keeps_what_it_printed(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_gpu
+
+    child = tmp_path / "child.pid"
+    script = ("import os, subprocess, sys, time\n"
+              f"p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+              f"open({str(child)!r}, 'w').write(str(p.pid))\n"
+              "print('| row 1 |', flush=True)\n"
+              "time.sleep(60)\n")
+    seen: list[str] = []
+    rc, seconds = bench_gpu._run([sys.executable, "-c", script], tmp_path / "part.log", {"PATH": "/usr/bin:/bin"},
+                                 8, seen.append)
+    assert rc == "stopped at its share" and seconds < 30
+    assert seen == ["| row 1 |"] and "| row 1 |" in (tmp_path / "part.log").read_text()
+    pid = int(child.read_text())
+    import os
+
+    try:  # the process the part started is stopped with it (its process group)
+        os.kill(pid, 0)
+        alive = subprocess.run(["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, text=True).stdout
+        assert alive.strip().startswith("Z") or not alive.strip()
+    except ProcessLookupError:
+        pass
+
+
+def test_bench_cpt_rows_end_with_the_defaults_twice_the_batch_and_a_spawned_cell():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_cpt
+
+    from harness.cpt import cpt_speed
+
+    rows = bench_cpt.row_configs("cuda", 32)
+    names = [r[0] for r in rows]
+    assert names[0].startswith("stock HF path") and names[-3:] == [
+        bench_cpt.DEFAULTS_ROW, "the same at per-device batch 64", bench_cpt.SPAWNED_ROW]
+    defaults = {**cpt_speed({}, "cuda"), "precision": "auto"}
+    assert [r[1:] for r in rows[-3:]] == [(defaults, 32, False), (defaults, 64, False), (defaults, 32, True)]
+    assert rows[0][1]["dataloader_workers"] == 0 and not rows[0][1]["masked_head"]
+    if "persistent_workers" in defaults:  # the lever row, on top of the loader workers' row
+        i = names.index("+ loader workers kept across epochs")
+        assert rows[i][1]["persistent_workers"] and not rows[i - 1][1]["persistent_workers"]
+
+
+def test_bench_cpt_records_the_spawned_cells_throughput_for_plans(tmp_path, monkeypatch):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_cpt
+
+    from harness import throughput
+
+    path = tmp_path / "throughput.json"
+    path.write_text(throughput.DATA.read_text())
+    monkeypatch.setattr(throughput, "DATA", path)
+    meta = {"gpu": "NVIDIA A100-SXM4-80GB", "device": "cuda", "shape": "base", "params": 394_524_921, "seq": 512,
+            "warmup": 5, "timed": 20, "torch": "2.11.0+cu130"}
+    rows = [{"row": bench_cpt.DEFAULTS_ROW, "tok_s": 40_000.0, "mfu": 0.3, "per_device": 32, "accumulation": 1,
+             "spawned": False},
+            {"row": bench_cpt.SPAWNED_ROW, "tok_s": 41_000.0, "mfu": 0.31, "per_device": 32, "accumulation": 1,
+             "spawned": True}]
+    assert "recorded 41,000 tokens/s on a100" in bench_cpt.record(rows, meta, ["--device", "cuda", "--record"])
+    rate = throughput.cpt_rate("a100")
+    assert rate.measured and rate.tokens_per_s == 41_000 and "spawned cell" in rate.basis
+    assert "--record" in throughput.measurement("a100")["command"]
+    said = bench_cpt.record(rows, {**meta, "gpu": None, "device": "cpu"}, [])
+    assert said.startswith("not recorded") and len(json.loads(path.read_text())["measured"]) == 2
