@@ -136,6 +136,8 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
                                 "--params", "[1]"], {}, ["JSON object"]),
     ("init-dim-zero", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o", "--dim", "0"], {},
      ["--dim"]),
+    ("init-dim-over-hidden-size", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
+                                   "--dim", "64"], {}, ["--dim 64", "hidden size 64", "below 64"]),
     ("init-cuda-without-cuda", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
                                 "--device", "cuda"], {}, ["CUDA"]),
     ("init-missing-method", ["init", "--world", "synthetic", "--out", "{tmp}/o"], {}, ["--method"]),

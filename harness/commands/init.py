@@ -19,7 +19,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     from harness.core.paths import harness_home
     from harness.core.registry import METHODS
     from harness.initialize import initialize_model
-    from harness.worlds import get_world
+    from harness.worlds import declared_world, get_world
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -42,10 +42,13 @@ def cmd_init(args: argparse.Namespace) -> int:
     except HarnessError as exc:  # name the flag, not the config key
         raise HarnessError(str(exc).replace("config key 'dims'", "--dim").replace("config key ", "--")) from None
     device_available(cfg.device)
+    declared = declared_world(cfg.world)  # --source and --dim against what the world declares, before it is built
+    if declared is not None:
+        _check_source_and_dim(cfg, declared)
     harness_home()
     world = get_world(cfg.world)
+    _check_source_and_dim(cfg, world)
     source = cfg.source or world.default_source
-    world.source_dir(source)
     out.mkdir(parents=True, exist_ok=True)
     report = initialize_model(world, source, args.method, dim=cfg.dim_values()[0],
                               seed=run_seeds(cfg, cfg.world)[0], params=method_params(cfg, args.method),
@@ -53,6 +56,19 @@ def cmd_init(args: argparse.Namespace) -> int:
     console.print_json(json.dumps(report.get("counts", {})))
     console.print(f"model written to {out} (report: {out / INIT_REPORT})")
     return 0
+
+
+def _check_source_and_dim(cfg: Any, world: Any) -> None:
+    """The source is one of ``world``'s, and a factorized dim is below its hidden size (:func:`harness.plan.
+    check_dims`, as ``harness run`` checks ``--dims``)."""
+    from harness.plan import check_dims
+
+    source = cfg.source or world.default_source
+    world.check_source(source)
+    try:
+        check_dims(cfg, world, [source])
+    except HarnessError as exc:  # name the flag of this command
+        raise HarnessError(str(exc).replace("--dims", "--dim").replace("give dims", "give a dim")) from None
 
 
 def add_parser(sub: Any) -> None:
