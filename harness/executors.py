@@ -126,6 +126,8 @@ def local_executor(cfg: Any, device: str, n_cells: int) -> ProcessExecutor | Non
                               f"cell ({cpt_devices(cfg)}), or let each cell run in a process of its own (the "
                               f"default on a GPU), which pins one GPU per cell")
         return None
+    if slots:  # one cell process per group of GPUs at a time (--workers above the groups would wait for one)
+        workers = min(workers, len(slots))
     return ProcessExecutor(workers, threads=max(1, available_cpus() // workers), fresh=fresh, slots=slots)
 
 

@@ -157,6 +157,8 @@ def test_the_local_executor_on_a_node_of_gpus(monkeypatch):
     ex = local_executor(SimpleNamespace(workers=None, isolate_cells=None, cpt={"devices": 2}, profile="cpu"),
                         "cpu", 10)
     assert (ex.workers, ex.slots) == (2, ["0,1", "2,3"])
+    ex = local_executor(SimpleNamespace(workers=8, isolate_cells=None, cpt={}, profile="cpu"), "cpu", 10)
+    assert ex.workers == 4  # never more cell processes than GPUs
     in_process = SimpleNamespace(workers=1, isolate_cells=False, cpt={}, profile="cpu")
     with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES"):
         local_executor(in_process, "cpu", 10)
