@@ -197,6 +197,13 @@ def bench_text(out: Path, seq: int, blocks_needed: int, repeat: int | None) -> t
     return TextWorld("bench-cpt-text", files), tok_dir, {"blocks_per_copy": once, "repeat": repeat}
 
 
+def _quiet() -> None:
+    """No progress bars of transformers' own (loading, saving) between the table's rows."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()
+
+
 def _sync(device: str) -> None:
     if device.startswith("cuda"):
         torch.cuda.synchronize(torch.device(device))
@@ -258,6 +265,7 @@ def _spawned_main(spec: dict[str, Any], out: str, threads: int) -> None:
     """The spawned cell's row, in its own process (the start method it was started with is spawn)."""
     torch.set_num_threads(threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _quiet()
     try:
         row = time_row(spec)
     except Exception as exc:  # noqa: BLE001 - the row says why it failed, the table goes on
@@ -422,6 +430,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="write the measured throughput to harness/throughput.json (harness plan sizes from it)")
     a = ap.parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _quiet()
     torch.set_num_threads(max(1, a.threads))
     cpu = a.device == "cpu"
     if a.plain:

@@ -105,3 +105,23 @@ def test_bench_cpt_records_the_spawned_cells_throughput_for_plans(tmp_path, monk
     assert "--record" in throughput.measurement("a100")["command"]
     said = bench_cpt.record(rows, {**meta, "gpu": None, "device": "cpu"}, [])
     assert said.startswith("not recorded") and len(json.loads(path.read_text())["measured"]) == 2
+
+
+def test_bench_gpu_sizes_its_parts_for_8_and_4_minutes(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import argparse
+
+    import bench_gpu
+
+    def args(**kw):
+        base = {"device": "cuda", "small": False, "quick": False, "paper_methods": None, "paper_cpt_steps": 10,
+                "paper_hn_epochs": 20, "glot500_scale": None, "threads": 16}
+        return argparse.Namespace(**{**base, **kw})
+
+    full = bench_gpu.parts(args(), tmp_path)
+    assert sum(p["share"] for p in full) == 1.0
+    assert full[1]["methods"] == "random,ofa,hyperofa,focus" and "--tasks" in full[1]["cmd"]
+    assert full[2]["cmd"][-2:] == ["--threads", "16"] and "--quick" not in full[2]["cmd"]
+    assert "--scale" in full[3]["cmd"] and "scale 0.25 (every count x 0.25)" in full[3]["name"]
+    quick = bench_gpu.parts(args(quick=True, paper_cpt_steps=5), tmp_path)
+    assert "--quick" in quick[2]["cmd"] and quick[1]["methods"] == "random,ofa" and quick[0]["methods"] == "random,ofa"
