@@ -16,9 +16,10 @@ run stopped by its time budget keeps the rows it has):
    cell, whose loader workers are then spawned too), timed the same way.
 
    **Timing**: each row runs ``--warmup`` optimizer steps, then ``--timed`` steps, at a per-device batch of
-   ``--batch`` sequences with accumulation 1 (the effective batch is the per-device one; the batch search may still
-   lower the per-device batch of a row that does not fit, with accumulation making up the rest, and the table shows
-   it). The clock starts at the end of the last warm-up step and stops at the end of the last timed step (the
+   ``--batch`` sequences with accumulation 1 (the effective batch is the per-device one). The stock row and
+   ``run_cpt``'s own rows search the per-device batch as ``harness run`` does (a row that does not fit runs a
+   smaller one with accumulation making up the rest, and the table shows it); the lever rows take ``--batch`` as it
+   is (an out-of-memory error mid-run still halves it). The clock starts at the end of the last warm-up step and stops at the end of the last timed step (the
    device synchronized at both), so model loading, the batch search, compilation and the loader's start are out of
    it. tokens/s = timed steps x batch x ``--seq`` / those seconds: the rate of an optimizer step of the paper's
    effective batch (512 x 512) is the same per token, so a run of S such steps takes S x 512 x 512 / tokens/s.
@@ -306,7 +307,8 @@ def row_configs(device: str, batch: int) -> list[tuple[str, dict[str, Any], int,
 
 
 def lever_rows(device: str, shape: str, warmup: int, timed: int, batch: int, seq: int,
-               only: list[str] | None = None, repeat: int | None = None, json_out: Path | None = None
+               only: list[str] | None = None, repeat: int | None = None, json_out: Path | None = None,
+               skip: list[str] | None = None
                ) -> tuple[list[dict], dict]:
     """Run the rows, print each as it finishes and write ``json_out`` after each."""
     from harness.initialize import load_model
@@ -329,13 +331,18 @@ def lever_rows(device: str, shape: str, warmup: int, timed: int, batch: int, seq
     rows: list[dict] = []
     table = Table(meta)
     for i, (name, levers, per_device, spawned) in enumerate(configs):
-        if not device.startswith("cuda") and levers.get("compile"):
-            row: dict[str, Any] = {"skipped": "torch.compile is measured on a GPU"}
+        if skip and any(k in name for k in skip):
+            row: dict[str, Any] = {"skipped": "left out of this run (--skip)"}
+        elif not device.startswith("cuda") and levers.get("compile"):
+            row = {"skipped": "torch.compile is measured on a GPU"}
         else:
             spec = {"device": device, "warmup": warmup, "timed": timed, "product": str(tmp / f"cpt-{i}"),
                     "model": str(folder), "tokenizer": tok_dir, "world": (world.name, world.files),
                     "languages": sorted(Path(f).stem for f in world.files),
-                    "settings": {**base, **levers, "effective_batch": per_device, "per_device_batch": per_device}}
+                    "settings": {**base, **levers, "effective_batch": per_device, "per_device_batch": per_device,
+                                 # the batch search where harness run's path or the stock one needs it; the lever
+                                 # rows fit the batch the defaults fit (an out-of-memory error still halves it)
+                                 "auto_batch": not name.startswith("+ ")}}
             try:
                 row = spawned_row(spec, tmp) if spawned else time_row(spec)
             except Exception as exc:  # noqa: BLE001 - a row that cannot run says why and the table goes on
@@ -421,6 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq", type=int, default=None)
     ap.add_argument("--only", default="", help="comma-separated substrings of the rows to run")
     ap.add_argument("--quick", action="store_true", help="only the stock, the defaults and the spawned cell's rows")
+    ap.add_argument("--skip", default="", help="comma-separated substrings of rows to leave out (listed as such)")
     ap.add_argument("--repeat-text", type=int, default=None,
                     help="copies of the synthetic world's CPT text (default: enough that no epoch ends in a row)")
     ap.add_argument("--threads", type=int, default=os.cpu_count(), help="torch threads (default: every core)")
@@ -449,7 +457,8 @@ def main(argv: list[str] | None = None) -> int:
     only = [o for o in a.only.split(",") if o] or (list(QUICK) if a.quick else [])
     rows, meta = lever_rows(a.device, a.shape or ("tiny" if cpu else "base"), warmup=a.warmup or (2 if cpu else 5),
                             timed=a.timed or (10 if cpu else 20), batch=a.batch or (8 if cpu else 32),
-                            seq=a.seq or (64 if cpu else 512), only=only, repeat=a.repeat_text, json_out=a.json)
+                            seq=a.seq or (64 if cpu else 512), only=only, repeat=a.repeat_text, json_out=a.json,
+                            skip=[k for k in a.skip.split(",") if k])
     if a.record:
         print(record(rows, meta, sys.argv[1:] if argv is None else argv))
     return 0

@@ -17,9 +17,10 @@ the CPT and initialization parts print each table row as it finishes and keep th
 stopped at the end of its share keeps what it measured; its row in the table says it was stopped, and which cells
 it had not reached. Torch runs ``--threads`` threads in the benchmarks (default: every core).
 
-Sizes: the default is sized for 8 minutes on one H100 (``--budget`` 450 s for the parts), ``--quick`` for 4
-(``--budget`` 210 s: two methods in the run parts, the stock, default and spawned-cell CPT rows, the Glot500 inputs
-at a smaller scale), ``--small`` for a CPU (a test runs ``--device cpu --small``: one method in each run part, the paper profile's
+Sizes: the default is sized for 8 minutes on one H100 (``--budget`` 420 s for the parts, the rest for starting
+and for stopping a part past its share; the CPT rows 10 timed steps after 3, ``torch.compile``'s row left out:
+``bench_cpt.py`` alone runs it), ``--quick`` for 4 (``--budget`` 190 s: two methods in the run parts, the default and
+spawned-cell CPT rows, the Glot500 inputs at a smaller scale), ``--small`` for a CPU (a test runs ``--device cpu --small``: one method in each run part, the paper profile's
 effective CPT batch cut to 16, the tiny CPT shape, Glot500 x 0.002 and the tiny hypernetwork preset). On a CPU the parts take the
 accelerator's branches (``HARNESS_EMULATE_ACCELERATOR=1``: cells in spawned processes, loader workers, the batch
 search...), so the CPU run checks the paths a GPU run takes. Everything goes under ``--out`` (a fresh harness home,
@@ -78,7 +79,7 @@ def _cells(home: Path, experiment: str) -> dict[str, int]:
 
 def _stop(proc: subprocess.Popen) -> None:
     """Stop the part's process and the processes it started (its own process group)."""
-    for sig, wait in ((signal.SIGTERM, 15), (signal.SIGKILL, 5)):
+    for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
@@ -139,13 +140,16 @@ def parts(a: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     threads = ["--threads", str(a.threads)]
     cpt = ["--quick"] if small or quick else []
     cpt += ["--shape", "tiny", "--warmup", "1", "--timed", "4", "--batch", "8", "--seq", "64"] if small else []
-    cpt += ["--warmup", "3", "--timed", "10"] if quick else []
+    cpt += ["--warmup", "3", "--timed", "10"] if not small else []
+    # left out for time: torch.compile's row (its compile alone takes a minute), and under --quick the stock path
+    cpt += ["--skip", "torch.compile"] if not (small or quick) else ["--skip", "stock"] if quick else []
     scale = a.glot500_scale or (0.002 if small else 0.05 if quick else 0.25)
     init = ["--scale", str(scale), "--max-epochs", "1" if small else "2" if quick else "5", "--hn-paper",
             "--hn-scale", str(min(scale, 0.002 if small else 0.02))]
     init += ["--hn-preset", "tiny", "--hn-batch", "8"] if small else []  # the paper-size network takes minutes on a CPU
     return [
-        {"name": f"synthetic world, cpu profile ({cpu_methods}; {cpu_tasks})", "share": 0.2, "experiment": "check/cpu",
+        {"name": f"synthetic world, cpu profile ({cpu_methods}; {cpu_tasks})", "share": 0.2,
+         "experiment": "check/cpu",
          "methods": cpu_methods,
          "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", cpu_methods, "--tasks",
                  cpu_tasks, "--device", a.device, "--experiment", "check/cpu"]},
@@ -155,12 +159,12 @@ def parts(a: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
          "cmd": [py, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", paper_methods, "--tasks",
                  "sr-t,mlm", "--device", a.device, "--profile", "paper", "--cpt-steps", str(a.paper_cpt_steps),
                  "--config", str(cfg), "--experiment", "check/paper"]},
-        {"name": "CPT: run_cpt beside the stock HF path, lever by lever; in a spawned cell", "share": 0.36,
+        {"name": "CPT: run_cpt beside the stock HF path, lever by lever; in a spawned cell", "share": 0.38,
          "json": "cpt.json",
          "cmd": [py, "benchmarks/bench_cpt.py", "--device", a.device, "--json", str(out / "cpt.json"), *threads,
                  *cpt]},
         {"name": f"OFA and HyperOFA on Glot500-shaped inputs at scale {scale} (every count x {scale}); the "
-                 + ("tiny hypernetwork preset" if small else "paper-size hypernetwork"), "share": 0.22,
+                 + ("tiny hypernetwork preset" if small else "paper-size hypernetwork"), "share": 0.2,
          "json": "init.json",
          "cmd": [py, "benchmarks/bench_glot500_init.py", "--device", a.device, *init, *threads,
                  "--json", str(out / "init.json")]},
@@ -228,7 +232,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--small", action="store_true", help="small sizes: runs on a CPU in minutes")
     ap.add_argument("--quick", action="store_true", help="fits 4 minutes on one H100 (budget 210 s)")
     ap.add_argument("--budget", type=float, default=None,
-                    help="seconds for all parts together (default 450; --quick 210; --small 1200)")
+                    help="seconds for all parts together (default 420; --quick 190; --small 1200): a part past its "
+                         "share is stopped, which takes up to 15 s more")
     ap.add_argument("--out", type=Path, default=None, help="folder for the home, logs and results (default: temp)")
     ap.add_argument("--paper-methods", default=None, help=f"methods of part 2 (default {PAPER_METHODS})")
     ap.add_argument("--paper-cpt-steps", type=int, default=None, help="CPT steps under the paper profile")
@@ -239,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.paper_cpt_steps is None:
         a.paper_cpt_steps = 2 if a.small else 5 if a.quick else 10
-    budget = a.budget or (1200.0 if a.small else 210.0 if a.quick else 450.0)
+    budget = a.budget or (1200.0 if a.small else 190.0 if a.quick else 420.0)
     out = (a.out or Path(tempfile.mkdtemp(prefix="bench-gpu-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     home = out / "home"
@@ -255,7 +260,6 @@ def main(argv: list[str] | None = None) -> int:
         if part.get("experiment") == "check/paper" and "all" not in part["methods"]:
             named = set(_methods(part["methods"]))
             part["not_run"] = [m for m in _methods("all") if m not in named]
-    total_share = sum(p["share"] for _, p in todo)
     started = time.perf_counter()
     device = a.device
     if device.startswith("cuda"):
@@ -269,9 +273,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPU path checks on {device}{mode}, budget {budget:.0f} s, {a.threads} torch threads, results under "
           f"{out}", flush=True)
     rows = []
-    for i, part in todo:
+    for n, (i, part) in enumerate(todo):
+        # the time left, shared among the parts still to run: what a part leaves unused goes to the later ones
         left = budget - (time.perf_counter() - started)
-        share = min(budget * part["share"] / total_share, left) if i != todo[-1][0] else left
+        share = left * part["share"] / sum(p["share"] for _, p in todo[n:])
         log = out / f"part{i}.log"
         print(f"\n[{i}/4] {part['name']} (at most {share:.0f} s; log {log})", flush=True)
         seen: dict[str, str] = {}
