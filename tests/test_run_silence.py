@@ -76,3 +76,17 @@ def test_still_running_counts_from_the_step_start():
         time.sleep(0.2)
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("  init x: still running (10."), lines
+
+
+def test_a_step_that_cannot_count_is_never_silent_for_more_than_5_s(monkeypatch):
+    """fastText's training (minutes on the main job) says it still runs within 5 s, with the default heartbeat."""
+    from harness.core.progress import activity
+
+    monkeypatch.setenv("HARNESS_PROGRESS", "lines")
+    out = io.StringIO()
+    t0 = time.monotonic()
+    with activity("fastText focus-tokens: training", file=out):
+        while "still running" not in out.getvalue() and time.monotonic() - t0 < 5.0:
+            time.sleep(0.05)
+    beats = [x for x in out.getvalue().splitlines() if "still running" in x]
+    assert beats and beats[0].startswith("fastText focus-tokens: training: still running ("), out.getvalue()

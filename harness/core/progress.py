@@ -33,8 +33,8 @@ from typing import Any, TextIO
 MODES = ("bars", "lines", "off")
 STEP_PERCENT = 10  # a plain line at every tenth of the way ...
 MIN_INTERVAL_S = 2.0  # ... unless the last line of that step is younger than this (quick steps: start and end)
-HEARTBEAT_S = 30.0  # ... and at least this often while a step advances or runs
-STARTUP_HEARTBEAT_S = 4.0  # a start-up step of a run (a store opened, a world loaded) says it still runs this often
+HEARTBEAT_S = 4.0  # ... and at least this often while a step advances or runs: no silence over 5 s
+STARTUP_HEARTBEAT_S = HEARTBEAT_S  # a start-up step of a run (a store opened, a world loaded) says it still runs
 _prefix = ""  # put before every plain line of this process (a worker's cell label)
 
 
