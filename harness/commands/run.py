@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from harness.commands.common import add_run_args, check_world_name, config_from_args, err
-from harness.config import device_available
+from harness.config import cpt_devices, device_available
 from harness.core.errors import HarnessError
 
 
@@ -37,7 +37,7 @@ def _check_run_inputs(cfg: Any) -> None:
         raise HarnessError("--ray-address needs --executor ray")
     check_config_tables(cfg)  # method_params, task_params, cpt
     _check_cells(cfg)
-    device_available(cfg.device)
+    device_available(cfg.device, cpt_devices(cfg))
     given = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # else the default store, in the home
     if given:
         cfg.tracking_uri = check_tracking(given)
