@@ -90,3 +90,43 @@ def test_a_step_that_cannot_count_is_never_silent_for_more_than_5_s(monkeypatch)
             time.sleep(0.05)
     beats = [x for x in out.getvalue().splitlines() if "still running" in x]
     assert beats and beats[0].startswith("fastText focus-tokens: training: still running ("), out.getvalue()
+
+
+def test_the_cells_left_to_do_follow_the_rerun_policy(monkeypatch):
+    """Which cells need a worker: not a finished one, unless the --rerun policy starts it over (all; failed with
+    a FAILED or KILLED run of it; stale with a run of other code of its method)."""
+    from types import SimpleNamespace
+
+    import harness.finished as fin
+    from harness.plan import Cell
+
+    done, failed_before, stale, fresh = (Cell("src", m, None, 1) for m in ("done", "failed", "stale", "fresh"))
+    statuses = {"done": ["FINISHED"], "failed": ["FINISHED", "FAILED"], "stale": ["FINISHED"], "fresh": []}
+    codes = {"stale": {"m.py": "old"}}
+
+    class Record:
+        def __init__(self, tracker):
+            pass
+
+        def cell_status(self, exp, key):
+            return statuses[key]
+
+        def cell_code(self, exp, key):
+            return codes.get(key, {"m.py": "now"})
+
+    monkeypatch.setattr(fin, "RunRecord", Record)
+    monkeypatch.setattr(fin, "hash_obj", lambda ident: ident)  # a cell's key: its method's name
+    monkeypatch.setattr(fin, "finished_run", lambda record, exp, key, tasks, cpt: "run" if statuses[key] else None)
+
+    def runner(policy: str) -> SimpleNamespace:
+        experiment = SimpleNamespace(experiment_id="1", lifecycle_stage="active")
+        return SimpleNamespace(
+            plan=SimpleNamespace(cells=[done, failed_before, stale, fresh], tasks=["mlm"]), cpt={},
+            cfg=SimpleNamespace(rerun=policy), experiment_name=lambda source: "exp",
+            tracker=SimpleNamespace(client=SimpleNamespace(get_experiment_by_name=lambda name: experiment)),
+            cell_identity=lambda cell: cell.method, method_code=lambda method: {"m.py": "now"})
+
+    assert fin.pending_cells(runner("never")) == [fresh]
+    assert fin.pending_cells(runner("failed")) == [failed_before, fresh]
+    assert fin.pending_cells(runner("stale")) == [stale, fresh]
+    assert fin.pending_cells(runner("all")) == [done, failed_before, stale, fresh]
