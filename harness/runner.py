@@ -295,12 +295,13 @@ class Runner:
         ``since``: when its start line was said (``time.monotonic()``), which its still-running lines count from."""
         from transformers import AutoTokenizer
 
-        from harness.core.progress import STARTUP_HEARTBEAT_S, callbacks, still_running
+        from harness.core.progress import STARTUP_HEARTBEAT_S, callbacks, mode, still_running
         from harness.initialize import initialize_model
 
         t0 = time.time()
         # its start line is run_cell's (before the run is opened); on a loaded machine it says it still runs
-        with still_running(f"  init {cell.label}", STARTUP_HEARTBEAT_S, console=console, since=since):
+        beat = STARTUP_HEARTBEAT_S if mode(console) == "lines" else None  # a terminal shows the cells' bar
+        with still_running(f"  init {cell.label}", beat, console=console, since=since):
             prod = self.cache.get_or_build(
                 "init", init_inputs(ident, self.code_key(cell.method)),
                 lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
