@@ -223,9 +223,10 @@ class ProcessExecutor:
             pool.shutdown(wait=False, cancel_futures=True)
             lifecycle.stop_processes(procs)
             raise
+        finally:
+            if slot_dir:  # the GPU slots' lock files (each released when its process ended)
+                shutil.rmtree(slot_dir, ignore_errors=True)
         pool.shutdown(wait=True)
-        if slot_dir:
-            shutil.rmtree(slot_dir, ignore_errors=True)
         return done, failed
 
     def shutdown(self) -> None:
