@@ -213,6 +213,7 @@ class ProcessExecutor:
                         failed.append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
                     if on_done:
                         on_done(cell)
+            pool.shutdown(wait=True)
         except BaseException:
             # stopped (SIGINT/SIGTERM) or a harness error: the workers stop now, not after their current cell. The
             # pool cancels its queued cells itself (a future cancelled here would be failed again by the pool's
@@ -226,7 +227,6 @@ class ProcessExecutor:
         finally:
             if slot_dir:  # the GPU slots' lock files (each released when its process ended)
                 shutil.rmtree(slot_dir, ignore_errors=True)
-        pool.shutdown(wait=True)
         return done, failed
 
     def shutdown(self) -> None:
