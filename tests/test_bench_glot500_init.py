@@ -53,7 +53,7 @@ def test_the_inputs_are_the_same_on_any_number_of_threads():
     import numpy as np
 
     sys.path.insert(0, str(REPO / "benchmarks"))
-    import bench_glot500_init as bench
+    import glot500_inputs as bench
 
     draws = []
     for threads in (1, 3):

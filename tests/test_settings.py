@@ -17,7 +17,7 @@ SAMPLES = {
     "profile": ("paper", "paper"), "device": ("cpu", "cpu"), "tracking_uri": ("sqlite:///x.db", "sqlite:///x.db"),
     "experiment": ("e", "e"), "executor": ("ray", "ray"), "ray_address": ("auto", "auto"),
     "max_retries": ("5", 5), "workers": ("2", 2), "fail_fast": (None, True), "rerun": ("failed", "failed"),
-    "keep_products": (None, True), "isolate_cells": (None, True),
+    "keep_products": (None, True), "isolate_cells": (None, True), "precision": ("bf16", "bf16"),
 }
 
 
@@ -56,6 +56,8 @@ def test_a_flag_reaches_its_key_and_wins_over_the_file(name, tmp_path):
         file_value = "local"
     elif name == "rerun":
         file_value = "all"
+    elif name == "precision":
+        file_value = "fp32"
     (tmp_path / "c.toml").write_text(f"{name} = {file_value!r}\n".replace("False", "false").replace("'", '"'))
     args = _parse("--config", str(tmp_path / "c.toml"), *([flag] if typed is None else [flag, typed]))
     assert getattr(config_from_flags(args), name) == expected
