@@ -43,7 +43,13 @@ def test_local_workers_rule(monkeypatch):
     cfg = make_config(overrides={"world": "synthetic"})
     assert local_workers(cfg, "cpu", 10) == 8  # cpu profile: one CPU per cell
     assert local_workers(cfg, "cpu", 3) == 3  # never more workers than cells
-    assert local_workers(cfg, "cuda", 10) == 1
+    import torch
+
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert local_workers(cfg, "cuda", 10) == 1  # one cell per GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 4)
+    assert local_workers(cfg, "cuda", 10) == 4 and local_workers(cfg, "cuda:2", 10) == 1
     assert local_workers(make_config(overrides={"world": "synthetic", "profile": "paper"}), "cpu", 10) == 1
     assert local_workers(make_config(overrides={"world": "synthetic", "workers": 3}), "cuda", 10) == 3
     with pytest.raises(Exception, match="workers"):
