@@ -9,6 +9,7 @@ from typing import Any
 
 from harness.core.hashing import hash_obj
 from harness.core.record import RunRecord
+from harness.finished import task_steps
 
 
 def seed_groups(cells: list[Any]) -> dict[tuple[str, str, int | None], list[Any]]:
@@ -30,6 +31,8 @@ def aggregate_seeds(runner: Any) -> None:
                           "profile": runner.cfg.profile, "cpt": runner.cpt, "params": runner.method_params(method),
                           "seeds": sorted(c.seed for c in cells)})
         for task in runner.plan.tasks:
+            if record.aggregated(exp, group, task, task_steps(runner.cpt), len(cells)):
+                continue  # logged by an earlier command from the same cells: nothing to read again
             values: dict[tuple[str, int], list[float]] = {}
             for cell in cells:
                 logged = record.task_values(exp, hash_obj(runner.cell_identity(cell)), task)

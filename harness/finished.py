@@ -47,7 +47,18 @@ def finished_run(record: RunRecord, exp: str, key: str, tasks: list[str], cpt: d
     steps = int(cpt["steps"])
     evaluated = [0, *cpt_eval_steps(steps, cpt["checkpoints"])] if steps > 0 else [0]
     need = [Done.INIT, *([Done.CPT_LOG, *(Done.heldout(s) for s in evaluated)] if steps > 0 else [])]
-    return record.finished_cell(exp, key, need, tasks, evaluated if cpt["eval_tasks"] else [0])
+    return record.finished_cell(exp, key, need, tasks, task_steps(cpt))
+
+
+def task_steps(cpt: dict[str, Any]) -> list[int]:
+    """The CPT steps at which a cell's tasks are evaluated: step 0, and each evaluated CPT step when the tasks are
+    evaluated after CPT."""
+    from harness.cpt import cpt_eval_steps
+
+    steps = int(cpt["steps"])
+    if steps <= 0 or not cpt["eval_tasks"]:
+        return [0]
+    return [0, *cpt_eval_steps(steps, cpt["checkpoints"])]
 
 
 def pending_cells(runner: Any) -> list[Any]:

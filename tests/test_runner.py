@@ -404,3 +404,28 @@ def test_unknown_cpt_setting_exits_2_naming_it(run_cli, tmp_path):
     cfg.write_text("[cpt]\neval_tasks = 'yes'\n")
     r = run_cli("run", "--world", "synthetic", "--methods", "random", "--config", str(cfg))
     assert r.returncode == 2 and "cpt.eval_tasks" in r.stderr
+
+
+def test_a_rerun_reads_no_cell_values_for_aggregates_already_logged(run_cli, tracking_uri, monkeypatch):
+    """A command whose seed aggregates an earlier command logged from the same cells reads nothing again (the
+    cells' metric histories are the slow part of a rerun with nothing to do)."""
+    from harness.aggregate import aggregate_seeds
+    from harness.config import make_config
+    from harness.core.record import RunRecord
+    from harness.core.tracking import Tracker
+    from harness.runner import Runner
+    from harness.worlds import get_world
+
+    exp = "t-seeds-again"
+    run_cli("run", "--world", "synthetic", "--tasks", "sr-t", "--methods", "random", "--experiment", exp,
+            "--seeds", "5,6", check=True)
+    cfg = make_config(overrides={"world": "synthetic", "tasks": ["sr-t"], "methods": ["random"], "experiment": exp,
+                                 "seeds": [5, 6], "tracking_uri": tracking_uri})
+    runner = Runner(cfg, get_world("synthetic"), Tracker(tracking_uri))
+    read: list[str] = []
+    monkeypatch.setattr(RunRecord, "task_values", lambda self, e, key, task: read.append(key) or {})
+    aggregate_seeds(runner)
+    assert read == []
+    runner.plan.tasks.append("mlm")  # a task not aggregated yet is read
+    aggregate_seeds(runner)
+    assert len(read) == 2

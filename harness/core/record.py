@@ -563,6 +563,12 @@ class RunRecord:
                     out[(mkey, m.step)] = m.value
         return out
 
+    def aggregated(self, experiment_id: str, group: str, task: str, steps: list[int], n_seeds: int) -> bool:
+        """Whether the seed aggregate of ``group`` for ``task`` is logged at every one of ``steps`` over
+        ``n_seeds`` seeds (:meth:`log_aggregate` would then log nothing)."""
+        found = self.tracker.find_runs(experiment_id, aggregate_identity(group, task))
+        return bool(found) and all(is_marked(found[0], Done.aggregated(s, n_seeds)) for s in steps)
+
     def log_aggregate(self, experiment_id: str, group: str, task: str, name: str, tags: dict[str, Any],
                       by_step: dict[int, dict[str, float]], n_seeds: int) -> None:
         tr = self.tracker
