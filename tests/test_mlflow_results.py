@@ -195,5 +195,7 @@ def test_ui_links_point_at_the_runs_table_view_and_the_current_leaderboard(publi
     target = print_links(list(items.values()), "http://127.0.0.1:5999")
     out = capsys.readouterr().out
     assert x.runs in out and x.leaderboard in out and f"sr-t · acc@10, higher is better: {x.views[0][1]}" in out
-    rendered = sorted((y.rendered, y.leaderboard) for y in items.values() if y.leaderboard)
-    assert target == rendered[-1][1]  # the most recently rendered leaderboard
+    # the most recently rendered leaderboard (two rendered in the same second: the later experiment name, as the
+    # listing orders them)
+    rendered = sorted((y.rendered, y.experiment, y.leaderboard) for y in items.values() if y.leaderboard)
+    assert target == rendered[-1][2]
