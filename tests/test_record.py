@@ -90,3 +90,24 @@ def test_what_the_record_writes_it_reads(tracking_uri):
 def test_record_is_kernel():
     text = Path(REPO / "harness/core/record.py").read_text()
     assert not re.search(r"^\s*(from|import) (harness\.(?!core)|leaderboard|methods|tasks)", text, re.M)
+
+
+def test_artifacts_read_in_place_are_what_the_client_downloads(tmp_path):
+    """A local artifact store is read in place (no download round trips): the same paths and contents."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.core.record import list_artifact_paths, read_json_artifact
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'm.db'}")
+    exp = client.create_experiment("e", artifact_location=(tmp_path / "art").as_uri())
+    run = client.create_run(exp)
+    rid, uri = run.info.run_id, run.info.artifact_uri
+    assert uri.startswith("file:")
+    client.log_dict(rid, {"a": [1, 2]}, "tables/x.json")
+    client.log_dict(rid, {"b": 3}, "top.json")
+    for folder in ("tables", ""):
+        assert list_artifact_paths(client, rid, folder, uri) == list_artifact_paths(client, rid, folder)
+    assert list_artifact_paths(client, rid, "absent", uri) == list_artifact_paths(client, rid, "absent") == []
+    for path in ("tables/x.json", "top.json", "absent.json"):
+        assert read_json_artifact(client, rid, path, uri) == read_json_artifact(client, rid, path)
+    assert read_json_artifact(client, rid, "tables/x.json", uri) == {"a": [1, 2]}

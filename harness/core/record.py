@@ -201,8 +201,35 @@ def evaluated_steps(client: Any, run: Any, task: str) -> set[int]:
     return {int(h.step) for h in client.get_metric_history(run.info.run_id, key)} if key else set()
 
 
-def read_json_artifact(client: Any, run_id: str, path: str) -> Any:
-    """A JSON artifact of a run, or None when it is absent or unreadable."""
+def _local_artifacts(artifact_uri: str | None) -> Path | None:
+    """The folder of a run's artifacts when its store is a local folder (``file://``), else None."""
+    if not artifact_uri or not artifact_uri.startswith("file:"):
+        return None
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    return Path(local_file_uri_to_path(artifact_uri))
+
+
+def list_artifact_paths(client: Any, run_id: str, folder: str, artifact_uri: str | None = None) -> list[str]:
+    """The paths of the artifacts in a run's ``folder`` (relative to the run's root); read from the folder itself
+    when the artifact store is local (``artifact_uri``), without the client's round trips."""
+    local = _local_artifacts(artifact_uri)
+    if local is not None:
+        where = local / folder
+        return sorted(f"{folder}/{p.name}" if folder else p.name for p in where.iterdir()) if where.is_dir() else []
+    return [a.path for a in client.list_artifacts(run_id, folder or None)]
+
+
+def read_json_artifact(client: Any, run_id: str, path: str, artifact_uri: str | None = None) -> Any:
+    """A JSON artifact of a run, or None when it is absent or unreadable; read in place when the artifact store is
+    a local folder (``artifact_uri``: the run's), else downloaded through the client."""
+    local = _local_artifacts(artifact_uri)
+    if local is not None:
+        try:
+            return json.loads((local / path).read_text())
+        except (OSError, ValueError) as exc:  # absent, or written by an older runner
+            log.debug("artifact %s of run %s not readable: %s", path, run_id, exc)
+            return None
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     with tempfile.TemporaryDirectory() as td:
         try:
@@ -314,6 +341,7 @@ class TaskRun(RunIdentity):
     item_steps: set[int]
     tagged_facts: TaskFacts | None = None  # from the run's ``task.*`` tags (None: logged before they existed)
     protocol: dict[str, str] = field(default_factory=dict)  # the task's resolved settings, its ``<task>.*`` params
+    artifact_uri: str | None = None  # where the run's artifacts are (read in place from a local store)
 
     @property
     def steps(self) -> list[int]:
@@ -351,11 +379,11 @@ def read_cell_run(client: Any, run: Any) -> CellRun:
         params=dict(run.data.params), metrics=dict(run.data.metrics),
         task_final_step=int(t) if (t := tags.get("task_final_step")) not in (None, "") else None,
         method_defaults=_json_tag(tags.get("method_defaults")), method_reference=tags.get("method_reference"))
-    arts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    arts = set(list_artifact_paths(client, run.info.run_id, "", run.info.artifact_uri))
     if LANGUAGES in arts:
-        cell.languages = read_json_artifact(client, run.info.run_id, LANGUAGES) or {}
+        cell.languages = read_json_artifact(client, run.info.run_id, LANGUAGES, run.info.artifact_uri) or {}
     if INIT_REPORT in arts:
-        cell.init_report = read_json_artifact(client, run.info.run_id, INIT_REPORT) or {}
+        cell.init_report = read_json_artifact(client, run.info.run_id, INIT_REPORT, run.info.artifact_uri) or {}
     for key in ("cpt/train_loss", "cpt/heldout_loss"):
         if key in run.data.metrics:
             cell.curves[key] = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
@@ -371,15 +399,16 @@ def read_task_run(client: Any, run: Any) -> TaskRun | None:
     names = metric_names(tagged or untagged_task_facts(task))
     scores: dict[int, dict[str, dict[str, float]]] = {}
     label_source: dict[str, str] = {}
-    tables = [a.path for a in client.list_artifacts(run.info.run_id, TABLES)]
-    item_steps = {s for a in client.list_artifacts(run.info.run_id, ITEMS)
-                  if (s := parse_items_path(a.path, task)) is not None}
+    uri = run.info.artifact_uri
+    tables = list_artifact_paths(client, run.info.run_id, TABLES, uri)
+    item_steps = {s for path in list_artifact_paths(client, run.info.run_id, ITEMS, uri)
+                  if (s := parse_items_path(path, task)) is not None}
     from_tables = False
     for path in tables:
         parsed = parse_table_path(path)
         if parsed is None or parsed[0] != task:
             continue
-        doc = read_json_artifact(client, run.info.run_id, path)
+        doc = read_json_artifact(client, run.info.run_id, path, uri)
         if not isinstance(doc, dict) or "scores" not in doc:
             continue
         from_tables = True
@@ -401,7 +430,8 @@ def read_task_run(client: Any, run: Any) -> TaskRun | None:
     return TaskRun(**RunIdentity.read(run, tags), task=task, parent_id=parent_of(run), scores=scores,
                    label_source=label_source, item_steps=item_steps, tagged_facts=tagged,
                    protocol={k[len(task) + 1:]: v for k, v in run.data.params.items()
-                             if k.startswith(task + ".") and k != f"{task}.seed"})  # the seed is the row's own
+                             if k.startswith(task + ".") and k != f"{task}.seed"},  # the seed is the row's own
+                   artifact_uri=uri)
 
 
 
