@@ -130,7 +130,7 @@ def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[st
         # ranks start; each rank then reads the layout, and this process gives its memory back to the ranks
         work = product_dir.with_name(product_dir.name + ".work")
         work.mkdir(parents=True, exist_ok=True)
-        if not (work / "layout.json").is_file() and cpt_batch.search_wanted(device, settings):
+        if cpt_batch.search_wanted(device, settings):  # (a resumed CPT reads the layout it had reached)
             speed = cpt_speed(settings, device)
             layouts = start_layouts(work, settings, device, n_procs, lambda: prepare_model(
                 load_fn(model_dir), speed, device, cpt_batch.simulated_memory()))
