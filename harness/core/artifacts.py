@@ -1,0 +1,53 @@
+"""Reading a run's artifacts: JSON files and folder listings, read in place when the artifact store is a local folder
+(``file://``, the default store in the harness home), through the MLflow client's downloads otherwise. What the
+artifacts are called is the run record's business (:mod:`harness.core.record`)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+
+def _local_artifacts(artifact_uri: str | None) -> Path | None:
+    """The folder of a run's artifacts when its store is a local folder (``file://``), else None."""
+    if not artifact_uri or not artifact_uri.startswith("file:"):
+        return None
+    from mlflow.utils.file_utils import local_file_uri_to_path
+
+    return Path(local_file_uri_to_path(artifact_uri))
+
+
+def list_artifact_paths(client: Any, run_id: str, folder: str, artifact_uri: str | None = None) -> list[str]:
+    """The paths of the artifacts in a run's ``folder`` (relative to the run's root); read from the folder itself
+    when the artifact store is local (``artifact_uri``), without the client's round trips."""
+    local = _local_artifacts(artifact_uri)
+    if local is not None:
+        where = local / folder
+        return sorted(f"{folder}/{p.name}" if folder else p.name for p in where.iterdir()) if where.is_dir() else []
+    return [a.path for a in client.list_artifacts(run_id, folder or None)]
+
+
+def read_json_artifact(client: Any, run_id: str, path: str, artifact_uri: str | None = None) -> Any:
+    """A JSON artifact of a run, or None when it is absent or unreadable; read in place when the artifact store is
+    a local folder (``artifact_uri``: the run's), else downloaded through the client."""
+    local = _local_artifacts(artifact_uri)
+    if local is not None:
+        try:
+            return json.loads((local / path).read_text())
+        except (OSError, ValueError) as exc:  # absent, or written by an older runner
+            log.debug("artifact %s of run %s not readable: %s", path, run_id, exc)
+            return None
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    with tempfile.TemporaryDirectory() as td:
+        try:
+            local = client.download_artifacts(run_id, path, td)
+            return json.loads(Path(local).read_text())
+        except Exception as exc:  # absent, or written by an older runner
+            log.debug("artifact %s of run %s not readable: %s", path, run_id, exc)
+            return None
