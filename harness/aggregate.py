@@ -19,6 +19,13 @@ def seed_groups(cells: list[Any]) -> dict[tuple[str, str, int | None], list[Any]
     return groups
 
 
+def group_key(runner: Any, source: str, method: str, dim: int | None, cells: list[Any]) -> str:
+    """The identity of a variant's seed aggregate: its variant, world, profile, CPT settings, parameters, seeds."""
+    return hash_obj({"source": source, "method": method, "dim": dim, "world": runner.world.hash,
+                     "profile": runner.cfg.profile, "cpt": runner.cpt, "params": runner.method_params(method),
+                     "seeds": sorted(c.seed for c in cells)})
+
+
 def aggregate_seeds(runner: Any) -> None:
     """Every variant of ``runner``'s plan with at least two seeds."""
     record = RunRecord(runner.tracker)
@@ -27,9 +34,7 @@ def aggregate_seeds(runner: Any) -> None:
             continue
         exp = runner.tracker.experiment(runner.experiment_name(source))
         dim_s = "full" if dim is None else str(dim)
-        group = hash_obj({"source": source, "method": method, "dim": dim, "world": runner.world.hash,
-                          "profile": runner.cfg.profile, "cpt": runner.cpt, "params": runner.method_params(method),
-                          "seeds": sorted(c.seed for c in cells)})
+        group = group_key(runner, source, method, dim, cells)
         for task in runner.plan.tasks:
             if record.aggregated(exp, group, task, task_steps(runner.cpt), len(cells)):
                 continue  # logged by an earlier command from the same cells: nothing to read again

@@ -24,6 +24,13 @@ def task_tags(task: Any) -> dict[str, str]:
             "task.metrics": ",".join(task.metrics)}
 
 
+def task_run_tags(runner: Any, cell: Any, task: Any) -> dict[str, Any]:
+    """The tags of a cell's task run: the cell's variant and seed, the task's headline and metrics."""
+    return {"method": cell.method, "source": cell.source, "seed": cell.seed,
+            "dim": "full" if cell.dim is None else cell.dim, "profile": runner.cfg.profile,
+            "world": runner.world.name, **task_tags(task)}
+
+
 def evaluate_step(runner: Any, exp: str, parent: str, key: str, cell: Any, step: int, model_dir: Path,
                   tokenizer: Any, load_model: Any, tasks: list[str] | None = None) -> None:
     """Evaluate ``tasks`` (default: the plan's) on the model at ``step``, then the held-out MLM loss when the run
@@ -37,10 +44,7 @@ def evaluate_step(runner: Any, exp: str, parent: str, key: str, cell: Any, step:
     last = last_task_step(cpt)
     for task_name in runner.plan.tasks if tasks is None else tasks:
         task = TASKS.get(task_name)()
-        trun = record.open_task(exp, key, task_name, parent, {
-            "method": cell.method, "source": cell.source, "seed": cell.seed,
-            "dim": "full" if cell.dim is None else cell.dim, "profile": profile, "world": runner.world.name,
-            **task_tags(task)})
+        trun = record.open_task(exp, key, task_name, parent, task_run_tags(runner, cell, task))
         if record.done(trun, Done.evaluated(step)):
             runner.say(f"  {task_name} @ step {step}: already logged")
             if step == last:

@@ -221,8 +221,7 @@ class Runner:
         key = hash_obj(ident)
         exp = tr.experiment(self.experiment_name(cell.source))
         dim_s = "full" if cell.dim is None else str(cell.dim)
-        variant = {"method": cell.method, "source": cell.source, "dim": dim_s, "profile": self.cfg.profile,
-                   "world": self.world.name}
+        variant = self.cell_variant(cell)
         code = self.method_code(cell.method)
         if start_over(record, exp, key, self.cfg.rerun, variant, cell.seed, code):
             self.say(f"  {cell.label}: its earlier runs deleted, it starts over (--rerun {self.cfg.rerun})")
@@ -240,10 +239,8 @@ class Runner:
         hf_logging.disable_progress_bar()  # per-load "Loading weights" bars: the run has its own progress lines
         init_key, cpt_key = product_keys(ident, self.code_key(cell.method))
         # the products it reads name the run (another command's cell then keeps them: release_products)
-        parent = record.open_cell(exp, key, f"{cell.method}-{dim_s}-s{cell.seed}", {
-            **variant, "seed": cell.seed, **method_tags(METHODS.get(cell.method)), **code_tag(code),
-            **({"gpus": pinned()} if pinned() else {}),  # the GPUs (CUDA_VISIBLE_DEVICES) this cell ran on
-            "init_product": init_key, **({"cpt_product": cpt_key} if cpt_key else {})})
+        parent = record.open_cell(exp, key, f"{cell.method}-{dim_s}-s{cell.seed}",
+                                  self.cell_tags(cell, code, init_key, cpt_key))
         try:
             tr.log_params(parent, self.cell_params(cell, ident))
             device_fault(cell.method)  # a simulated poisoned accelerator (tests: HARNESS_FAULT_DEVICE)
@@ -274,6 +271,17 @@ class Runner:
         fault_after("finished")
         self.release_products(cell, parent)
         return {"cell": cell.label, "run_id": parent, "experiment_id": exp}
+
+    def cell_variant(self, cell: Cell) -> dict[str, Any]:
+        return {"method": cell.method, "source": cell.source, "dim": "full" if cell.dim is None else str(cell.dim),
+                "profile": self.cfg.profile, "world": self.world.name}
+
+    def cell_tags(self, cell: Cell, code: dict[str, str], init_key: str, cpt_key: str | None) -> dict[str, Any]:
+        """The tags of a cell's run: its variant and seed, its method's defaults and code, the GPUs it ran on, the
+        products it reads."""
+        return {**self.cell_variant(cell), "seed": cell.seed, **method_tags(METHODS.get(cell.method)),
+                **code_tag(code), **({"gpus": pinned()} if pinned() else {}),  # CUDA_VISIBLE_DEVICES of the cell
+                "init_product": init_key, **({"cpt_product": cpt_key} if cpt_key else {})}
 
     def cell_params(self, cell: Cell, ident: dict[str, Any]) -> dict[str, Any]:
         """What a cell run records as params: its identity, device, precision, threads, revision, every method

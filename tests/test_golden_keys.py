@@ -1,0 +1,131 @@
+"""Golden values of every key a harness home depends on: a home made by an earlier version resumes, and skips
+exactly what it skipped, only while these stay the same.
+
+For {cpu, paper} x {the profile's CPT, ``--cpt-steps``, ``[cpt] block_size``, ``[cpt] auto_batch = false``,
+``--cpt-devices 2``} x {the synthetic world, the bible world as it declares itself before it is built}, and every
+method with two seeds: each cell's identity hash, its init product's inputs and key, its CPT product's key, the
+seed aggregates' group hashes, the task runs' model keys at each evaluated step, the steps a finished cell must
+have logged, and the tags and parameters its runs carry (what MLflow keeps immutable: a resumed cell logging
+another value fails). The method code's digest is held at a stand-in (an edited method is meant to build its
+products again: :mod:`harness.rerun`); the libraries' versions, the thread count and the revision are left out.
+
+``HARNESS_WRITE_GOLDEN=1 pytest tests/test_golden_keys.py`` writes the fixture anew (only for a change that is
+meant to move a key: say so in its commit).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from harness.core.hashing import hash_obj
+
+FIXTURE = Path(__file__).parent / "fixtures" / "golden_keys.json"
+CODE = "method-code-digest"  # the stand-in for a method's code digest
+TASKS = ["sr-t", "ner", "mlm"]
+VARIANTS = {
+    "default": {},
+    "cpt_steps": {"cpt_steps": 25, "cpt_checkpoints": [5]},
+    "block_size": {"cpt": {"block_size": 32}},
+    "auto_batch_off": {"cpt": {"auto_batch": False}},
+    "cpt_devices_2": {"cpt": {"devices": 2}},
+}
+UNSTABLE_PARAMS = ("version.", "torch_threads", "git_revision")
+
+
+def _world(name: str, synthetic_world: Any) -> Any:
+    """The synthetic world as built; the bible world as declared (with the tasks' languages it declares)."""
+    if name == "synthetic":
+        return synthetic_world
+    from harness.worlds import declared_world
+
+    sketch = declared_world("bible")
+    langs = sorted(sketch.languages)
+    return dataclasses.replace(sketch, tasks={t: langs for t in TASKS})
+
+
+def home_keys(overrides: dict[str, Any], world: Any) -> dict[str, Any]:
+    """Every key of a home for the run ``overrides`` on ``world``, computed by the code that runs a cell."""
+    from harness.aggregate import group_key, seed_groups
+    from harness.config import make_config
+    from harness.core.registry import TASKS as TASK_REGISTRY
+    from harness.evaluation import task_run_tags
+    from harness.finished import init_inputs, product_keys, task_steps
+    from harness.plan import last_task_step
+    from harness.runner import Runner
+
+    cfg = make_config(overrides={"methods": ["all"], "tasks": TASKS, "seeds": [1, 2], "world": world.name,
+                                 "device": "cpu", **overrides})
+    runner = Runner(cfg, world, tracker=object())
+    out: dict[str, Any] = {"cells": {}, "groups": {}}
+    for cell in runner.plan.cells:
+        ident = runner.cell_identity(cell)
+        key = hash_obj(ident)
+        init_key, cpt_key = product_keys(ident, CODE)
+        params = {k: str(v) for k, v in runner.cell_params(cell, ident).items()
+                  if not k.startswith(UNSTABLE_PARAMS)}
+        tags = runner.cell_tags(cell, {"method.py": CODE}, init_key, cpt_key)
+        out["cells"][cell.label] = {
+            "key": key, "init_inputs": hash_obj(init_inputs(ident, CODE)), "init_product": init_key,
+            "cpt_product": cpt_key, "task_steps": task_steps(runner.cpt),
+            "final_tags": {"final_step": int(runner.cpt["steps"]), "task_final_step": last_task_step(runner.cpt)},
+            "model_keys": [f"{key}:{s}" for s in task_steps(runner.cpt)],
+            # the tags and parameters by their digest (the fixture stays small; `_diff` below names a changed one)
+            "task_tags": hash_obj({t: {k: str(v) for k, v in task_run_tags(runner, cell, TASK_REGISTRY.get(t)()).items()}
+                                   for t in runner.plan.tasks}),
+            "tags": hash_obj({k: str(v) for k, v in tags.items()}), "params": hash_obj(params)}
+    for (source, method, dim), cells in seed_groups(runner.plan.cells).items():
+        out["groups"][f"{source}/{method}/{dim}"] = group_key(runner, source, method, dim, cells)
+    return out
+
+
+def all_keys(synthetic_world: Any) -> dict[str, Any]:
+    return {f"{world}/{profile}/{variant}": home_keys({"profile": profile, **overrides},
+                                                       _world(world, synthetic_world))
+            for world in ("synthetic", "bible") for profile in ("cpu", "paper")
+            for variant, overrides in VARIANTS.items()}
+
+
+@pytest.fixture
+def plain_cpu(monkeypatch):
+    """No accelerator emulated, no GPU pinned: the keys of a plain CPU run."""
+    for var in ("HARNESS_EMULATE_ACCELERATOR", "HARNESS_EMULATE_GPUS", "HARNESS_PINNED_GPUS",
+                "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_every_key_of_a_home_is_what_it_was(synthetic_world, plain_cpu):
+    got = all_keys(synthetic_world)
+    if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
+        FIXTURE.write_text(json.dumps(got, indent=0, sort_keys=True) + "\n")
+    want = json.loads(FIXTURE.read_text())
+    assert sorted(got) == sorted(want)
+    for run in want:
+        for part in ("cells", "groups"):
+            assert sorted(got[run][part]) == sorted(want[run][part]), (run, part)
+            for name, value in want[run][part].items():
+                assert got[run][part][name] == value, (run, part, name)
+
+
+def test_the_golden_runs_differ_where_their_settings_do(synthetic_world, plain_cpu):
+    """The fixture is no constant: each setting of the matrix moves the cells' keys it should move."""
+    want = json.loads(FIXTURE.read_text())
+
+    def keys(run: str) -> set[str]:
+        return {c["key"] for c in want[run]["cells"].values()}
+
+    for world in ("synthetic", "bible"):
+        for profile in ("cpu", "paper"):
+            base = keys(f"{world}/{profile}/default")
+            assert len(base) == len(want[f"{world}/{profile}/default"]["cells"])  # one key per cell
+            for variant in ("cpt_steps", "block_size"):
+                assert not base & keys(f"{world}/{profile}/{variant}"), (world, profile, variant)
+            # the devices and the batch search change how CPT computes, not what: the same cells
+            for variant in ("auto_batch_off", "cpt_devices_2"):
+                assert keys(f"{world}/{profile}/{variant}") == base, (world, profile, variant)
+        assert not keys(f"{world}/cpu/default") & keys(f"{world}/paper/default")
