@@ -293,7 +293,9 @@ def row_configs(device: str, batch: int) -> list[tuple[str, dict[str, Any], int,
     """``(row, CPT speed settings, per-device batch, spawned)`` for every row, in order."""
     from harness.cpt import cpt_speed
 
-    defaults = {**cpt_speed({}, device), "precision": "auto"}
+    from harness.core.precision import resolve_precision
+
+    defaults = {**cpt_speed({}, device), "precision": resolve_precision("auto", device)}
     rows, current = [], dict(STOCK)
     for name, change in LEVERS:
         if any(k not in defaults for k in change):

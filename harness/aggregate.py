@@ -9,7 +9,6 @@ from typing import Any
 
 from harness.core.hashing import hash_obj
 from harness.core.record import RunRecord
-from harness.finished import task_steps
 
 
 def seed_groups(cells: list[Any]) -> dict[tuple[str, str, int | None], list[Any]]:
@@ -19,28 +18,28 @@ def seed_groups(cells: list[Any]) -> dict[tuple[str, str, int | None], list[Any]
     return groups
 
 
-def group_key(runner: Any, source: str, method: str, dim: int | None, cells: list[Any]) -> str:
+def group_key(spec: Any, source: str, method: str, dim: int | None, cells: list[Any]) -> str:
     """The identity of a variant's seed aggregate: its variant, world, profile, CPT settings, parameters, seeds."""
-    return hash_obj({"source": source, "method": method, "dim": dim, "world": runner.world.hash,
-                     "profile": runner.cfg.profile, "cpt": runner.cpt, "params": runner.method_params(method),
+    return hash_obj({"source": source, "method": method, "dim": dim, "world": spec.world_hash,
+                     "profile": spec.profile, "cpt": dict(spec.cpt), "params": spec.method_params[method],
                      "seeds": sorted(c.seed for c in cells)})
 
 
-def aggregate_seeds(runner: Any) -> None:
-    """Every variant of ``runner``'s plan with at least two seeds."""
-    record = RunRecord(runner.tracker)
-    for (source, method, dim), cells in seed_groups(runner.plan.cells).items():
+def aggregate_seeds(spec: Any, tracker: Any) -> None:
+    """Every variant of the run ``spec``'s plan with at least two seeds."""
+    record = RunRecord(tracker)
+    for (source, method, dim), cells in seed_groups(spec.plan.cells).items():
         if len(cells) < 2:
             continue
-        exp = runner.tracker.experiment(runner.experiment_name(source))
+        exp = tracker.experiment(spec.experiment(source))
         dim_s = "full" if dim is None else str(dim)
-        group = group_key(runner, source, method, dim, cells)
-        for task in runner.plan.tasks:
-            if record.aggregated(exp, group, task, task_steps(runner.cpt), len(cells)):
+        group = group_key(spec, source, method, dim, cells)
+        for task in spec.plan.tasks:
+            if record.aggregated(exp, group, task, spec.cpt.task_steps(), len(cells)):
                 continue  # logged by an earlier command from the same cells: nothing to read again
             values: dict[tuple[str, int], list[float]] = {}
             for cell in cells:
-                logged = record.task_values(exp, hash_obj(runner.cell_identity(cell)), task)
+                logged = record.task_values(exp, spec.keys(cell).key, task)
                 for key, value in logged.items():
                     values.setdefault(key, []).append(value)
             if not values:
@@ -54,5 +53,5 @@ def aggregate_seeds(runner: Any) -> None:
                 by_step[step][f"{mkey}/n"] = float(len(vals))
             record.log_aggregate(exp, group, task, f"{method}-{dim_s}-seeds-{task}",
                                  {"method": method, "source": source, "dim": dim_s, "task": task,
-                                  "profile": runner.cfg.profile, "world": runner.world.name,
+                                  "profile": spec.profile, "world": spec.world,
                                   "seeds": ",".join(str(c.seed) for c in cells)}, by_step, len(cells))

@@ -52,10 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _setup_env()
-    from harness.core import lifecycle
+    from harness.core import faults, processes
 
-    os.environ[lifecycle.MAIN_PID_ENV] = str(os.getpid())  # the process its workers live and die with
-    lifecycle.install_fault_hook()  # tests only: HARNESS_FAULT_AT
+    os.environ[processes.MAIN_PID_ENV] = str(os.getpid())  # the process its workers live and die with
+    faults.install()  # tests only: HARNESS_FAULT_* and HARNESS_SIMULATED_MEMORY
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

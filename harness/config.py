@@ -396,12 +396,14 @@ def config_from_flags(args: argparse.Namespace) -> RunConfig:
 
 
 
-def method_params(cfg: RunConfig, method: str) -> dict[str, Any]:
-    """A method's parameters in a run: the profile's settings for it, overridden by the run's ``method_params``
-    (the one place they are merged: ``harness run``, ``harness plan`` and ``harness init`` all read them here)."""
+def method_params(cfg: RunConfig, method: str, prof: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A method's parameters in a run: the profile's settings for it (``prof``: the run's profile, already read),
+    overridden by the run's ``method_params`` (the one place they are merged: ``harness run``, ``harness plan``
+    and ``harness init`` all read them here)."""
     from harness.core.profiles import profile
 
-    return {**profile(cfg.profile).get("method_params", {}).get(method, {}), **cfg.method_params.get(method, {})}
+    prof = profile(cfg.profile) if prof is None else prof
+    return {**prof.get("method_params", {}).get(method, {}), **cfg.method_params.get(method, {})}
 
 
 def run_seeds(cfg: RunConfig, world_name: str) -> list[int]:

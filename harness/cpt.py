@@ -25,8 +25,9 @@ from harness import cpt_batch
 from harness.core.cache import DONE, discard_damaged, file_digests
 from harness.core.devices import accelerator_branches, rank_device
 from harness.core.masked_head import use_masked_only_head
-from harness.core.precision import resolve_precision, training_attention
+from harness.core.precision import training_attention
 from harness.cpt_batch import batch_layout
+from harness.spec import CptSpec
 from harness.worlds.base import read_lines
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ def launch_distributed_cpt(*, n_procs: int, spec: dict[str, Any], work_dir: Path
     env = {**os.environ}
     if spec["device"] == "cpu":
         env.setdefault("OMP_NUM_THREADS", "1")
-    from harness.core.lifecycle import child_command
+    from harness.core.processes import child_command
 
     # the launcher dies with this process (and its ranks with the launcher), whatever kills it
     cmd = child_command([sys.executable, "-m", "torch.distributed.run", "--standalone",
@@ -133,7 +134,7 @@ def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[st
         if cpt_batch.search_wanted(device, settings):  # (a resumed CPT reads the layout it had reached)
             speed = cpt_speed(settings, device)
             layouts = start_layouts(work, settings, device, n_procs, lambda: prepare_model(
-                load_fn(model_dir), speed, device, cpt_batch.simulated_memory()))
+                load_fn(model_dir), speed, device))
             (work / "layout.json").write_text(json.dumps(layouts))
         cpt_batch.free_memory(device)
         say(f"  CPT on {n_procs} processes (torchrun)")
@@ -150,14 +151,14 @@ def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[st
     return ckpts
 
 
-def prepare_model(model: Any, speed: dict[str, Any], device: str, sim: Any = None) -> Any:
+def prepare_model(model: Any, speed: dict[str, Any], device: str) -> Any:
     """``model`` made ready for CPT: the vocabulary projection at the masked positions only (same loss, see
-    :mod:`harness.core.masked_head`), the CPU's training attention, a simulated memory limit (tests)."""
+    :mod:`harness.core.masked_head`), the CPU's training attention, the memory limits installed from outside."""
     if speed["masked_head"]:
         use_masked_only_head(model)
     training_attention(model, device)
-    if sim is not None:
-        cpt_batch.install_simulated_memory(model, sim)
+    for limit in cpt_batch.MEMORY_LIMITS:
+        limit.attach(model)
     return model
 
 
@@ -174,18 +175,13 @@ def start_layouts(work: Path, settings: dict[str, Any], device: str, n_dev: int,
     if not cpt_batch.search_wanted(device, settings):
         return [{"from_step": 0, "per_device": per_dev, "accumulation": accum, "why": "the profile's"}]
     model = get_model().to(device)
-    precision = resolve_precision(settings.get("precision", "auto"), device)
+    precision = str(settings["precision"])  # resolved with the run's settings (harness.spec)
     reserve = cpt_batch.held_state_bytes(model)
     per_dev, tried = cpt_batch.find_per_device_batch(
         effective, per_dev, n_dev, lambda b: cpt_batch.probe_step(
             model, b, int(settings["block_size"]), device, precision, reserve))
     return [{"from_step": 0, "per_device": per_dev, "accumulation": effective // (per_dev * n_dev),
              "why": "batch search: " + ", ".join(f"{b} {r}" for b, r in tried)}]
-
-
-def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
-    """The CPT steps a cell is evaluated at: the checkpoints within the budget and the last step."""
-    return sorted({s for s in checkpoints if 0 < s <= steps} | {steps})
 
 
 def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str], settings: dict[str, Any],
@@ -196,8 +192,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
     ``product_dir`` is the final location; work happens in ``<product_dir>.work`` and survives a kill.
     """
-    steps = int(settings["steps"])
-    eval_steps = cpt_eval_steps(steps, eval_steps)
+    spec = CptSpec({**settings, "checkpoints": eval_steps})
+    steps, eval_steps = spec.steps, spec.eval_steps()
     if (product_dir / DONE).is_file() and not discard_damaged(product_dir, "cpt"):
         return {s: product_dir / f"step-{s}" for s in eval_steps}
 
@@ -221,12 +217,10 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
             torch.cuda.set_device(device)
     use_cpu = device == "cpu"
-    precision = resolve_precision(settings.get("precision", "auto"), device)
+    precision = str(settings["precision"])  # resolved with the run's settings (harness.spec)
     bf16, fp16 = precision == "bf16", precision == "fp16"  # mixed precision (autocast), on CPU too
-    # Trainer checkpoints (optimizer state included) for resuming a killed CPT: every ``save_every`` steps (default
-    # a quarter of the run); 0 turns them off (a short CPT is cheaper to redo than to checkpoint)
-    save_every = settings.get("save_every")
-    save_every = max(1, steps // 4) if save_every is None else int(save_every)
+    # Trainer checkpoints (optimizer state included) for resuming a killed CPT (0: none)
+    save_every = spec.save_every()
 
     speed = cpt_speed(settings, device)
 
@@ -250,10 +244,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
             args._n_gpu = 1
         return args
 
-    sim = cpt_batch.simulated_memory()
-
     def fresh_model() -> Any:
-        return prepare_model(load_fn(model_dir), speed, device, sim)
+        return prepare_model(load_fn(model_dir), speed, device)
 
     model = fresh_model()
     layouts = start_layouts(work, settings, device, n_dev, lambda: model)
@@ -278,8 +270,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         def on_step_end(self, a, state, control, model=None, **kw):  # noqa: ANN001
             if state.global_step >= state.max_steps:  # the last step's loss, whatever the logging interval
                 control.should_log = True
-            if sim is not None:
-                sim.step = state.global_step
+            for limit in cpt_batch.MEMORY_LIMITS:
+                limit.at_step(state.global_step)
             if state.global_step in eval_steps and state.is_world_process_zero:
                 out = work / f"step-{state.global_step}"
                 if not out.exists():
@@ -314,8 +306,8 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                         "why": f"out of memory during CPT: {why}"})
         layout_file.write_text(json.dumps(layouts))
         del trainer, model
-        if sim is not None:
-            sim.step = step
+        for limit in cpt_batch.MEMORY_LIMITS:
+            limit.at_step(step)
         cpt_batch.free_memory(device)
         model = fresh_model()  # the initialized weights; the checkpoint, if any, replaces them
     if distributed:

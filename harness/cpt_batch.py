@@ -15,18 +15,14 @@ device's memory, at most the profile's ``per_device_batch``, and gradient accumu
 Every layout a CPT used is written to the product (``layout.json``: from which step, per-device batch,
 accumulation, why) and logged on the cell's run. On a CPU nothing is searched: the profile's layout is used.
 
-For the tests, ``HARNESS_SIMULATED_MEMORY`` gives a CPU a memory limit: ``T`` (a training forward of more than T
-tokens raises ``torch.OutOfMemoryError``) or ``T@S:T2`` (the limit becomes T2 from optimizer step S on: a card
-whose free memory shrinks during the run).
+For the tests, ``HARNESS_SIMULATED_MEMORY`` gives a CPU a memory limit (:mod:`harness.core.faults`).
 """
 
 from __future__ import annotations
 
 import gc
 import logging
-import os
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -34,27 +30,11 @@ import torch
 from harness.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
-SIMULATED_MEMORY_ENV = "HARNESS_SIMULATED_MEMORY"
 
 
-@dataclass
-class SimulatedMemory:
-    """A token budget per training forward, optionally smaller from an optimizer step on."""
-
-    tokens: int
-    from_step: int | None = None
-    later_tokens: int | None = None
-    step: int = 0  # the optimizer steps done (kept up to date by the Trainer callback)
-
-    def limit(self) -> int:
-        if self.from_step is not None and self.later_tokens is not None and self.step >= self.from_step:
-            return self.later_tokens
-        return self.tokens
-
-    def check(self, tokens: int) -> None:
-        if tokens > self.limit():
-            raise torch.OutOfMemoryError(f"CUDA out of memory (simulated: a forward of {tokens} tokens, the limit "
-                                         f"is {self.limit()})")
+# memory limits installed from outside (a CPU given a card's memory by the tests, :mod:`harness.core.faults`):
+# each ``attach(model)``-es itself to the models CPT trains and follows the optimizer steps (``at_step(step)``)
+MEMORY_LIMITS: list[Any] = []
 
 
 def batch_layout(effective: int, per_device_max: int, n_devices: int) -> tuple[int, int]:
@@ -65,33 +45,6 @@ def batch_layout(effective: int, per_device_max: int, n_devices: int) -> tuple[i
             return per_dev, effective // (per_dev * n_devices)
     raise ConfigError(f"cpt: the effective batch {effective} cannot be split over {n_devices} device(s) "
                       f"with at most {per_device_max} sequences per device")
-
-
-def simulated_memory() -> SimulatedMemory | None:
-    spec = os.environ.get(SIMULATED_MEMORY_ENV)
-    if not spec:
-        return None
-    try:
-        first, _, later = spec.partition("@")
-        if not later:
-            return SimulatedMemory(int(first))
-        step, _, tokens = later.partition(":")
-        return SimulatedMemory(int(first), int(step), int(tokens))
-    except ValueError:
-        raise ConfigError(f"{SIMULATED_MEMORY_ENV}={spec!r}: expected TOKENS or TOKENS@STEP:TOKENS") from None
-
-
-def install_simulated_memory(model: torch.nn.Module, sim: SimulatedMemory) -> None:
-    """Make every training forward of ``model`` check its size against ``sim``."""
-
-    def hook(module: torch.nn.Module, args: tuple, kwargs: dict) -> None:
-        if not module.training:
-            return
-        ids = kwargs.get("input_ids") if "input_ids" in kwargs else (args[0] if args else None)
-        if isinstance(ids, torch.Tensor):
-            sim.check(int(ids.numel()))
-
-    model.register_forward_pre_hook(hook, with_kwargs=True)
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
@@ -183,4 +136,4 @@ def search_wanted(device: str, settings: dict[str, Any]) -> bool:
 
     if not settings.get("auto_batch", True):
         return False
-    return accelerator_branches(device) or simulated_memory() is not None
+    return accelerator_branches(device) or bool(MEMORY_LIMITS)

@@ -20,10 +20,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 1:
         print("usage: python -m harness.cpt_worker SPEC.json", file=sys.stderr)
         return 2
-    from harness.core.lifecycle import die_with_parent, install_fault_hook
+    from harness.core import faults
+    from harness.core.processes import die_with_parent
 
     die_with_parent()  # a rank ends with its launcher (which ends with the harness process)
-    install_fault_hook()
+    faults.install()
     spec = json.loads(Path(args[0]).read_text())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from transformers import AutoTokenizer

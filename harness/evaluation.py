@@ -9,10 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.paths import harness_home
-from harness.core.profiles import profile as get_profile
-from harness.core.record import Done, RunRecord
+from harness.core.record import Done
 from harness.core.registry import TASKS
-from harness.plan import last_task_step
 
 HELDOUT_TASK = "mlm"  # the task whose loss is the held-out MLM diagnostic (its ``heldout_metric``)
 
@@ -24,68 +22,77 @@ def task_tags(task: Any) -> dict[str, str]:
             "task.metrics": ",".join(task.metrics)}
 
 
-def task_run_tags(runner: Any, cell: Any, task: Any) -> dict[str, Any]:
+def task_run_tags(spec: Any, cell: Any, task: Any) -> dict[str, Any]:
     """The tags of a cell's task run: the cell's variant and seed, the task's headline and metrics."""
     return {"method": cell.method, "source": cell.source, "seed": cell.seed,
-            "dim": "full" if cell.dim is None else cell.dim, "profile": runner.cfg.profile,
-            "world": runner.world.name, **task_tags(task)}
+            "dim": "full" if cell.dim is None else cell.dim, "profile": spec.profile, "world": spec.world,
+            **task_tags(task)}
 
 
-def evaluate_step(runner: Any, exp: str, parent: str, key: str, cell: Any, step: int, model_dir: Path,
-                  tokenizer: Any, load_model: Any, tasks: list[str] | None = None) -> None:
-    """Evaluate ``tasks`` (default: the plan's) on the model at ``step``, then the held-out MLM loss when the run
-    has CPT."""
-    from tasks.base import TaskSettings
+def evaluate_step(run: Any, step: int, model_dir: Path, tokenizer: Any, tasks: list[str] | None = None) -> None:
+    """Evaluate ``tasks`` (default: the plan's) on the model at ``step`` of the cell ``run``
+    (:class:`harness.cell.CellRun`), then the held-out MLM loss when the run has CPT."""
+    from harness.initialize import load_model
 
-    record = RunRecord(runner.tracker)
-    cpt, profile = runner.cpt, runner.cfg.profile
-    model = None
+    spec, record, model = run.spec, run.record, None
     heldout: float | None = None
-    last = last_task_step(cpt)
-    for task_name in runner.plan.tasks if tasks is None else tasks:
+    for task_name in spec.plan.tasks if tasks is None else tasks:
         task = TASKS.get(task_name)()
-        trun = record.open_task(exp, key, task_name, parent, task_run_tags(runner, cell, task))
+        trun = record.open_task(run.exp, run.keys.key, task_name, run.parent, task_run_tags(spec, run.cell, task))
         if record.done(trun, Done.evaluated(step)):
-            runner.say(f"  {task_name} @ step {step}: already logged")
-            if step == last:
-                runner.tracker.finish(trun)  # a resumed run whose work is done ends FINISHED
+            run.say(f"  {task_name} @ step {step}: already logged")
+            if step == spec.cpt.last_task_step():
+                run.tracker.finish(trun)  # a resumed run whose work is done ends FINISHED
             continue
         if model is None:
-            model = load_model(model_dir, device=runner.device)
-        settings = TaskSettings(profile=profile, seed=cell.seed, device=runner.device,
-                                max_sentences=get_profile(profile).get("eval_max_sentences"),
-                                params=runner.cfg.task_params.get(task_name, {}),
-                                cache_dir=harness_home() / "products" / "tasks", model_key=f"{key}:{step}",
-                                precision=runner.eval_precision)
-        t0 = time.time()
-        res = task.evaluate(model, tokenizer, runner.world, runner.plan.languages[task_name], settings)
-        seconds = time.time() - t0
-        record.log_evaluation(trun, parent, task_name, step, res, seconds)
+            model = load_model(model_dir, device=run.device)
+        res, seconds = _evaluate(run, task, task_name, step, model, tokenizer)
+        record.log_evaluation(trun, run.parent, task_name, step, res, seconds)
         head = res.averages().get(task.headline)
         shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
-        runner.say(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
+        run.say(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
         metric = getattr(task, "heldout_metric", None)
-        if metric and cpt["eval_tasks"]:
+        if metric and spec.cpt["eval_tasks"]:
             heldout = res.averages().get(metric)  # the diagnostic's figure (not when only it runs after CPT)
-        if step == last:
-            runner.tracker.finish(trun)
-    if int(cpt["steps"]) <= 0 or record.done(parent, Done.heldout(step)):
+        if step == spec.cpt.last_task_step():
+            run.tracker.finish(trun)
+    if spec.cpt.steps <= 0 or record.done(run.parent, Done.heldout(step)):
         return
+    _heldout(run, step, model_dir, tokenizer, model, heldout)
+
+
+def _evaluate(run: Any, task: Any, task_name: str, step: int, model: Any, tokenizer: Any) -> tuple[Any, float]:
+    from tasks.base import TaskSettings
+
+    spec = run.spec
+    settings = TaskSettings(profile=spec.profile, seed=run.cell.seed, device=run.device,
+                            max_sentences=spec.eval_max_sentences, params=spec.cfg.task_params.get(task_name, {}),
+                            cache_dir=harness_home() / "products" / "tasks", model_key=f"{run.keys.key}:{step}",
+                            precision=spec.eval_precision)
+    t0 = time.time()
+    res = task.evaluate(model, tokenizer, run.world, spec.plan.languages[task_name], settings)
+    return res, time.time() - t0
+
+
+def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, heldout: float | None) -> None:
+    """The held-out MLM loss at ``step`` (the CPT diagnostic), logged once."""
+    from harness.initialize import load_model
+    from tasks.base import TaskSettings
+
+    spec = run.spec
     diagnostic = TASKS.get(HELDOUT_TASK)()
-    if heldout is None and HELDOUT_TASK in runner.plan.tasks and cpt["eval_tasks"]:
+    if heldout is None and HELDOUT_TASK in spec.plan.tasks and spec.cpt["eval_tasks"]:
         # the task at this step was logged before a kill: the same figure, not a second sample
-        heldout = record.logged_average(parent, HELDOUT_TASK, diagnostic.heldout_metric, step)
+        heldout = run.record.logged_average(run.parent, HELDOUT_TASK, diagnostic.heldout_metric, step)
     if heldout is None:
         if model is None:
-            model = load_model(model_dir, device=runner.device)
+            model = load_model(model_dir, device=run.device)
         t_h = time.time()
-        langs = [lang for lang in diagnostic.languages(runner.world) if not runner.cfg.langs
-                 or lang in runner.cfg.langs or lang == runner.world.pivot]
-        heldout = diagnostic.heldout(model, tokenizer, runner.world, langs, TaskSettings(
-            profile=profile, seed=cell.seed, device=runner.device,
-            max_sentences=get_profile(profile).get("heldout_max_sentences"), precision=runner.eval_precision))
-        runner.say(f"  held-out MLM loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
-    record.log_heldout(parent, step, heldout)
+        heldout = diagnostic.heldout(model, tokenizer, run.world, list(spec.heldout_languages), TaskSettings(
+            profile=spec.profile, seed=run.cell.seed, device=run.device, max_sentences=spec.heldout_max_sentences,
+            precision=spec.eval_precision))
+        run.say(f"  held-out MLM loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
+    run.record.log_heldout(run.parent, step, heldout)
 
 
 def convergence(curve: list[tuple[int, float]], threshold: float | None = None) -> dict[str, float]:

@@ -24,11 +24,9 @@ import shutil
 import tempfile
 from typing import Any
 
-from harness.config import cpt_devices
 from harness.core.devices import SlotLease, accelerator_branches, gpu_names, gpu_slots, pin
 from harness.core.errors import ConfigError
 from harness.core.hosts import available_cpus
-from harness.plan import cell_resources
 
 _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
              "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "HARNESS_FAULT_DEVICE", "HARNESS_FAULT_AT", "HARNESS_FAULT_SIGNAL",
@@ -47,34 +45,31 @@ def _worker_env(tracking_uri: str) -> dict[str, str]:
     return env
 
 
-_RUNNERS: dict[str, Any] = {}  # a worker process's runner per run configuration, built for its first cell
+_RUNNERS: dict[str, Any] = {}  # a worker process's runner per run, built for its first cell
 
 
-def _worker_runner(cfg_values: dict[str, Any]) -> Any:
-    """The runner a worker process runs its cells with: built once per process and configuration (the world
-    loaded, the plan made, the CPT settings fitted), not once per cell."""
+def _worker_runner(spec: Any) -> Any:
+    """The runner a worker process runs its cells with: built once per process and run (the world loaded, the
+    MLflow store opened), not once per cell. The run's settings come resolved (:class:`harness.spec.RunSpec`)."""
     import json
 
-    key = json.dumps(cfg_values, sort_keys=True, default=str)
+    from harness.config import config_to_dict
+
+    key = json.dumps(config_to_dict(spec.cfg), sort_keys=True, default=str)
     if key not in _RUNNERS:
-        from harness.config import make_config
         from harness.runner import Runner
         from harness.worlds import get_world
 
-        cfg = make_config(overrides=cfg_values)
-        _RUNNERS[key] = Runner(cfg, get_world(cfg.world, build=False))
+        _RUNNERS[key] = Runner(spec, get_world(spec.world, build=False))
     return _RUNNERS[key]
 
 
-def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any], num_cpus: float,
-                        label_lines: bool = False) -> dict[str, Any]:
+def _run_cell_in_worker(spec: Any, cell: Any, num_cpus: float, label_lines: bool = False) -> dict[str, Any]:
     """Body of a worker's task: run one cell (idempotent) with the process's runner."""
     import sys
 
     from harness.core.progress import STARTUP_HEARTBEAT_S, set_prefix, stage
-    from harness.plan import Cell
 
-    cell = Cell(**cell_values)
     # cells side by side: say whose line each is (the lines of the runner's start-up in this process too)
     prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] " if label_lines else ""
     set_prefix(prefix)
@@ -84,21 +79,40 @@ def _run_cell_in_worker(cfg_values: dict[str, Any], cell_values: dict[str, Any],
     import torch
 
     torch.set_num_threads(max(1, int(num_cpus)))
-    runner = _worker_runner(cfg_values)
+    runner = _worker_runner(spec)
     runner.prefix = prefix
     return runner.run_cell(cell)
 
 
-def local_workers(cfg: Any, device: str, n_cells: int) -> int:
-    """How many cells the local executor runs at once: ``cfg.workers`` if set; otherwise, on a CPU, the cores
-    divided by the CPUs the profile gives a cell (at least 1); on an accelerator, one cell per group of GPUs
-    (:func:`harness.core.devices.gpu_slots`: every GPU of the node, or the one ``cuda:N`` names)."""
+@dataclasses.dataclass(frozen=True)
+class ExecutorChoice:
+    """Where a run's cells execute, decided once with the run's settings (:func:`choose`)."""
+
+    kind: str  # local or ray
+    device: str  # the device the parent sees (a pinned process: cuda)
+    workers: int  # cells side by side at most (local)
+    isolate: bool  # each cell in a fresh process of its own (local)
+    slots: tuple[str, ...]  # the GPU groups cells are pinned to, one cell process each (local, accelerator)
+    cpt_devices: int
+
+    def workers_for(self, n_cells: int) -> int:
+        return max(1, min(self.workers, n_cells))
+
+
+def choose(cfg: Any, device: str, cpt_devices: int, cpus_per_cell: int) -> ExecutorChoice:
+    """Where the cells run: ``cfg.executor``; locally, ``cfg.workers`` cells at once if set, else on a CPU the
+    cores divided by the CPUs the profile gives a cell (at least 1), and on an accelerator one cell per group of
+    ``cpt_devices`` GPUs (:func:`harness.core.devices.gpu_slots`: every GPU of the node, or the one ``cuda:N``
+    names); each in a fresh process where :func:`isolate_cells` says."""
+    slots = tuple(gpu_slots(device, cpt_devices))
     if cfg.workers is not None:  # checked (>= 1) with the run's settings: harness.config
-        return max(1, min(int(cfg.workers), n_cells))
-    if accelerator_branches(device):
-        return max(1, min(len(gpu_slots(device, cpt_devices(cfg))) or 1, n_cells))
-    per_cell = max(1, int(cell_resources(cfg, device)["num_cpus"]))
-    return max(1, min(available_cpus() // per_cell, n_cells))
+        workers = int(cfg.workers)
+    elif accelerator_branches(device):
+        workers = len(slots) or 1
+    else:
+        workers = max(1, available_cpus() // max(1, cpus_per_cell))
+    return ExecutorChoice(kind=cfg.executor, device=device, workers=workers, isolate=isolate_cells(cfg, device),
+                          slots=slots, cpt_devices=cpt_devices)
 
 
 def isolate_cells(cfg: Any, device: str) -> bool:
@@ -110,44 +124,49 @@ def isolate_cells(cfg: Any, device: str) -> bool:
     return accelerator_branches(device)
 
 
-def local_executor(cfg: Any, device: str, n_cells: int) -> ProcessExecutor | None:
+def make_executor(spec: Any, n_cells: int) -> Any:
+    """The executor of the run ``spec`` with ``n_cells`` cells left (None: in this process)."""
+    if spec.executor.kind == "ray":
+        return RayExecutor(address=spec.cfg.ray_address, max_retries=spec.cfg.max_retries)
+    return local_executor(spec.executor, n_cells)
+
+
+def local_executor(choice: ExecutorChoice, n_cells: int) -> ProcessExecutor | None:
     """The local executor of a run with ``n_cells`` cells left, or None to run them in this process. On an
     accelerator each cell process is pinned to its group of GPUs; a run that keeps its cells in this process
     (``isolate_cells = false``, one worker) must see exactly the GPUs of one cell, since this process cannot be
     pinned once CUDA has started in it and the Trainer would otherwise spread one CPT over every visible GPU
     (``nn.DataParallel``) or train on ``cuda:0`` whatever ``cuda:N`` said."""
-    workers = local_workers(cfg, device, n_cells)
-    fresh = isolate_cells(cfg, device)
-    slots = gpu_slots(device, cpt_devices(cfg))
-    if not n_cells or (workers <= 1 and not fresh):
+    workers, slots, device = choice.workers_for(n_cells), list(choice.slots), choice.device
+    if not n_cells or (workers <= 1 and not choice.isolate):
         if n_cells and slots and (len(gpu_names()) != len(slots[0].split(",")) or str(device).partition(":")[2] not in {"", "0"}):
             raise ConfigError(f"cells in this process (isolate_cells = false, one worker) on {device} with "
                               f"{len(gpu_names())} visible GPU(s): set CUDA_VISIBLE_DEVICES to the GPU(s) of one "
-                              f"cell ({cpt_devices(cfg)}), or let each cell run in a process of its own (the "
+                              f"cell ({choice.cpt_devices}), or let each cell run in a process of its own (the "
                               f"default on a GPU), which pins one GPU per cell")
         return None
     if slots:  # one cell process per group of GPUs at a time (--workers above the groups would wait for one)
         workers = min(workers, len(slots))
-    return ProcessExecutor(workers, threads=max(1, available_cpus() // workers), fresh=fresh, slots=slots)
+    return ProcessExecutor(workers, threads=max(1, available_cpus() // workers), fresh=choice.isolate, slots=slots)
 
 
 def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | None = None,
                          slots: list[str] | None = None, slot_dir: str | None = None) -> None:
     import signal
 
-    from harness.core import lifecycle
+    from harness.core import faults, processes
 
     if slots and slot_dir:  # this process's GPUs, before CUDA starts here (nothing has imported torch's CUDA yet)
         global _LEASE
         _LEASE = SlotLease(slots, slot_dir)
         pin(_LEASE.slot)
 
-    lifecycle.die_with_parent(parent_pid)  # killed with the harness process, whatever kills it
+    processes.die_with_parent(parent_pid)  # killed with the harness process, whatever kills it
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: the parent stops the workers
     os.environ.update(env)
     os.environ["OMP_NUM_THREADS"] = str(threads)  # before torch is imported in this fresh process
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    lifecycle.install_fault_hook()
+    faults.install()
     import atexit
     import gc
 
@@ -157,7 +176,7 @@ def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | No
 def _precreate_experiments(runner: Any, cells: list[Any]) -> None:
     """Create the cells' experiments here, before workers race to create the same one."""
     for source in sorted({c.source for c in cells}):
-        runner.tracker.experiment(runner.experiment_name(source))
+        runner.tracker.experiment(runner.spec.experiment(source))
 
 
 _LEASE: SlotLease | None = None  # the GPUs a worker process holds while it lives
@@ -181,13 +200,11 @@ class ProcessExecutor:
         import multiprocessing as mp
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-        from harness.config import config_to_dict
-        from harness.core import lifecycle
+        from harness.core import processes
         from harness.core.errors import HarnessError
         from harness.plan import longest_first
 
         _precreate_experiments(runner, cells)
-        cfg_values = config_to_dict(runner.cfg)
         done, failed = [], []
         slot_dir = tempfile.mkdtemp(prefix="harness-gpu-slots-") if self.slots else None
         pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
@@ -198,8 +215,8 @@ class ProcessExecutor:
         futures: dict[Any, Any] = {}
         pending: set[Any] = set()
         try:
-            futures = {pool.submit(_run_cell_in_worker, cfg_values, dataclasses.asdict(c), self.threads,
-                                   True): c for c in longest_first(cells)}
+            futures = {pool.submit(_run_cell_in_worker, runner.spec, c, self.threads, True): c
+                       for c in longest_first(cells)}
             pending = set(futures)
             while pending:
                 ready, pending = wait(pending, return_when=FIRST_COMPLETED)
@@ -220,9 +237,9 @@ class ProcessExecutor:
             # manager thread when it finds its workers gone: InvalidStateError), then the workers are stopped;
             # what the pool's threads raise as it falls apart is not reported.
             procs = list((getattr(pool, "_processes", None) or {}).values())
-            lifecycle.quiet_threads()
+            processes.quiet_threads()
             pool.shutdown(wait=False, cancel_futures=True)
-            lifecycle.stop_processes(procs)
+            processes.stop_processes(procs)
             raise
         finally:
             if slot_dir:  # the GPU slots' lock files (each released when its process ended)
@@ -257,16 +274,13 @@ class RayExecutor:
     def run(self, runner: Any, cells: list[Any], on_done: Any = None) -> tuple[list[dict], list[dict]]:
         import ray
 
-        from harness.config import config_to_dict
-
         self._init(_worker_env(runner.tracker.uri))
         _precreate_experiments(runner, cells)
-        res = cell_resources(runner.cfg, runner.device)
+        res = runner.spec.resources()
         remote = ray.remote(_run_cell_in_worker).options(
             num_cpus=res["num_cpus"], num_gpus=res["num_gpus"], max_retries=self.max_retries,
             retry_exceptions=False)
-        cfg_values = config_to_dict(runner.cfg)
-        refs = {remote.remote(cfg_values, dataclasses.asdict(c), res["num_cpus"]): c for c in cells}
+        refs = {remote.remote(runner.spec, c, res["num_cpus"]): c for c in cells}
         done, failed = [], []
         pending = list(refs)
         while pending:

@@ -18,7 +18,6 @@ from typing import Any
 from harness.config import RunConfig, run_seeds
 from harness.core.errors import ConfigError, HarnessError, MissingResourceError
 from harness.core.profiles import PROFILES
-from harness.core.profiles import profile as get_profile
 from harness.core.registry import METHODS, TASKS, dim_refusal
 
 
@@ -43,9 +42,10 @@ class Plan:
     skipped: list[str] = field(default_factory=list)
 
 
-def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
-    s = dict(get_profile(cfg.profile)["cpt"])
-    known = {k for prof in PROFILES.values() for k in prof["cpt"]} | {"auto_batch"}
+def cpt_settings(cfg: RunConfig, prof: dict[str, Any]) -> dict[str, Any]:
+    """The run's CPT settings: the profile's ``prof``, the ``[cpt]`` table over them, then the flags."""
+    s = dict(prof["cpt"])
+    known = {k for p in PROFILES.values() for k in p["cpt"]} | {"auto_batch"}
     unknown = sorted(set(cfg.cpt) - known)
     if unknown:
         raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "
@@ -64,21 +64,9 @@ def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
     return s
 
 
-# CPT settings that do not change what CPT computes: the number of devices (the effective batch is fixed) and
-# whether the tasks are evaluated after it
-_NOT_PRODUCT = frozenset({"devices", "eval_tasks", "auto_batch"})
-
-
-def without_devices(cpt: dict[str, Any]) -> dict[str, Any]:
-    """CPT settings that define the product (and the cell): all but :data:`_NOT_PRODUCT`."""
-    return {k: v for k, v in cpt.items() if k not in _NOT_PRODUCT}
-
-
-def last_task_step(cpt: dict[str, Any]) -> int:
-    """The last step at which a cell's tasks are evaluated: the final CPT step, or 0 when CPT is off or the
-    tasks are not evaluated after it (``eval_tasks``)."""
-    steps = int(cpt["steps"])
-    return steps if steps > 0 and cpt.get("eval_tasks", True) else 0
+def languages_within(cfg: Any, world: Any, have: list[str]) -> list[str]:
+    """The one filter of a task's languages by ``--langs``: those given, and the world's pivot language."""
+    return [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == getattr(world, "pivot", None)]
 
 
 def plan_cells(cfg: RunConfig, world: Any) -> tuple[list[Cell], list[str]]:
@@ -152,7 +140,7 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
         have = TASKS.get(t)().languages(world)
         if not have:
             raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
-        languages[t] = [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == world.pivot]
+        languages[t] = languages_within(cfg, world, have)
     return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped)
 
 
@@ -198,23 +186,6 @@ PAPER_ESTIMATES: dict[str, Any] = {
     "init": InitEstimates("paper"),
     "task": {"ner": 0.6, "pos": 0.4, "sr-b": 0.1, "sr-t": 0.05, "mlm": 0.05, "default": 0.3},
 }
-
-
-def planned_device(device: str) -> str:
-    """The device a plan sizes a cluster for: the named one; ``auto`` plans for a GPU (the papers' protocol), where
-    ``harness run`` resolves ``auto`` on the machine it runs on (:func:`harness.config.resolve_device`)."""
-    return "cuda" if device == "auto" else device
-
-
-def cell_resources(cfg: Any, device: str) -> dict[str, float]:
-    """The CPUs and GPUs one cell asks for: the profile's CPUs; one GPU per CPT device when on a GPU."""
-    from harness.core.profiles import profile
-
-    res = dict(profile(cfg.profile).get("resources", {"num_cpus": 1}))
-    n_gpu = 0.0
-    if device.startswith("cuda"):
-        n_gpu = float(max(1, int((cfg.cpt or {}).get("devices", profile(cfg.profile)["cpt"].get("devices", 1)))))
-    return {"num_cpus": float(res.get("num_cpus", 1)), "num_gpus": n_gpu}
 
 
 def _product_family(method: str) -> str:
@@ -279,23 +250,20 @@ def cpt_rates(plan: Any, world: Any = None, gpu: str | None = None) -> dict[tupl
     return rates
 
 
-def estimate_rows(cfg: Any, plan: Any, estimates: dict[str, Any] | None = None,
+def estimate_rows(spec: Any, estimates: dict[str, Any] | None = None,
                   rates: dict[tuple[str, int | None], tuple[Any, str]] | None = None) -> list[dict[str, Any]]:
-    """One row of GPU-hours per cell: init and evaluation from ``estimates`` (the papers' budgets), CPT from
-    ``rates`` (:func:`cpt_rates`; default: the measured GPU, at the measured model's N)."""
+    """One row of GPU-hours per cell of the resolved run ``spec`` (:class:`harness.spec.RunSpec`): init and
+    evaluation from ``estimates`` (the papers' budgets), CPT from ``rates`` (:func:`cpt_rates`; default: the
+    measured GPU, at the measured model's N)."""
     est = estimates or PAPER_ESTIMATES
+    plan, cpt, res = spec.plan, spec.cpt, spec.resources()
     rates = rates if rates is not None else cpt_rates(plan)
-    cpt = cpt_settings(cfg)
-    n_evals = 1 + ((len([s for s in cpt["checkpoints"] if 0 < s < cpt["steps"]]) + (1 if cpt["steps"] > 0 else 0))
-                   if cpt["eval_tasks"] else 0)
-    device = planned_device(cfg.device)
-    res = cell_resources(cfg, device)
     rows = []
     for cell in plan.cells:
         init_h = est["init"].get(cell.method, est["init"]["default"])
         rate = rates[(cell.source, cell.dim)][0]
-        cpt_h = rate.hours(int(cpt["steps"]), int(cpt["effective_batch"]), int(cpt["block_size"]))
-        eval_h = n_evals * sum(est["task"].get(t, est["task"]["default"]) for t in plan.tasks)
+        cpt_h = rate.hours(cpt.steps, int(cpt["effective_batch"]), int(cpt["block_size"]))
+        eval_h = cpt.evaluations() * sum(est["task"].get(t, est["task"]["default"]) for t in plan.tasks)
         rows.append({"cell": cell.label, "cpus": res["num_cpus"], "gpus": res["num_gpus"],
                      "init_h": init_h, "cpt_h": cpt_h, "eval_h": eval_h, "total_h": init_h + cpt_h + eval_h,
                      "gpu": rate.gpu, "tokens_per_s": rate.tokens_per_s})

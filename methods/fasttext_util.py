@@ -321,7 +321,7 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
         while running:
             reap(block=True)
     except BaseException:  # stopped (SIGINT/SIGTERM) or failed here: the children stop too, no model is stored
-        from harness.core.lifecycle import stop_processes
+        from harness.core.processes import stop_processes
 
         stop_processes([proc for proc, _, _ in running])
         for _, corpus, fd in running:
@@ -333,7 +333,8 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
 
 def _train_child(corpus: Path, settings: dict[str, Any], path: Path, meta: dict[str, Any],
                  parent_pid: int | None = None) -> None:
-    from harness.core.lifecycle import die_with_parent, install_fault_hook
+    from harness.core.faults import install_fault_hook
+    from harness.core.processes import die_with_parent
 
     die_with_parent(parent_pid)  # never stores a model once the process that asked for it is gone
     install_fault_hook()

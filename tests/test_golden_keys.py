@@ -52,35 +52,35 @@ def _world(name: str, synthetic_world: Any) -> Any:
 def home_keys(overrides: dict[str, Any], world: Any) -> dict[str, Any]:
     """Every key of a home for the run ``overrides`` on ``world``, computed by the code that runs a cell."""
     from harness.aggregate import group_key, seed_groups
+    from harness.cell import cell_params, cell_tags
     from harness.config import make_config
     from harness.core.registry import TASKS as TASK_REGISTRY
     from harness.evaluation import task_run_tags
-    from harness.finished import init_inputs, product_keys, task_steps
-    from harness.plan import last_task_step
-    from harness.runner import Runner
+    from harness.spec import init_inputs, product_keys, resolve
 
     cfg = make_config(overrides={"methods": ["all"], "tasks": TASKS, "seeds": [1, 2], "world": world.name,
                                  "device": "cpu", **overrides})
-    runner = Runner(cfg, world, tracker=object())
+    spec = resolve(cfg, world)
     out: dict[str, Any] = {"cells": {}, "groups": {}}
-    for cell in runner.plan.cells:
-        ident = runner.cell_identity(cell)
-        key = hash_obj(ident)
+    for cell in spec.plan.cells:
+        keys = spec.keys(cell)
+        ident, key = keys.identity, keys.key
         init_key, cpt_key = product_keys(ident, CODE)
-        params = {k: str(v) for k, v in runner.cell_params(cell, ident).items()
-                  if not k.startswith(UNSTABLE_PARAMS)}
-        tags = runner.cell_tags(cell, {"method.py": CODE}, init_key, cpt_key)
+        params = {k: str(v) for k, v in cell_params(spec, cell).items() if not k.startswith(UNSTABLE_PARAMS)}
+        tags = cell_tags(spec, cell, {"method.py": CODE}, init_key, cpt_key)
         out["cells"][cell.label] = {
             "key": key, "init_inputs": hash_obj(init_inputs(ident, CODE)), "init_product": init_key,
-            "cpt_product": cpt_key, "task_steps": task_steps(runner.cpt),
-            "final_tags": {"final_step": int(runner.cpt["steps"]), "task_final_step": last_task_step(runner.cpt)},
-            "model_keys": [f"{key}:{s}" for s in task_steps(runner.cpt)],
-            # the tags and parameters by their digest (the fixture stays small; `_diff` below names a changed one)
-            "task_tags": hash_obj({t: {k: str(v) for k, v in task_run_tags(runner, cell, TASK_REGISTRY.get(t)()).items()}
-                                   for t in runner.plan.tasks}),
+            "cpt_product": cpt_key, "task_steps": spec.cpt.task_steps(),
+            "final_tags": {"final_step": spec.cpt.steps, "task_final_step": spec.cpt.last_task_step()},
+            "model_keys": [f"{key}:{s}" for s in spec.cpt.task_steps()],
+            # the tags and parameters by their digest (the fixture stays small)
+            "task_tags": hash_obj({t: {k: str(v) for k, v in task_run_tags(spec, cell, TASK_REGISTRY.get(t)()).items()}
+                                   for t in spec.plan.tasks}),
             "tags": hash_obj({k: str(v) for k, v in tags.items()}), "params": hash_obj(params)}
-    for (source, method, dim), cells in seed_groups(runner.plan.cells).items():
-        out["groups"][f"{source}/{method}/{dim}"] = group_key(runner, source, method, dim, cells)
+        # the keys the run computes itself are those of the method code it runs with
+        assert (keys.init_key, keys.cpt_key) == product_keys(ident, spec.code_key(cell.method))
+    for (source, method, dim), cells in seed_groups(spec.plan.cells).items():
+        out["groups"][f"{source}/{method}/{dim}"] = group_key(spec, source, method, dim, cells)
     return out
 
 

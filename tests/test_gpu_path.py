@@ -245,7 +245,8 @@ def test_batch_search_under_a_simulated_memory_limit():
     """A card that holds 4,096 tokens per forward: blocks of 512 give 8 sequences per device, 64 accumulation."""
     import torch
 
-    from harness.cpt_batch import SimulatedMemory, find_per_device_batch
+    from harness.core.faults import SimulatedMemory
+    from harness.cpt_batch import find_per_device_batch
 
     sim = SimulatedMemory(4096)
     got, tried = find_per_device_batch(512, 32, 1, lambda b: sim.check(b * 512))
@@ -263,7 +264,12 @@ def _cpt(world, tmp_path, monkeypatch, memory: str, load_fn=None, **settings):
     from harness.cpt import read_layouts, read_train_log, run_cpt
     from harness.initialize import load_model, save_model
 
+    from harness import cpt_batch
+    from harness.core import faults
+
     monkeypatch.setenv("HARNESS_SIMULATED_MEMORY", memory)
+    monkeypatch.setattr(cpt_batch, "MEMORY_LIMITS", [])
+    faults.install()  # as every process of a run does when it starts
     src = world.source_dir(world.default_source)
     base = {"steps": 4, "lr": 1e-4, "effective_batch": 8, "per_device_batch": 8, "block_size": 32,
             "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "precision": "fp32",

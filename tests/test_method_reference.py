@@ -73,7 +73,7 @@ def test_a_reference_is_one_line_of_three_fields():
 
 
 def test_the_runner_tags_each_cell_with_its_method_s_line():
-    from harness.runner import method_tags
+    from harness.cell import method_tags
 
     for name in BUILTIN:
         cls = METHODS.get(name)

@@ -116,13 +116,14 @@ def check_config_tables(cfg: Any) -> None:
     must exist; its parameters are checked against what the method declares, names and values, as the method
     checks them when it runs), ``task_params`` (each task named must exist; its parameter names are checked where
     the task declares them) and ``cpt`` (:func:`harness.plan.cpt_settings`)."""
+    from harness.core.profiles import profile
     from harness.plan import cpt_settings
 
     for method in cfg.method_params:
         check_method_params(cfg, method)
     for task, given in cfg.task_params.items():
         check_task_params(task, given)
-    cpt_settings(cfg)
+    cpt_settings(cfg, profile(cfg.profile))
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:

@@ -17,7 +17,8 @@ from harness.commands.common import (
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.plan import PAPER_GRID, cpt_rates, estimate_rows, make_plan, world_for_planning
+    from harness.plan import PAPER_GRID, cpt_rates, estimate_rows, world_for_planning
+    from harness.spec import resolve
 
     if args.grid == "paper":
         for key, value in PAPER_GRID.items():
@@ -27,9 +28,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     check_world_name(cfg.world)
     check_config_tables(cfg)  # method_params, task_params, cpt: as harness run checks them
     world = world_for_planning(cfg.world)
-    plan = make_plan(cfg, world)
+    spec = resolve(cfg, world, probe=False)  # nothing asked of this machine: a plan is for a cluster
+    plan = spec.plan
     rates = cpt_rates(plan, world, args.gpu)
-    rows = estimate_rows(cfg, plan, rates=rates)
+    rows = estimate_rows(spec, rates=rates)
     t = Table(title=f"plan: world {cfg.world}, profile {cfg.profile}, tasks {', '.join(plan.tasks)}")
     for col in ("cell", "CPUs", "GPUs", "init GPU-h", "CPT GPU-h", "eval GPU-h", "total GPU-h"):
         t.add_column(col, justify="left" if col == "cell" else "right")

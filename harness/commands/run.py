@@ -76,30 +76,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _run(cfg: Any, runners: list[Any]) -> int:
-    from harness.plan import make_plan, no_cell_left
+    from harness.cell import pending
+    from harness.executors import make_executor
+    from harness.plan import no_cell_left
     from harness.runner import Runner
+    from harness.spec import resolve
 
     world = _load_world(cfg.world)
-    plan = make_plan(cfg, world)  # what only the built world says (task data), before the store is opened
-    if not plan.cells:
-        raise HarnessError(no_cell_left(plan.skipped))
-    runner = Runner(cfg, world)
+    spec = resolve(cfg, world)  # every setting, once; what only the built world says (task data) included
+    if not spec.plan.cells:
+        raise HarnessError(no_cell_left(spec.plan.skipped))
+    runner = Runner(spec, world)
     runners.append(runner)
-    executor = None
-    if cfg.executor == "ray":
-        from harness.executors import RayExecutor
-
-        executor = RayExecutor(address=cfg.ray_address, max_retries=cfg.max_retries)
-    else:
-        from harness.executors import local_executor
-        from harness.finished import pending_cells
-
-        # cells already finished are passed over here: a run with nothing left to do starts no worker
-        executor = local_executor(cfg, runner.device, len(pending_cells(runner)))
+    # cells already finished are passed over here: a run with nothing left to do starts no worker
+    executor = make_executor(spec, len(spec.plan.cells) if spec.executor.kind == "ray"
+                             else len(pending(spec, runner.tracker)))
     res = runner.run(executor)
-    experiments = sorted({runner.experiment_name(c.source) for c in runner.plan.cells})
-    results_table(runner, experiments)
-    err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) {', '.join(experiments)}")
+    results_table(spec, runner.tracker)
+    err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) {', '.join(spec.experiments())}")
     err.print("browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)")
     import gc
 
@@ -123,13 +117,13 @@ def _load_world(name: str) -> Any:
         return get_world(name)
 
 
-def results_table(runner: Any, experiments: list[str]) -> None:
+def results_table(spec: Any, tracker: Any) -> None:
     """The run's results on stdout (progress and logs go to stderr): per task, each row's headline average ±
     its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``)."""
     from harness.commands.common import console
     from harness.core.progress import STARTUP_HEARTBEAT_S, stage
 
-    for name in experiments:
+    for name in spec.experiments():
         tables = []
         # reading MLflow, scipy's import, the intervals' bootstrap: seconds
         with stage(f"results of {name}: boards, intervals and claims", heartbeat=STARTUP_HEARTBEAT_S):
@@ -138,11 +132,11 @@ def results_table(runner: Any, experiments: list[str]) -> None:
             from leaderboard.summary import row_origins, summaries
             from leaderboard.tables import build_leaderboard
 
-            for exp in find(runner.tracker.client, name):
-                data = collect_experiment(runner.tracker.client, exp, world=runner.world.name)
+            for exp in find(tracker.client, name):
+                data = collect_experiment(tracker.client, exp, world=spec.world)
                 if data.tasks:  # rows of earlier runs and of older method code are marked
-                    origins = row_origins(data, *_cell_runs(runner, exp.experiment_id))
-                    tables += summaries(build_leaderboard(data), runner.plan.tasks, origins)
+                    origins = row_origins(data, *_cell_runs(spec, tracker, exp.experiment_id))
+                    tables += summaries(build_leaderboard(data), spec.plan.tasks, origins)
         from leaderboard.summary import render
 
         for table in tables:
@@ -150,24 +144,25 @@ def results_table(runner: Any, experiments: list[str]) -> None:
             render(table, console)
 
 
-def _cell_runs(runner: Any, experiment_id: str) -> tuple[set[str], dict[str, list[str]]]:
+def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], dict[str, list[str]]]:
     """The ids of the command's cell runs in the experiment, and, for each of its cell runs that recorded another
     version of its method's code than the one installed now, the files that changed (``harness.method_code``)."""
     import json
 
-    from harness.core.hashing import hash_obj
     from harness.core.record import Kind, kind_filter, own_tags, search_runs
     from harness.rerun import changed_files
+    from harness.spec import method_code_digest
 
-    keys = {hash_obj(runner.cell_identity(c)) for c in runner.plan.cells}
+    keys = {k.key for k in spec.cells.values()}
     ours, older = set(), {}
-    for run in search_runs(runner.tracker.client, experiment_id, kind_filter(Kind.CELL, world=runner.world.name)):
+    for run in search_runs(tracker.client, experiment_id, kind_filter(Kind.CELL, world=spec.world)):
         tags = own_tags(run)
         if tags.get("cell") in keys:
             ours.add(run.info.run_id)
         try:
             recorded = json.loads(tags.get("method_code") or "null")
-            now = runner.method_code(tags.get("method", ""))
+            method = tags.get("method", "")
+            now = spec.method_code[method] if method in spec.method_code else method_code_digest(method)
         except (ValueError, HarnessError):  # unreadable, or a method not installed here: not judged
             continue
         files = changed_files(recorded, now) if isinstance(recorded, dict) else []

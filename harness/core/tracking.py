@@ -16,8 +16,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness.core.lifecycle import pid_alive
 from harness.core.paths import default_artifact_root, default_tracking_uri
+from harness.core.processes import pid_alive
 from harness.core.record import TAG, done_tag, metric_key, tag  # noqa: F401 - TAG, metric_key: re-exported
 from harness.core.versions import run_tags
 

@@ -1,0 +1,268 @@
+"""One cell of a run, from its identity to its record: :class:`CellRun`.
+
+A cell is (source model, method, factorized dimension, seed) under a resolved run (:class:`harness.spec.RunSpec`).
+Its stages, each handed to the run record (:class:`harness.core.record.RunRecord`), which logs a result once and
+marks it done so that a resumed cell skips it:
+
+    identity -> finished? (skip) / start over? -> open its run -> initialize (a cached product) -> evaluate at
+    step 0 -> continue pre-training (a cached product) -> evaluate at each evaluated step -> finish -> release
+    its products
+
+A cell whose run is FINISHED with every evaluation the command asks for logged has nothing left to do: it is
+found before anything is built (:func:`pending`, in the parent, before any worker starts) and found again, the
+same way, where it runs (a worker re-checks, idempotently). Its init and CPT products are read by nothing else of
+the command once its run finished, so they are removed then (unless ``keep_products``): a later evaluation of the
+cell builds them again, with the same numbers. A product another cell of the command is keyed to, or that a live
+run of another command names (its ``init_product`` / ``cpt_product`` tag), is kept.
+
+Observers of the stages (:data:`STAGE_HOOKS`, ``hook(stage, cell)`` after ``start``, ``init``, ``step0``,
+``cpt`` and ``finished``) are installed from outside; the tests' faults are (:mod:`harness.core.faults`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.core.record import INIT_REPORT, Done, RunRecord
+from harness.plan import Cell
+from harness.rerun import changed_files, start_over, starts_over
+
+STAGE_HOOKS: list[Callable[[str, Cell], None]] = []
+
+
+def method_tags(method: Any) -> dict[str, str]:
+    """What the leaderboard reads of a method from its cell runs (it imports no method): its declared parameter
+    defaults (``harness.method_defaults``, JSON of the logged strings), by which a row's label names only the
+    parameters set away from them, and what it was checked against (``harness.method_reference``, the one line of
+    :meth:`methods.base.Reference.line`, or "not declared"), shown beside its rows."""
+    from methods.base import reference_line
+
+    defaults = json.dumps({k: str(v) for k, v in (getattr(method, "defaults", None) or {}).items()}, sort_keys=True)
+    tags = {"method_defaults": defaults, "method_reference": reference_line(method)}
+    return {k: v for k, v in tags.items() if len(v) <= 5000}  # MLflow's limit on a tag's value
+
+
+def code_tag(code: dict[str, str]) -> dict[str, str]:
+    """The method code a cell ran with (``harness.method_code``: ``{file: digest}``), by which a later run tells a
+    stale cell (:mod:`harness.rerun`)."""
+    text = json.dumps(code, sort_keys=True)
+    return {"method_code": text} if len(text) <= 5000 else {}  # MLflow's limit on a tag's value
+
+
+def cell_variant(spec: Any, cell: Cell) -> dict[str, Any]:
+    return {"method": cell.method, "source": cell.source, "dim": "full" if cell.dim is None else str(cell.dim),
+            "profile": spec.profile, "world": spec.world}
+
+
+def cell_tags(spec: Any, cell: Cell, code: dict[str, str], init_key: str, cpt_key: str | None) -> dict[str, Any]:
+    """The tags of a cell's run: its variant and seed, its method's defaults and code, the GPUs it ran on, the
+    products it reads."""
+    from harness.core.devices import pinned
+    from harness.core.registry import METHODS
+
+    return {**cell_variant(spec, cell), "seed": cell.seed, **method_tags(METHODS.get(cell.method)),
+            **code_tag(code), **({"gpus": pinned()} if pinned() else {}),  # CUDA_VISIBLE_DEVICES of the cell
+            "init_product": init_key, **({"cpt_product": cpt_key} if cpt_key else {})}
+
+
+def cell_params(spec: Any, cell: Cell) -> dict[str, Any]:
+    """What a cell run records as params: its identity, device, precision, threads, revision, every method
+    parameter (defaults included, so a row says which rule it ran with), the CPT settings, what was fitted to
+    the source model, the libraries' versions."""
+    import torch
+
+    from harness.core.registry import METHODS
+    from harness.core.versions import git_commit, library_versions
+
+    params = spec.method_params[cell.method]
+    return {"method": cell.method, "source": cell.source, "dim": "full" if cell.dim is None else str(cell.dim),
+            "seed": cell.seed, "profile": spec.profile, "world": spec.world, "world_hash": spec.world_hash,
+            "device": spec.device, "eval_precision": spec.eval_precision,
+            "torch_threads": int(torch.get_num_threads()),  # results can differ in the last digits between counts
+            "git_revision": git_commit() or "not a checkout",
+            **{f"method.{k}": v for k, v in {**getattr(METHODS.get(cell.method), "defaults", {}), **params}.items()},
+            **{f"cpt.{k}": v for k, v in spec.cpt.items()},
+            **{f"fitted.{k}": v for k, v in spec.fitted.items()},
+            **{f"version.{k}": v for k, v in library_versions().items()}}
+
+
+def finished_run(record: RunRecord, exp: str, key: str, spec: Any) -> str | None:
+    """The cell's run when it is FINISHED with every evaluation ``spec`` asks for logged (the initialization,
+    each task at each of its steps; with CPT, the loss and the held-out MLM loss at each evaluated step); else
+    None (a new task, a new checkpoint, an unfinished run: the cell runs, and finds what it logged before)."""
+    need = [Done.INIT, *([Done.CPT_LOG, *map(Done.heldout, spec.cpt.heldout_steps())] if spec.cpt.steps > 0 else [])]
+    return record.finished_cell(exp, key, need, spec.plan.tasks, spec.cpt.task_steps())
+
+
+def pending(spec: Any, tracker: Any) -> list[Cell]:
+    """The cells of ``spec``'s plan that have work to do, found before any worker starts: a cell is left out when
+    its run is FINISHED with every evaluation logged (:func:`finished_run`) and the ``--rerun`` policy does not
+    start it over (``all``; ``failed`` with a FAILED or KILLED run; ``stale`` with a run that recorded other code
+    of its method). Nothing is created or deleted here: a cell left out is passed over where it runs, too."""
+    record, policy = RunRecord(tracker), spec.cfg.rerun
+    experiments: dict[str, str | None] = {}
+    out = []
+    for cell in spec.plan.cells:
+        name = spec.experiment(cell.source)
+        if name not in experiments:
+            exp = tracker.client.get_experiment_by_name(name)
+            experiments[name] = exp.experiment_id if exp is not None and exp.lifecycle_stage == "active" else None
+        exp_id, key = experiments[name], spec.keys(cell).key
+        if policy == "all" or exp_id is None or finished_run(record, exp_id, key, spec) is None:
+            out.append(cell)
+        elif policy == "failed" and any(starts_over(s, policy) for s in record.cell_status(exp_id, key)):
+            out.append(cell)
+        elif policy == "stale" and changed_files(record.cell_code(exp_id, key), spec.method_code[cell.method]):
+            out.append(cell)
+    return out
+
+
+class CellRun:
+    """One cell of ``spec`` on ``world``, logged through ``tracker``; ``say`` prints a line of the run."""
+
+    def __init__(self, spec: Any, world: Any, tracker: Any, cell: Cell, say: Callable[[str], None],
+                 prog: Any = None):
+        from harness.core.devices import compute_device
+
+        self.spec, self.world, self.tracker, self.cell, self.say, self.prog = spec, world, tracker, cell, say, prog
+        self.keys = spec.keys(cell)
+        self.record = RunRecord(tracker)
+        # the device this process computes on (a cell process pinned to its GPUs sees them from cuda:0 on)
+        self.device = compute_device(spec.device)
+        self.code = spec.method_code[cell.method]
+        self.exp = ""
+        self.parent = ""
+
+    def passed(self, stage: str) -> None:
+        for hook in STAGE_HOOKS:
+            hook(stage, self.cell)
+
+    def run(self) -> dict[str, Any]:
+        """Every stage the cell has left; ``{cell, run_id, experiment_id}`` (``skipped``, ``stale`` when it had
+        none)."""
+        spec, cell = self.spec, self.cell
+        self.exp = self.tracker.experiment(spec.experiment(cell.source))
+        if start_over(self.record, self.exp, self.keys.key, spec.cfg.rerun, cell_variant(spec, cell), cell.seed,
+                      self.code):
+            self.say(f"  {cell.label}: its earlier runs deleted, it starts over (--rerun {spec.cfg.rerun})")
+        done = finished_run(self.record, self.exp, self.keys.key, spec)
+        if done is not None:  # nothing to do: no product is built, nothing is logged
+            stale = changed_files(self.record.cell_code(self.exp, self.keys.key), self.code)
+            self.say(f"  finished, every evaluation logged: {cell.label}"
+                     + (f" (with older code of its method: {', '.join(stale)} changed since)" if stale else ""))
+            self.release_products(done)  # (left by a command killed before it removed them)
+            return {"cell": cell.label, "run_id": done, "experiment_id": self.exp, "skipped": True, "stale": stale}
+        started = time.monotonic()
+        self.say(f"  init {cell.label}: start")  # the source model loaded, the method's rows computed: seconds
+        from transformers.utils import logging as hf_logging  # imported once a cell has work to do (seconds)
+
+        hf_logging.disable_progress_bar()  # per-load "Loading weights" bars: the run has its own progress lines
+        dim_s = "full" if cell.dim is None else str(cell.dim)
+        # the products it reads name the run (another command's cell then keeps them: release_products)
+        self.parent = self.record.open_cell(self.exp, self.keys.key, f"{cell.method}-{dim_s}-s{cell.seed}",
+                                            cell_tags(spec, cell, self.code, self.keys.init_key, self.keys.cpt_key))
+        try:
+            self.steps(started)
+        except BaseException as exc:
+            self.tracker.fail(self.parent, "interrupted" if isinstance(exc, KeyboardInterrupt) else exc)
+            raise
+        self.passed("finished")
+        self.release_products(self.parent)
+        return {"cell": cell.label, "run_id": self.parent, "experiment_id": self.exp}
+
+    def steps(self, started: float) -> None:
+        """Initialize, evaluate at step 0, continue pre-training, evaluate at each evaluated step, finish."""
+        from harness.evaluation import convergence, evaluate_step
+
+        cpt = self.spec.cpt
+        self.tracker.log_params(self.parent, cell_params(self.spec, self.cell))
+        self.passed("start")
+        model_dir, tokenizer = self.initialize(since=started)
+        self.passed("init")
+        evaluate_step(self, 0, model_dir, tokenizer)
+        self.passed("step0")
+        if cpt.steps > 0:
+            ckpts = self.continue_pretraining(model_dir, tokenizer)
+            self.passed("cpt")
+            for step, path in sorted(ckpts.items()):
+                evaluate_step(self, step, path, tokenizer, tasks=self.spec.plan.tasks if cpt["eval_tasks"] else [])
+            self.record.log_cell_metrics(self.parent, convergence(self.record.heldout_curve(self.parent),
+                                                                  cpt.get("loss_threshold")), cpt.steps)
+        self.tracker.set_tags(self.parent, {"final_step": cpt.steps, "task_final_step": cpt.last_task_step()})
+        self.tracker.finish(self.parent)
+
+    def initialize(self, since: float | None = None) -> tuple[Path, Any]:
+        """The cell's initialized model (a cached product), its report handed to the record; (folder, tokenizer).
+        ``since``: when its start line was said (``time.monotonic()``), which its still-running lines count from."""
+        from transformers import AutoTokenizer
+
+        from harness.core.cache import ProductCache
+        from harness.core.progress import STARTUP_HEARTBEAT_S, callbacks, log_console, mode, still_running
+        from harness.initialize import initialize_model
+
+        cell, prog, console = self.cell, self.prog, log_console()
+        t0 = time.time()
+        # its start line is run()'s (before the run is opened); on a loaded machine it says it still runs
+        beat = STARTUP_HEARTBEAT_S if mode(console) == "lines" else None  # a terminal shows the cells' bar
+        with still_running(f"  init {cell.label}", beat, console=console, since=since):
+            prod = ProductCache().get_or_build(
+                "init", self.spec.init_inputs(cell),
+                lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
+                                                      seed=cell.seed, params=self.spec.method_params[cell.method],
+                                                      out_dir=d, device=self.device, profile=self.spec.profile,
+                                                      progress=callbacks(prog) if prog is not None else None)})
+        report = json.loads((prod.path / INIT_REPORT).read_text())
+        self.say(f"  init {cell.label}: done in {time.time() - t0:.1f}s · {'cached, ' if prod.cached else ''}"
+                 f"{report.get('counts')}")
+        languages = {code: {"script": lang.script, "seen": lang.seen.get(cell.source),
+                            "resource_level": lang.resource_level, "text_chars": lang.text_chars}
+                     for code, lang in self.world.languages.items()}
+        self.record.log_init(self.parent, report, languages, wall_seconds=time.time() - t0, cached=prod.cached,
+                             artifacts=prod.path / "artifacts")
+        return prod.path, AutoTokenizer.from_pretrained(prod.path)
+
+    def continue_pretraining(self, model_dir: Path, tokenizer: Any) -> dict[int, Path]:
+        """The cell's CPT (a cached product), its loss and layouts handed to the record; {step: model folder}."""
+        from harness.core.cache import ProductCache
+        from harness.cpt import read_layouts, read_train_log, train_cell
+        from harness.initialize import load_model
+
+        t_cpt = time.time()
+        cpt_dir = ProductCache().root / "cpt" / str(self.keys.cpt_key)
+        ckpts = train_cell(model_dir=model_dir, tokenizer=tokenizer, world=self.world, settings=dict(self.spec.cpt),
+                           seed=self.cell.seed, device=self.device, product_dir=cpt_dir, prog=self.prog,
+                           say=self.say, load_fn=lambda p: load_model(p, device=self.device))
+        # the wall time of this call (a resumed CPT counts only what was left): benchmarks/bench_main_job.py
+        self.record.log_cpt(self.parent, self.spec.cpt.steps, time.time() - t_cpt, read_train_log(cpt_dir),
+                            read_layouts(cpt_dir))
+        return ckpts
+
+    def release_products(self, run_id: str) -> int:
+        """Remove the finished cell's init and CPT products (the same removal as ``harness cache prune
+        --finished``), but those keyed to another cell of the command and those a live run of another command
+        names. Returns the bytes freed."""
+        if self.spec.cfg.keep_products:
+            return 0
+        from harness.cache_admin import cell_products, human, remove
+        from harness.core.paths import harness_home
+
+        home, items = harness_home(), []
+        for item in cell_products(home, self.keys.init_key, self.keys.cpt_key):
+            tag = "init_product" if item.kind == "init" else "cpt_product"
+            if self.spec.shared(item.path.name) or any(
+                    r.info.run_id != run_id for r in self.tracker.live_runs({tag: item.path.name})):
+                continue
+            items.append(item)
+        try:
+            freed = remove(items, home)
+        except OSError as exc:  # the cell's results are logged: a product left behind only takes disk
+            self.say(f"  [yellow]could not remove the finished cell's products: {exc}[/yellow]")
+            return 0
+        if items:
+            self.say(f"  removed the finished cell's {' and '.join(i.kind for i in items)} product(s) "
+                     f"({human(freed)}; `--keep-products` keeps them)")
+        return freed

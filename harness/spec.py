@@ -1,0 +1,248 @@
+"""A run's settings, resolved once: :class:`RunSpec`.
+
+The command line, the config file, the profile, the device, the precisions, the fit to the source models, the
+plan of cells and the executor's choice are resolved here, in the ``harness`` process, into one immutable object.
+Every later stage reads it: the runner, each cell (:mod:`harness.cell`), the executors, the seed aggregates, the
+results table. Worker processes receive it pickled and never resolve anything again; ``harness plan`` resolves it
+without probing the machine (``probe=False``: ``auto`` plans for a GPU, nothing is asked of CUDA).
+
+A cell's identity (the hash its MLflow runs are found by) and its products' keys are computed here too, once per
+cell, from the resolved settings: a home resumes only while they stay what they were
+(``tests/test_golden_keys.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.core.hashing import hash_obj
+from harness.plan import Cell, Plan
+
+INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
+# overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
+# and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
+INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
+# CPT settings that do not change what CPT computes: the number of devices (the effective batch is fixed), whether
+# the tasks are evaluated after it, whether the batch is searched
+NOT_PRODUCT = frozenset({"devices", "eval_tasks", "auto_batch"})
+DEFAULT_EVAL_PRECISION = "fp32"  # absent from a cell's identity (the homes made before it was part of it)
+
+
+class CptSpec(Mapping):
+    """The CPT settings of a run, read-only, and the one owner of their step arithmetic: which steps are
+    evaluated, at which the tasks run, how often a killed CPT can resume."""
+
+    def __init__(self, settings: Mapping[str, Any]):
+        self._settings = dict(settings)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._settings[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._settings)
+
+    def __len__(self) -> int:
+        return len(self._settings)
+
+    def __repr__(self) -> str:
+        return f"CptSpec({self._settings!r})"
+
+    @property
+    def steps(self) -> int:
+        return int(self._settings["steps"])
+
+    def product(self) -> dict[str, Any]:
+        """The settings that define a CPT product (and a cell): all but :data:`NOT_PRODUCT`."""
+        return {k: v for k, v in self._settings.items() if k not in NOT_PRODUCT}
+
+    def eval_steps(self) -> list[int]:
+        """The CPT steps a cell is evaluated at: the checkpoints within the budget and the last step."""
+        return cpt_eval_steps(self.steps, list(self._settings.get("checkpoints") or []))
+
+    def task_steps(self) -> list[int]:
+        """The steps at which a cell's tasks are evaluated: 0, and each evaluated CPT step when the tasks are
+        evaluated after CPT (``eval_tasks``)."""
+        if self.steps <= 0 or not self._settings.get("eval_tasks", True):
+            return [0]
+        return [0, *self.eval_steps()]
+
+    def last_task_step(self) -> int:
+        """The last step at which a cell's tasks are evaluated."""
+        return self.task_steps()[-1]
+
+    def heldout_steps(self) -> list[int]:
+        """The steps at which the held-out MLM loss is logged (none without CPT)."""
+        return [0, *self.eval_steps()] if self.steps > 0 else []
+
+    def evaluations(self) -> int:
+        """How many times a cell's tasks are evaluated."""
+        return len(self.task_steps())
+
+    def save_every(self) -> int:
+        """Trainer checkpoints (optimizer state included, for resuming a killed CPT) every this many steps:
+        ``save_every``, by default a quarter of the run; 0 turns them off."""
+        every = self._settings.get("save_every")
+        return max(1, self.steps // 4) if every is None else int(every)
+
+
+def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
+    """The checkpoints within a budget of ``steps`` and the last step."""
+    return sorted({s for s in checkpoints if 0 < s <= steps} | {steps})
+
+
+@dataclass(frozen=True)
+class CellKeys:
+    """What a cell is found by: its identity, its hash, its products' keys."""
+
+    identity: dict[str, Any]
+    key: str
+    init_key: str
+    cpt_key: str | None
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """Every setting of a run, resolved (:func:`resolve`)."""
+
+    cfg: Any  # the RunConfig as given (read, never changed)
+    world: str
+    world_hash: str
+    pivot: str | None
+    device: str  # resolved: ``auto`` is cpu or cuda here (a plan: cuda)
+    eval_precision: str
+    cpt: CptSpec
+    fitted: dict[str, str]
+    plan: Plan
+    heldout_languages: tuple[str, ...]
+    method_params: dict[str, dict[str, Any]]
+    method_code: dict[str, dict[str, str]]
+    eval_max_sentences: int | None
+    heldout_max_sentences: int | None
+    cpt_devices: int
+    cpus_per_cell: int
+    cells: dict[Cell, CellKeys]
+    executor: Any  # where the cells run (:class:`harness.executors.ExecutorChoice`; None in a plan)
+
+    # -- what the stages ask of it ------------------------------------------------------------------------
+    @property
+    def profile(self) -> str:
+        return self.cfg.profile
+
+    def experiment(self, source: str) -> str:
+        return self.cfg.experiment or f"{self.world}/{source}"
+
+    def experiments(self) -> list[str]:
+        return sorted({self.experiment(c.source) for c in self.plan.cells})
+
+    def keys(self, cell: Cell) -> CellKeys:
+        return self.cells[cell]
+
+    def code_key(self, method: str) -> str:
+        return hash_obj(self.method_code[method])
+
+    def init_inputs(self, cell: Cell) -> dict[str, Any]:
+        """What a cell's init product is keyed by: its identity without the profile and CPT settings, and the
+        digest of its method's code (an edited method builds its products again)."""
+        return init_inputs(self.cells[cell].identity, self.code_key(cell.method))
+
+    @functools.cached_property
+    def _product_cells(self) -> Counter:
+        return Counter(k for keys in self.cells.values() for k in {keys.init_key, keys.cpt_key} if k)
+
+    def shared(self, product_key: str) -> bool:
+        """Whether more than one cell of the run is keyed to the product ``product_key``."""
+        return self._product_cells[product_key] > 1
+
+    def resources(self) -> dict[str, float]:
+        """The CPUs and GPUs one cell asks of a cluster: the profile's CPUs; one GPU per CPT device on a GPU."""
+        gpus = float(self.cpt_devices) if self.device.startswith("cuda") else 0.0
+        return {"num_cpus": float(self.cpus_per_cell), "num_gpus": gpus}
+
+
+def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any]:
+    return {**{k: ident[k] for k in INIT_INPUTS}, **({"code": code} if code else {})}
+
+
+def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
+    """A cell's identity: what its numbers depend on. The evaluation precision enters it only away from fp32,
+    so the homes made before it was part of it keep their keys."""
+    ident = {"world": spec_fields["world_hash"], "source": cell.source, "method": cell.method,
+             "params": spec_fields["method_params"][cell.method], "dim": cell.dim, "seed": cell.seed,
+             "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION}
+    if spec_fields["eval_precision"] != DEFAULT_EVAL_PRECISION:
+        ident["eval_precision"] = spec_fields["eval_precision"]
+    return ident
+
+
+def product_keys(ident: dict[str, Any], code: str | None) -> tuple[str, str | None]:
+    """(init product key, CPT product key or None without CPT), known before either is built."""
+    from harness.core.cache import cpt_product_key
+
+    init_key = hash_obj(init_inputs(ident, code))
+    if int(ident["cpt"]["steps"]) <= 0:
+        return init_key, None
+    return init_key, cpt_product_key(init_key, ident["cpt"], ident["seed"])
+
+
+def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
+    """The run's :class:`RunSpec` on ``world`` (built, or a declaration when ``probe`` is False: ``harness plan``
+    asks nothing of the machine, and ``auto`` plans for a GPU)."""
+    from harness.config import cpt_devices, method_params, resolve_device
+    from harness.core.precision import run_precisions
+    from harness.core.profiles import profile
+    from harness.fit import fit_cpt
+    from harness.plan import cpt_settings, make_plan
+
+    prof = profile(cfg.profile)
+    device = resolve_device(cfg.device) if probe else ("cuda" if cfg.device == "auto" else cfg.device)
+    settings = cpt_settings(cfg, prof)
+    settings["precision"], eval_precision = run_precisions(cfg, device, prof, resolve=probe)
+    plan = make_plan(cfg, world)
+    settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
+    methods = sorted({c.method for c in plan.cells})
+    fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": CptSpec(settings),
+              "eval_precision": eval_precision, "method_params": {m: method_params(cfg, m, prof) for m in methods}}
+    code = {m: method_code_digest(m) for m in methods} if probe else {}
+    cpus = max(1, int(prof.get("resources", {}).get("num_cpus", 1)))
+    cells = {}
+    for cell in plan.cells:
+        ident = cell_identity(fields, cell)
+        init_key, cpt_key = product_keys(ident, hash_obj(code[cell.method]) if probe else None)
+        cells[cell] = CellKeys(ident, hash_obj(ident), init_key, cpt_key)
+    return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash, pivot=getattr(world, "pivot", None),
+                   device=device, eval_precision=eval_precision, cpt=fields["cpt"], fitted=fitted, plan=plan,
+                   heldout_languages=tuple(_heldout_languages(cfg, world, settings)),
+                   method_params=fields["method_params"], method_code=code,
+                   eval_max_sentences=prof.get("eval_max_sentences"),
+                   heldout_max_sentences=prof.get("heldout_max_sentences"),
+                   cpt_devices=cpt_devices(cfg),
+                   cpus_per_cell=cpus, cells=cells, executor=_executor(cfg, device, cpus) if probe else None)
+
+
+def _executor(cfg: Any, device: str, cpus_per_cell: int) -> Any:
+    from harness.config import cpt_devices
+    from harness.core.devices import compute_device
+    from harness.executors import choose
+
+    return choose(cfg, compute_device(device), cpt_devices(cfg), cpus_per_cell)
+
+
+def _heldout_languages(cfg: Any, world: Any, settings: dict[str, Any]) -> list[str]:
+    """The languages of the held-out MLM diagnostic: the MLM task's, within ``--langs`` (and the pivot)."""
+    if int(settings["steps"]) <= 0:
+        return []
+    from harness.core.registry import TASKS
+    from harness.plan import languages_within
+
+    return languages_within(cfg, world, TASKS.get("mlm")().languages(world))
+
+
+def method_code_digest(method: str) -> dict[str, str]:
+    from harness.core.declarations import code_digest
+    from harness.core.registry import METHODS
+
+    return code_digest(METHODS.get(method).__module__)
