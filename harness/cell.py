@@ -15,6 +15,23 @@ the command once its run finished, so they are removed then (unless ``keep_produ
 cell builds them again, with the same numbers. A product another cell of the command is keyed to, or that a live
 run of another command names (its ``init_product`` / ``cpt_product`` tag), is kept.
 
+The resume policy (``harness run --rerun never|failed|stale|all``, the config key ``rerun``; no part of a cell's
+identity):
+
+- ``never`` (the default): nothing already logged is computed or logged again. A finished cell is left as it is;
+  a failed or killed one resumes from its last finished stage in its own runs.
+- ``failed``: a cell whose run ended FAILED or KILLED starts over; finished cells are left as they are.
+- ``stale``: a cell whose run recorded another version of its method's code (the digest of the method's module and
+  of the modules of its package it imports, :func:`harness.core.declarations.code_digest`) starts over; without
+  it, such a finished cell is passed over and named at the end of the run as stale.
+- ``all``: every cell starts over, finished ones included.
+
+A cell that starts over has its earlier runs deleted (the cell run and its task runs; MLflow keeps deleted runs
+restorable until ``mlflow gc``), together with the seed-aggregate runs of its variant that counted its seed (they
+are computed again at the end of the command), and is evaluated and logged anew in new runs. The products in the
+cache are reused: they are keyed by their inputs and checked when loaded. A cell whose run is RUNNING (another
+live command, or a retry within this one) is never started over.
+
 Observers of the stages (:data:`STAGE_HOOKS`, ``hook(stage, cell)`` after ``start``, ``init``, ``step0``,
 ``cpt`` and ``finished``) are installed from outside; the tests' faults are (:mod:`harness.core.faults`).
 """
@@ -27,11 +44,35 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.core.declarations import changed_files
 from harness.core.record import INIT_REPORT, Done, RunRecord
 from harness.plan import Cell
-from harness.rerun import changed_files, start_over, starts_over
 
 STAGE_HOOKS: list[Callable[[str, Cell], None]] = []
+
+
+def starts_over(status: str, policy: str) -> bool:
+    """Whether a cell whose run has ``status`` starts over under ``policy`` (``stale`` decides by code)."""
+    if status == "RUNNING" or policy in ("never", "stale"):
+        return False
+    return policy == "all" or status in ("FAILED", "KILLED")
+
+
+def start_over(record: Any, experiment_id: str, cell_key: str, policy: str, variant: dict[str, str],
+               seed: int, code: dict[str, str] | None = None) -> int:
+    """Delete the earlier runs of the cell ``cell_key`` when ``policy`` says it starts over (through the run record,
+    :class:`harness.core.record.RunRecord`); ``variant``: its method, source, dim, profile and world tags (to find
+    the aggregate runs that counted ``seed``); ``code``: its method's code now (for ``stale``). Returns how many
+    runs were deleted."""
+    if policy == "never":
+        return 0
+    if policy == "stale":
+        recorded = record.cell_code(experiment_id, cell_key)
+        if recorded is None or recorded == code or "RUNNING" in record.cell_status(experiment_id, cell_key):
+            return 0
+    elif not any(starts_over(status, policy) for status in record.cell_status(experiment_id, cell_key)):
+        return 0
+    return record.delete_cell(experiment_id, cell_key, variant, seed)
 
 
 def method_tags(method: Any) -> dict[str, str]:
@@ -48,7 +89,7 @@ def method_tags(method: Any) -> dict[str, str]:
 
 def code_tag(code: dict[str, str]) -> dict[str, str]:
     """The method code a cell ran with (``harness.method_code``: ``{file: digest}``), by which a later run tells a
-    stale cell (:mod:`harness.rerun`)."""
+    stale cell (the resume policy above)."""
     text = json.dumps(code, sort_keys=True)
     return {"method_code": text} if len(text) <= 5000 else {}  # MLflow's limit on a tag's value
 
@@ -114,9 +155,10 @@ def pending(spec: Any, tracker: Any) -> list[Cell]:
         exp_id, key = experiments[name], spec.keys(cell).key
         if policy == "all" or exp_id is None or finished_run(record, exp_id, key, spec) is None:
             out.append(cell)
-        elif policy == "failed" and any(starts_over(s, policy) for s in record.cell_status(exp_id, key)):
-            out.append(cell)
-        elif policy == "stale" and changed_files(record.cell_code(exp_id, key), spec.method_code[cell.method]):
+            continue
+        statuses = record.cell_status(exp_id, key) if policy == "failed" else []
+        recorded = record.cell_code(exp_id, key) if policy == "stale" else None
+        if any(starts_over(s, policy) for s in statuses) or changed_files(recorded, spec.method_code[cell.method]):
             out.append(cell)
     return out
 

@@ -17,6 +17,7 @@ from harness.core.errors import ConfigError, HarnessError
 from harness.core.profiles import DEFAULT_SEEDS  # noqa: F401 - the one home of the seeds' default, used here
 
 FULL = "full"
+RERUN_POLICIES = ("never", "failed", "stale", "all")  # the resume policies (harness.cell)
 EXECUTORS = ("local", "ray")  # where cells run (harness.executors implements each)
 
 
@@ -74,13 +75,6 @@ def device_available(device: str, cpt_devices: int = 1) -> None:
     gpu_slots(device, cpt_devices)
 
 
-def cpt_devices(cfg: RunConfig) -> int:
-    """The GPUs one cell's CPT spans (``[cpt] devices`` / ``--cpt-devices``, else the profile's)."""
-    from harness.core.profiles import profile
-
-    return max(1, int((cfg.cpt or {}).get("devices") or profile(cfg.profile)["cpt"].get("devices", 1) or 1))
-
-
 def resolve_device(device: str) -> str:
     """The one resolution of ``auto``: a CUDA GPU when this machine has one, else the CPU."""
     if device != "auto":
@@ -101,8 +95,6 @@ def _check_executor(cfg: RunConfig) -> None:
 
 
 def _check_rerun(cfg: RunConfig) -> None:
-    from harness.rerun import RERUN_POLICIES
-
     if cfg.rerun not in RERUN_POLICIES:
         raise ConfigError(f"config key 'rerun': expected one of {', '.join(RERUN_POLICIES)}, got {cfg.rerun!r}")
 
@@ -156,7 +148,7 @@ class RunConfig:
     task_params: dict[str, dict[str, Any]] = setting(kind="params", factory=dict)  # task -> {param: value}
     cpt: dict[str, Any] = setting(kind="table", factory=dict)  # overrides of the profile's CPT settings
     fail_fast: bool = setting(False, kind="bool", flag_type=bool, help="stop at the first failed cell")
-    # the resume policy (harness/rerun.py); no part of a cell's identity
+    # the resume policy (harness/cell.py); no part of a cell's identity
     rerun: str = setting("never", kind="str", check=_check_rerun,
                          help="which cells logged before start over: never (default: finished cells are kept, "
                               "failed or killed ones resume), failed (failed or killed ones start over), stale "
@@ -394,16 +386,6 @@ def config_from_flags(args: argparse.Namespace) -> RunConfig:
     return make_config(file_values, overrides)
 
 
-
-
-def method_params(cfg: RunConfig, method: str, prof: dict[str, Any] | None = None) -> dict[str, Any]:
-    """A method's parameters in a run: the profile's settings for it (``prof``: the run's profile, already read),
-    overridden by the run's ``method_params`` (the one place they are merged: ``harness run``, ``harness plan``
-    and ``harness init`` all read them here)."""
-    from harness.core.profiles import profile
-
-    prof = profile(cfg.profile) if prof is None else prof
-    return {**prof.get("method_params", {}).get(method, {}), **cfg.method_params.get(method, {})}
 
 
 def run_seeds(cfg: RunConfig, world_name: str) -> list[int]:

@@ -17,7 +17,6 @@ from typing import Any
 
 from harness.config import RunConfig, run_seeds
 from harness.core.errors import ConfigError, HarnessError, MissingResourceError
-from harness.core.profiles import PROFILES
 from harness.core.registry import METHODS, TASKS, dim_refusal
 
 
@@ -42,28 +41,6 @@ class Plan:
     skipped: list[str] = field(default_factory=list)
 
 
-def cpt_settings(cfg: RunConfig, prof: dict[str, Any]) -> dict[str, Any]:
-    """The run's CPT settings: the profile's ``prof``, the ``[cpt]`` table over them, then the flags."""
-    s = dict(prof["cpt"])
-    known = {k for p in PROFILES.values() for k in p["cpt"]} | {"auto_batch"}
-    unknown = sorted(set(cfg.cpt) - known)
-    if unknown:
-        raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "
-                          f"{', '.join(sorted(known))}")
-    if not isinstance(cfg.cpt.get("eval_tasks", True), bool):
-        raise ConfigError(f"config key 'cpt.eval_tasks': expected true or false, got {cfg.cpt['eval_tasks']!r}")
-    s.update(cfg.cpt)
-    if cfg.cpt_steps is not None:
-        s["steps"] = cfg.cpt_steps
-    s["checkpoints"] = sorted(set(cfg.cpt_checkpoints) | set(s.get("checkpoints") or []))
-    # whether the tasks are evaluated again after CPT: the profile says (the cpu profile's CPT is a smoke test, so
-    # only the held-out MLM loss is measured after it), unless the run names a CPT budget of its own
-    if "eval_tasks" not in cfg.cpt and (cfg.cpt_steps is not None or cfg.cpt_checkpoints or "steps" in cfg.cpt):
-        s["eval_tasks"] = True
-    s["eval_tasks"] = bool(s.get("eval_tasks", True))
-    return s
-
-
 def languages_within(cfg: Any, world: Any, have: list[str]) -> list[str]:
     """The one filter of a task's languages by ``--langs``: those given, and the world's pivot language."""
     return [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == getattr(world, "pivot", None)]
@@ -76,13 +53,18 @@ def plan_cells(cfg: RunConfig, world: Any) -> tuple[list[Cell], list[str]]:
     at or above one is refused: :func:`check_dims`). ``world`` is a built :class:`~harness.worlds.base.World` or a
     declaration (:func:`harness.worlds.declared_world`), so ``harness run`` asks this before it builds anything."""
     explicit = cfg.methods != ["all"]
-    methods = METHODS.resolve_list(cfg.methods)
+    methods, dims, seeds = METHODS.resolve_list(cfg.methods), cfg.dim_values(), run_seeds(cfg, world.name)
+    return _cells(cfg, world, explicit, methods, dims, seeds)
+
+
+def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims: list[int | None],
+           seeds: list[int]) -> tuple[list[Cell], list[str]]:
     if cfg.langs:
         world.check_languages(cfg.langs)
     sources = world.sources if cfg.source == "all" else [cfg.source or world.default_source]
     for s in sources:
         world.check_source(s)
-    check_dims(cfg, world, sources)
+    check_dims(dims, world, sources)
     skipped: list[str] = []
     usable = []
     for m in methods:
@@ -99,22 +81,20 @@ def plan_cells(cfg: RunConfig, world: Any) -> tuple[list[Cell], list[str]]:
     for source in sources:
         for m in usable:
             cls = METHODS.get(m)
-            dims = cfg.dim_values()
             refused = [d for d in dims if dim_refusal(m, cls, d)]
             if refused:
                 skipped.append(f"{dim_refusal(m, cls, refused[0])}: dim(s) {', '.join(map(str, refused))} skipped")
-                dims = [d for d in dims if d not in refused]
-            for dim in dims:
-                for seed in run_seeds(cfg, world.name):
+            for dim in [d for d in dims if d not in refused]:
+                for seed in seeds:
                     cells.append(Cell(source, m, dim, seed))
     return cells, sorted(set(skipped))
 
 
-def check_dims(cfg: RunConfig, world: Any, sources: list[str]) -> None:
+def check_dims(dim_values: list[int | None], world: Any, sources: list[str]) -> None:
     """A factorized dimension must be below the hidden size of every source model of the run (read from its
     ``config.json``, or where the world is not built, from what the world declares; a world that declares none is
     checked once built): at or above it the factorization keeps every dimension and the row is the full one."""
-    dims = [d for d in cfg.dim_values() if d is not None]
+    dims = [d for d in dim_values if d is not None]
     if not dims:
         return
     for s in sources:
@@ -133,8 +113,10 @@ def no_cell_left(skipped: list[str]) -> str:
 
 
 def make_plan(cfg: RunConfig, world: Any) -> Plan:
-    tasks = TASKS.resolve_list(cfg.tasks)
-    cells, skipped = plan_cells(cfg, world)
+    """The run's cells (:func:`plan_cells`), its tasks and each task's languages on ``world``."""
+    tasks, methods = TASKS.resolve_list(cfg.tasks), METHODS.resolve_list(cfg.methods)
+    dims, seeds = cfg.dim_values(), run_seeds(cfg, world.name)
+    cells, skipped = _cells(cfg, world, cfg.methods != ["all"], methods, dims, seeds)
     languages = {}
     for t in tasks:
         have = TASKS.get(t)().languages(world)

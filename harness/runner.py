@@ -16,17 +16,17 @@ from typing import Any
 
 from harness.core.errors import DeviceFault, HarnessError, is_device_fault
 from harness.core.progress import STARTUP_HEARTBEAT_S, log_console, stage
-from harness.spec import RunSpec, resolve
+from harness.spec import RunSpec
 
 log = logging.getLogger(__name__)
 console = log_console()
 
 
 class Runner:
-    """The cells of ``spec`` (a :class:`RunSpec`, or a run configuration resolved here) on ``world``."""
+    """The cells of the resolved run ``spec`` (:func:`harness.spec.resolve`) on ``world``."""
 
-    def __init__(self, spec: Any, world: Any, tracker: Any = None):
-        self.spec: RunSpec = spec if isinstance(spec, RunSpec) else resolve(spec, world)
+    def __init__(self, spec: RunSpec, world: Any, tracker: Any = None):
+        self.spec = spec
         self.world = world
         if tracker is None:
             from harness.core.tracking import Tracker

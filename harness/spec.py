@@ -14,12 +14,14 @@ cell, from the resolved settings: a home resumes only while they stay what they 
 from __future__ import annotations
 
 import functools
+import json
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness.core.hashing import hash_obj
+from harness.core.positions import usable_positions
 from harness.plan import Cell, Plan
 
 INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
@@ -54,6 +56,11 @@ class CptSpec(Mapping):
     @property
     def steps(self) -> int:
         return int(self._settings["steps"])
+
+    @property
+    def devices(self) -> int:
+        """The processes (GPUs) one cell's CPT spans; the effective batch is the same on any number."""
+        return max(1, int(self._settings.get("devices") or 1))
 
     def product(self) -> dict[str, Any]:
         """The settings that define a CPT product (and a cell): all but :data:`NOT_PRODUCT`."""
@@ -191,58 +198,130 @@ def product_keys(ident: dict[str, Any], code: str | None) -> tuple[str, str | No
 def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     """The run's :class:`RunSpec` on ``world`` (built, or a declaration when ``probe`` is False: ``harness plan``
     asks nothing of the machine, and ``auto`` plans for a GPU)."""
-    from harness.config import cpt_devices, method_params, resolve_device
+    from harness.config import resolve_device
+    from harness.core.declarations import method_code
     from harness.core.precision import run_precisions
     from harness.core.profiles import profile
-    from harness.fit import fit_cpt
-    from harness.plan import cpt_settings, make_plan
+    from harness.plan import make_plan
 
-    prof = profile(cfg.profile)
+    prof, plan = profile(cfg.profile), make_plan(cfg, world)
     device = resolve_device(cfg.device) if probe else ("cuda" if cfg.device == "auto" else cfg.device)
+    methods = sorted({c.method for c in plan.cells})
+    code = {m: method_code(m) for m in methods} if probe else {}
     settings = cpt_settings(cfg, prof)
     settings["precision"], eval_precision = run_precisions(cfg, device, prof, resolve=probe)
-    plan = make_plan(cfg, world)
     settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
-    methods = sorted({c.method for c in plan.cells})
-    fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": CptSpec(settings),
-              "eval_precision": eval_precision, "method_params": {m: method_params(cfg, m, prof) for m in methods}}
-    code = {m: method_code_digest(m) for m in methods} if probe else {}
+    cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
+    fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
+              "method_params": params}
     cpus = max(1, int(prof.get("resources", {}).get("num_cpus", 1)))
-    cells = {}
-    for cell in plan.cells:
-        ident = cell_identity(fields, cell)
-        init_key, cpt_key = product_keys(ident, hash_obj(code[cell.method]) if probe else None)
-        cells[cell] = CellKeys(ident, hash_obj(ident), init_key, cpt_key)
     return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash, pivot=getattr(world, "pivot", None),
-                   device=device, eval_precision=eval_precision, cpt=fields["cpt"], fitted=fitted, plan=plan,
-                   heldout_languages=tuple(_heldout_languages(cfg, world, settings)),
-                   method_params=fields["method_params"], method_code=code,
-                   eval_max_sentences=prof.get("eval_max_sentences"),
-                   heldout_max_sentences=prof.get("heldout_max_sentences"),
-                   cpt_devices=cpt_devices(cfg),
-                   cpus_per_cell=cpus, cells=cells, executor=_executor(cfg, device, cpus) if probe else None)
+                   device=device, eval_precision=eval_precision, cpt=cpt, fitted=fitted, plan=plan,
+                   heldout_languages=tuple(_heldout_languages(cfg, world, cpt)), method_params=params,
+                   method_code=code, eval_max_sentences=prof.get("eval_max_sentences"),
+                   heldout_max_sentences=prof.get("heldout_max_sentences"), cpt_devices=cpt.devices,
+                   cpus_per_cell=cpus, cells=_cells(plan, fields, code),
+                   executor=_executor(cfg, device, cpt.devices, cpus) if probe else None)
 
 
-def _executor(cfg: Any, device: str, cpus_per_cell: int) -> Any:
-    from harness.config import cpt_devices
+def _cells(plan: Plan, fields: dict[str, Any], code: dict[str, dict[str, str]]) -> dict[Cell, CellKeys]:
+    """Each cell's identity and keys (the products' keys need the method's code: none in a plan)."""
+    idents = {cell: cell_identity(fields, cell) for cell in plan.cells}
+    cells = {}
+    for cell, ident in idents.items():
+        init_key, cpt_key = product_keys(ident, hash_obj(code[cell.method]) if code else None)
+        cells[cell] = CellKeys(ident, hash_obj(ident), init_key, cpt_key)
+    return cells
+
+
+def profile_of(cfg: Any) -> dict[str, Any]:
+    """The run's profile (its name is checked with the run's settings: :mod:`harness.config`)."""
+    from harness.core.profiles import profile
+
+    return profile(cfg.profile)
+
+
+def cpt_settings(cfg: Any, prof: dict[str, Any]) -> dict[str, Any]:
+    """The run's CPT settings: the profile's ``prof``, the ``[cpt]`` table over them, then the flags."""
+    from harness.core.errors import ConfigError
+    from harness.core.profiles import PROFILES
+
+    s = dict(prof["cpt"])
+    known = {k for p in PROFILES.values() for k in p["cpt"]} | {"auto_batch"}
+    unknown = sorted(set(cfg.cpt) - known)
+    if unknown:
+        raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "
+                          f"{', '.join(sorted(known))}")
+    if not isinstance(cfg.cpt.get("eval_tasks", True), bool):
+        raise ConfigError(f"config key 'cpt.eval_tasks': expected true or false, got {cfg.cpt['eval_tasks']!r}")
+    s.update(cfg.cpt)
+    if cfg.cpt_steps is not None:
+        s["steps"] = cfg.cpt_steps
+    s["checkpoints"] = sorted(set(cfg.cpt_checkpoints) | set(s.get("checkpoints") or []))
+    # whether the tasks are evaluated again after CPT: the profile says (the cpu profile's CPT is a smoke test, so
+    # only the held-out MLM loss is measured after it), unless the run names a CPT budget of its own
+    if "eval_tasks" not in cfg.cpt and (cfg.cpt_steps is not None or cfg.cpt_checkpoints or "steps" in cfg.cpt):
+        s["eval_tasks"] = True
+    s["eval_tasks"] = bool(s.get("eval_tasks", True))
+    return s
+
+
+def method_params(cfg: Any, method: str, prof: dict[str, Any]) -> dict[str, Any]:
+    """A method's parameters in a run: the profile's settings for it (``prof``), overridden by the run's
+    ``method_params`` (the one place they are merged: ``harness run``, ``harness plan`` and ``harness init``)."""
+    return {**prof.get("method_params", {}).get(method, {}), **cfg.method_params.get(method, {})}
+
+
+def cpt_devices(cfg: Any) -> int:
+    """The GPUs one cell's CPT spans (``[cpt] devices`` / ``--cpt-devices``, else the profile's)."""
+    return CptSpec(cpt_settings(cfg, profile_of(cfg))).devices
+
+
+def _executor(cfg: Any, device: str, cpt_devices: int, cpus_per_cell: int) -> Any:
     from harness.core.devices import compute_device
     from harness.executors import choose
 
-    return choose(cfg, compute_device(device), cpt_devices(cfg), cpus_per_cell)
+    return choose(cfg, compute_device(device), cpt_devices, cpus_per_cell)
 
 
-def _heldout_languages(cfg: Any, world: Any, settings: dict[str, Any]) -> list[str]:
+# -- settings fitted to the source model ------------------------------------------------------------------
+# A profile names sizes for a family of models (the ``paper`` profile's CPT blocks of 512 tokens for XLM-R); a
+# world's source model may take fewer positions (the synthetic world's 128). The harness **clamps** such a setting
+# to what the model takes, rather than refusing the run: the profile stays usable on every world, the clamped value
+# is part of the cells' identity (it is the value CPT runs with), it is printed when the run starts, logged on every
+# cell run as a ``fitted.<setting>`` parameter that names the requested value, the used one and why, and named
+# under every board the run's rows appear on. A setting the model does not bound is never touched. (The tasks' own
+# maximum lengths are fitted where the model is at hand, ``tasks.data.max_input_length``, and logged with the
+# task's protocol, ``<task>.max_length``.)
+def source_positions(world: Any, source: str) -> int | None:
+    """The longest input the source model takes, from its ``config.json`` (None when the world has no folder)."""
+    path = world.source_dir(source) / "config.json"
+    if not path.is_file():
+        return None
+    return usable_positions(json.loads(path.read_text()))
+
+
+def fit_cpt(cpt: dict[str, Any], world: Any, sources: list[str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """``cpt`` with its block size clamped to the shortest input among ``sources``' models, and
+    ``{"cpt.block_size": "512 -> 128: ..."}`` for every setting changed."""
+    limits = {s: n for s in sources if (n := source_positions(world, s)) is not None}
+    fitted, notes = dict(cpt), {}
+    if not limits:
+        return fitted, notes
+    source = min(limits, key=lambda s: (limits[s], s))
+    limit = limits[source]
+    block = int(cpt["block_size"])
+    if block > limit:
+        fitted["block_size"] = limit
+        notes["cpt.block_size"] = f"{block} -> {limit}: source model {source!r} takes {limit} positions"
+    return fitted, notes
+
+
+def _heldout_languages(cfg: Any, world: Any, cpt: CptSpec) -> list[str]:
     """The languages of the held-out MLM diagnostic: the MLM task's, within ``--langs`` (and the pivot)."""
-    if int(settings["steps"]) <= 0:
+    if cpt.steps <= 0:
         return []
     from harness.core.registry import TASKS
     from harness.plan import languages_within
 
     return languages_within(cfg, world, TASKS.get("mlm")().languages(world))
-
-
-def method_code_digest(method: str) -> dict[str, str]:
-    from harness.core.declarations import code_digest
-    from harness.core.registry import METHODS
-
-    return code_digest(METHODS.get(method).__module__)

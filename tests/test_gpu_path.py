@@ -104,7 +104,7 @@ def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, sy
 
 
 def test_fit_leaves_what_the_model_takes(tmp_path):
-    from harness.fit import fit_cpt
+    from harness.spec import fit_cpt
 
     src = tmp_path / "sources" / "s"
     src.mkdir(parents=True)

@@ -413,7 +413,7 @@ def test_a_rerun_reads_no_cell_values_for_aggregates_already_logged(run_cli, tra
     from harness.config import make_config
     from harness.core.record import RunRecord
     from harness.core.tracking import Tracker
-    from harness.runner import Runner
+    from harness.spec import resolve
     from harness.worlds import get_world
 
     exp = "t-seeds-again"
@@ -421,11 +421,11 @@ def test_a_rerun_reads_no_cell_values_for_aggregates_already_logged(run_cli, tra
             "--seeds", "5,6", check=True)
     cfg = make_config(overrides={"world": "synthetic", "tasks": ["sr-t"], "methods": ["random"], "experiment": exp,
                                  "seeds": [5, 6], "tracking_uri": tracking_uri})
-    runner = Runner(cfg, get_world("synthetic"), Tracker(tracking_uri))
+    world, tracker = get_world("synthetic"), Tracker(tracking_uri)
     read: list[str] = []
     monkeypatch.setattr(RunRecord, "task_values", lambda self, e, key, task: read.append(key) or {})
-    aggregate_seeds(runner)
+    aggregate_seeds(resolve(cfg, world), tracker)
     assert read == []
-    runner.plan.tasks.append("mlm")  # a task not aggregated yet is read
-    aggregate_seeds(runner)
+    cfg.tasks = ["sr-t", "mlm"]  # a task not aggregated yet is read
+    aggregate_seeds(resolve(cfg, world), tracker)
     assert len(read) == 2

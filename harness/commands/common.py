@@ -116,14 +116,13 @@ def check_config_tables(cfg: Any) -> None:
     must exist; its parameters are checked against what the method declares, names and values, as the method
     checks them when it runs), ``task_params`` (each task named must exist; its parameter names are checked where
     the task declares them) and ``cpt`` (:func:`harness.plan.cpt_settings`)."""
-    from harness.core.profiles import profile
-    from harness.plan import cpt_settings
+    from harness.spec import cpt_settings, profile_of
 
     for method in cfg.method_params:
         check_method_params(cfg, method)
     for task, given in cfg.task_params.items():
         check_task_params(task, given)
-    cpt_settings(cfg, profile(cfg.profile))
+    cpt_settings(cfg, profile_of(cfg))
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:
@@ -148,9 +147,9 @@ def check_method_params(cfg: Any, method: str) -> None:
     options every method takes) and their values (:func:`methods.params.resolve`, over the profile's settings
     for the method: :func:`harness.config.method_params`, as the run merges them). A method that declares no
     parameter list (a third-party one) checks its own when it runs."""
-    from harness.config import method_params
     from harness.core.errors import ConfigError
     from harness.core.registry import METHODS
+    from harness.spec import method_params, profile_of
 
     cls = _named(METHODS, "method_params", method)
     declared = getattr(cls, "params", None)
@@ -166,7 +165,7 @@ def check_method_params(cfg: Any, method: str) -> None:
         raise ConfigError(f"config key 'method_params.{method}': unknown parameter "
                           f"{', '.join(repr(u) + _did_you_mean(u, names) for u in unknown)}; {method} takes "
                           f"{takes} (`harness list --method {method}` describes them)")
-    values = method_params(cfg, method)
+    values = method_params(cfg, method, profile_of(cfg))
     try:
         resolve(method, declared, {k: v for k, v in values.items() if k not in SURGERY_PARAMS})
     except ConfigError as exc:

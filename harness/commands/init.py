@@ -15,10 +15,11 @@ from harness.core.record import INIT_REPORT
 def cmd_init(args: argparse.Namespace) -> int:
     """One cell's initialization, with the settings of ``harness run`` (:class:`harness.config.RunConfig`: the same
     checks, the same merging of the profile's method parameters with the given ones, the same device)."""
-    from harness.config import device_available, make_config, method_params, resolve_device, run_seeds
+    from harness.config import device_available, make_config, resolve_device, run_seeds
     from harness.core.paths import harness_home
     from harness.core.registry import METHODS
     from harness.initialize import initialize_model
+    from harness.spec import method_params, profile_of
     from harness.worlds import declared_world, get_world
 
     out = Path(args.out)
@@ -51,7 +52,7 @@ def cmd_init(args: argparse.Namespace) -> int:
     source = cfg.source or world.default_source
     out.mkdir(parents=True, exist_ok=True)
     report = initialize_model(world, source, args.method, dim=cfg.dim_values()[0],
-                              seed=run_seeds(cfg, cfg.world)[0], params=method_params(cfg, args.method),
+                              seed=run_seeds(cfg, cfg.world)[0], params=method_params(cfg, args.method, profile_of(cfg)),
                               out_dir=out, device=resolve_device(cfg.device), profile=cfg.profile)
     console.print_json(json.dumps(report.get("counts", {})))
     console.print(f"model written to {out} (report: {out / INIT_REPORT})")
@@ -66,7 +67,7 @@ def _check_source_and_dim(cfg: Any, world: Any) -> None:
     source = cfg.source or world.default_source
     world.check_source(source)
     try:
-        check_dims(cfg, world, [source])
+        check_dims(cfg.dim_values(), world, [source])
     except HarnessError as exc:  # name the flag of this command
         raise HarnessError(str(exc).replace("--dims", "--dim").replace("give dims", "give a dim")) from None
 

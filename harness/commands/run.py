@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from harness.commands.common import add_run_args, check_world_name, config_from_args, err
-from harness.config import cpt_devices, device_available
+from harness.config import device_available
 from harness.core.errors import HarnessError
 
 
@@ -37,6 +37,8 @@ def _check_run_inputs(cfg: Any) -> None:
         raise HarnessError("--ray-address needs --executor ray")
     check_config_tables(cfg)  # method_params, task_params, cpt
     _check_cells(cfg)
+    from harness.spec import cpt_devices
+
     device_available(cfg.device, cpt_devices(cfg))
     given = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # else the default store, in the home
     if given:
@@ -70,19 +72,21 @@ def cmd_run(args: argparse.Namespace) -> int:
     lifecycle.stop_on_signals()  # SIGINT / SIGTERM: workers stopped, unfinished runs KILLED, exit 130 / 143
     runners: list[Any] = []
     try:
-        return _run(cfg, runners)
+        world = _load_world(cfg.world)  # built first where it is not (minutes, said stage by stage)
+        return _run(cfg, world, runners)
     except lifecycle.Stopped as stop:
         return lifecycle.clean_stop(stop, runners[-1] if runners else None)
 
 
-def _run(cfg: Any, runners: list[Any]) -> int:
+def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
+    """The stages of a run on its loaded ``world``: resolve every setting once, skip what is finished, run the
+    cells, write the seed aggregates, print the results table."""
     from harness.cell import pending
     from harness.executors import make_executor
     from harness.plan import no_cell_left
     from harness.runner import Runner
     from harness.spec import resolve
 
-    world = _load_world(cfg.world)
     spec = resolve(cfg, world)  # every setting, once; what only the built world says (task data) included
     if not spec.plan.cells:
         raise HarnessError(no_cell_left(spec.plan.skipped))
@@ -133,9 +137,10 @@ def results_table(spec: Any, tracker: Any) -> None:
             from leaderboard.tables import build_leaderboard
 
             for exp in find(tracker.client, name):
+                ours, older = _cell_runs(spec, tracker, exp.experiment_id)
                 data = collect_experiment(tracker.client, exp, world=spec.world)
                 if data.tasks:  # rows of earlier runs and of older method code are marked
-                    origins = row_origins(data, *_cell_runs(spec, tracker, exp.experiment_id))
+                    origins = row_origins(data, ours, older)
                     tables += summaries(build_leaderboard(data), spec.plan.tasks, origins)
         from leaderboard.summary import render
 
@@ -149,9 +154,8 @@ def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], d
     version of its method's code than the one installed now, the files that changed (``harness.method_code``)."""
     import json
 
+    from harness.core.declarations import changed_files, method_code
     from harness.core.record import Kind, kind_filter, own_tags, search_runs
-    from harness.rerun import changed_files
-    from harness.spec import method_code_digest
 
     keys = {k.key for k in spec.cells.values()}
     ours, older = set(), {}
@@ -162,7 +166,7 @@ def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], d
         try:
             recorded = json.loads(tags.get("method_code") or "null")
             method = tags.get("method", "")
-            now = spec.method_code[method] if method in spec.method_code else method_code_digest(method)
+            now = spec.method_code[method] if method in spec.method_code else method_code(method)
         except (ValueError, HarnessError):  # unreadable, or a method not installed here: not judged
             continue
         files = changed_files(recorded, now) if isinstance(recorded, dict) else []

@@ -178,15 +178,11 @@ def training_attention(model: torch.nn.Module, device: str | torch.device) -> st
     return "eager"
 
 
-def run_precisions(cfg: Any, device: str, prof: dict[str, Any] | None = None,
-                   resolve: bool = True) -> tuple[str, str]:
+def run_precisions(cfg: Any, device: str, prof: dict[str, Any], resolve: bool = True) -> tuple[str, str]:
     """(CPT precision, evaluation precision) of a run, resolved for ``device``: ``[cpt] precision`` for CPT, else
     the run's ``precision`` (``--precision``), else the profile's (``prof``: the run's profile, already read); the
     run's ``precision`` for evaluation, else the profile's ``eval_precision``. ``resolve=False``: as given, ``auto``
     left unresolved (a plan asks nothing of the machine)."""
-    from harness.core.profiles import profile
-
-    prof = profile(cfg.profile) if prof is None else prof
     given = getattr(cfg, "precision", None)
     cpt = (cfg.cpt or {}).get("precision") or given or prof["cpt"].get("precision")
     evaluation = given or prof.get("eval_precision")

@@ -1,8 +1,8 @@
 """The run record: what a run of the harness leaves in MLflow, written and read through this one module.
 
 The runner computes; it hands what it computed to :class:`RunRecord`, which writes it; the leaderboard
-(:mod:`leaderboard.collect`), the resume policy (:mod:`harness.rerun`), the pass-over of finished cells
-(:mod:`harness.finished`) and the cache's view of the runs read it back through :func:`read_cell_run`,
+(:mod:`leaderboard.collect`), the resume policy and the pass-over of finished cells
+(:mod:`harness.cell`) and the cache's view of the runs read it back through :func:`read_cell_run`,
 :func:`read_task_run` and the helpers here. No other module spells a tag, a done marker or an artifact path.
 
 The record, per experiment (one per world and source model):
