@@ -291,9 +291,8 @@ def spawned_row(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
 
 def row_configs(device: str, batch: int) -> list[tuple[str, dict[str, Any], int, bool]]:
     """``(row, CPT speed settings, per-device batch, spawned)`` for every row, in order."""
-    from harness.cpt import cpt_speed
-
     from harness.core.precision import resolve_precision
+    from harness.cpt import cpt_speed
 
     defaults = {**cpt_speed({}, device), "precision": resolve_precision("auto", device)}
     rows, current = [], dict(STOCK)

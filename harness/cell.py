@@ -32,8 +32,8 @@ are computed again at the end of the command), and is evaluated and logged anew 
 cache are reused: they are keyed by their inputs and checked when loaded. A cell whose run is RUNNING (another
 live command, or a retry within this one) is never started over.
 
-Observers of the stages (:data:`STAGE_HOOKS`, ``hook(stage, cell)`` after ``start``, ``init``, ``step0``,
-``cpt`` and ``finished``) are installed from outside; the tests' faults are (:mod:`harness.core.faults`).
+Observers of the stages (``hook(stage, cell)`` after ``start``, ``init``, ``step0``, ``cpt`` and ``finished``)
+are installed from outside (:mod:`harness.core.hooks`); the tests' faults are (:mod:`harness.core.faults`).
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ from typing import Any
 from harness.core.declarations import changed_files
 from harness.core.record import INIT_REPORT, Done, RunRecord
 from harness.plan import Cell
-
-STAGE_HOOKS: list[Callable[[str, Cell], None]] = []
 
 
 def starts_over(status: str, policy: str) -> bool:
@@ -180,6 +178,8 @@ class CellRun:
         self.parent = ""
 
     def passed(self, stage: str) -> None:
+        from harness.core.hooks import STAGE_HOOKS
+
         for hook in STAGE_HOOKS:
             hook(stage, self.cell)
 

@@ -22,12 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from harness import cpt_batch
+from harness.core import hooks
 from harness.core.cache import DONE, discard_damaged, file_digests
 from harness.core.devices import accelerator_branches, rank_device
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import training_attention
 from harness.cpt_batch import batch_layout
-from harness.spec import CptSpec
+from harness.cpt_spec import CptSpec
 from harness.worlds.base import read_lines
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ def prepare_model(model: Any, speed: dict[str, Any], device: str) -> Any:
     if speed["masked_head"]:
         use_masked_only_head(model)
     training_attention(model, device)
-    for limit in cpt_batch.MEMORY_LIMITS:
+    for limit in hooks.MEMORY_LIMITS:
         limit.attach(model)
     return model
 
@@ -270,7 +271,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         def on_step_end(self, a, state, control, model=None, **kw):  # noqa: ANN001
             if state.global_step >= state.max_steps:  # the last step's loss, whatever the logging interval
                 control.should_log = True
-            for limit in cpt_batch.MEMORY_LIMITS:
+            for limit in hooks.MEMORY_LIMITS:
                 limit.at_step(state.global_step)
             if state.global_step in eval_steps and state.is_world_process_zero:
                 out = work / f"step-{state.global_step}"
@@ -306,7 +307,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                         "why": f"out of memory during CPT: {why}"})
         layout_file.write_text(json.dumps(layouts))
         del trainer, model
-        for limit in cpt_batch.MEMORY_LIMITS:
+        for limit in hooks.MEMORY_LIMITS:
             limit.at_step(step)
         cpt_batch.free_memory(device)
         model = fresh_model()  # the initialized weights; the checkpoint, if any, replaces them

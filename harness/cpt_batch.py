@@ -32,9 +32,6 @@ from harness.core.errors import ConfigError
 log = logging.getLogger(__name__)
 
 
-# memory limits installed from outside (a CPU given a card's memory by the tests, :mod:`harness.core.faults`):
-# each ``attach(model)``-es itself to the models CPT trains and follows the optimizer steps (``at_step(step)``)
-MEMORY_LIMITS: list[Any] = []
 
 
 def batch_layout(effective: int, per_device_max: int, n_devices: int) -> tuple[int, int]:
@@ -136,4 +133,6 @@ def search_wanted(device: str, settings: dict[str, Any]) -> bool:
 
     if not settings.get("auto_batch", True):
         return False
+    from harness.core.hooks import MEMORY_LIMITS
+
     return accelerator_branches(device) or bool(MEMORY_LIMITS)

@@ -16,7 +16,6 @@ from typing import Any
 
 from harness.core.errors import DeviceFault, HarnessError, is_device_fault
 from harness.core.progress import STARTUP_HEARTBEAT_S, log_console, stage
-from harness.spec import RunSpec
 
 log = logging.getLogger(__name__)
 console = log_console()
@@ -25,7 +24,7 @@ console = log_console()
 class Runner:
     """The cells of the resolved run ``spec`` (:func:`harness.spec.resolve`) on ``world``."""
 
-    def __init__(self, spec: RunSpec, world: Any, tracker: Any = None):
+    def __init__(self, spec: Any, world: Any, tracker: Any = None):
         self.spec = spec
         self.world = world
         if tracker is None:

@@ -16,91 +16,19 @@ from __future__ import annotations
 import functools
 import json
 from collections import Counter
-from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from harness.core.hashing import hash_obj
 from harness.core.positions import usable_positions
+from harness.cpt_spec import CptSpec
 from harness.plan import Cell, Plan
 
 INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
 # overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
 # and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
-INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
-# CPT settings that do not change what CPT computes: the number of devices (the effective batch is fixed), whether
-# the tasks are evaluated after it, whether the batch is searched
-NOT_PRODUCT = frozenset({"devices", "eval_tasks", "auto_batch"})
 DEFAULT_EVAL_PRECISION = "fp32"  # absent from a cell's identity (the homes made before it was part of it)
-
-
-class CptSpec(Mapping):
-    """The CPT settings of a run, read-only, and the one owner of their step arithmetic: which steps are
-    evaluated, at which the tasks run, how often a killed CPT can resume."""
-
-    def __init__(self, settings: Mapping[str, Any]):
-        self._settings = dict(settings)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._settings[key]
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._settings)
-
-    def __len__(self) -> int:
-        return len(self._settings)
-
-    def __repr__(self) -> str:
-        return f"CptSpec({self._settings!r})"
-
-    @property
-    def steps(self) -> int:
-        return int(self._settings["steps"])
-
-    @property
-    def devices(self) -> int:
-        """The processes (GPUs) one cell's CPT spans; the effective batch is the same on any number."""
-        return max(1, int(self._settings.get("devices") or 1))
-
-    def product(self) -> dict[str, Any]:
-        """The settings that define a CPT product (and a cell): all but :data:`NOT_PRODUCT`."""
-        return {k: v for k, v in self._settings.items() if k not in NOT_PRODUCT}
-
-    def eval_steps(self) -> list[int]:
-        """The CPT steps a cell is evaluated at: the checkpoints within the budget and the last step."""
-        return cpt_eval_steps(self.steps, list(self._settings.get("checkpoints") or []))
-
-    def task_steps(self) -> list[int]:
-        """The steps at which a cell's tasks are evaluated: 0, and each evaluated CPT step when the tasks are
-        evaluated after CPT (``eval_tasks``)."""
-        if self.steps <= 0 or not self._settings.get("eval_tasks", True):
-            return [0]
-        return [0, *self.eval_steps()]
-
-    def last_task_step(self) -> int:
-        """The last step at which a cell's tasks are evaluated."""
-        return self.task_steps()[-1]
-
-    def heldout_steps(self) -> list[int]:
-        """The steps at which the held-out MLM loss is logged (none without CPT)."""
-        return [0, *self.eval_steps()] if self.steps > 0 else []
-
-    def evaluations(self) -> int:
-        """How many times a cell's tasks are evaluated."""
-        return len(self.task_steps())
-
-    def save_every(self) -> int:
-        """Trainer checkpoints (optimizer state included, for resuming a killed CPT) every this many steps:
-        ``save_every``, by default a quarter of the run; 0 turns them off."""
-        every = self._settings.get("save_every")
-        return max(1, self.steps // 4) if every is None else int(every)
-
-
-def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
-    """The checkpoints within a budget of ``steps`` and the last step."""
-    return sorted({s for s in checkpoints if 0 < s <= steps} | {steps})
-
-
+INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
 @dataclass(frozen=True)
 class CellKeys:
     """What a cell is found by: its identity, its hash, its products' keys."""
@@ -199,9 +127,9 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     """The run's :class:`RunSpec` on ``world`` (built, or a declaration when ``probe`` is False: ``harness plan``
     asks nothing of the machine, and ``auto`` plans for a GPU)."""
     from harness.config import resolve_device
-    from harness.core.declarations import method_code
     from harness.core.precision import run_precisions
     from harness.core.profiles import profile
+    from harness.core.registry import method_code
     from harness.plan import make_plan
 
     prof, plan = profile(cfg.profile), make_plan(cfg, world)

@@ -147,19 +147,22 @@ def test_the_local_executor_on_a_node_of_gpus(monkeypatch):
     from types import SimpleNamespace
 
     from harness.core.errors import ConfigError
-    from harness.executors import local_executor
+    from harness.executors import choose
+    from harness.executors import local_executor as executor_for
+
+    def local_executor(cfg, device, n_cells, cpt_devices=1):
+        return executor_for(choose(cfg, device, cpt_devices, 1), n_cells)
 
     monkeypatch.setenv("HARNESS_EMULATE_ACCELERATOR", "1")
     monkeypatch.setenv("HARNESS_EMULATE_GPUS", "4")
-    cfg = SimpleNamespace(workers=None, isolate_cells=None, cpt={}, profile="cpu")
+    cfg = SimpleNamespace(workers=None, isolate_cells=None, executor="local")
     ex = local_executor(cfg, "cpu", 10)
     assert (ex.workers, ex.fresh, ex.slots) == (4, True, ["0", "1", "2", "3"])
-    ex = local_executor(SimpleNamespace(workers=None, isolate_cells=None, cpt={"devices": 2}, profile="cpu"),
-                        "cpu", 10)
+    ex = local_executor(cfg, "cpu", 10, cpt_devices=2)
     assert (ex.workers, ex.slots) == (2, ["0,1", "2,3"])
-    ex = local_executor(SimpleNamespace(workers=8, isolate_cells=None, cpt={}, profile="cpu"), "cpu", 10)
+    ex = local_executor(SimpleNamespace(workers=8, isolate_cells=None, executor="local"), "cpu", 10)
     assert ex.workers == 4  # never more cell processes than GPUs
-    in_process = SimpleNamespace(workers=1, isolate_cells=False, cpt={}, profile="cpu")
+    in_process = SimpleNamespace(workers=1, isolate_cells=False, executor="local")
     with pytest.raises(ConfigError, match="CUDA_VISIBLE_DEVICES"):
         local_executor(in_process, "cpu", 10)
     assert local_executor(in_process, "cpu", 0) is None  # nothing left to run: nothing to refuse

@@ -261,14 +261,12 @@ def test_batch_search_under_a_simulated_memory_limit():
 def _cpt(world, tmp_path, monkeypatch, memory: str, load_fn=None, **settings):
     from transformers import AutoTokenizer
 
+    from harness.core import faults, hooks
     from harness.cpt import read_layouts, read_train_log, run_cpt
     from harness.initialize import load_model, save_model
 
-    from harness import cpt_batch
-    from harness.core import faults
-
     monkeypatch.setenv("HARNESS_SIMULATED_MEMORY", memory)
-    monkeypatch.setattr(cpt_batch, "MEMORY_LIMITS", [])
+    monkeypatch.setattr(hooks, "MEMORY_LIMITS", [])
     faults.install()  # as every process of a run does when it starts
     src = world.source_dir(world.default_source)
     base = {"steps": 4, "lr": 1e-4, "effective_batch": 8, "per_device_batch": 8, "block_size": 32,

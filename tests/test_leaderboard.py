@@ -269,8 +269,8 @@ def test_variant_labels_name_only_the_parameters_that_differ_and_survive_the_ter
     every = {"dim": "100", "max_lines": "None", "epochs": "3", "overlap": "casefold", "specials": "role"}
     variant = VariantKey("focus", "full", "src", json.dumps(every))
     other = VariantKey("ofa", "full", "src", "{}")
-    from harness.core.registry import METHODS
     from harness.cell import method_tags
+    from harness.core.registry import METHODS
 
     defaults = {"focus": json.loads(method_tags(METHODS.get("focus"))["method_defaults"])}  # as the cells are tagged
     labels = variant_labels([plain, variant, other], defaults)

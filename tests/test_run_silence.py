@@ -97,7 +97,7 @@ def test_the_cells_left_to_do_follow_the_rerun_policy(monkeypatch):
     a FAILED or KILLED run of it; stale with a run of other code of its method)."""
     from types import SimpleNamespace
 
-    import harness.finished as fin
+    import harness.cell as cell_module
     from harness.plan import Cell
 
     done, failed_before, stale, fresh = (Cell("src", m, None, 1) for m in ("done", "failed", "stale", "fresh"))
@@ -114,19 +114,19 @@ def test_the_cells_left_to_do_follow_the_rerun_policy(monkeypatch):
         def cell_code(self, exp, key):
             return codes.get(key, {"m.py": "now"})
 
-    monkeypatch.setattr(fin, "RunRecord", Record)
-    monkeypatch.setattr(fin, "hash_obj", lambda ident: ident)  # a cell's key: its method's name
-    monkeypatch.setattr(fin, "finished_run", lambda record, exp, key, tasks, cpt: "run" if statuses[key] else None)
+    monkeypatch.setattr(cell_module, "RunRecord", Record)
+    monkeypatch.setattr(cell_module, "finished_run", lambda record, exp, key, spec: "run" if statuses[key] else None)
 
-    def runner(policy: str) -> SimpleNamespace:
-        experiment = SimpleNamespace(experiment_id="1", lifecycle_stage="active")
-        return SimpleNamespace(
-            plan=SimpleNamespace(cells=[done, failed_before, stale, fresh], tasks=["mlm"]), cpt={},
-            cfg=SimpleNamespace(rerun=policy), experiment_name=lambda source: "exp",
-            tracker=SimpleNamespace(client=SimpleNamespace(get_experiment_by_name=lambda name: experiment)),
-            cell_identity=lambda cell: cell.method, method_code=lambda method: {"m.py": "now"})
+    def spec(policy: str) -> SimpleNamespace:
+        cells = [done, failed_before, stale, fresh]
+        return SimpleNamespace(  # a cell's key: its method's name
+            plan=SimpleNamespace(cells=cells, tasks=["mlm"]), cfg=SimpleNamespace(rerun=policy),
+            experiment=lambda source: "exp", keys=lambda cell: SimpleNamespace(key=cell.method),
+            method_code={c.method: {"m.py": "now"} for c in cells})
 
-    assert fin.pending_cells(runner("never")) == [fresh]
-    assert fin.pending_cells(runner("failed")) == [failed_before, fresh]
-    assert fin.pending_cells(runner("stale")) == [stale, fresh]
-    assert fin.pending_cells(runner("all")) == [done, failed_before, stale, fresh]
+    experiment = SimpleNamespace(experiment_id="1", lifecycle_stage="active")
+    tracker = SimpleNamespace(client=SimpleNamespace(get_experiment_by_name=lambda name: experiment))
+    assert cell_module.pending(spec("never"), tracker) == [fresh]
+    assert cell_module.pending(spec("failed"), tracker) == [failed_before, fresh]
+    assert cell_module.pending(spec("stale"), tracker) == [stale, fresh]
+    assert cell_module.pending(spec("all"), tracker) == [done, failed_before, stale, fresh]

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from harness.config import make_config
-from harness.executors import local_workers
+from harness.executors import choose
 from tests.test_ray import _cells, _metrics
 
 GRID = ["run", "--world", "synthetic", "--methods", "random,ofa", "--tasks", "mlm", "--cpt-steps", "2"]
@@ -34,6 +34,14 @@ def test_workers_match_sequential(run_cli, tracking_uri, harness_home, tmp_path)
     run_cli(*GRID, "--experiment", "w-par", "--workers", "2", env={**one_thread, "HARNESS_HOME": str(home)},
             check=True)
     assert len(_cells(tracking_uri, "w-par")) == 2
+
+
+def local_workers(cfg, device: str, n_cells: int) -> int:
+    """The cells the local executor runs at once for ``cfg`` on ``device`` with ``n_cells`` left."""
+    from harness.spec import cpt_devices, profile_of
+
+    cpus = max(1, int(profile_of(cfg).get("resources", {}).get("num_cpus", 1)))
+    return choose(cfg, device, cpt_devices(cfg), cpus).workers_for(n_cells)
 
 
 def test_local_workers_rule(monkeypatch):

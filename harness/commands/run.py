@@ -154,8 +154,9 @@ def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], d
     version of its method's code than the one installed now, the files that changed (``harness.method_code``)."""
     import json
 
-    from harness.core.declarations import changed_files, method_code
+    from harness.core.declarations import changed_files
     from harness.core.record import Kind, kind_filter, own_tags, search_runs
+    from harness.core.registry import method_code
 
     keys = {k.key for k in spec.cells.values()}
     ours, older = set(), {}

@@ -142,13 +142,6 @@ def code_digest(module: str) -> dict[str, str]:
     return dict(sorted(entry.split("=", 1) for entry in seen.values() if entry))
 
 
-def method_code(method: str) -> dict[str, str]:
-    """:func:`code_digest` of the registered method ``method``'s module: the code its cells ran with."""
-    from harness.core.registry import METHODS
-
-    return code_digest(METHODS.get(method).__module__)
-
-
 def changed_files(recorded: dict[str, str] | None, code: dict[str, str]) -> list[str]:
     """The files of a method's code that differ between what a run recorded and now (added or removed ones too)."""
     if recorded is None:

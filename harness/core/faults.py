@@ -1,6 +1,6 @@
 """Faults injected from outside, for the tests: nothing here runs unless its environment variable is set, and no
-production step calls it. :func:`install` wraps the stages of a cell's lifecycle (:data:`harness.cell.STAGE_HOOKS`)
-and gives CPT a memory limit (:data:`harness.cpt_batch.MEMORY_LIMITS`); every process of a run calls it when it
+production step calls it. :func:`install` wraps the stages of a cell's lifecycle and gives CPT a memory limit
+through the run's extension points (:mod:`harness.core.hooks`); every process of a run calls it when it
 starts (the ``harness`` process, its workers, the CPT ranks, fastText's training children).
 
 * ``HARNESS_FAULT_AT=module:qualname[@n][/after]`` signals the ``harness`` process before (or after) the n-th call of
@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from harness.core import hooks
 from harness.core.errors import ConfigError
 from harness.core.processes import MAIN_PID_ENV
 
@@ -32,16 +33,12 @@ def install() -> None:
     """Every fault its environment asks for, in this process (nothing when none is set)."""
     install_fault_hook()
     if os.environ.get("HARNESS_FAULT_AFTER") or os.environ.get("HARNESS_FAULT_DEVICE"):
-        from harness import cell
-
         for hook in (device_fault, fault_after):
-            if hook not in cell.STAGE_HOOKS:
-                cell.STAGE_HOOKS.append(hook)
+            if hook not in hooks.STAGE_HOOKS:
+                hooks.STAGE_HOOKS.append(hook)
     sim = simulated_memory()
     if sim is not None:
-        from harness import cpt_batch
-
-        cpt_batch.MEMORY_LIMITS[:] = [sim]
+        hooks.MEMORY_LIMITS[:] = [sim]
 
 
 @dataclass

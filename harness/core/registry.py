@@ -166,3 +166,11 @@ METHODS: Registry = Registry("method", "harness.methods", builtin_modules=("meth
                              listing_fields=("description", "requires", "overlap_rule", "supports_factorized"))
 TASKS: Registry = Registry("task", "harness.tasks", builtin_modules=("tasks",),
                            listing_fields=("description", "metrics", "headline"))
+
+
+def method_code(method: str) -> dict[str, str]:
+    """The digest of the registered method ``method``'s code (:func:`harness.core.declarations.code_digest` of its
+    module): what its cells ran with."""
+    from harness.core.declarations import code_digest
+
+    return code_digest(METHODS.get(method).__module__)
