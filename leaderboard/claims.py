@@ -78,10 +78,17 @@ class ClaimResult:
     interval: DiffInterval | None = None  # of a - b (seeds and languages resampled)
     languages_needed: int | None = None  # set where the test over n languages cannot reach p < ALPHA at all
     design: str = ""  # then: why it cannot, and what it would need (also in the detail)
+    numerics: str = ""  # the rows' numerics, where the board's rows differ in them (one verdict per numerics)
+
+    @property
+    def where(self) -> str:
+        """The task, and the numerics its rows were computed with where a board holds several."""
+        return f"{self.task} ({self.numerics})" if self.numerics else self.task
 
     def as_dict(self) -> dict[str, Any]:
         return {"claim": self.claim.id, "paper": self.claim.source, "statement": self.claim.statement,
-                "profile": self.profile, "task": self.task, "status": self.status, "a_avg": self.a_avg,
+                "profile": self.profile, "task": self.task, "numerics": self.numerics, "status": self.status,
+                "a_avg": self.a_avg,
                 "b_avg": self.b_avg, "diff": self.diff, "p_value": self.p_value, "n": self.n,
                 "detail": self.detail, "languages_needed": self.languages_needed,
                 "interval": dict(self.interval.__dict__) if self.interval else None}
@@ -113,10 +120,27 @@ def design_note(n: int, ties: int = 0, alpha: float = ALPHA) -> str:
 
 
 # -- the verdicts -----------------------------------------------------------------------------------------------
-def _row(board: Any, method: str) -> Any | None:
+def numerics(variant: Any) -> str:
+    """How a row's numbers were computed, where rows can differ in it: ``evaluation fp32, CPT bf16``."""
+    import json
+
+    evaluation = json.loads(getattr(variant, "protocol", "{}") or "{}").get("eval_precision", "fp32")
+    cpt = json.loads(variant.cpt or "{}").get("precision")
+    return f"evaluation {evaluation}" + (f", CPT {cpt}" if cpt else "")
+
+
+def _groups(board: Any) -> list[str]:
+    """The numerics of the board's rows (:func:`numerics`), each a claim's own test: rows computed differently are
+    never compared with each other."""
+    return sorted({numerics(r.variant) for r in board.rows if r.variant is not None})
+
+
+def _row(board: Any, method: str, group: str | None = None) -> Any | None:
     """The method's row with its default parameters at full dimension where there is one (a variant row's label
-    names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row."""
-    rows = [r for r in board.rows if r.variant is not None and r.variant.method == method]
+    names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row; of the rows
+    computed as ``group`` says (:func:`numerics`) when given."""
+    rows = [r for r in board.rows if r.variant is not None and r.variant.method == method
+            and (group is None or numerics(r.variant) == group)]
     if not rows:
         return None
     return min(rows, key=lambda r: (r.variant.dim != "full",
@@ -135,9 +159,22 @@ def _level(res: ClaimResult, lo: float, hi: float) -> None:
         res.detail = f"the difference is {where} ±{tol}, but the interval reaches over ±{tol}"
 
 
-def _pairwise(claim: Claim, board: Any) -> ClaimResult:
+def _pairwise_all(claim: Claim, board: Any) -> list[ClaimResult]:
+    """The claim on ``board``, tested once per numerics of its rows where they differ (never pooled)."""
+    groups = _groups(board)
+    if len(groups) <= 1:
+        return [_pairwise(claim, board)]
+    out = []
+    for group in groups:
+        res = _pairwise(claim, board, group)
+        res.numerics = group
+        out.append(res)
+    return out
+
+
+def _pairwise(claim: Claim, board: Any, group: str | None = None) -> ClaimResult:
     res = ClaimResult(claim, board.profile, board.task, "not tested")
-    ra, rb = _row(board, claim.a), _row(board, claim.b)
+    ra, rb = _row(board, claim.a, group), _row(board, claim.b, group)
     if ra is None or rb is None:
         res.detail = f"no {claim.a if ra is None else claim.b} row"
         return res
@@ -245,7 +282,7 @@ def evaluate_claims(boards: list[Any], variants: list[Any]) -> list[ClaimResult]
             if claim.kind == "cpt":
                 out.append(_cpt(claim, profile, boards, variants))
             else:
-                out += [_pairwise(claim, b) for b in sorted(step0, key=lambda b: b.task)]
+                out += [r for b in sorted(step0, key=lambda b: b.task) for r in _pairwise_all(claim, b)]
     return out
 
 
@@ -274,7 +311,7 @@ def claim_rows(results: list[ClaimResult]) -> tuple[list[str], list[list[str]]]:
     from leaderboard import fmt
 
     head = ["claim", "paper", "task", "profile", "verdict", "a", "b", "diff", "95% interval", "p", "n", "note"]
-    rows = [[r.claim.statement, r.claim.source, r.task, r.profile, r.status, fmt.value(r.a_avg),
+    rows = [[r.claim.statement, r.claim.source, r.where, r.profile, r.status, fmt.value(r.a_avg),
              fmt.value(r.b_avg), _diff(r), _interval(r.interval),
              "-" if r.p_value is None else f"{r.p_value:.3g}", _n(r), r.detail] for r in results]
     return head, rows
@@ -285,7 +322,7 @@ def brief_rows(results: list[ClaimResult]) -> tuple[list[str], list[list[str]]]:
     task names its profile where the claims span several."""
     several = len({r.profile for r in results}) > 1
     head = ["claim", "task", "verdict", "diff", "95% interval", "n"]
-    return head, [[r.claim.statement, f"{r.task} ({r.profile})" if several else r.task, r.status, _diff(r),
+    return head, [[r.claim.statement, f"{r.where} ({r.profile})" if several else r.where, r.status, _diff(r),
                    _interval(r.interval), _n(r)] for r in results]
 
 

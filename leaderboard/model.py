@@ -26,6 +26,9 @@ class VariantKey:
     params: str = "{}"  # canonical JSON of the method's parameters
     cpt: str = "{}"  # canonical JSON of the CPT settings
     seed: str | None = None  # set for per-seed rows only
+    # canonical JSON of what else moves its numbers: the evaluation precision, where it is not fp32 (as the cell's
+    # identity holds it)
+    protocol: str = "{}"
 
 
 @dataclass

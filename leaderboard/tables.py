@@ -43,10 +43,15 @@ def _canon(d: dict[str, str]) -> str:
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
+DEFAULT_EVAL_PRECISION = "fp32"  # a row of another evaluation precision is a variant of its own, and says so
+
+
 def _variant(run: TaskRun | CellRun, parent: CellRun | None, per_seed: bool) -> VariantKey:
     params = _canon(parent.method_params) if parent else "{}"
     cpt = _canon(parent.cpt_params) if parent else "{}"
-    return VariantKey(run.method, run.dim, run.source, params, cpt, run.seed if per_seed else None)
+    evaluation = parent.params.get("eval_precision") if parent else None
+    protocol = _canon({"eval_precision": evaluation}) if evaluation not in (None, DEFAULT_EVAL_PRECISION) else "{}"
+    return VariantKey(run.method, run.dim, run.source, params, cpt, run.seed if per_seed else None, protocol)
 
 
 def variant_labels(keys: list[VariantKey],
@@ -63,11 +68,26 @@ def variant_labels(keys: list[VariantKey],
         same = [o for o in keys if (o.method, o.dim, o.source) == (k.method, k.dim, k.source)]
         if len({o.params for o in same}) > 1:
             label += f" ({_distinguishing_params(k, same, (defaults or {}).get(k.method, {}))})"
-        if len({o.cpt for o in same if o.params == k.params}) > 1:
-            label += f" cpt={json.loads(k.cpt).get('steps', '?')}"
+        label += _distinguishing_cpt(k, [o for o in same if o.params == k.params])
         if k.seed is not None:
             label += f" s={k.seed}"
         out[k] = label
+    return out
+
+
+def _distinguishing_cpt(k: VariantKey, same: list[VariantKey]) -> str:
+    """What tells ``k`` apart from the variants of one method with its parameters: the CPT budget (``cpt=10``),
+    any other CPT setting that differs (``cpt.precision=bf16``), the evaluation precision (``eval=bf16``); "" when
+    nothing does."""
+    out = ""
+    cpts = {o: json.loads(o.cpt) for o in same}
+    mine = cpts[k]
+    differ = sorted(a for a in {a for c in cpts.values() for a in c} if len({c.get(a) for c in cpts.values()}) > 1)
+    if "steps" in differ:
+        out += f" cpt={mine.get('steps', '?')}"
+    out += "".join(f" cpt.{a}={mine.get(a, '-')}" for a in differ if a != "steps")
+    if len({o.protocol for o in same}) > 1:
+        out += f" eval={json.loads(k.protocol).get('eval_precision', DEFAULT_EVAL_PRECISION)}"
     return out
 
 
@@ -361,7 +381,7 @@ def profile_labels(data: ExperimentData, per_seed: bool) -> dict[VariantKey, str
     out: dict[VariantKey, str] = {}
     for ks in keys.values():
         out.update(variant_labels(sorted(ks, key=lambda k: (k.method, k.dim, k.source, k.params, k.cpt,
-                                                            str(k.seed))), defaults))
+                                                            k.protocol, str(k.seed))), defaults))
     return out
 
 

@@ -1,0 +1,89 @@
+"""What moves a number is in a cell's identity and on the board: the evaluation precision beside the CPT
+precision. A run asking for another precision than a finished one computes new cells (it is never passed over as
+finished), its rows get labels of their own, and the claims test each set of rows on its own."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from harness.config import make_config
+from leaderboard.model import Board, Entry, Row, VariantKey, finish_board
+
+
+def _keys(world, **overrides) -> set[str]:
+    from harness.spec import resolve
+
+    cfg = make_config(overrides={"world": "synthetic", "methods": ["random"], "tasks": ["sr-t"], "device": "cpu",
+                                 **overrides})
+    return {k.key for k in resolve(cfg, world).cells.values()}
+
+
+def test_the_evaluation_precision_is_part_of_a_cells_identity(synthetic_world):
+    fp32 = _keys(synthetic_world)
+    assert _keys(synthetic_world, precision="fp32") == fp32  # fp32 named: the same cells (fp32 is the default)
+    # CPT in fp32 as before, evaluation in bf16: new cells, not the fp32 ones passed over as finished
+    eval_bf16 = _keys(synthetic_world, precision="bf16", cpt={"precision": "fp32"})
+    assert eval_bf16.isdisjoint(fp32)
+    both_bf16 = _keys(synthetic_world, precision="bf16")
+    assert both_bf16.isdisjoint(fp32) and both_bf16.isdisjoint(eval_bf16)
+
+
+def test_rows_that_differ_in_precision_get_labels_of_their_own():
+    from leaderboard.tables import variant_labels
+
+    cpt = {"steps": "10", "precision": "fp32", "lr": "0.0001"}
+    fp32 = VariantKey("ofa", "full", "src", "{}", json.dumps(cpt, sort_keys=True))
+    cpt_bf16 = VariantKey("ofa", "full", "src", "{}", json.dumps({**cpt, "precision": "bf16"}, sort_keys=True))
+    eval_bf16 = VariantKey("ofa", "full", "src", "{}", fp32.cpt, protocol=json.dumps({"eval_precision": "bf16"}))
+    longer = VariantKey("ofa", "full", "src", "{}", json.dumps({**cpt, "steps": "20"}, sort_keys=True))
+    labels = variant_labels([fp32, cpt_bf16, eval_bf16, longer])
+    assert len(set(labels.values())) == 4, labels
+    assert labels[cpt_bf16] == "ofa d=full cpt=10 cpt.precision=bf16 eval=fp32"
+    assert labels[eval_bf16] == "ofa d=full cpt=10 cpt.precision=fp32 eval=bf16"
+    assert labels[longer].startswith("ofa d=full cpt=20")
+    # one variant alone, or variants that differ in the budget only, keep the labels they had
+    assert variant_labels([fp32]) == {fp32: "ofa d=full"}
+    assert variant_labels([fp32, longer]) == {fp32: "ofa d=full cpt=10", longer: "ofa d=full cpt=20"}
+
+
+def test_the_claims_never_pool_rows_computed_differently():
+    from leaderboard.claims import evaluate_claims
+
+    langs = [f"l{i}_Latn" for i in range(8)]
+    base = [0.20, 0.22, 0.18, 0.25, 0.30, 0.10, 0.15, 0.21]
+
+    def row(method: str, shift: float, evaluation: str) -> Row:
+        protocol = "{}" if evaluation == "fp32" else json.dumps({"eval_precision": evaluation})
+        return Row(f"{method} {evaluation}", {x: Entry([v + shift + 0.001 * i], ["1"])
+                                              for i, (x, v) in enumerate(zip(langs, base, strict=True))},
+                   variant=VariantKey(method, "full", "src", cpt='{"precision":"fp32"}', protocol=protocol))
+
+    # FOCUS ahead of random in fp32, behind in bf16: two verdicts, one per set of rows
+    board = Board("exp", "sr-t", "acc@10", "cpu", True, "step", 0, [],
+                  [row("random", 0.0, "fp32"), row("focus", 0.05, "fp32"),
+                   row("random", 0.0, "bf16"), row("focus", -0.05, "bf16")])
+    board.headline = True
+    finish_board(board)
+    results = [r for r in evaluate_claims([board], []) if r.claim.id == "focus>random"]
+    assert {r.numerics: r.status for r in results} == {"evaluation fp32, CPT fp32": "holds",
+                                                      "evaluation bf16, CPT fp32": "contradicted"}
+    assert all(re.search(r"\(evaluation (fp32|bf16), CPT fp32\)", r.where) for r in results)
+
+
+def test_a_bf16_run_after_an_fp32_one_adds_rows_and_the_fp32_cells_resume(run_cli, tmp_path):
+    """The same command in fp32, then with the evaluation in bf16 ([cpt] precision = "fp32", --precision bf16):
+    the second computes its cells (before, it printed "finished, every evaluation logged" for each and showed the
+    fp32 numbers), the table has both rows, labelled apart; the fp32 command again passes over every cell."""
+    cmd = ["run", "--world", "synthetic", "--methods", "random", "--tasks", "sr-t", "--experiment", "numerics"]
+    first = run_cli(*cmd, check=True)
+    assert "finished, every evaluation logged" not in first.stderr
+    cfg = tmp_path / "bf16.toml"
+    cfg.write_text('[cpt]\nprecision = "fp32"\n')
+    second = run_cli(*cmd, "--precision", "bf16", "--config", str(cfg), check=True)
+    assert "finished, every evaluation logged" not in second.stderr, second.stderr[-2000:]
+    assert "random d=full eval=bf16" in second.stdout and re.search(r"random d=full eval=fp32", second.stdout), \
+        second.stdout
+    again = run_cli(*cmd, check=True)
+    assert "finished, every evaluation logged: random" in again.stderr
+    assert "init random" not in again.stderr
