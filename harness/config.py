@@ -81,6 +81,47 @@ def cpt_devices(cfg: RunConfig) -> int:
     return max(1, int((cfg.cpt or {}).get("devices") or profile(cfg.profile)["cpt"].get("devices", 1) or 1))
 
 
+def check_cpt_table(cfg: RunConfig, settings: dict[str, Any]) -> None:
+    """What the merged CPT settings (``settings``: :func:`harness.plan.cpt_settings`) allow to be checked before
+    anything is written: ``[cpt] precision`` is a precision's name, and the effective batch splits over the
+    devices one cell's CPT spans (else torchrun starts, and every rank fails on it)."""
+    from harness.core.precision import PRECISIONS
+
+    given = (cfg.cpt or {}).get("precision")
+    if given is not None and (not isinstance(given, str) or given.lower() not in PRECISIONS):
+        raise ConfigError(f"config key 'cpt.precision': expected one of {', '.join(PRECISIONS)}, got {given!r}")
+    n = cpt_devices(cfg)
+    if n > 1 and int(settings.get("steps") or 0) > 0:
+        from harness.cpt_batch import batch_layout
+
+        effective, per_device = int(settings["effective_batch"]), int(settings["per_device_batch"])
+        try:
+            batch_layout(effective, per_device, n)
+        except ConfigError:
+            fits = [d for d in range(1, n) if effective % d == 0]
+            raise ConfigError(f"--cpt-devices {n}: the effective batch {effective} cannot be split over {n} "
+                              f"device(s) (at most {per_device} sequences per device); give a number of devices "
+                              f"that divides it (e.g. {fits[-1]}), or [cpt] effective_batch a multiple of {n}"
+                              ) from None
+
+
+def check_precisions(cfg: RunConfig) -> None:
+    """The run's precisions (``--precision``, ``[cpt] precision``, else the profile's) resolved for the device
+    the run will use, before anything is written: fp16 on a CPU is refused here, not once the home, the store and
+    the world exist (:func:`harness.core.precision.run_precisions`)."""
+    from harness.core.precision import resolve_precision, run_precisions
+
+    device = resolve_device(cfg.device)
+    given = (("--precision", cfg.precision), ("config key 'cpt.precision'", (cfg.cpt or {}).get("precision")))
+    for name, value in given:
+        if value is not None:
+            try:
+                resolve_precision(value, device)
+            except ConfigError as exc:
+                raise ConfigError(f"{name} {value}: {exc}") from None
+    run_precisions(cfg, device)
+
+
 def resolve_device(device: str) -> str:
     """The one resolution of ``auto``: a CUDA GPU when this machine has one, else the CPU."""
     if device != "auto":

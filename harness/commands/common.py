@@ -115,14 +115,16 @@ def check_config_tables(cfg: Any) -> None:
     """The tables of a run's settings, checked before any world is built: ``method_params`` (each method named
     must exist; its parameters are checked against what the method declares, names and values, as the method
     checks them when it runs), ``task_params`` (each task named must exist; its parameter names are checked where
-    the task declares them) and ``cpt`` (:func:`harness.plan.cpt_settings`)."""
+    the task declares them) and ``cpt`` (:func:`harness.plan.cpt_settings`: its names; its precision and its
+    effective batch against the devices, :func:`harness.config.check_cpt_table`)."""
+    from harness.config import check_cpt_table
     from harness.plan import cpt_settings
 
     for method in cfg.method_params:
         check_method_params(cfg, method)
     for task, given in cfg.task_params.items():
         check_task_params(task, given)
-    cpt_settings(cfg)
+    check_cpt_table(cfg, cpt_settings(cfg))
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:

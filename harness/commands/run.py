@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from harness.commands.common import add_run_args, check_world_name, config_from_args, err
-from harness.config import cpt_devices, device_available
+from harness.config import check_precisions, cpt_devices, device_available
 from harness.core.errors import HarnessError
 
 
@@ -38,6 +38,7 @@ def _check_run_inputs(cfg: Any) -> None:
     check_config_tables(cfg)  # method_params, task_params, cpt
     _check_cells(cfg)
     device_available(cfg.device, cpt_devices(cfg))
+    check_precisions(cfg)  # fp16 on a CPU, before the home or the store exists
     given = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # else the default store, in the home
     if given:
         cfg.tracking_uri = check_tracking(given)
