@@ -90,8 +90,15 @@ def check_cpt_table(cfg: RunConfig, settings: dict[str, Any]) -> None:
     given = (cfg.cpt or {}).get("precision")
     if given is not None and (not isinstance(given, str) or given.lower() not in PRECISIONS):
         raise ConfigError(f"config key 'cpt.precision': expected one of {', '.join(PRECISIONS)}, got {given!r}")
+    steps = int(settings.get("steps") or 0)
+    outside = [c for c in settings.get("checkpoints") or [] if not 0 < int(c) <= steps]
+    if outside:  # else dropped without a word: CPT stops at its last step
+        given = "--cpt-steps" if cfg.cpt_steps is not None else "[cpt] steps" if "steps" in (cfg.cpt or {}) else \
+            f"the {cfg.profile} profile's CPT steps"
+        raise ConfigError(f"--cpt-checkpoints {','.join(map(str, outside))} not within 1..{steps} ({given}: "
+                          f"{steps}); give checkpoints between 1 and the CPT steps, or more --cpt-steps")
     n = cpt_devices(cfg)
-    if n > 1 and int(settings.get("steps") or 0) > 0:
+    if n > 1 and steps > 0:
         from harness.cpt_batch import batch_layout
 
         effective, per_device = int(settings["effective_batch"]), int(settings["per_device_batch"])

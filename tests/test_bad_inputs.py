@@ -40,6 +40,8 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-dims-zero", RUN + ["--dims", "0"], {}, ["dims"]),
     ("run-dims-word", RUN + ["--dims", "big"], {}, ["dims"]),
     ("run-checkpoint-after-end", RUN + ["--cpt-steps", "4", "--cpt-checkpoints", "9"], {}, ["--cpt-checkpoints"]),
+    ("run-checkpoint-after-profile-steps", RUN + ["--cpt-checkpoints", "50"], {},
+     ["--cpt-checkpoints 50", "1..10", "cpu profile's CPT steps"]),
     ("run-workers-zero", RUN + ["--workers", "0"], {}, ["workers", "at least 1"]),
     ("run-cpt-devices-zero", RUN + ["--cpt-devices", "0"], {}, ["--cpt-devices"]),
     ("run-cpt-devices-batch-split", RUN + ["--cpt-devices", "3"], {},

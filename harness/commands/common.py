@@ -148,16 +148,22 @@ def check_method_params(cfg: Any, method: str) -> None:
     """``[method_params.<method>]``: the names the method declares (``params``, plus the embedding-surgery
     options every method takes) and their values (:func:`methods.params.resolve`, over the profile's settings
     for the method: :func:`harness.config.method_params`, as the run merges them). A method that declares no
-    parameter list (a third-party one) checks its own when it runs."""
+    parameter list (a plug-in class without ``params``) takes none but the surgery options: a parameter given to
+    it would be ignored, so it is refused."""
     from harness.config import method_params
     from harness.core.errors import ConfigError
     from harness.core.registry import METHODS
+    from harness.initialize import SURGERY_PARAMS
 
     cls = _named(METHODS, "method_params", method)
     declared = getattr(cls, "params", None)
     if not isinstance(declared, tuple | list):
+        ignored = sorted(set(cfg.method_params[method]) - set(SURGERY_PARAMS))
+        if ignored:
+            raise ConfigError(f"config key 'method_params.{method}': {method} declares no parameters (no `params` "
+                              f"list of methods.params.Param on its class), so {', '.join(map(repr, ignored))} would "
+                              f"be ignored; leave them out, or declare them on the method (docs/adding-a-method.md)")
         return
-    from harness.initialize import SURGERY_PARAMS
     from methods.params import resolve
 
     names = [p.name for p in declared]
