@@ -414,3 +414,10 @@ def test_real_world_end_to_end():
     assert len([x for x in w.task_languages("ner") if x != "eng_Latn"]) >= 5
     assert len([x for x in w.task_languages("pos") if x != "eng_Latn"]) >= 3
     assert w.manifest["default_source"] in w.sources
+    # what the builder declares before a build (the checks of --dims, plan, world info) is what the build wrote
+    from harness.worlds import WORLDS
+
+    declared, described = WORLDS.get("bible").declare(), WORLDS.get("bible").describe()
+    assert {s: w.hidden_size(s) for s in w.sources} == {s: declared.hidden_size(s) for s in declared.sources}
+    for task in ("sr-b", "sr-t", "ner", "pos", "mlm"):
+        assert set(w.task_languages(task)) - {w.pivot} <= set(described.task_languages(task)), task
