@@ -205,6 +205,57 @@ def cpt_devices(cfg: Any) -> int:
     return CptSpec(cpt_settings(cfg, profile_of(cfg))).devices
 
 
+def check_cpt_table(cfg: Any, settings: dict[str, Any]) -> None:
+    """What the merged CPT settings (``settings``: :func:`cpt_settings`) allow to be checked before
+    anything is written: ``[cpt] precision`` is a precision's name, and the effective batch splits over the
+    devices one cell's CPT spans (else torchrun starts, and every rank fails on it)."""
+    from harness.core.errors import ConfigError
+    from harness.core.precision import PRECISIONS
+
+    given = (cfg.cpt or {}).get("precision")
+    if given is not None and (not isinstance(given, str) or given.lower() not in PRECISIONS):
+        raise ConfigError(f"config key 'cpt.precision': expected one of {', '.join(PRECISIONS)}, got {given!r}")
+    steps = int(settings.get("steps") or 0)
+    outside = [c for c in settings.get("checkpoints") or [] if not 0 < int(c) <= steps]
+    if outside:  # else dropped without a word: CPT stops at its last step
+        given = "--cpt-steps" if cfg.cpt_steps is not None else "[cpt] steps" if "steps" in (cfg.cpt or {}) else \
+            f"the {cfg.profile} profile's CPT steps"
+        raise ConfigError(f"--cpt-checkpoints {','.join(map(str, outside))} not within 1..{steps} ({given}: "
+                          f"{steps}); give checkpoints between 1 and the CPT steps, or more --cpt-steps")
+    n = CptSpec(settings).devices
+    if n > 1 and steps > 0:
+        from harness.cpt_batch import batch_layout
+
+        effective, per_device = int(settings["effective_batch"]), int(settings["per_device_batch"])
+        try:
+            batch_layout(effective, per_device, n)
+        except ConfigError:
+            fits = [d for d in range(1, n) if effective % d == 0]
+            raise ConfigError(f"--cpt-devices {n}: the effective batch {effective} cannot be split over {n} "
+                              f"device(s) (at most {per_device} sequences per device); give a number of devices "
+                              f"that divides it (e.g. {fits[-1]}), or [cpt] effective_batch a multiple of {n}"
+                              ) from None
+
+
+def check_precisions(cfg: Any) -> None:
+    """The run's precisions (``--precision``, ``[cpt] precision``, else the profile's) resolved for the device
+    the run will use, before anything is written: fp16 on a CPU is refused here, not once the home, the store and
+    the world exist (:func:`harness.core.precision.run_precisions`)."""
+    from harness.config import resolve_device
+    from harness.core.errors import ConfigError
+    from harness.core.precision import resolve_precision, run_precisions
+
+    device = resolve_device(cfg.device)
+    given = (("--precision", cfg.precision), ("config key 'cpt.precision'", (cfg.cpt or {}).get("precision")))
+    for name, value in given:
+        if value is not None:
+            try:
+                resolve_precision(value, device)
+            except ConfigError as exc:
+                raise ConfigError(f"{name} {value}: {exc}") from None
+    run_precisions(cfg, device, profile_of(cfg))
+
+
 def _executor(cfg: Any, device: str, cpt_devices: int, cpus_per_cell: int) -> Any:
     from harness.core.devices import compute_device
     from harness.executors import choose

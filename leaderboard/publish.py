@@ -39,6 +39,7 @@ from typing import Any
 
 from rich.console import Console
 
+from harness.core.artifacts import copy_artifact
 from harness.core.record import (
     INIT_REPORT,
     Kind,
@@ -54,7 +55,9 @@ from leaderboard.model import Board, Leaderboard, board_dict
 from leaderboard.tables import build_leaderboard, select_boards
 
 log = logging.getLogger(__name__)
-NOTE_LIMIT = 60000  # characters of Markdown in the run description
+# characters of Markdown in the run description: MLflow's limit on a run tag's value (8,000), less the line that
+# says where the rest is; a longer value would be cut by MLflow itself, with a warning on stderr
+NOTE_LIMIT = 8000 - 40
 EXPERIMENT_NOTE_LIMIT = 20000  # MLflow's limit on an experiment tag's value
 # the part of the experiment's description that ``harness leaderboard`` writes (anything else in it is kept)
 NOTE_START, NOTE_END = "<!-- harness:results -->", "<!-- /harness:results -->"
@@ -331,13 +334,12 @@ def _init_reports(tracker: Tracker, exp_id: str, row: Any, folder: Path) -> list
     for seed in row.seeds:
         runs = tracker.find_runs(exp_id, cells_of(method=key.method, dim=key.dim, source=key.source, seed=seed))
         for run in runs[:1]:
-            try:
-                got = Path(tracker.client.download_artifacts(run.info.run_id, INIT_REPORT, str(folder)))
+            dest = folder / f"init_report_seed{seed}.json"
+            try:  # in place from a local store; no download progress bar either way
+                copy_artifact(tracker.client, run.info.run_id, INIT_REPORT, dest, run.info.artifact_uri)
             except Exception as exc:  # noqa: BLE001 - a cell without the report: the run is still worth logging
                 log.warning("no %s in run %s: %s", INIT_REPORT, run.info.run_id, exc)
                 continue
-            dest = folder / f"init_report_seed{seed}.json"
-            got.replace(dest)
             out.append(dest)
     return out
 
@@ -423,7 +425,8 @@ def _log(tracker: Tracker, lb: Leaderboard, out_dir: Path, run_id: str, existed:
         note += board_md(b) + slices_md(b)
     text = "\n".join(note)
     if len(text) > NOTE_LIMIT:
-        text = text[:NOTE_LIMIT] + "\n\n(truncated: see leaderboard.md)"
+        cut = text.rfind("\n", 0, NOTE_LIMIT)  # at a line's end: no table row or link cut in half
+        text = text[:cut if cut > 0 else NOTE_LIMIT] + "\n\n(truncated: see leaderboard.md)"
     summary: dict[str, float] = {}
     for b in lb.headline_boards():
         for r in b.rows:

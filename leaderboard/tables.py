@@ -202,9 +202,11 @@ class _Builder:
         cpt_only = sorted({p.final_step for runs in groups.values() for r in runs if (p := data.parent(r)) is not None
                            and p.task_final_step == 0 and (p.final_step or 0) > 0})
         if kind == "final" and cpt_only:
+            why = ("the profile's CPT is a smoke test; `[cpt] eval_tasks = true` or a CPT budget of the run's own "
+                   "evaluates them" if profile_budget(profile, board_cells) else
+                   "the run set `[cpt] eval_tasks = false`; `[cpt] eval_tasks = true` evaluates them")
             b.notes.append(f"the tasks were evaluated at step 0 only: after CPT ({', '.join(map(str, cpt_only))} "
-                           "steps) only the held-out MLM loss was measured (the profile's CPT is a smoke test; "
-                           "`[cpt] eval_tasks = true` or a CPT budget of the run's own evaluates them)")
+                           f"steps) only the held-out MLM loss was measured ({why})")
             if note := cpt_note(profile, groups, board_cells, data):
                 b.notes.append(note)
         b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
@@ -289,6 +291,8 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
 
     steps, batch, block = logged("cpt.steps"), logged("cpt.effective_batch"), logged("cpt.block_size")
     budget = f"{steps} CPT steps" + (f" of {batch} x {block} tokens" if batch and block else "") if steps else "CPT"
+    if not profile_budget(profile, cells):
+        note = own_budget_note(profile, budget, cells)
     before, after = [], []
     for runs in groups.values():
         curves = [c for r in runs if (p := data.parent(r)) is not None
@@ -302,6 +306,51 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
     return (f"{note}; on this board, {budget} took the held-out MLM loss from {statistics.fmean(before):.2f} to "
             f"{statistics.fmean(after):.2f} nats (mean over its {len(before)} row(s); lower for {lower} of "
             f"{len(before)})")
+
+
+_BUDGET_KEYS = ("steps", "effective_batch", "block_size")
+
+
+def _budgets(profile: str, cells: list[CellRun]) -> list[tuple[int, int, int]]:
+    """(steps, effective batch, block size) of each cell's CPT as it logged them (``cpt.*`` params; a setting a
+    cell did not log: the profile's)."""
+    from harness.core.profiles import PROFILES
+
+    default = PROFILES.get(profile, {}).get("cpt", {})
+    out = []
+    for c in cells:
+        try:
+            out.append(tuple(int(float(c.params.get(f"cpt.{k}") or default.get(k) or 0)) for k in _BUDGET_KEYS))
+        except ValueError:
+            continue
+    return out
+
+
+def profile_budget(profile: str, cells: list[CellRun]) -> bool:
+    """Whether the cells ran their profile's own CPT budget (or less): what the profile's ``cpt_note`` speaks of.
+    A run that names a budget of its own (``--cpt-steps 4000``) is described by its logged budget instead."""
+    from harness.core.profiles import PROFILES
+
+    default = PROFILES.get(profile, {}).get("cpt", {})
+    own = tuple(int(default.get(k) or 0) for k in _BUDGET_KEYS)
+    return all(all(b <= o for b, o in zip(budget, own, strict=True)) for budget in _budgets(profile, cells))
+
+
+def own_budget_note(profile: str, budget: str, cells: list[CellRun]) -> str:
+    """The post-CPT note of cells that ran a CPT budget of their own: that budget as logged, and its tokens against
+    the papers' CPT (the ``paper`` profile's steps x effective batch x block size)."""
+    from harness.core.profiles import PROFILES
+
+    paper = PROFILES["paper"]["cpt"]
+    paper_tokens = int(paper["steps"]) * int(paper["effective_batch"]) * int(paper["block_size"])
+    tokens = max((s * b * k for s, b, k in _budgets(profile, cells)), default=0)
+    papers = (f"the papers' {int(paper['steps']):,} steps of {paper['effective_batch']} x {paper['block_size']} "
+              "tokens")
+    note = (f"post-CPT results of the {profile} profile under a CPT budget of the run's own ({budget}: up to "
+            f"{tokens:,} tokens a row, {tokens / paper_tokens:.2%} of {papers})")
+    if tokens < paper_tokens:
+        note += "; a shorter CPT than the papers' may rank the methods differently from theirs, so read step 0 too"
+    return note
 
 
 def _metric_order(facts: TaskFacts, present: set[str]) -> list[str]:

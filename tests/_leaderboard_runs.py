@@ -54,8 +54,10 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
               world: str = "fakeworld", source: str = "src", dim: str = "full", task: str = "sr-t",
               hits: dict | None = None, tables: bool = True, items: bool = True, init: dict | None = None,
               final: int = FINAL, params: dict | None = None,
-              versions: dict | None = None, task_params: dict | None = None) -> tuple[str, str]:
-    """One parent run and its task run, as harness.runner writes them. Scores at step 0 are half the final ones."""
+              versions: dict | None = None, task_params: dict | None = None,
+              cpt: dict | None = None) -> tuple[str, str]:
+    """One parent run and its task run, as harness.runner writes them (``cpt``: more CPT settings logged beside
+    ``cpt.steps``). Scores at step 0 are half the final ones."""
     from mlflow.entities import Metric, Param
 
     tags = {"harness.kind": "cell", "harness.method": method, "harness.source": source, "harness.dim": dim,
@@ -64,6 +66,7 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
     parent = client.create_run(exp_id, tags=tags, run_name=f"{method}-{dim}-s{seed}").info.run_id
     ps = {"method": method, "seed": str(seed), "world_hash": "abc123", "cpt.steps": str(final), "cpt.lr": "5e-5",
           **{f"method.{k}": str(v) for k, v in (params or {}).items()},
+          **{f"cpt.{k}": str(v) for k, v in (cpt or {}).items()},
           **{f"version.{k}": str(v) for k, v in (versions or {}).items()}}
     client.log_batch(parent, params=[Param(k, v) for k, v in ps.items()])
     init = init or {"copied": 100, "method": 50, "random": 10, "unk": 0, "seconds": 1.0 + seed}

@@ -40,8 +40,17 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-dims-zero", RUN + ["--dims", "0"], {}, ["dims"]),
     ("run-dims-word", RUN + ["--dims", "big"], {}, ["dims"]),
     ("run-checkpoint-after-end", RUN + ["--cpt-steps", "4", "--cpt-checkpoints", "9"], {}, ["--cpt-checkpoints"]),
+    ("run-checkpoint-after-profile-steps", RUN + ["--cpt-checkpoints", "50"], {},
+     ["--cpt-checkpoints 50", "1..10", "cpu profile's CPT steps"]),
     ("run-workers-zero", RUN + ["--workers", "0"], {}, ["workers", "at least 1"]),
     ("run-cpt-devices-zero", RUN + ["--cpt-devices", "0"], {}, ["--cpt-devices"]),
+    ("run-cpt-devices-batch-split", RUN + ["--cpt-devices", "3"], {},
+     ["--cpt-devices 3", "effective batch 8 cannot be split over 3 device(s)"]),
+    ("run-fp16-on-cpu", RUN + ["--precision", "fp16"], {}, ["--precision fp16", "CUDA"]),
+    ("config-cpt-precision-unknown", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\nprecision = 'fp8'"},
+     ["cpt.precision", "'fp8'", "bf16"]),
+    ("config-cpt-precision-fp16-on-cpu", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[cpt]\nprecision = 'fp16'"}, ["cpt.precision", "fp16", "CUDA"]),
     ("run-ray-address-without-ray", RUN + ["--ray-address", "auto"], {}, ["--executor ray"]),
     ("run-unknown-flag", RUN + ["--methodz", "random"], {}, ["unrecognized", "--help"]),
     ("run-no-command", [], {}, ["required"]),
@@ -51,6 +60,12 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-unknown-source", RUN + ["--source", "nope"], {}, ["source model 'nope'", "src"]),
     ("run-dims-over-hidden-size", RUN + ["--dims", "100,full"], {}, ["--dims 100", "hidden size 64", "below 64"]),
     ("run-dims-at-hidden-size", RUN + ["--dims", "32,64"], {}, ["--dims 64", "hidden size 64"]),
+    # the bible world, not built: the hidden size its builder declares for each source
+    ("run-dims-at-bible-hidden-size", ["run", "--world", "bible", "--methods", "random", "--tasks", "mlm",
+                                       "--dims", "384"], {}, ["--dims 384", "hidden size 384"]),
+    ("run-dims-over-bible-hidden-size", ["run", "--world", "bible", "--methods", "random", "--tasks", "mlm",
+                                         "--source", "multi", "--dims", "500"], {}, ["--dims 500", "'multi'",
+                                                                                     "hidden size 384"]),
     ("run-no-cell-left", ["run", "--world", "synthetic", "--methods", "focus,wechsel", "--tasks", "mlm", "--dims",
                           "32"], {}, ["nothing to run", "'focus' does not support factorized",
                                       "'wechsel' does not support factorized", "dim(s) 32"]),
@@ -138,6 +153,8 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["--dim"]),
     ("init-dim-over-hidden-size", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
                                    "--dim", "64"], {}, ["--dim 64", "hidden size 64", "below 64"]),
+    ("init-dim-at-bible-hidden-size", ["init", "--world", "bible", "--method", "random", "--out", "{tmp}/o",
+                                       "--dim", "384"], {}, ["--dim 384", "hidden size 384"]),
     ("init-cuda-without-cuda", ["init", "--world", "synthetic", "--method", "random", "--out", "{tmp}/o",
                                 "--device", "cuda"], {}, ["CUDA"]),
     ("init-missing-method", ["init", "--world", "synthetic", "--out", "{tmp}/o"], {}, ["--method"]),
@@ -152,6 +169,10 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("leaderboard-bootstrap-not-int", ["leaderboard", "--bootstrap", "many"], {}, ["--bootstrap"]),
     ("leaderboard-step-malformed", ["leaderboard", "--step", "fnal"], {}, ["--step", "did you mean 'final'"]),
     ("leaderboard-empty-home", ["leaderboard"], {}, ["no results yet", "holds no tracking store", "harness run"]),
+    # -- compare
+    ("compare-empty-home", ["compare", "exp-a", "exp-b"], {}, ["no results yet", "harness run", "harness home"]),
+    ("compare-store-not-made", ["compare", "exp-a", "exp-b", "--tracking-uri", "sqlite:///{tmp}/m.db"], {},
+     ["no results yet", "m.db"]),
     # -- world
     ("world-unknown-name", ["world", "info", "synthtic"], {}, ["unknown world", "synthetic"]),
     ("world-unknown-action", ["world", "destroy", "synthetic"], {}, ["invalid choice"]),
@@ -214,8 +235,8 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path):
     if name in ("run-tracking-file-store-refused", "run-tracking-file-proc"):
         if not hasattr(pytest.importorskip("mlflow.environment_variables"), "MLFLOW_ALLOW_FILE_STORE"):
             pytest.skip("this MLflow opens a file store without MLFLOW_ALLOW_FILE_STORE")
-    if argv and argv[0] in ("run", "leaderboard") and not name.startswith("home-"):
-        home.rmdir()  # a refused run or leaderboard makes no harness home
+    if argv and argv[0] in ("run", "leaderboard", "compare", "init") and not name.startswith("home-"):
+        home.rmdir()  # a refused run, leaderboard, comparison or initialization makes no harness home
     env = {k: v for k, v in os.environ.items()
            if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME", "MLFLOW_ALLOW_FILE_STORE"}}
     env.update(HARNESS_HOME=str(home), HF_HOME=str(tmp_path / "hf"), OMP_NUM_THREADS="1", COLUMNS="80",
@@ -383,3 +404,40 @@ def test_what_the_synthetic_world_declares_is_what_its_build_writes(synthetic_wo
 
     cfg = make_config(overrides={"world": "synthetic", "methods": ["random", "focus"], "dims": [32, "full"]})
     assert plan_cells(cfg, sketch) == plan_cells(cfg, synthetic_world)
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["plan", "--profile", "paper", "--device", "cuda", "--methods", "random,ofa", "--source", "all", "--dims",
+      "100,full"], ["random | multi | dim 100", "ofa | mono | dim full", "GPU-hours"]),
+    (["world", "info", "bible"], ["not built here", "source mono (default): hidden size 384",
+                                  "source multi: hidden size 384", "queries"]),
+], ids=["plan-paper-bible", "world-info-bible"])
+def test_an_unbuilt_world_is_described_from_its_declaration(argv, words, tmp_path):
+    """``harness plan`` and ``harness world info`` of the bible world, not built here: what its builder declares
+    (languages, sources and their hidden sizes, each task's languages), exit 0, and nothing built or written (no
+    home is made; the build would fetch hundreds of MB)."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(home), OMP_NUM_THREADS="1", COLUMNS="200", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=300, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    for w in words:
+        assert w in proc.stdout, f"{w!r} not in\n{proc.stdout}"
+    assert not home.exists(), sorted(str(p) for p in home.rglob("*"))
+
+
+def test_the_bible_declaration_is_what_plan_and_run_check_against():
+    """The bible builder's declaration (read before any build) names every source's hidden size, and its plan
+    sketch every task; a factorized dimension at the hidden size leaves no cell, one below it a cell."""
+    from harness.config import make_config
+    from harness.plan import plan_cells
+    from harness.worlds import WORLDS
+
+    builder = WORLDS.get("bible")
+    declared, described = builder.declare(), builder.describe()
+    assert {s: declared.hidden_size(s) for s in declared.sources} == {"mono": 384, "multi": 384}
+    assert sorted(described.tasks) == ["mlm", "ner", "pos", "sr-b", "sr-t"]
+    assert described.pivot not in described.task_languages("sr-b") and len(described.task_languages("mlm")) == 24
+    cfg = make_config(overrides={"world": "bible", "methods": ["random"], "tasks": ["mlm"], "dims": [383]})
+    assert {c.dim for c in plan_cells(cfg, declared)[0]} == {383}

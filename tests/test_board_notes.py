@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import statistics
 
+import pytest
+
 from tests._leaderboard_runs import _board, _build
 
 
@@ -28,6 +30,30 @@ def test_the_cpt_note_gives_the_boards_own_heldout_losses(fake_exp, tracking_uri
     assert f"{steps.pop()} CPT steps" in note
     assert f"from {before:.2f} to {after:.2f} nats (mean over its {len(rows)} row(s)" in note
     assert "17.2" not in note and "15.6" not in note  # the bible world's numbers, once written into the profile
+
+
+@pytest.mark.parametrize("steps, smoke", [(10, True), (400, False)])
+def test_the_cpt_note_describes_the_budget_the_run_logged(steps, smoke, tracking_uri):
+    """Cells of the cpu profile that logged its own budget (10 steps of 8 x 64 tokens) get its smoke-test note;
+    cells that logged a budget of their own (``--cpt-steps 400``) get that budget, against the papers' CPT, and no
+    word of a smoke test."""
+    from mlflow.tracking import MlflowClient
+
+    from tests._leaderboard_runs import make_cell
+
+    client = MlflowClient(tracking_uri)
+    name = f"lb-budget-{steps}"
+    exp_id = client.create_experiment(name)
+    for seed in (1, 2):
+        make_cell(client, exp_id, "alpha", seed, final=steps, cpt={"effective_batch": 8, "block_size": 64})
+    board = _board(_build(tracking_uri, name, bootstrap=0))
+    note = next(n for n in board.notes if n.startswith("post-CPT results of the cpu profile"))
+    assert f"{steps} CPT steps of 8 x 64 tokens" in note
+    assert ("smoke test" in note) is smoke and ("10 CPT steps" in note) is smoke
+    if not smoke:
+        assert "budget of the run's own" in note and f"{steps * 8 * 64:,} tokens a row" in note
+        assert "4,000 steps of 512 x 512 tokens" in note and "0.02%" in note
+    assert all("smoke test" not in n for n in board.notes) is not smoke
 
 
 def test_no_profile_message_carries_a_measurement():

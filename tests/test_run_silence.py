@@ -1,12 +1,18 @@
 """No silent stretch in ``harness run``: each step that can take seconds (the world's loading, the MLflow store's
 opening, the workers' start, each cell's initialization, the seed aggregates, the results) says itself when it
 starts, and a step that lasts says it still runs; a run whose cells are all finished starts no worker and loads no
-model. The longest gap is measured by ``benchmarks/bench_startup.py --run``, not here (timings vary with load)."""
+model. A run with CPT whose second training step is made slow on purpose is timed line by line: no gap over 5 s,
+and the slow step says it still runs (``benchmarks/bench_startup.py --run`` measures the gaps of the main job)."""
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 
 from harness.core.progress import stage, still_running
 
@@ -47,6 +53,95 @@ def test_a_run_says_each_slow_step_when_it_starts_and_a_finished_one_starts_no_w
     at = _index(lines, "MLflow store: opening: start", at)
     _index(lines, "results of t-silence: boards, intervals and claims: start", at)
     assert "random d=full" in again.stdout  # the results table, as after the first run
+
+
+# installed through PYTHONPATH into every process of the run (the harness, its workers): the second optimizer step
+# of each CPT sleeps SLOW_STEP_S seconds, a batch whose count does not move for that long
+_SLOW_STEP = """
+import importlib.abc, importlib.util, os, sys, time
+
+
+class _SlowSecondStep(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "transformers.trainer":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            original, calls = module.Trainer.training_step, [0]
+
+            def training_step(self, *args, **kwargs):
+                calls[0] += 1
+                if calls[0] == 2:
+                    time.sleep(float(os.environ["SLOW_STEP_S"]))
+                return original(self, *args, **kwargs)
+
+            module.Trainer.training_step = training_step
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, _SlowSecondStep())
+"""
+
+
+def test_a_run_with_a_slow_cpt_step_is_never_silent_for_more_than_5_s(synthetic_world, harness_home, tmp_path):
+    """Every line of ``harness run`` (synthetic world, CPT, output piped) timed as it arrives: from the first to the
+    last, no two lines more than 5 s apart, while one CPT step takes 9 s (its count does not move): the CPT says it
+    still runs, with the step it is at, and nothing of it comes after its end."""
+    hook = tmp_path / "hook"
+    hook.mkdir()
+    (hook / "sitecustomize.py").write_text(_SLOW_STEP)
+    repo = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "HARNESS_HOME": str(harness_home), "SLOW_STEP_S": "9", "OMP_NUM_THREADS": "1",
+           "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'm.db'}", "HARNESS_PROGRESS": "lines",
+           "PYTHONPATH": os.pathsep.join([str(hook), str(repo), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", "random",
+                             "--tasks", "mlm", "--cpt-steps", "4", "--experiment", "t-slow-step"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=repo)
+    timed: list[tuple[float, str]] = []
+
+    def read() -> None:
+        for line in proc.stdout:
+            timed.append((time.monotonic(), line.rstrip("\n")))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    rc = proc.wait(timeout=600)
+    reader.join(timeout=30)
+    text = "\n".join(f"{t - timed[0][0]:7.2f} {line}" for t, line in timed)
+    assert rc == 0, text
+    gaps = [(b[0] - a[0], b[1]) for a, b in zip(timed, timed[1:], strict=False)]
+    longest = max(gaps)
+    assert longest[0] <= 5.0, f"{longest[0]:.1f} s of silence before {longest[1]!r}:\n{text}"
+    lines = [line for _, line in timed]
+    start, end = _index(lines, "CPT: start (4)"), _index(lines, "CPT: done 4/4")
+    slow = [x for x in lines[start:end] if x.startswith("CPT: still running (1/4, ")]
+    assert len(slow) >= 2, text  # 9 s at one step: a line at least every 4 s
+    assert not any(x.startswith("CPT: ") for x in lines[end + 1:]), text
+
+
+def test_a_task_whose_count_does_not_move_says_it_still_runs_until_it_ends():
+    """Piped progress (:class:`PlainProgress`) speaks without being called: a task stuck at a count says ``still
+    running`` every ``heartbeat`` seconds, and its thread stops once no task is left."""
+    from harness.core.progress import PlainProgress
+
+    out = io.StringIO()
+    prog = PlainProgress(out, prefix="", heartbeat=0.2)
+    tid = prog.add_task("CPT", total=10)
+    prog.advance(tid, 1)
+    time.sleep(0.75)
+    prog.remove_task(tid)
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "CPT: start (10)" and lines[-1].startswith("CPT: stopped at 1/10 after")
+    beats = lines[1:-1]
+    assert len(beats) >= 2 and all(x.startswith("CPT: still running (1/10, ") for x in beats), lines
+    time.sleep(0.6)
+    assert out.getvalue().splitlines() == lines and prog._ticker is None  # nothing after its end; no thread left
 
 
 def test_a_stage_that_lasts_says_it_still_runs_until_it_ends():

@@ -394,6 +394,16 @@ def test_mini_world_is_deterministic(mini_world, tmp_path):
         assert (out / rel).read_bytes() == (world.root / rel).read_bytes(), rel
 
 
+def test_what_the_builder_declares_covers_what_it_builds(mini_world):
+    """The languages and each task's languages the builder declares before a build (``harness plan``, ``harness
+    world info``, the checks of a run's inputs) hold what the build wrote (with the same settings)."""
+    world, builder, _seen, _corpus = mini_world
+    described = builder.describe()
+    assert sorted(described.languages) == sorted(world.languages) and sorted(described.sources) == sorted(world.sources)
+    for task in world.tasks_available():
+        assert set(world.task_languages(task)) - {world.pivot} <= set(described.task_languages(task)), task
+
+
 def test_registered_lazily():
     from harness.worlds import WORLDS
 
@@ -414,3 +424,10 @@ def test_real_world_end_to_end():
     assert len([x for x in w.task_languages("ner") if x != "eng_Latn"]) >= 5
     assert len([x for x in w.task_languages("pos") if x != "eng_Latn"]) >= 3
     assert w.manifest["default_source"] in w.sources
+    # what the builder declares before a build (the checks of --dims, plan, world info) is what the build wrote
+    from harness.worlds import WORLDS
+
+    declared, described = WORLDS.get("bible").declare(), WORLDS.get("bible").describe()
+    assert {s: w.hidden_size(s) for s in w.sources} == {s: declared.hidden_size(s) for s in declared.sources}
+    for task in ("sr-b", "sr-t", "ner", "pos", "mlm"):
+        assert set(w.task_languages(task)) - {w.pivot} <= set(described.task_languages(task)), task

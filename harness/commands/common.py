@@ -115,14 +115,15 @@ def check_config_tables(cfg: Any) -> None:
     """The tables of a run's settings, checked before any world is built: ``method_params`` (each method named
     must exist; its parameters are checked against what the method declares, names and values, as the method
     checks them when it runs), ``task_params`` (each task named must exist; its parameter names are checked where
-    the task declares them) and ``cpt`` (:func:`harness.plan.cpt_settings`)."""
-    from harness.spec import cpt_settings, profile_of
+    the task declares them) and ``cpt`` (:func:`harness.spec.cpt_settings`: its names; its precision and its
+    effective batch against the devices, :func:`harness.spec.check_cpt_table`)."""
+    from harness.spec import check_cpt_table, cpt_settings, profile_of
 
     for method in cfg.method_params:
         check_method_params(cfg, method)
     for task, given in cfg.task_params.items():
         check_task_params(task, given)
-    cpt_settings(cfg, profile_of(cfg))
+    check_cpt_table(cfg, cpt_settings(cfg, profile_of(cfg)))
 
 
 def _did_you_mean(name: str, known: list[str]) -> str:
@@ -146,16 +147,22 @@ def check_method_params(cfg: Any, method: str) -> None:
     """``[method_params.<method>]``: the names the method declares (``params``, plus the embedding-surgery
     options every method takes) and their values (:func:`methods.params.resolve`, over the profile's settings
     for the method: :func:`harness.config.method_params`, as the run merges them). A method that declares no
-    parameter list (a third-party one) checks its own when it runs."""
+    parameter list (a plug-in class without ``params``) takes none but the surgery options: a parameter given to
+    it would be ignored, so it is refused."""
     from harness.core.errors import ConfigError
     from harness.core.registry import METHODS
+    from harness.initialize import SURGERY_PARAMS
     from harness.spec import method_params, profile_of
 
     cls = _named(METHODS, "method_params", method)
     declared = getattr(cls, "params", None)
     if not isinstance(declared, tuple | list):
+        ignored = sorted(set(cfg.method_params[method]) - set(SURGERY_PARAMS))
+        if ignored:
+            raise ConfigError(f"config key 'method_params.{method}': {method} declares no parameters (no `params` "
+                              f"list of methods.params.Param on its class), so {', '.join(map(repr, ignored))} would "
+                              f"be ignored; leave them out, or declare them on the method (docs/adding-a-method.md)")
         return
-    from harness.initialize import SURGERY_PARAMS
     from methods.params import resolve
 
     names = [p.name for p in declared]

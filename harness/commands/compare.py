@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +11,21 @@ from harness.core.errors import HarnessError
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
+    from harness.commands.leaderboard import _store_exists
+    from harness.core.paths import home_dir
     from harness.core.tracking import check_tracking_reachable, check_tracking_uri
     from leaderboard.compare import run_compare
 
     if args.bootstrap < 0:
         raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")
     if not all(Path(x).expanduser().exists() for x in (args.a, args.b)):
-        args.tracking_uri = check_tracking_uri(args.tracking_uri)
+        given = args.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
+        args.tracking_uri = check_tracking_uri(given) if given else f"sqlite:///{home_dir() / 'mlflow.db'}"
+        if not _store_exists(args.tracking_uri):  # opening it would make it (and the home): nothing to compare
+            where = f"tracking URI {given}" if given else f"the harness home ({home_dir()})"
+            raise HarnessError(f"no results yet: {where} holds no tracking store, so {args.a!r} and {args.b!r} "
+                               f"name no experiment or run; run `harness run ...` first, give --tracking-uri of a "
+                               f"store that holds runs, or give folders written by `harness leaderboard`")
         check_tracking_reachable(args.tracking_uri)
     return run_compare(args.a, args.b, tracking_uri=args.tracking_uri, task=args.task, metric=args.metric,
                        step=args.step, fmt=args.format, out=args.out, resamples=args.bootstrap,

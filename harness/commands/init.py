@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from harness.commands.common import check_world_name, console
+from harness.commands.common import check_method_params, check_world_name, console
 from harness.core.errors import HarnessError
 from harness.core.record import INIT_REPORT
 
@@ -42,6 +42,10 @@ def cmd_init(args: argparse.Namespace) -> int:
             "seeds": None if args.seed is None else [args.seed], "method_params": {args.method: params}})
     except HarnessError as exc:  # name the flag, not the config key
         raise HarnessError(str(exc).replace("config key 'dims'", "--dim").replace("config key ", "--")) from None
+    try:
+        check_method_params(cfg, args.method)  # names and values, as `harness run` checks them
+    except HarnessError as exc:
+        raise HarnessError(str(exc).replace(f"config key 'method_params.{args.method}'", "--params")) from None
     device_available(cfg.device)
     declared = declared_world(cfg.world)  # --source and --dim against what the world declares, before it is built
     if declared is not None:

@@ -4,12 +4,18 @@ method's declared parameters. The built-in methods and tasks are listed without 
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from typing import Any
 
+from rich.console import Console
 from rich.table import Table
 
-from harness.commands.common import console
 from harness.core.errors import HarnessError
+
+# the terminal's width; piped (and no COLUMNS), 100 columns: the tables wrap their descriptions to fit a page or a
+# pager, rather than the 200 columns that keep the run's result tables on one line
+console = Console(width=None if sys.stdout.isatty() or "COLUMNS" in os.environ else 100)
 
 
 def list_method_params(name: str) -> int:

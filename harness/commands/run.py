@@ -37,9 +37,10 @@ def _check_run_inputs(cfg: Any) -> None:
         raise HarnessError("--ray-address needs --executor ray")
     check_config_tables(cfg)  # method_params, task_params, cpt
     _check_cells(cfg)
-    from harness.spec import cpt_devices
+    from harness.spec import check_precisions, cpt_devices
 
     device_available(cfg.device, cpt_devices(cfg))
+    check_precisions(cfg)  # fp16 on a CPU, before the home or the store exists
     given = cfg.tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")  # else the default store, in the home
     if given:
         cfg.tracking_uri = check_tracking(given)

@@ -11,7 +11,7 @@ from harness.commands.common import console
 
 
 def cmd_world(args: argparse.Namespace) -> int:
-    from harness.worlds import WORLDS, build_world, get_world
+    from harness.worlds import WORLDS, build_world, get_world, world_dir
 
     builder = WORLDS.get(args.name)
     if args.action == "build":
@@ -30,6 +30,8 @@ def cmd_world(args: argparse.Namespace) -> int:
         if missing:
             console.print(f"[red]{len(missing)} input(s) missing[/red]")
         return max(1 if missing else 0, _check_built(args.name))
+    if not (world_dir(args.name) / "manifest.json").is_file():
+        return _declared_info(args.name, builder)
     world = get_world(args.name)
     info = getattr(builder, "info", None)
     rows = info(world) if info else _default_info(world)
@@ -78,6 +80,46 @@ def _check_built(name: str) -> int:
         return 0
     console.print(f"world {name} at {escape(str(root))}: all {res.files} files match the sha256 its build recorded",
                   soft_wrap=True)
+    return 0
+
+
+def _declared_info(name: str, builder: Any) -> int:
+    """``harness world info`` of a world not built here: what its builder declares (``describe()``, else
+    ``declare()``: languages, sources and their hidden sizes, the tasks each language is meant to have), read
+    without building anything; nothing is written."""
+    from rich.markup import escape
+
+    from harness.worlds import world_dir
+
+    sketch = None
+    for ask in ("describe", "declare"):
+        if callable(getattr(builder, ask, None)):
+            sketch = getattr(builder, ask)()
+            break
+    where = escape(str(world_dir(name)))
+    if sketch is None:
+        console.print(f"world {name}: not built here ({where}), and its builder declares nothing before it is built; "
+                      f"`harness world build {name}` builds it", soft_wrap=True)
+        return 0
+    tasks = sorted(sketch.tasks)
+    t = Table(title=f"world {name} (declared; not built here)")
+    for col in ("language", "script", *tasks):
+        t.add_column(col)
+    for code in sorted(sketch.languages):
+        queries = code == sketch.pivot
+        t.add_row(code, code.partition("_")[2] or "-",
+                  *["yes" if code in sketch.tasks[task] else ("queries" if queries and task in ("sr-b", "sr-t")
+                                                               else "-") for task in tasks])
+    console.print(t)
+    for source in sketch.sources:
+        hidden = sketch.hidden_size(source)
+        default = " (default)" if source == sketch.default_source else ""
+        console.print(f"source {source}{default}: hidden size {hidden if hidden is not None else 'known once built'}",
+                      highlight=False)
+    console.print(f"resources: {', '.join(sorted(sketch.resources)) or '-'}", highlight=False)
+    console.print(f"world {name} is not built here ({where}): this is what its builder declares"
+                  + f"; `harness world build {name}` builds it, and `harness world info {name}` then describes the "
+                    "built world", highlight=False, soft_wrap=True)
     return 0
 
 

@@ -15,7 +15,10 @@ log = logging.getLogger(__name__)
 
 
 def _local_artifacts(artifact_uri: str | None) -> Path | None:
-    """The folder of a run's artifacts when its store is a local folder (``file://``), else None."""
+    """The folder of a run's artifacts when its store is a local folder (``file://``, or a plain absolute path, as
+    MLflow records an experiment made without an artifact location), else None."""
+    if artifact_uri and "://" not in artifact_uri and Path(artifact_uri).is_absolute():
+        return Path(artifact_uri)
     if not artifact_uri or not artifact_uri.startswith("file:"):
         return None
     from mlflow.utils.file_utils import local_file_uri_to_path
@@ -51,3 +54,20 @@ def read_json_artifact(client: Any, run_id: str, path: str, artifact_uri: str | 
         except Exception as exc:  # absent, or written by an older runner
             log.debug("artifact %s of run %s not readable: %s", path, run_id, exc)
             return None
+
+
+def copy_artifact(client: Any, run_id: str, path: str, dest: Path, artifact_uri: str | None = None) -> Path:
+    """One artifact of a run copied to the file ``dest``, byte for byte: from the folder itself when the artifact
+    store is local (``artifact_uri``: the run's), else downloaded through the client without its progress bar (one
+    bar a file, on stderr, is noise when the harness reads its own artifacts). Raises OSError (or the client's
+    error) when the run has no such artifact."""
+    import shutil
+
+    local = _local_artifacts(artifact_uri)
+    if local is not None:
+        shutil.copyfile(local / path, dest)
+        return dest
+    os.environ["MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR"] = "false"
+    with tempfile.TemporaryDirectory() as td:
+        shutil.copyfile(client.download_artifacts(run_id, path, td), dest)
+    return dest

@@ -3,7 +3,8 @@
 Every long step (world build, fastText training, initialization, task evaluation, CPT, leaderboard) reports through
 this module, so that a run whose output goes to a log file, a CI job or ``| tee`` shows its progress from the first
 second: a line when a step starts, a line at every tenth of the way (and at least every ``heartbeat`` seconds while
-it advances), and a line with the elapsed time when it ends.
+it advances or, from a thread of its own, while its count does not move), and a line with the elapsed time when it
+ends.
 
 - :func:`Progress` is a drop-in for ``rich.progress.Progress`` (``add_task``, ``update``, ``advance``,
   ``remove_task``): the rich bar on a terminal, a :class:`PlainProgress` otherwise.
@@ -106,8 +107,10 @@ class PlainProgress:
     """The part of ``rich.progress.Progress`` the harness uses, printing plain lines to ``file``.
 
     ``start`` when a task is added; ``NN% (done/total, elapsed)`` each time a tenth of the way is crossed (at
-    most one line per ``min_interval`` seconds) or ``heartbeat`` seconds have passed since the last line; ``done
-    in <elapsed>`` when it completes or is removed (``stopped at`` when it ends short of its total). A step keeps
+    most one line per ``min_interval`` seconds) or ``heartbeat`` seconds have passed since the last line; ``still
+    running (done/total, elapsed)`` from a thread of its own when a task's count has not moved for ``heartbeat``
+    seconds (a slow batch, a set-up, a launch: no silence over 5 s); ``done in <elapsed>`` when it completes or is
+    removed (``stopped at`` when it ends short of its total). A step keeps
     the name it started with; a later description (rich's ``update(description=...)``) follows the numbers."""
 
     def __init__(self, file: TextIO | None = None, *, prefix: str | None = None, heartbeat: float = HEARTBEAT_S,
@@ -120,7 +123,9 @@ class PlainProgress:
         self.enabled = enabled
         self._tasks: dict[int, _Task] = {}
         self._ids = itertools.count()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one line written at a time
+        self._state = threading.RLock()  # a task's lines and its end, in order (the heartbeat's thread too)
+        self._ticker: threading.Thread | None = None
 
     # -- context ------------------------------------------------------------------------------------------
     def __enter__(self) -> PlainProgress:
@@ -161,7 +166,43 @@ class PlainProgress:
             self.print(f"{t.description}: {_count(t.completed)} done ({_clock(now - t.started)}){detail}")
         t.last_line = now
 
+    # -- heartbeat ----------------------------------------------------------------------------------------
+    def _start_heartbeat(self) -> None:
+        """A thread that says ``still running`` for every task without a line for ``heartbeat`` seconds (a count
+        that does not move: a slow batch, a set-up, a launch); it ends when no task is left, and starts again with
+        the next task."""
+        if not self.enabled or not self.heartbeat or self.heartbeat <= 0:
+            return
+        with self._state:
+            if self._ticker is not None:
+                return
+            self._ticker = threading.Thread(target=self._beat, name="progress-heartbeat", daemon=True)
+            self._ticker.start()
+
+    def _beat(self) -> None:
+        tick = min(0.5, self.heartbeat / 4)
+        while True:
+            time.sleep(tick)
+            with self._state:
+                if not self._tasks:
+                    self._ticker = None
+                    return
+                now = time.monotonic()
+                for t in list(self._tasks.values()):
+                    if not t.finished and now - t.last_line >= self.heartbeat:
+                        self._still(t, now)
+
+    def _still(self, t: _Task, now: float) -> None:
+        detail = f" · {t.detail}" if t.detail else ""
+        size = f"{_count(t.completed)}/{_count(t.total)}, " if t.total else ""
+        self.print(f"{t.description}: still running ({size}{_clock(now - t.started)}){detail}")
+        t.last_line = now
+
     def _end(self, tid: int, interrupted: bool = False) -> None:
+        with self._state:
+            self._end_locked(tid, interrupted)
+
+    def _end_locked(self, tid: int, interrupted: bool) -> None:
         t = self._tasks.pop(tid, None)
         if t is None or t.finished:
             return
@@ -180,9 +221,11 @@ class PlainProgress:
         tid = next(self._ids)
         t = _Task(str(description).strip(), None if total is None else float(total), float(completed))
         t.last_tenth = self._tenth(t)
-        self._tasks[tid] = t
-        size = f" ({_count(t.total)})" if t.total else ""
-        self.print(f"{t.description}: start{size}")
+        with self._state:
+            self._tasks[tid] = t
+            size = f" ({_count(t.total)})" if t.total else ""
+            self.print(f"{t.description}: start{size}")
+        self._start_heartbeat()
         return tid
 
     def _tenth(self, t: _Task) -> int:
@@ -210,9 +253,13 @@ class PlainProgress:
         if t.total and t.completed >= t.total:
             self._end(task_id)
             return
-        if (tenth > t.last_tenth and now - t.last_line >= self.min_interval) or now - t.last_line >= self.heartbeat:
-            t.last_tenth = max(tenth, t.last_tenth)
-            self._line(t, now)
+        with self._state:
+            if t.finished:
+                return
+            if (tenth > t.last_tenth and now - t.last_line >= self.min_interval) or \
+                    now - t.last_line >= self.heartbeat:
+                t.last_tenth = max(tenth, t.last_tenth)
+                self._line(t, now)
 
     def advance(self, task_id: int, advance: float = 1) -> None:
         self.update(task_id, advance=advance)

@@ -22,6 +22,21 @@ from typing import Any
 from harness.worlds import CheckRow
 from harness.worlds.bible.builder import BUILDER_VERSION, BuildSettings, build_bible_world
 from harness.worlds.bible.fetch import SPACY_REQUIREMENT, Fetcher
+from harness.worlds.bible.languages import LANGS
+
+# the hidden sizes of the sources the build makes, as the pinned packages' model configs give them (all-MiniLM-L6-v2
+# and multilingual-e5-small are both 384-d BERTs): `--dims` is checked against them before the world is built
+SOURCE_HIDDEN = {"mono": 384, "multi": 384}
+# the languages each task's inputs cover, for a plan of a world not built yet (None: every language of the world;
+# SR-B and SR-T query from the pivot, so it is not one of their languages): SR-T from the gettext/Kolibri catalogs
+# of every language that has a locale, POS from the two spaCy taggers and the two gold treebanks
+TASK_LANGUAGES: dict[str, tuple[str, ...] | None] = {
+    "sr-b": None,
+    "sr-t": tuple(lang.code for lang in LANGS if lang.gettext),
+    "ner": None,
+    "pos": ("eng_Latn", "fra_Latn", "tur_Latn", "ind_Latn"),
+    "mlm": None,
+}
 
 
 def _size(n: int) -> str:
@@ -51,18 +66,37 @@ class BibleWorldBuilder:
 
     def declare(self) -> Any:
         """What the build writes that is known before it runs (for the checks of a run's inputs before the world is
-        built): its languages (the language table's codes), its sources and default source, its resources. The
-        tasks' languages and the sources' hidden sizes are known once built (their ``config.json``)."""
+        built): its languages (the language table's codes), its sources, their hidden sizes (:data:`SOURCE_HIDDEN`)
+        and the default source, its resources. The tasks' languages are known once built."""
+        return self._sketch(tasks={})
+
+    def describe(self) -> Any:
+        """What ``harness plan`` and ``harness world info`` read of a world not built here: :meth:`declare`, with
+        each task in the languages the build gives it data in where its inputs hold them (:data:`TASK_LANGUAGES`;
+        the built world may hold fewer: SR-T keeps the languages whose catalogs reach its bar)."""
+        from harness.worlds.bible.languages import PIVOT
+
+        codes = self._codes()
+        tasks = {task: [c for c in codes if (c != PIVOT or task in ("mlm", "ner", "pos"))
+                        and (langs is None or c in langs)] for task, langs in TASK_LANGUAGES.items()}
+        return self._sketch(tasks={task: langs for task, langs in tasks.items() if langs})
+
+    def _codes(self) -> list[str]:
+        from harness.worlds.bible.languages import LANGS
+
+        return [lang.code for lang in LANGS if self.settings.languages is None or lang.code in self.settings.languages]
+
+    def _sketch(self, tasks: dict[str, list[str]]) -> Any:
         from harness.worlds.base import WorldSketch
-        from harness.worlds.bible.languages import LANGS, PIVOT
+        from harness.worlds.bible.languages import PIVOT
 
         s = self.settings
-        codes = [lang.code for lang in LANGS if s.languages is None or lang.code in s.languages]
         manifest = {"name": self.name, "version": self.version, "pivot_language": PIVOT,
-                    "sources": {name: {} for name in s.sources},
+                    "sources": {name: ({"hidden_size": SOURCE_HIDDEN[name]} if name in SOURCE_HIDDEN else {})
+                                for name in s.sources},
                     "default_source": s.default_source if s.default_source in s.sources else s.sources[0]}
-        return WorldSketch(name=self.name, manifest=manifest, languages={c: {} for c in codes}, tasks={},
-                           resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
+        return WorldSketch(name=self.name, manifest=manifest, languages={c: {} for c in self._codes()},
+                           tasks=tasks, resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
 
     def check(self) -> list[CheckRow]:
         """Which pinned inputs are in the download cache (sha256-verified), and how to provide missing ones."""
