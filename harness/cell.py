@@ -161,6 +161,17 @@ def pending(spec: Any, tracker: Any) -> list[Cell]:
     return out
 
 
+def stale_report(results: list[dict[str, Any]]) -> str | None:
+    """The line naming the finished cells of ``results`` that ran an older version of their method's code."""
+    stale = [c for c in results if c.get("stale")]
+    if not stale:
+        return None
+    files = sorted({f for c in stale for f in c["stale"]})
+    return (f"[yellow]{len(stale)} finished cell(s) ran an older version of their method's code "
+            f"({', '.join(files)} changed since): their numbers are the old code's; "
+            f"`--rerun stale` runs them again[/yellow]: " + "; ".join(c["cell"] for c in stale))
+
+
 class CellRun:
     """One cell of ``spec`` on ``world``, logged through ``tracker``; ``say`` prints a line of the run."""
 

@@ -1,12 +1,7 @@
 """The runner: orchestrates a resolved run (:class:`harness.spec.RunSpec`). It announces the run, hands its cells
-(each a :class:`harness.cell.CellRun`) to an executor or runs them here one after the other, then writes the
-seed aggregates and names the cells that ran older code of their method. It decides nothing about a cell: the spec
-resolved every setting, and the cell owns its lifecycle.
-
-Every expensive product is cached by the hash of its inputs (:mod:`harness.core.cache`), and every MLflow run is found
-again by its identity tags (:mod:`harness.core.tracking`), so a run killed at any point and started again with the same
-command finishes without recomputing finished products and without duplicate runs. Cells are independent and
-idempotent: an executor may run them in any order, in any process.
+(each a :class:`harness.cell.CellRun`: independent, idempotent, in any order and any process) to an executor or
+runs them here one after the other, then writes the seed aggregates and names the cells that ran older code of
+their method. It decides nothing about a cell: the spec resolved every setting, and the cell owns its lifecycle.
 """
 
 from __future__ import annotations
@@ -34,6 +29,8 @@ class Runner:
                 tracker = Tracker(self.spec.cfg.tracking_uri)
         self.tracker = tracker
         self.prefix = ""  # put before each line this runner prints (cells side by side)
+        self.on_partial: Any = None  # called once, (cells done, cells), when one cell of every method is done
+        self._done: list[Any] = []
 
     def say(self, message: str) -> None:
         from rich.markup import escape
@@ -58,6 +55,7 @@ class Runner:
         ProductCache().clean_stale()
         self.mark_orphans()
         results: dict[str, Any] = {"cells": [], "failed": []}
+        self._done = []
         # rich bars on a terminal, plain progress lines when the output is piped
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as prog:
@@ -67,13 +65,22 @@ class Runner:
             else:
                 self.here(prog, bar, results)
         self.aggregate()
-        stale = [c for c in results["cells"] if c.get("stale")]
-        if stale:
-            files = sorted({f for c in stale for f in c["stale"]})
-            console.print(f"[yellow]{len(stale)} finished cell(s) ran an older version of their method's code "
-                          f"({', '.join(files)} changed since): their numbers are the old code's; "
-                          f"`--rerun stale` runs them again[/yellow]: " + "; ".join(c["cell"] for c in stale))
+        from harness.cell import stale_report
+
+        if stale_report(results["cells"]):
+            console.print(stale_report(results["cells"]))
         return results
+
+    def advance(self, prog: Any, bar: Any, cell: Any) -> None:
+        """A cell is done: the bar moves; the first time one cell of every method is, with cells still to run,
+        ``on_partial`` shows what is logged so far."""
+        prog.advance(bar)
+        self._done.append(cell)
+        cells = self.spec.plan.cells
+        methods = {c.method for c in self._done}
+        if self.on_partial and len(self._done) < len(cells) and methods == {c.method for c in cells} \
+                and len({c.method for c in self._done[:-1]}) < len(methods):
+            self.on_partial(len(self._done), len(cells))
 
     def on_executor(self, executor: Any, prog: Any, bar: Any, results: dict[str, Any]) -> None:
         prog.update(bar, description=f"cells on {type(executor).__name__}")
@@ -81,7 +88,7 @@ class Runner:
         console.print(f"cells: {f'{workers} worker process(es)' if workers else 'workers'} starting (each "
                       f"loads torch, the world and the MLflow store before its first cell)")
         try:
-            done, failed = executor.run(self, self.spec.plan.cells, on_done=lambda c: prog.advance(bar))
+            done, failed = executor.run(self, self.spec.plan.cells, on_done=lambda c: self.advance(prog, bar, c))
         finally:
             executor.shutdown()
         results["cells"].extend(done)
@@ -110,7 +117,7 @@ class Runner:
                 console.print(f"[red]cell {cell.label} failed:[/red] {type(exc).__name__}: {exc}")
                 if self.spec.cfg.fail_fast or isinstance(exc, HarnessError):
                     raise
-            prog.advance(bar)
+            self.advance(prog, bar, cell)
 
     def run_cell(self, cell: Any, prog: Any = None) -> dict[str, Any]:
         """One cell's lifecycle (:class:`harness.cell.CellRun`); a worker process prints its own lines."""

@@ -93,6 +93,7 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
         raise HarnessError(no_cell_left(spec.plan.skipped))
     runner = Runner(spec, world)
     runners.append(runner)
+    runner.on_partial = lambda done, total: results_table(spec, runner.tracker, partial=(done, total))
     # cells already finished are passed over here: a run with nothing left to do starts no worker
     executor = make_executor(spec, len(spec.plan.cells) if spec.executor.kind == "ray"
                              else len(pending(spec, runner.tracker)))
@@ -122,11 +123,17 @@ def _load_world(name: str) -> Any:
         return get_world(name)
 
 
-def results_table(spec: Any, tracker: Any) -> None:
+def results_table(spec: Any, tracker: Any, partial: tuple[int, int] | None = None) -> None:
     """The run's results on stdout (progress and logs go to stderr): per task, each row's headline average ±
-    its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``)."""
+    its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``).
+    ``partial``: (cells done, cells) of a run still going, whose board is said to be partial."""
     from harness.commands.common import console
     from harness.core.progress import STARTUP_HEARTBEAT_S, stage
+
+    if partial is not None:
+        console.print(f"\n[bold]partial board[/bold]: {partial[0]} of {partial[1]} cells done (one seed of every "
+                      f"method at least; seeds still running are missing, so spreads and claims are provisional); "
+                      f"the full board follows when the run ends")
 
     for name in spec.experiments():
         tables = []
