@@ -95,8 +95,11 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
     runners.append(runner)
     runner.on_partial = lambda done, total: results_table(spec, runner.tracker, partial=(done, total))
     # cells already finished are passed over here: a run with nothing left to do starts no worker
-    executor = make_executor(spec, len(spec.plan.cells) if spec.executor.kind == "ray"
-                             else len(pending(spec, runner.tracker)))
+    from harness.core.progress import STARTUP_HEARTBEAT_S, still_running
+
+    with still_running("cells: finding those left to do", STARTUP_HEARTBEAT_S):  # (a store of many runs: seconds)
+        left = len(spec.plan.cells) if spec.executor.kind == "ray" else len(pending(spec, runner.tracker))
+    executor = make_executor(spec, left)
     res = runner.run(executor)
     results_table(spec, runner.tracker)
     err.print(f"\nresults: MLflow at [bold]{runner.tracker.uri}[/bold], experiment(s) {', '.join(spec.experiments())}")
