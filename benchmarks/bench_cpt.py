@@ -213,17 +213,26 @@ def _sync(device: str) -> None:
 @contextmanager
 def clocked(device: str, warmup: int, total: int):
     """Every Trainer made inside gets a callback that reads the clock at the end of optimizer step ``warmup`` and
-    of step ``total`` (the device synchronized first); yields ``{"t0": ..., "t1": ...}``."""
+    of step ``total`` (the device synchronized first); yields ``{"t0": ..., "t1": ...}``, with what the training
+    did: the steps it took (``steps``), its loader's workers (``loader_workers``) and the most child processes this
+    one had at the end of a step (``loader_processes``: the loader workers that ran)."""
     import transformers.trainer as hf_trainer
     from transformers import TrainerCallback
 
-    marks: dict[str, float] = {}
+    marks: dict[str, float] = {"loader_processes": 0}
 
     class Clock(TrainerCallback):
+        def on_train_begin(self, args, state, control, train_dataloader=None, **kw):  # noqa: ANN001
+            marks["loader_workers"] = getattr(train_dataloader, "num_workers", None)
+
         def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
+            marks["loader_processes"] = max(marks["loader_processes"], len(multiprocessing.active_children()))
             if state.global_step in (warmup, total):
                 _sync(device)
                 marks["t0" if state.global_step == warmup else "t1"] = time.perf_counter()
+
+        def on_train_end(self, args, state, control, **kw):  # noqa: ANN001
+            marks["steps"] = state.global_step
 
     clock = Clock()
     hf_trainer.DEFAULT_CALLBACKS.append(clock)
@@ -259,11 +268,15 @@ def time_row(spec: dict[str, Any]) -> dict[str, Any]:
     return {"per_device": layout["per_device"], "accumulation": layout["accumulation"],
             "tok_s": timed * int(settings["effective_batch"]) * int(settings["block_size"]) / seconds,
             "seconds_timed": seconds, "steps_timed": timed, "wall_s": time.perf_counter() - t_start,
+            "steps_done": marks.get("steps"), "loader_workers": marks.get("loader_workers"),
+            "loader_processes": marks["loader_processes"],
             "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None}
 
 
 def _spawned_main(spec: dict[str, Any], out: str, threads: int) -> None:
-    """The spawned cell's row, in its own process (the start method it was started with is spawn)."""
+    """The spawned cell's row, in its own process; the row says how this process was started (``started_by``:
+    ``spawn`` where its command line is multiprocessing's spawn entry point, else ``fork``, a forked process
+    keeping its parent's) and its process id."""
     torch.set_num_threads(threads)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     _quiet()
@@ -271,7 +284,8 @@ def _spawned_main(spec: dict[str, Any], out: str, threads: int) -> None:
         row = time_row(spec)
     except Exception as exc:  # noqa: BLE001 - the row says why it failed, the table goes on
         row = {"skipped": f"{type(exc).__name__}: {str(exc)[:160]}"}
-    row["start_method"] = multiprocessing.get_start_method()
+    row["started_by"] = "spawn" if "spawn_main" in " ".join(getattr(sys, "orig_argv", [])) else "fork"
+    row["pid"] = os.getpid()
     Path(out).write_text(json.dumps(row))
 
 
@@ -285,6 +299,7 @@ def spawned_row(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
     if not out.is_file():
         return {"skipped": f"the spawned process ended ({proc.exitcode}) without a result"}
     row = json.loads(out.read_text())
+    row["own_process"] = row.pop("pid", None) not in (None, os.getpid())
     row["process_wall_s"] = time.perf_counter() - t0
     return row
 

@@ -59,7 +59,8 @@ Parameters (``ctx.params``), defaults in :attr:`HyperOFAInit.defaults`: ``preset
 ``patience``, ``min_delta``, ``batch_size``, ``lr`` (1e-4), ``lr_step_epochs`` (10), ``lr_gamma`` (0.95),
 ``weight_decay`` (0), ``loss_lambda`` (0.1), ``temperature``, ``source_kind``, ``loss_form`` ("code" | "paper-000" |
 "report-001"), ``augment_prob`` (0.5), ``augment_min_fraction`` (0.5), ``augment_min_set`` (4), ``shuffle_sets``
-(True), ``bucket_factor`` (40), ``amp`` ("auto" | "bf16" | "off"), ``control`` (True), ``source_languages`` /
+(True), ``bucket_factor`` (40), ``amp`` ("auto" | "bf16" | "off"; "auto" is the harness's ``auto``: bf16 on a CUDA GPU
+that computes it natively, compute capability 8.0 or more, else off, :func:`resolve_amp`), ``control`` (True), ``source_languages`` /
 ``target_languages`` / ``max_words`` (as OFA), ``specials`` ("string", as OFA), ``cache`` (True).
 
 Reference behaviour (``enesozeren/hyper-ofa``; checked by ``tests/test_hyperofa.py`` and
@@ -93,6 +94,7 @@ import torch
 from harness.core.cache import cached_arrays
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.hashing import hash_obj
+from harness.core.precision import resolve_precision
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Reference
 from methods.combine import place
@@ -226,6 +228,16 @@ def _finite(points: list[list[float]]) -> list[list[float]]:
     return [[int(s), float(v)] for s, v in points if math.isfinite(v)]
 
 
+
+def resolve_amp(amp: str, device: torch.device) -> str:
+    """The hypernetwork's mixed precision: ``bf16`` or ``off`` as named, and ``auto`` as every precision of the
+    harness resolves it (:func:`harness.core.precision.resolve_precision`): bf16 only on a CUDA GPU that computes
+    it natively (not on one that emulates it, a V100 or a T4, which ``torch.cuda.is_bf16_supported`` counts), off
+    on every CPU."""
+    if amp != "auto":
+        return amp
+    return "bf16" if resolve_precision("auto", str(device)) == "bf16" else "off"
+
 @METHODS.register("hyperofa")
 class HyperOFAInit(Method):
     """HyperOFA: copy overlap, a trained hypernetwork (word-vector set -> coordinates) for tokens with matched words,
@@ -348,10 +360,7 @@ class HyperOFAInit(Method):
         else:
             raise ConfigError(f"hyperofa: cannot tell whether the source model is monolingual ({kind_how}); pass "
                               f"source_kind ('mono' -> temperature 0.5, 'multi' -> 0.25) or temperature")
-        if p["amp"] == "auto":
-            amp = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "off"
-        else:
-            amp = p["amp"]
+        amp = resolve_amp(p["amp"], device)
         max_set = int(p["max_set"] if p["max_set"] is not None else preset.max_set)
         if max_set < 1:
             raise ConfigError(f"hyperofa: max_set must be >= 1, not {max_set}")

@@ -13,6 +13,20 @@ import pytest
 EMULATE = {"HARNESS_EMULATE_ACCELERATOR": "1"}
 
 
+@pytest.fixture(autouse=True)
+def _environment_left_as_found():
+    """No test here leaves the process's environment changed (a pinned GPU or an emulated accelerator left behind
+    would change what every later test in the process runs on)."""
+    def now() -> dict:
+        return {k: v for k, v in os.environ.items() if k != "PYTEST_CURRENT_TEST"}  # pytest's own, per phase
+
+    before = now()
+    yield
+    after = now()
+    changed = {k: (before.get(k), after.get(k)) for k in before.keys() | after.keys() if before.get(k) != after.get(k)}
+    assert not changed, f"the test left the environment changed: {changed}"
+
+
 def _spawned_cpt(home: str, product: str, settings: dict, out) -> None:  # runs in a spawned process
     os.environ.update({"HARNESS_HOME": home, "OMP_NUM_THREADS": "1", **EMULATE})
     try:
@@ -121,9 +135,12 @@ def test_gpu_slots_follow_cuda_visible_devices(monkeypatch):
 def test_a_pinned_process_computes_on_its_first_gpu_and_each_rank_on_its_own(monkeypatch):
     from harness.core import devices
 
-    monkeypatch.delenv(devices.PINNED_ENV, raising=False)
+    # set before they are removed or written, so that monkeypatch restores them (a delenv of an absent variable
+    # records nothing, and pin() writes os.environ itself)
+    for name in (devices.PINNED_ENV, "CUDA_VISIBLE_DEVICES"):
+        monkeypatch.setenv(name, "")
+    monkeypatch.delenv(devices.PINNED_ENV)
     assert devices.compute_device("cuda:3") == "cuda:3"
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
     devices.pin("3")
     assert os.environ["CUDA_VISIBLE_DEVICES"] == "3" and devices.pinned() == "3"
     assert devices.compute_device("cuda:3") == "cuda" and devices.compute_device("cpu") == "cpu"

@@ -30,14 +30,46 @@ def test_bench_gpu_runs_on_the_cpu_under_emulation(tmp_path):
     assert any(line.startswith("  cell ofa-full-s1: finished") for line in lines[end[1]:end[2]])
     assert any(line.startswith("| stock HF path") for line in lines[end[2]:end[3]])
     assert any(line.startswith("  ofa: subword vectors, source:") for line in lines[end[3]:end[4]])
-    # the accelerator's branches: the spawned cell's CPT ran in a process started by spawn, with loader workers
+    # the accelerator's branches: the spawned cell's CPT ran in a process of its own started by spawn (its command
+    # line says so), whose training had loader workers that ran as processes, for the steps it was asked
     cpt = json.loads((out / "cpt.json").read_text())
     assert cpt["meta"]["emulating"] == "1" and cpt["meta"]["threads"] == 1
     spawned = next(r for r in cpt["rows"] if r["spawned"])
-    assert spawned["start_method"] == "spawn" and spawned["tok_s"] > 0 and spawned["levers"]["dataloader_workers"] > 0
+    assert spawned["started_by"] == "spawn" and spawned["own_process"] and spawned["tok_s"] > 0
+    assert spawned["loader_workers"] == 2 and spawned["loader_processes"] >= 2
+    assert spawned["steps_done"] == cpt["meta"]["warmup"] + cpt["meta"]["timed"] == 1 + 4
     assert spawned["steps_timed"] == 4 and spawned["accumulation"] == 1
     assert (out / "home" / "mlflow.db").is_file()
     assert "worker process" in (out / "part1.log").read_text()  # the cell ran in a spawned process
+
+
+def _cpt_rows(tmp_path, emulate: bool) -> list[dict]:
+    """bench_cpt.py's in-process defaults row and spawned cell's row on the CPU, tiny (1 + 2 steps)."""
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           **({"HARNESS_EMULATE_ACCELERATOR": "1"} if emulate else {})}
+    out = tmp_path / f"cpt-{int(emulate)}.json"
+    proc = subprocess.run([sys.executable, "benchmarks/bench_cpt.py", "--device", "cpu", "--only",
+                           "calls it on this device,spawned cell", "--warmup", "1", "--timed", "2", "--batch", "4",
+                           "--seq", "32", "--threads", "1", "--json", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["spawned"] for r in rows] == [False, True] and all("tok_s" in r for r in rows), rows
+    return rows
+
+
+def test_the_spawned_cells_row_reports_what_its_process_did(tmp_path):
+    """What the CPT rows say of their process and training is measured there, not their settings read back: the
+    spawned cell's process was started by spawn (its own command line), the loader's workers ran as child
+    processes of the training process, and the steps were taken; without the accelerator's branches, no loader
+    workers ran."""
+    in_process, spawned = _cpt_rows(tmp_path, emulate=True)
+    assert spawned["started_by"] == "spawn" and spawned["own_process"]
+    assert "started_by" not in in_process
+    for row in (in_process, spawned):
+        assert row["loader_workers"] == 2 and row["loader_processes"] >= 2 and row["steps_done"] == 3, row
+    plain = _cpt_rows(tmp_path, emulate=False)
+    assert all(r["loader_workers"] == 0 and r["loader_processes"] == 0 and r["steps_done"] == 3 for r in plain)
 
 
 def test_a_part_past_its_share_is_stopped_and_keeps_what_it_printed(tmp_path):

@@ -306,3 +306,26 @@ def test_hyperofa_rows_are_copied_predicted_or_drawn_as_the_authors_assemble_the
     ids = torch.tensor(sorted(their_copy))
     assert torch.equal(res.matrix[ids], ref.f_s[torch.tensor([their_copy[int(t)] for t in ids])])
     assert res.stats["source_subwords_matched"] == ref.meta["hyperofa"]["matched_source"]
+
+
+@pytest.mark.parametrize(("capability", "expected"), [((7, 0), "off"), ((7, 5), "off"), ((8, 0), "bf16")])
+def test_amp_auto_is_the_harness_auto_not_torchs_emulated_bf16(monkeypatch, capability, expected):
+    """amp = "auto" trains in bf16 only where every precision of the harness would (a GPU that computes bf16
+    natively): a V100 or a T4, on which torch counts emulated bf16 as supported, trains in fp32 like everything
+    else; a CPU too. Named values are kept."""
+    from harness.core import precision
+    from methods.hyperofa import resolve_amp
+
+    monkeypatch.setattr(torch.version, "hip", None)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # torch's word
+    monkeypatch.setattr(precision, "_nvml_min_capability", lambda: capability)  # what the GPU is
+    precision.cuda_has_native_bf16.cache_clear()
+    try:
+        assert resolve_amp("auto", torch.device("cuda")) == expected
+        assert resolve_amp("auto", torch.device("cuda:0")) == expected
+        assert resolve_amp("auto", torch.device("cpu")) == "off"
+        assert resolve_amp("bf16", torch.device("cpu")) == "bf16" and resolve_amp("off", torch.device("cuda")) == "off"
+    finally:
+        precision.cuda_has_native_bf16.cache_clear()

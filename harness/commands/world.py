@@ -42,6 +42,11 @@ def cmd_world(args: argparse.Namespace) -> int:
     for r in rows:
         t.add_row(*[str(r.get(c, "")) for c in cols])
     console.print(t)
+    from harness.worlds import world_digest
+
+    digest, n_files = world_digest(world.root)
+    print(f"world {args.name} digest: {digest} (sha256 over the {n_files} files its build produced, the source "
+          "models and their heads included; equal digests, equal worlds)", flush=True)
     task_inputs = getattr(builder, "task_inputs", None)
     if task_inputs:
         t = Table(title=f"world {args.name}: where each task's data come from")
@@ -65,12 +70,19 @@ def _check_built(name: str) -> int:
         console.print(f"world {name}: not built here ({escape(str(root))}); `harness world build {name}` builds it")
         return 0
     res = check_world_files(root, full=True)
+    if res.unlisted:
+        from harness.worlds import unlisted_message
+
+        console.print(f"[red]not in the record:[/red] {escape(unlisted_message(name, root, res.unlisted))}",
+                      soft_wrap=True)
     if res.problems:
         for p in res.problems:
             console.print(f"[red]damaged:[/red] {escape(p)}", soft_wrap=True)
         console.print(f"[red]world {name} at {escape(str(root))}: {len(res.problems)} file(s) do not match what its "
                       f"build recorded[/red]; `harness world build {name} --force` builds it again (so does the next "
                       "run that loads it)", soft_wrap=True)
+        return 1
+    if res.unlisted:
         return 1
     if not res.digests:
         console.print(f"world {name} at {escape(str(root))}: built before file digests were recorded, so only the "

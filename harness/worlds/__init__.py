@@ -15,6 +15,11 @@ missing or edited file) is reported in one warning line naming the file and buil
 that cannot be built again here fails in one line; it is never used as it is). A world built before the digests
 were recorded holds the sizes and the manifest's and language table's sha256 only: those are checked, and ``harness
 world check`` says so; a world built before any record gets the sizes on its next load.
+
+A world is exactly what its record lists: a file in its folder that the record does not list (a ``.txt`` dropped
+into ``resources/cpt/`` after the build, which the methods' globs would read while the products cached under the
+world's hash were reused) is refused in one line naming it, by every load (``harness run``), by ``harness world
+build`` without ``--force`` and by ``harness world check``; the same walk of the folder as the check of the record.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ import os
 import shutil
 import stat
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -96,7 +101,9 @@ def get_world(name: str, *, build: bool = True) -> World:
     builder = WORLDS.get(name)
     root = world_dir(name)
     if (root / "manifest.json").is_file():
-        problem = verify_world(root)
+        check = check_world_files(root)
+        refuse_unlisted(name, root, check)
+        problem = check.problems[0] if check.problems else None
         if problem is not None:
             if not build:
                 from harness.core.errors import MissingResourceError
@@ -139,8 +146,9 @@ def build_world(name: str, *, force: bool = False, keep_inputs: bool = False) ->
     builder = WORLDS.get(name)
     root = world_dir(name)
     if (root / "manifest.json").is_file() and not force:
-        problem = verify_world(root)
-        if problem is None:
+        check = check_world_files(root)
+        refuse_unlisted(name, root, check)
+        if not check.problems:
             return root
     root.parent.mkdir(parents=True, exist_ok=True)
     # one build of a world at a time: a second process (another `harness run` started beside this one) waits,
@@ -224,6 +232,7 @@ class FilesCheck:
     digests: bool
     files: int = 0
     hashed: int = 0
+    unlisted: list[str] = field(default_factory=list)  # files in the world's folder its record does not list
 
 
 def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
@@ -253,7 +262,7 @@ def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
             raise TypeError("not a mapping")
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return FilesCheck([f"{CHECKSUMS} is unreadable ({type(exc).__name__})"], False)
-    out = FilesCheck([], bool(files), files=len(sizes))
+    out = FilesCheck([], bool(files), files=len(sizes), unlisted=_unlisted(root, sizes))
     moved: dict[str, dict[str, int]] = {}
     for rel, size in sizes.items():
         f = root / rel
@@ -288,6 +297,56 @@ def check_world_files(root: Path, *, full: bool = False) -> FilesCheck:
         except OSError:
             pass
     return out
+
+
+def _unlisted(root: Path, recorded: dict[str, Any]) -> list[str]:
+    """The files under ``root`` that its record does not list (the record itself, and the temporary file it is
+    written through, aside): a file dropped into the world after its build, which a glob of its folders would
+    read."""
+    out = []
+    for folder, dirs, names in os.walk(root):
+        dirs.sort()
+        for n in sorted(names):
+            rel = (Path(folder) / n).relative_to(root).as_posix()
+            if rel != CHECKSUMS and not rel.startswith(f".{CHECKSUMS}.") and rel not in recorded:
+                out.append(rel)
+    return out
+
+
+def unlisted_message(name: str, root: Path, unlisted: list[str]) -> str:
+    """One line: the files of a world that its record does not list, and what to do."""
+    more = f" (and {len(unlisted) - 1} more: {', '.join(unlisted[1:4])}{', ...' if len(unlisted) > 4 else ''})" \
+        if len(unlisted) > 1 else ""
+    return (f"world {name!r} at {root} holds {unlisted[0]}{more}, which its build did not write ({CHECKSUMS} does "
+            f"not list it): a world is exactly what its record lists, so it is not used as it is; remove the file, "
+            f"or run `harness world build {name} --force` to build the world again without it")
+
+
+def refuse_unlisted(name: str, root: Path, check: FilesCheck) -> None:
+    """Refuse a world that holds files its record does not list (:class:`MissingResourceError`, one line)."""
+    if check.unlisted:
+        from harness.core.errors import MissingResourceError
+
+        raise MissingResourceError(unlisted_message(name, root, check.unlisted))
+
+
+def world_digest(root: Path) -> tuple[str, int]:
+    """``(digest, files)``: the sha256 over every file the build of the world at ``root`` produced (each file's
+    path and sha256 from its record, the source models' trained heads and the manifest included), so that two
+    homes compare their worlds in one line: a world that loads has been checked against the record. A record
+    written before every file's digest was kept has its files hashed here."""
+    import hashlib
+
+    from harness.core.hashing import sha256_file
+
+    record = json.loads((root / CHECKSUMS).read_text())
+    files = record.get("files") or {}
+    listed = sorted(files) if files else sorted(record["sizes"])
+    h = hashlib.sha256()
+    for rel in listed:
+        digest = files[rel]["sha256"] if files else sha256_file(root / rel)
+        h.update(f"{rel}\t{digest}\n".encode())
+    return h.hexdigest(), len(listed)
 
 
 def verify_world(root: Path) -> str | None:
