@@ -18,6 +18,14 @@ from harness.core import precision
 from harness.core.errors import ConfigError
 
 
+def _precisions(cfg) -> tuple[str, str]:
+    """(CPT, evaluation) precision of ``cfg`` on the CPU, as a run resolves them."""
+    from harness.core.precision import run_precisions
+    from harness.spec import profile_of
+
+    return run_precisions(cfg, "cpu", profile_of(cfg))
+
+
 def _report(monkeypatch, native: bool) -> None:
     """Make every reader of the CPU's bf16 support say yes (or no): /proc/cpuinfo's flags as the harness reads them
     (``HARNESS_CPU_FLAGS``, also seen by the processes this one starts), torch's CPU capability checks and oneDNN's
@@ -41,7 +49,7 @@ def test_the_default_resolution_is_the_same_whatever_the_cpu_reports(monkeypatch
     for native in (True, False):
         _report(monkeypatch, native)
         cfg = make_config(overrides={"profile": profile, **({"precision": given} if given else {})})
-        seen.add((precision.resolve_precision("auto", "cpu"), precision.run_precisions(cfg, "cpu")))
+        seen.add((precision.resolve_precision("auto", "cpu"), _precisions(cfg)))
     assert seen == {("fp32", ("fp32", "fp32"))}
 
 
@@ -56,16 +64,16 @@ def test_bf16_on_a_cpu_is_a_named_setting(monkeypatch):
     from harness.config import make_config
 
     _report(monkeypatch, False)  # named, it is used even where the CPU would emulate it
-    assert precision.run_precisions(make_config(overrides={"precision": "bf16"}), "cpu") == ("bf16", "bf16")
+    assert _precisions(make_config(overrides={"precision": "bf16"})) == ("bf16", "bf16")
     # [cpt] precision names CPT's alone
     cfg = make_config(file_values={"cpt": {"precision": "bf16"}})
-    assert precision.run_precisions(cfg, "cpu") == ("bf16", "fp32")
+    assert _precisions(cfg) == ("bf16", "fp32")
     cfg = make_config(file_values={"cpt": {"precision": "fp32"}}, overrides={"precision": "bf16"})
-    assert precision.run_precisions(cfg, "cpu") == ("fp32", "bf16")
+    assert _precisions(cfg) == ("fp32", "bf16")
     with pytest.raises(ConfigError, match="config key 'precision'"):
         make_config(overrides={"precision": "bf17"})
     with pytest.raises(ConfigError, match="fp16 needs a CUDA device"):
-        precision.run_precisions(make_config(overrides={"precision": "fp16"}), "cpu")
+        _precisions(make_config(overrides={"precision": "fp16"}))
 
 
 def test_the_board_header_names_the_precision_of_evaluation_and_cpt():
@@ -109,6 +117,7 @@ def test_the_default_run_gives_the_same_board_whatever_the_cpu_reports(monkeypat
     from harness.config import make_config
     from harness.core.tracking import Tracker
     from harness.runner import Runner
+    from harness.spec import resolve
 
     boards = []
     for name, native in (("prec-native", True), ("prec-none", False)):
@@ -118,7 +127,7 @@ def test_the_default_run_gives_the_same_board_whatever_the_cpu_reports(monkeypat
         cfg = make_config(overrides={"world": "synthetic", "methods": ["random"], "tasks": ["sr-t"],
                                      "experiment": name, "tracking_uri": tracking_uri, "workers": 1,
                                      "isolate_cells": False, "precision": "auto"})
-        res = Runner(cfg, synthetic_world, Tracker(tracking_uri)).run()
+        res = Runner(resolve(cfg, synthetic_world), synthetic_world, Tracker(tracking_uri)).run()
         assert len(res["cells"]) == 1 and not res["failed"]
         boards.append(_boards(tracking_uri, name))
     assert boards[0] and boards[0] == boards[1]
