@@ -26,6 +26,7 @@ from harness.core.cache import DONE, discard_damaged, file_digests
 from harness.core.devices import accelerator_branches, rank_device
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import resolve_precision, training_attention
+from harness.corpus import CorpusDataset, ensure_corpus, sampling_settings, write_order
 from harness.cpt_batch import batch_layout
 from harness.worlds.base import read_lines
 
@@ -191,8 +192,11 @@ def cpt_eval_steps(steps: int, checkpoints: list[int]) -> list[int]:
 def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str], settings: dict[str, Any],
             seed: int, device: str, product_dir: Path, eval_steps: list[int],
             load_fn: Callable[[Path], Any], save_fn: Callable[[Any, Path], None],
-            progress: Callable[[int, int, float | None], None] | None = None) -> dict[int, Path]:
-    """Train and return {step: model folder} for ``eval_steps`` (the last step included).
+            progress: Callable[[int, int, float | None], None] | None = None,
+            say: Callable[[str], None] = log.info) -> dict[int, Path]:
+    """Train and return {step: model folder} for ``eval_steps`` (the last step included). The blocks come from the
+    world's CPT corpus (:mod:`harness.corpus`: tokenized by the first cell that needs it, memory-mapped by every
+    other); ``say`` tells whether it was built or reused, and the language sampling.
 
     ``product_dir`` is the final location; work happens in ``<product_dir>.work`` and survives a kill.
     """
@@ -205,12 +209,17 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
     work = product_dir.with_name(product_dir.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
-    blocks = cpt_blocks(tokenizer, world, languages, int(settings["block_size"]),
-                        settings.get("max_sentences_per_language"), seed)
-    if not blocks:
+    corpus = ensure_corpus(tokenizer, world, languages, int(settings["block_size"]),
+                           settings.get("max_sentences_per_language"))
+    if not corpus.n_blocks:
         from harness.core.errors import MissingResourceError
 
         raise MissingResourceError(f"world {world.name!r} has no CPT text for {', '.join(languages)}")
+    dataset = CorpusDataset(corpus, write_order(corpus, settings, seed, work))
+    sampling = sampling_settings(settings)
+    say(f"  CPT corpus {'built' if corpus.built else 'reused'}: {corpus.n_blocks} blocks of {corpus.block_size} "
+        f"tokens ({corpus.dtype.name}, {corpus.path.name}); language sampling "
+        + (sampling[0] if sampling[0] == "shuffled" else f"{sampling[0]} (alpha {sampling[1]})"))
     n_dev = int(os.environ.get("WORLD_SIZE", "1"))
     effective = int(settings["effective_batch"])
     distributed = n_dev > 1
@@ -290,7 +299,6 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
     from transformers.trainer_callback import PrinterCallback
 
-    dataset = [{"input_ids": b} for b in blocks]
     while True:
         trainer = Trainer(model=model, args=training_args(per_dev, accum), train_dataset=dataset,
                           data_collator=collator, callbacks=[_Hooks()])
@@ -329,10 +337,10 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                 rows[r["step"]] = r
         train_log.write_text("".join(json.dumps(rows[s]) + "\n" for s in sorted(rows)))
         shutil.rmtree(work / "trainer", ignore_errors=True)
-        for stale in work.glob(".tmp-step-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+        for stale in [*work.glob(".tmp-step-*"), *work.glob(".order-*")]:
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
         (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": seed,
-                                             "blocks": len(blocks), "eval_steps": eval_steps,
+                                             "blocks": len(dataset), "corpus": corpus.path.name, "eval_steps": eval_steps,
                                              "world": getattr(world, "name", None), "model_dir": str(model_dir),
                                              "created": time.time(), "files": file_digests(work)}, default=str))
         if product_dir.exists():
