@@ -340,7 +340,9 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         for stale in [*work.glob(".tmp-step-*"), *work.glob(".order-*")]:
             shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
         (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": seed,
-                                             "blocks": len(dataset), "corpus": corpus.path.name, "eval_steps": eval_steps,
+                                             "blocks": len(dataset), "corpus": corpus.path.name, "precision": precision,
+                                             "attention": getattr(getattr(trainer.model, "config", None),
+                                                                  "_attn_implementation", None), "eval_steps": eval_steps,
                                              "world": getattr(world, "name", None), "model_dir": str(model_dir),
                                              "created": time.time(), "files": file_digests(work)}, default=str))
         if product_dir.exists():
