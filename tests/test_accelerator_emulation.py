@@ -234,6 +234,6 @@ def test_the_emulation_computes_in_bf16_with_sdpa_close_to_fp32_eager(synthetic_
     bf16, done16 = _loss_log(synthetic_world, tmp_path / "bf16", precision="auto")
     assert done16["precision"] == "bf16" and done16["attention"] == "sdpa"
     assert len(bf16) == len(fp32) == 5
-    gaps = [abs(a - b) / b for a, b in zip(bf16, fp32)]
+    gaps = [abs(a - b) / b for a, b in zip(bf16, fp32, strict=True)]
     assert max(gaps) < 0.005, (bf16, fp32)
     assert max(gaps) > 1e-6, (bf16, fp32)  # computed otherwise, not the fp32 path again
