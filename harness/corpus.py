@@ -239,7 +239,7 @@ def _encode_in_worker(lines: list[str]) -> np.ndarray:
 
 def encoder_spec(tokenizer: Any, sample: list[str]) -> tuple[str, Any]:
     """How to tokenize in a worker: the backend's definition when it gives the tokenizer call's ids on
-    ``sample``, else the pickled tokenizer."""
+    ``sample`` (the first lines of every language), else the pickled tokenizer."""
     import pickle
 
     backend = getattr(tokenizer, "backend_tokenizer", None)
@@ -291,8 +291,8 @@ def build_corpus(folder: Path, tokenizer: Any, files: dict[str, Path], block_siz
     folder = Path(folder)
     block_size = int(block_size)
     dtype = id_dtype(len(tokenizer))
-    first = next((c for p in files.values() for c in read_line_chunks(p, max_sentences, 64)), [])
-    mode, payload = encoder_spec(tokenizer, first)
+    sample = [line for p in files.values() for line in next(read_line_chunks(p, max_sentences, 64), [])]
+    mode, payload = encoder_spec(tokenizer, sample)
     workers = default_workers() if workers is None else max(1, int(workers))
     total_bytes = sum(p.stat().st_size for p in files.values())
     if total_bytes < INLINE_BYTES:

@@ -45,7 +45,7 @@ class Plan:
 
 def cpt_settings(cfg: RunConfig) -> dict[str, Any]:
     s = dict(get_profile(cfg.profile)["cpt"])
-    known = {k for prof in PROFILES.values() for k in prof["cpt"]} | {"auto_batch"}
+    known = {k for prof in PROFILES.values() for k in prof["cpt"]} | {"auto_batch", "language_sampling", "sampling_alpha"}
     unknown = sorted(set(cfg.cpt) - known)
     if unknown:
         raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "

@@ -261,3 +261,19 @@ def test_the_smallest_type_that_holds_the_vocabulary():
     assert id_dtype(256) == np.uint8 and id_dtype(257) == np.uint16
     assert id_dtype(65536) == np.uint16 and id_dtype(65537) == np.uint32
     assert id_dtype(250002) == np.uint32  # XLM-R's vocabulary
+
+
+def test_the_corpus_is_listed_and_removed_like_the_other_products(synthetic_world, tmp_path):
+    from harness import cache_admin
+
+    tok, langs = _tokenizer(synthetic_world), _languages(synthetic_world)
+    corpus = ensure_corpus(tok, synthetic_world, langs, 32, None, cache=ProductCache(tmp_path))
+    (item,) = [i for i in cache_admin.scan(tmp_path) if i.kind == "corpus"]
+    assert item.path == corpus.path and item.world == synthetic_world.name and not item.busy
+    assert item.bytes >= (corpus.path / "tokens.bin").stat().st_size
+    assert "corpus" in cache_admin.known_kinds([])
+    assert cache_admin.select([item], None, None, None) == [item]  # a plain prune takes it
+    assert cache_admin.select([item], ["corpus"], None, None) == [item]
+    cache_admin.remove([item], tmp_path)
+    assert not corpus.path.exists()
+    assert ensure_corpus(tok, synthetic_world, langs, 32, None, cache=ProductCache(tmp_path)).built
