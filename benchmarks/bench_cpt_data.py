@@ -309,17 +309,20 @@ def main() -> int:
     for f, d in texts.items():
         make_text(d, f)
     print(f"text made in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
-    small = texts[min(a.fractions)]
+    small = texts[min(a.fractions)] if not (out / "tokenizer" / "tokenizer.json").is_file() else None
     t0 = time.perf_counter()
     tok = train_tokenizer(small, out / "tokenizer", a.vocab)
     model = make_model(tok, out / "model")
     print(f"tokenizer and model in {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     rows: dict = {}
-    for f in sorted(a.fractions):
+    if a.json and Path(a.json).is_file():  # the sizes measured before (a run stopped, or one size at a time)
+        rows = {float(k): v for k, v in json.loads(Path(a.json).read_text())["rows"].items()}
+    smallest = min([*a.fractions, *rows])
+    for f in sorted(set(a.fractions) - set(rows)):
         text, home = texts[f], out / f"home-{f}"
         common = {"text": text, "tok": tok, "model": model}
         r: dict = {"fraction": f, "bytes": sum(p.stat().st_size for p in text.glob("*.txt"))}
-        if f == min(a.fractions):
+        if f == smallest:  # the one-core rate does not depend on the size: measured at the smallest
             r["new_1"] = run_child("build", path="new", home=out / f"home1-{f}", workers=1, **common)
         r["new_all"] = run_child("build", path="new", home=home, workers=cores, **common)
         r["tokens"] = r["new_all"]["tokens"]
@@ -333,7 +336,7 @@ def main() -> int:
         print(json.dumps(r), file=sys.stderr)
         if a.json:
             Path(a.json).write_text(json.dumps({"cores": cores, "cpu": cpu_name(), "rows": rows}, indent=1))
-    print(render(rows, cores, cpu_name()))
+    print(render(dict(sorted(rows.items())), cores, cpu_name()))
     return 0
 
 

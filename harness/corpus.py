@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import random
+import weakref
 from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
@@ -53,7 +54,8 @@ KIND = "corpus"
 TOKENS = "tokens.bin"
 INDEX = "index.json"
 CHUNK_LINES = 2048  # lines per tokenization task
-INLINE_BYTES = 8 << 20  # a corpus smaller than this is tokenized in this process (no worker start-up)
+INLINE_BYTES = 8 << 20  # a corpus smaller than this is tokenized in this process (no worker start-up) ...
+INLINE_LINES = 100_000  # ... and so is one capped to this many lines in all
 WORKERS_ENV = "HARNESS_CORPUS_WORKERS"  # how many tokenizing processes (default: every core this process may use)
 KILL_ENV = "HARNESS_CORPUS_KILL_AFTER_CHUNKS"  # tests: the build kills its own process after N chunks written
 SAMPLING = ("shuffled", "smoothed")
@@ -75,10 +77,28 @@ def file_sha256(path: Path) -> str:
     return _DIGESTS[memo]
 
 
+_TOKENIZER_DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def tokenizer_digest(tokenizer: Any) -> str:
     """sha256 of what decides a tokenizer's ids: the fast tokenizer's full definition (``to_str``: vocabulary,
     normalizer, pre-tokenizer, model, post-processor), its class and length; for a tokenizer without a backend,
-    its vocabulary and special tokens."""
+    its vocabulary and special tokens. Computed once per tokenizer object."""
+    try:
+        size, digest = _TOKENIZER_DIGESTS[tokenizer]
+        if size == len(tokenizer):  # (a token added since is a new digest)
+            return digest
+    except (KeyError, TypeError):
+        pass
+    digest = _tokenizer_digest(tokenizer)
+    try:
+        _TOKENIZER_DIGESTS[tokenizer] = (len(tokenizer), digest)
+    except TypeError:  # not weakly referenceable
+        pass
+    return digest
+
+
+def _tokenizer_digest(tokenizer: Any) -> str:
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
         text = backend.to_str()
@@ -295,7 +315,7 @@ def build_corpus(folder: Path, tokenizer: Any, files: dict[str, Path], block_siz
     mode, payload = encoder_spec(tokenizer, sample)
     workers = default_workers() if workers is None else max(1, int(workers))
     total_bytes = sum(p.stat().st_size for p in files.values())
-    if total_bytes < INLINE_BYTES:
+    if total_bytes < INLINE_BYTES or (max_sentences and max_sentences * len(files) <= INLINE_LINES):
         workers = 1
     pool = None
     if workers > 1:

@@ -111,6 +111,7 @@ def test_the_same_blocks_on_multilingual_text_tokenized_by_worker_processes(tmp_
     tok = _trained_tokenizer(world)
     langs = ["eng_Latn", "ell_Grek", "bul_Cyrl", "missing", "kor_Hang", "khm_Khmr", "uig_Arab", "yue_Hani"]
     monkeypatch.setattr(corpus_mod, "INLINE_BYTES", 0)
+    monkeypatch.setattr(corpus_mod, "INLINE_LINES", 0)
     monkeypatch.setattr(corpus_mod, "CHUNK_LINES", 7)
     corpus = ensure_corpus(tok, world, langs, 16, 150, cache=ProductCache(tmp_path / "home"), workers=2)
     assert corpus.index["workers"] == 2 and corpus.index["encoder"] == "backend"
