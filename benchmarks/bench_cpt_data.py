@@ -384,7 +384,8 @@ def render(rows: dict, cores: int, cpu: str) -> str:
         if old_rate:
             lines.append(f"  old: {hours(tokens / old_rate)} of one-core tokenization in every cell; "
                          f"{tokens * old_bytes / 2**30:,.0f} GB of RSS per process ({old_bytes:.0f} B/token), "
-                         f"x3 with 2 loader workers, x4 again over 4 torchrun ranks")
+                         f"again in each spawned loader worker (forked ones share its pages: PSS row), "
+                         f"x4 over 4 torchrun ranks")
         r16 = 16 * one_new * min(1.0, par)
         lines.append(f"  new: once per world, {hours(tokens / (cores * one_new * min(1.0, par)))} on these "
                      f"{cores} cores, {hours(tokens / r16)} on a 16-core node ({r16:,.0f} tokens/s); "
