@@ -1,7 +1,9 @@
 """Continued pre-training (CPT) through the HF Trainer (one GPU, several GPUs with torchrun/accelerate, or CPU).
 
 MLM with BERT masking (15 %), text concatenated and cut into blocks, blocks of all languages shuffled together
-(each step draws from every language), linear learning-rate decay, the effective batch kept at the profile's value
+(each step draws from every language; ``[cpt] language_sampling = "smoothed"`` samples languages as XLM-R and
+Glot500-m), the blocks read from the world's CPT corpus, tokenized once and memory-mapped (:mod:`harness.corpus`;
+:func:`cpt_blocks` is the reference it is checked against), linear learning-rate decay, the effective batch kept at the profile's value
 whatever the number of devices. Checkpoints needed for evaluation are written as loadable model folders
 (``step-<N>/``: config and weights; the tokenizer is the initialized model's, ``model_dir``, and is not copied);
 the Trainer's own checkpoints (with optimizer state) let a killed CPT resume where it stopped, and are removed when
