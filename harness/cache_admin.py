@@ -9,6 +9,7 @@ kind              where                                       rebuilt by
 ================  ==========================================  =========================================
 ``init``          ``products/init/<key>``                     the next run of the cell (seconds to minutes)
 ``cpt``           ``products/cpt/<key>``                      the next run of the cell (CPT again)
+``corpus``        ``products/corpus/<key>``                   the next CPT on its world (tokenizing again)
 ``tagger``        ``products/tasks/tagger/<key>``             fine-tuning again (only records, mostly)
 ``tagger-test``   ``products/tasks/tagger-test/<key>``        scoring again
 ``<other>``       ``products/<other>/<key>``                  whatever built it
@@ -24,7 +25,7 @@ kind              where                                       rebuilt by
 ``prune`` removes whole products (a folder with its ``_DONE.json``, a fastText model with its ``.json``), never
 the tracking store, the runs' artifacts or the published leaderboards, and never a folder that a build is writing
 right now (``.tmp-*``, ``*.work``, ``*.launch`` younger than a day). Without ``--kind`` it removes the cached
-products (``init``, ``cpt``, the taggers, method caches, mappings); the world, its downloads and build
+products (``init``, ``cpt``, the CPT ``corpus``, the taggers, method caches, mappings); the world, its downloads and build
 environments go only when named. A finished MLflow run does not need any of them: a later evaluation rebuilds
 what it needs, with the same numbers. The runner itself removes a cell's init and CPT products once the cell's run
 finished (:func:`cell_products`, :func:`remove`; ``harness run --keep-products`` keeps them).
@@ -375,7 +376,7 @@ def remove(items: Iterable[Item], home: Path) -> int:
 
 
 def known_kinds(items: Iterable[Item]) -> list[str]:
-    return sorted({i.kind for i in items} | {"init", "cpt", "tagger", "tagger-test", "methods", "mappings",
+    return sorted({i.kind for i in items} | {"init", "cpt", "corpus", "tagger", "tagger-test", "methods", "mappings",
                                              "world", "downloads", "build-envs"})
 
 

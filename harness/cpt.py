@@ -1,7 +1,9 @@
 """Continued pre-training (CPT) through the HF Trainer (one GPU, several GPUs with torchrun/accelerate, or CPU).
 
 MLM with BERT masking (15 %), text concatenated and cut into blocks, blocks of all languages shuffled together
-(each step draws from every language), linear learning-rate decay, the effective batch kept at the profile's value
+(each step draws from every language; ``[cpt] language_sampling = "smoothed"`` samples languages as XLM-R and
+Glot500-m), the blocks read from the world's CPT corpus, tokenized once and memory-mapped (:mod:`harness.corpus`;
+:func:`cpt_blocks` is the reference it is checked against), linear learning-rate decay, the effective batch kept at the profile's value
 whatever the number of devices. Checkpoints needed for evaluation are written as loadable model folders
 (``step-<N>/``: config and weights; the tokenizer is the initialized model's, ``model_dir``, and is not copied);
 the Trainer's own checkpoints (with optimizer state) let a killed CPT resume where it stopped, and are removed when
@@ -24,9 +26,10 @@ from typing import Any
 from harness import cpt_batch
 from harness.core import hooks
 from harness.core.cache import DONE, discard_damaged, file_digests
-from harness.core.devices import accelerator_branches, rank_device
+from harness.core.devices import EMULATE_ENV, accelerator_branches, emulating, rank_device
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import training_attention
+from harness.corpus import CorpusDataset, ensure_corpus, sampling_settings, write_order
 from harness.cpt_batch import batch_layout
 from harness.cpt_spec import CptSpec
 from harness.worlds.base import read_lines
@@ -139,13 +142,16 @@ def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[st
             (work / "layout.json").write_text(json.dumps(layouts))
         cpt_batch.free_memory(device)
         say(f"  CPT on {n_procs} processes (torchrun)")
-        launch_distributed_cpt(n_procs=n_procs, work_dir=product_dir.with_name(product_dir.name + ".launch"),
-                               spec={"world": world.name, "model_dir": str(model_dir), "languages": languages,
-                                     "settings": settings, "seed": seed, "device": device,
-                                     "product_dir": str(product_dir), "eval_steps": settings["checkpoints"]})
+        from harness.core.progress import STARTUP_HEARTBEAT_S, still_running
+
+        with still_running(f"  CPT on {n_procs} processes (torchrun)", STARTUP_HEARTBEAT_S):  # (its ranks are quiet)
+            launch_distributed_cpt(n_procs=n_procs, work_dir=product_dir.with_name(product_dir.name + ".launch"),
+                                   spec={"world": world.name, "model_dir": str(model_dir), "languages": languages,
+                                         "settings": settings, "seed": seed, "device": device,
+                                         "product_dir": str(product_dir), "eval_steps": settings["checkpoints"]})
     ckpts = run_cpt(model_dir=model_dir, tokenizer=tokenizer, world=world, languages=languages, settings=settings,
                     seed=seed, device=device, product_dir=product_dir, eval_steps=settings["checkpoints"],
-                    load_fn=load_fn, save_fn=save_model, progress=on_progress)
+                    load_fn=load_fn, save_fn=save_model, progress=on_progress, say=say)
     if bar is not None:
         prog.remove_task(bar)
     say(f"  CPT: {steps} steps in {time.time() - t0:.1f}s")
@@ -188,8 +194,11 @@ def start_layouts(work: Path, settings: dict[str, Any], device: str, n_dev: int,
 def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str], settings: dict[str, Any],
             seed: int, device: str, product_dir: Path, eval_steps: list[int],
             load_fn: Callable[[Path], Any], save_fn: Callable[[Any, Path], None],
-            progress: Callable[[int, int, float | None], None] | None = None) -> dict[int, Path]:
-    """Train and return {step: model folder} for ``eval_steps`` (the last step included).
+            progress: Callable[[int, int, float | None], None] | None = None,
+            say: Callable[[str], None] = log.info) -> dict[int, Path]:
+    """Train and return {step: model folder} for ``eval_steps`` (the last step included). The blocks come from the
+    world's CPT corpus (:mod:`harness.corpus`: tokenized by the first cell that needs it, memory-mapped by every
+    other); ``say`` tells whether it was built or reused, and the language sampling.
 
     ``product_dir`` is the final location; work happens in ``<product_dir>.work`` and survives a kill.
     """
@@ -202,12 +211,17 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
     work = product_dir.with_name(product_dir.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
-    blocks = cpt_blocks(tokenizer, world, languages, int(settings["block_size"]),
-                        settings.get("max_sentences_per_language"), seed)
-    if not blocks:
+    corpus = ensure_corpus(tokenizer, world, languages, int(settings["block_size"]),
+                           settings.get("max_sentences_per_language"))
+    if not corpus.n_blocks:
         from harness.core.errors import MissingResourceError
 
         raise MissingResourceError(f"world {world.name!r} has no CPT text for {', '.join(languages)}")
+    dataset = CorpusDataset(corpus, write_order(corpus, settings, seed, work))
+    sampling = sampling_settings(settings)
+    say(f"  CPT corpus {'built' if corpus.built else 'reused'}: {corpus.n_blocks} blocks of {corpus.block_size} "
+        f"tokens ({corpus.dtype.name}, {corpus.path.name}); language sampling "
+        + (sampling[0] if sampling[0] == "shuffled" else f"{sampling[0]} (alpha {sampling[1]})"))
     n_dev = int(os.environ.get("WORLD_SIZE", "1"))
     effective = int(settings["effective_batch"])
     distributed = n_dev > 1
@@ -249,8 +263,13 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         return prepare_model(load_fn(model_dir), speed, device)
 
     model = fresh_model()
+    if not (work / "layout.json").is_file() and cpt_batch.search_wanted(device, settings):
+        say("  CPT: searching the largest per-device batch the device holds (a training step per candidate)")
     layouts = start_layouts(work, settings, device, n_dev, lambda: model)
     per_dev, accum = int(layouts[-1]["per_device"]), int(layouts[-1]["accumulation"])
+    say(f"  CPT: {per_dev} sequences per device x {accum} accumulation x {n_dev} device(s) "
+        f"({layouts[-1]['why']}), {precision}, {'no attention mask' if not speed['attention_mask'] else 'masked'}"
+        + (f" ({EMULATE_ENV}: a CPU taking an accelerator's branches)" if emulating() and use_cpu else ""))
     layout_file = work / "layout.json"
     if int(os.environ.get("RANK", "0")) == 0:  # one writer: the ranks of a torchrun CPT share the folder
         layout_file.write_text(json.dumps(layouts))
@@ -283,7 +302,6 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
 
     from transformers.trainer_callback import PrinterCallback
 
-    dataset = [{"input_ids": b} for b in blocks]
     while True:
         trainer = Trainer(model=model, args=training_args(per_dev, accum), train_dataset=dataset,
                           data_collator=collator, callbacks=[_Hooks()])
@@ -322,10 +340,12 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                 rows[r["step"]] = r
         train_log.write_text("".join(json.dumps(rows[s]) + "\n" for s in sorted(rows)))
         shutil.rmtree(work / "trainer", ignore_errors=True)
-        for stale in work.glob(".tmp-step-*"):
-            shutil.rmtree(stale, ignore_errors=True)
+        for stale in [*work.glob(".tmp-step-*"), *work.glob(".order-*")]:
+            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
         (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": seed,
-                                             "blocks": len(blocks), "eval_steps": eval_steps,
+                                             "blocks": len(dataset), "corpus": corpus.path.name, "precision": precision,
+                                             "attention": getattr(getattr(trainer.model, "config", None),
+                                                                  "_attn_implementation", None), "eval_steps": eval_steps,
                                              "world": getattr(world, "name", None), "model_dir": str(model_dir),
                                              "created": time.time(), "files": file_digests(work)}, default=str))
         if product_dir.exists():

@@ -1,7 +1,9 @@
 """CPT across several processes: ``python -m torch.distributed.run --nproc_per_node N -m harness.cpt_worker SPEC``.
 
 The runner launches this when a cell's CPT asks for more than one device (``cpt.devices`` / ``--cpt-devices``):
-each rank builds the same Trainer over the same shuffled blocks and the HF Trainer/accelerate wraps the model in DDP
+each rank builds the same Trainer over the same shuffled blocks (the world's memory-mapped CPT corpus,
+:mod:`harness.corpus`: tokenized once, by the first rank to take its lock, and mapped by every rank and loader
+worker) and the HF Trainer/accelerate wraps the model in DDP
 (NCCL on GPUs, gloo on CPUs). The per-device batch and the gradient accumulation are chosen so that the effective
 batch stays the profile's whatever the number of processes (:func:`harness.cpt.run_cpt`). Only rank 0 writes the
 evaluation checkpoints, the loss log and the finished product.

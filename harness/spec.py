@@ -175,7 +175,8 @@ def cpt_settings(cfg: Any, prof: dict[str, Any]) -> dict[str, Any]:
     from harness.core.profiles import PROFILES
 
     s = dict(prof["cpt"])
-    known = {k for p in PROFILES.values() for k in p["cpt"]} | {"auto_batch"}
+    # beside the profiles' own: the batch search switch, the language sampling (harness.corpus)
+    known = {k for p in PROFILES.values() for k in p["cpt"]} | {"auto_batch", "language_sampling", "sampling_alpha"}
     unknown = sorted(set(cfg.cpt) - known)
     if unknown:
         raise ConfigError(f"config key 'cpt': unknown setting(s) {', '.join(map(repr, unknown))}; known: "

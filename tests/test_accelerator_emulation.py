@@ -215,3 +215,45 @@ def test_peak_memory_asks_cuda_only_for_a_cuda_device_and_of_that_device(monkeyp
         pass
     assert asked == [("reset", torch.device("cuda:1")), ("peak", torch.device("cuda:1"))]
     assert mem.as_dict()["cuda_peak_mb"] == 1.0
+
+
+def _loss_log(world, product: Path, **over) -> tuple[list[float], dict]:
+    import json
+
+    from transformers import AutoTokenizer
+
+    from harness.cpt import read_train_log, run_cpt
+    from harness.initialize import load_model, save_model
+
+    src = world.source_dir(world.default_source)
+    langs = sorted(p.stem for p in world.resource_files("cpt_text"))
+    # the same computation both ways but for the numerics: one process, no loader workers, every step logged,
+    # the profile's batch (no search), the masked positions' head, no padding mask (packed blocks)
+    settings = _cpt_settings(steps=5, lr=1e-3, max_sentences_per_language=60, dataloader_workers=0, logging_steps=1,
+                             auto_batch=False, masked_head=True, attention_mask=False, **over)
+    run_cpt(model_dir=src, tokenizer=AutoTokenizer.from_pretrained(src), world=world, languages=langs,
+            settings=settings, seed=1, device="cpu", product_dir=product, eval_steps=[],
+            load_fn=lambda p: load_model(p, device="cpu"), save_fn=save_model)
+    return [r["loss"] for r in read_train_log(product)], json.loads((product / "_DONE.json").read_text())
+
+
+def test_the_emulation_computes_in_bf16_with_sdpa_close_to_fp32_eager(synthetic_world, tmp_path, monkeypatch):
+    """Under the emulation CPT resolves ``auto`` to bf16 autocast and keeps the SDPA attention (an H100's
+    numerics); the same cell in fp32 with the CPU's eager attention gives losses close to it, not equal. The
+    tolerance, 0.5 % of the loss at each of 5 steps: bf16 keeps 8 bits of mantissa (a relative rounding of 2 ** -9
+    per operand) but the matmuls accumulate in fp32 and the loss, softmax, weights and AdamW states stay fp32, so a
+    step's loss moves by a few hundredths of a percent, and five steps at lr 1e-3 on a tiny model compound it only
+    a little (measured: 0.003 % to 0.025 %; 0.5 % leaves 20x room for other CPUs' kernels). Equal losses (a gap
+    under 1e-6) would mean the emulation computed in fp32 again."""
+    from harness.core.precision import resolve_precision
+
+    fp32, done32 = _loss_log(synthetic_world, tmp_path / "fp32", precision="fp32")
+    assert done32["precision"] == "fp32" and done32["attention"] == "eager"
+    monkeypatch.setenv("HARNESS_EMULATE_ACCELERATOR", "1")
+    assert resolve_precision("auto", "cpu") == "bf16"
+    bf16, done16 = _loss_log(synthetic_world, tmp_path / "bf16", precision="auto")
+    assert done16["precision"] == "bf16" and done16["attention"] == "sdpa"
+    assert len(bf16) == len(fp32) == 5
+    gaps = [abs(a - b) / b for a, b in zip(bf16, fp32, strict=True)]
+    assert max(gaps) < 0.005, (bf16, fp32)
+    assert max(gaps) > 1e-6, (bf16, fp32)  # computed otherwise, not the fp32 path again

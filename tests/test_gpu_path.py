@@ -4,6 +4,7 @@ fresh process per cell."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
@@ -74,14 +75,17 @@ def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, sy
     """``--profile paper`` with every method, as a GPU node with two GPUs runs it, every branch of the accelerator
     taken on the CPU (HARNESS_EMULATE_ACCELERATOR): each cell in a spawned process of its own, pinned to one of
     the two GPUs (two cells side by side); CPT with two loader workers, pinned memory, no padding mask, the GPU's
-    logging interval and the batch search, at the paper's effective batch of 512. The CPT block size (512) is
+    logging interval and the batch search, at the paper's effective batch of 512, and the GPU's numerics: bf16
+    autocast for CPT (the profile's evaluation is fp32 on an H100 too), the SDPA attention over unmasked packed
+    blocks. The CPT block size (512) is
     clamped to the source model's 128 positions before any cell, said when the run starts, logged on the cell run
-    and named under the board; every task is evaluated at step 0 and after CPT; every cell finishes."""
+    and named under the board; every task is evaluated at step 0 and after CPT; every cell finishes. The cells
+    share one CPT corpus, tokenized once."""
     exp = "gpu-path-paper"
     config = tmp_path / "light.toml"
     config.write_text(LIGHT_METHODS)
     proc = run_cli("run", "--world", "synthetic", "--methods", "all", "--tasks", "sr-t", "--profile", "paper",
-                   "--cpt-steps", "1", "--experiment", exp, "--config", str(config),
+                   "--cpt-steps", "1", "--experiment", exp, "--config", str(config), "--keep-products",
                    env={"HARNESS_EMULATE_ACCELERATOR": "1", "HARNESS_EMULATE_GPUS": "2"}, timeout=1500)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "fitted to the source model: cpt.block_size 512 -> 128" in proc.stderr
@@ -93,6 +97,13 @@ def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, sy
         assert params["cpt.block_size"] == "128" and params["cpt.effective_batch"] == "512"
         assert params["fitted.cpt.block_size"].startswith("512 -> 128")
         assert params["profile"] == "paper"
+        # CPT in bf16 as on an H100; the paper profile evaluates in fp32 there too (its eval_precision)
+        assert params["cpt.precision"] == "bf16" and params["eval_precision"] == "fp32"
+    cpts = [json.loads((p / "_DONE.json").read_text()) for p in (harness_home / "products" / "cpt").glob("*")
+            if (p / "_DONE.json").is_file() and json.loads((p / "_DONE.json").read_text())["settings"].get(
+                "effective_batch") == 512]
+    assert len(cpts) == len(runs) and {(d["precision"], d["attention"]) for d in cpts} == {("bf16", "sdpa")}
+    assert len({d["corpus"] for d in cpts}) == 1
     gpus = _tags(db, exp, "harness.gpus")
     assert sorted(gpus) == sorted(runs) and set(gpus.values()) == {"0", "1"}  # one GPU per cell, both used
     # the batch searched (32 per device fits: 16 accumulation steps of 32 x 128), the one step's loss logged

@@ -4,7 +4,8 @@ A run on an accelerator differs from a run on a CPU in *how* it computes, never 
 their own, data-loader workers and pinned memory, no attention mask over packed CPT blocks, the loss read back
 every few steps, the CPT batch searched to fit the card, a device fault stopping a run in one process. CI has no
 GPU, so a branch only a GPU takes would never run there; ``HARNESS_EMULATE_ACCELERATOR=1`` makes a run on the CPU
-take each of these branches (the computation itself stays on the CPU, in fp32). Each decision below asks
+take each of these branches, with the GPU's numerics (the computation stays on the CPU, in bf16 autocast with
+the SDPA attention: :mod:`harness.core.precision`). Each decision below asks
 :func:`accelerator_branches` instead of reading the device's name; docs/architecture.md ("Where the device
 matters") lists every one with the test that takes it.
 """

@@ -1,7 +1,9 @@
 """Numeric precision of the model passes: ``fp32``, ``bf16`` (autocast), ``fp16`` (CUDA) or ``auto``.
 
 ``auto`` resolves to bf16 on a CUDA GPU that computes it natively (compute capability 8.0 or more) and to **fp32 on
-every CPU**, so that the default numbers of a run on the CPU do not depend on the CPU's instruction set: bf16 on a
+every CPU**, so that the default numbers of a run on the CPU do not depend on the CPU's instruction set (except
+under the accelerator's emulation, ``HARNESS_EMULATE_ACCELERATOR`` of :mod:`harness.core.devices`: a CPU there takes
+an H100's numerics, ``auto`` is bf16, and training keeps the SDPA attention, :func:`training_attention`). bf16 on a
 CPU is a named setting (``--precision bf16``, ``[cpt] precision = "bf16"``), never a default, even where the CPU
 computes it natively (AMX-BF16 / AVX512-BF16, on which oneDNN runs bf16 matmuls faster than fp32:
 ``benchmarks/bench_precision.py`` measures the gain). The resolved value, not ``auto``, is what runs record, so a
@@ -24,6 +26,7 @@ from typing import Any
 
 import torch
 
+from harness.core.devices import emulating
 from harness.core.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "fp16", "auto")
@@ -143,6 +146,8 @@ def resolve_precision(precision: str | None, device: str) -> str:
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
     is_cuda = str(device).startswith("cuda")
     if p == "auto":
+        if not is_cuda and emulating():  # the emulated accelerator computes as an H100 does
+            return "bf16"
         return "bf16" if is_cuda and cuda_has_native_bf16() else "fp32"
     if p == "fp16" and not is_cuda:
         raise ConfigError("precision fp16 needs a CUDA device; use bf16 or fp32 on the CPU")
@@ -164,9 +169,10 @@ def autocast(device: str | torch.device, precision: str) -> Iterator[None]:
 def training_attention(model: torch.nn.Module, device: str | torch.device) -> str | None:
     """Use the eager attention kernels to *train* on a CPU: torch's CPU SDPA backward with a padding mask is 2-3x
     slower than the eager path there (a 6-layer 384-d encoder, batch 32 x 42 tokens: 0.89 s vs 0.37 s per
-    backward), while inference runs at the same speed either way. GPUs keep their default. Returns the
-    implementation set (None when left alone)."""
-    if torch.device(device).type != "cpu":
+    backward), while inference runs at the same speed either way. GPUs keep their default, and so does a CPU
+    under the accelerator's emulation (it computes with the GPU's SDPA kernels, over unmasked packed blocks).
+    Returns the implementation set (None when left alone)."""
+    if torch.device(device).type != "cpu" or emulating():
         return None
     setter = getattr(model, "set_attn_implementation", None)
     if setter is None:
