@@ -96,3 +96,17 @@ def lb(fake_exp, tracking_uri):
     from tests._leaderboard_runs import _build
 
     return _build(tracking_uri, fake_exp, bootstrap=200)
+
+
+@pytest.fixture(scope="module")
+def built_world(tmp_path_factory) -> Path:
+    """The synthetic world, built once in a private home (tests copy it, times kept, into a home of their own)."""
+    home = tmp_path_factory.mktemp("world-home")
+    mp = pytest.MonkeyPatch()
+    mp.setenv("HARNESS_HOME", str(home))
+    try:
+        from harness.worlds import build_world
+
+        return build_world("synthetic")
+    finally:
+        mp.undo()

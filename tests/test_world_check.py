@@ -20,20 +20,6 @@ REPO = Path(__file__).resolve().parents[1]
 TOKENIZER = "target_tokenizer/tokenizer.json"
 
 
-@pytest.fixture(scope="module")
-def built_world(tmp_path_factory) -> Path:
-    """The synthetic world, built once in a private home (tests copy it, times kept, into a home of their own)."""
-    home = tmp_path_factory.mktemp("world-home")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HARNESS_HOME", str(home))
-    try:
-        from harness.worlds import build_world
-
-        return build_world("synthetic")
-    finally:
-        mp.undo()
-
-
 @pytest.fixture
 def world_root(built_world, tmp_path, monkeypatch) -> Path:
     root = tmp_path / "home" / "worlds" / built_world.name

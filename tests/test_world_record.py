@@ -21,20 +21,6 @@ DROPPED = ["resources/text/zzz_Latn.txt", "resources/cpt/zzz_Latn.txt", "resourc
            "resources/extra_vectors.vec", "tasks/extra/meta.json", "tasks/sr-t/zzz_Latn.jsonl", "notes.txt"]
 
 
-@pytest.fixture(scope="module")
-def built_world(tmp_path_factory) -> Path:
-    """The synthetic world, built once in a private home (tests copy it, times kept, into a home of their own)."""
-    home = tmp_path_factory.mktemp("record-home")
-    mp = pytest.MonkeyPatch()
-    mp.setenv("HARNESS_HOME", str(home))
-    try:
-        from harness.worlds import build_world
-
-        return build_world("synthetic")
-    finally:
-        mp.undo()
-
-
 @pytest.fixture
 def world_root(built_world, tmp_path, monkeypatch) -> Path:
     from harness.worlds import check_world_files
