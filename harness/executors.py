@@ -68,8 +68,10 @@ def _run_cell_in_worker(spec: Any, cell: Any, num_cpus: float, label_lines: bool
     """Body of a worker's task: run one cell (idempotent) with the process's runner."""
     import sys
 
+    from harness.core import faults
     from harness.core.progress import STARTUP_HEARTBEAT_S, set_prefix, stage
 
+    faults.install()  # a Ray worker starts no initializer of ours: the tests' faults, where asked for (idempotent)
     # cells side by side: say whose line each is (the lines of the runner's start-up in this process too)
     prefix = f"[{cell.method}{'' if cell.dim is None else f'/{cell.dim}'}/s{cell.seed}] " if label_lines else ""
     set_prefix(prefix)

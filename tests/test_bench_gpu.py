@@ -102,13 +102,16 @@ def test_bench_cpt_rows_end_with_the_defaults_twice_the_batch_and_a_spawned_cell
     sys.path.insert(0, str(REPO / "benchmarks"))
     import bench_cpt
 
+    from harness.core.precision import resolve_precision
     from harness.cpt import cpt_speed
 
     rows = bench_cpt.row_configs("cuda", 32)
     names = [r[0] for r in rows]
     assert names[0].startswith("stock HF path") and names[-3:] == [
         bench_cpt.DEFAULTS_ROW, "the same at per-device batch 64", bench_cpt.SPAWNED_ROW]
-    defaults = {**cpt_speed({}, "cuda"), "precision": "auto"}
+    # the precision harness run resolves for the card (run_cpt takes it resolved: bf16 on a card of compute
+    # capability 8.0 or more, fp32 where there is none)
+    defaults = {**cpt_speed({}, "cuda"), "precision": resolve_precision("auto", "cuda")}
     assert [r[1:] for r in rows[-3:]] == [(defaults, 32, False), (defaults, 64, False), (defaults, 32, True)]
     assert rows[0][1]["dataloader_workers"] == 0 and not rows[0][1]["masked_head"]
     if "persistent_workers" in defaults:  # the lever row, on top of the loader workers' row
