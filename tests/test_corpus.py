@@ -278,3 +278,22 @@ def test_the_corpus_is_listed_and_removed_like_the_other_products(synthetic_worl
     cache_admin.remove([item], tmp_path)
     assert not corpus.path.exists()
     assert ensure_corpus(tok, synthetic_world, langs, 32, None, cache=ProductCache(tmp_path)).built
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("block_size, cap", [(64, 100), (512, None)])
+def test_the_same_blocks_on_the_bible_worlds_text(tmp_path, block_size, cap):
+    """The bible world's CPT text, tokenized by its target tokenizer (the one a cell's CPT uses): the cpu
+    profile's slice (each language's first 100 lines, tokenized in this process) and the whole text at the
+    paper's block size (23.5 M tokens, through the worker processes) give the blocks and order of
+    ``cpt_blocks``. Builds the bible world where it is not built (minutes)."""
+    from transformers import AutoTokenizer
+
+    from harness.worlds import get_world
+
+    world = get_world("bible")
+    tok, langs = AutoTokenizer.from_pretrained(world.target_tokenizer_dir), _languages(world)
+    corpus = ensure_corpus(tok, world, langs, block_size, cap, cache=ProductCache(tmp_path), workers=2)
+    assert corpus.built and corpus.n_blocks > 100
+    for seed in (1, 3):
+        assert _items(_view(corpus, seed, tmp_path)) == cpt_blocks(tok, world, langs, block_size, cap, seed)
