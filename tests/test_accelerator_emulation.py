@@ -251,7 +251,8 @@ def test_the_emulation_computes_in_bf16_with_sdpa_close_to_fp32_eager(synthetic_
     assert done32["precision"] == "fp32" and done32["attention"] == "eager"
     monkeypatch.setenv("HARNESS_EMULATE_ACCELERATOR", "1")
     assert resolve_precision("auto", "cpu") == "bf16"
-    bf16, done16 = _loss_log(synthetic_world, tmp_path / "bf16", precision="auto")
+    # CPT takes the precision the run resolved (harness.spec): auto, under the emulation
+    bf16, done16 = _loss_log(synthetic_world, tmp_path / "bf16", precision=resolve_precision("auto", "cpu"))
     assert done16["precision"] == "bf16" and done16["attention"] == "sdpa"
     assert len(bf16) == len(fp32) == 5
     gaps = [abs(a - b) / b for a, b in zip(bf16, fp32, strict=True)]
