@@ -10,10 +10,10 @@
    dictionary pair ``(s, t)`` of ``resources/dictionaries/<pivot>-<lang>.tsv``, each case variant pair (original,
    lower, title on both sides; duplicates kept, as the reference code does) where both words are in their model's
    vocabulary contributes one row pair; ``R = argmin_{R^T R = I} ||X_s R - X_t||`` (scipy
-   ``orthogonal_procrustes``'s ``U V^T``, in float64, the products summed in a fixed order); the source vectors
-   are mapped as ``X_s R`` (computed as the target vectors rotated by ``R^T``: the same cosines, fewer rows).
+   ``orthogonal_procrustes``'s ``U V^T``, in float64, the products summed in a fixed order); source vectors are
+   mapped as ``X_s R``, target vectors stay.
 
-   **The same on every machine**: the cross-product ``X_s^T X_t``, ``U V^T``, the rotation and every
+   **The same on every machine**: the cross-product ``X_s^T X_t``, ``U V^T``, the mapping ``X_s R`` and every
    cosine are summed in a fixed order, one IEEE operation at a time (:func:`ordered_matmul`, :func:`ordered_dot`),
    not by the machine's BLAS: the reference's float32 Procrustes through BLAS moved ``R`` in its fifth digit with
    the BLAS kernels (AVX2 or AVX-512) and thread count, and every WECHSEL row with it, so that two machines gave
@@ -240,27 +240,30 @@ def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch
     return c.rows, c.neighbours.numpy(), c.weights.numpy()
 
 
-def ordered_matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def ordered_matmul(a: np.ndarray, b: np.ndarray, block: int = 256) -> np.ndarray:
     """``a @ b`` in float64, every entry summed over the inner index in increasing order, one IEEE operation at a
     time: the same bits on every machine, whatever its BLAS kernels (AVX2 or AVX-512), thread count or the row's
     position (a BLAS product rounds by kernel and position, so two equal rows of ``a`` may differ after it, and a
     tie between them would be broken by the machine). ``a`` is ``(n, m)``, ``b`` ``(m, p)``."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     n, m = a.shape
-    out = np.zeros((n, b.shape[1]))
-    if n <= m:  # few rows, a long inner index (Procrustes' x_s^T x_t): the outer products added in order
-        a_t, term = np.ascontiguousarray(a.T), np.empty_like(out)
-        for i in range(m):
-            np.multiply.outer(a_t[i], b[i], out=term)
-            out += term
+    if m == 0:
+        return np.zeros((n, b.shape[1]))
+    if n <= m:  # few rows, a long inner index (Procrustes' x_s^T x_t): accumulate the outer products in order
+        out = np.zeros((n, b.shape[1]))
+        for start in range(0, m, block):
+            terms = a[:, start:start + block].T[:, :, None] * b[start:start + block, None, :]
+            out = _accumulate(out, terms)
         return out
-    term = np.empty((min(n, 4096), b.shape[1]))
-    for start in range(0, n, 4096):  # many rows: one column of a at a time, over rows that stay in the cache
-        rows, acc = a[start:start + 4096], out[start:start + 4096]
-        for j in range(m):
-            np.multiply(rows[:, j:j + 1], b[j], out=term[:len(rows)])
-            acc += term[:len(rows)]
+    out = a[:, 0:1] * b[0]
+    for j in range(1, m):  # many rows (the source vectors mapped by R): one column of a at a time
+        out += a[:, j:j + 1] * b[j]
     return out
+
+
+def _accumulate(start: np.ndarray, terms: np.ndarray) -> np.ndarray:
+    """``start + terms[0] + terms[1] + ...``, summed left to right (``np.add.accumulate`` is sequential)."""
+    return np.add.accumulate(np.concatenate([start[None], terms]), axis=0)[-1]
 
 
 def procrustes(x_s: np.ndarray, x_t: np.ndarray) -> np.ndarray:
@@ -460,7 +463,8 @@ class WechselInit(Method):
                     missing[lang] = ["dictionary (no pair with both words in the vectors' vocabularies)"]
                     continue
                 r = procrustes(x_s, x_t)
-                info["alignment_residual"] = float(np.linalg.norm(x_s @ r - x_t) / max(np.linalg.norm(x_t), 1e-12))
+                info["alignment_residual"] = float(np.linalg.norm(ordered_matmul(x_s, r) - x_t)
+                                                   / max(np.linalg.norm(x_t), 1e-12))
             u_t = word_vectors(tgt_model, [tgt_strings[i] for i in ids]).astype(np.float64)
             has = np.abs(u_t).sum(axis=1) > 0
             wise = ids[has]
@@ -468,12 +472,9 @@ class WechselInit(Method):
             info["no_vector"] = int((~has).sum())
             if len(wise) == 0:
                 continue
-            # cos(u_s R, u_t) = cos(u_s, u_t R^T) (R is orthogonal): the language's target vectors are rotated,
-            # not every source vector, in a fixed order (the same bits on any machine), and equal source vectors
-            # stay equal (their tie goes to the lower id)
-            u_tgt = ordered_matmul(u_t[has], r.T) if r is not None else u_t[has]
+            u_src = ordered_matmul(u_s, r) if r is not None else u_s  # equal vectors stay equal, on any machine
             combined, _nb, wts = knn_softmax(
-                u_tgt, u_s, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
+                u_t[has], u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
                 block_size=int(p["block_size"]), device=ctx.device, progress=bar(f"WECHSEL: {lang}", len(wise)))
             place(matrix, provenance, wise, combined)
             info["mean_top1_weight"] = float(wts[:, 0].mean())
