@@ -10,15 +10,7 @@
    dictionary pair ``(s, t)`` of ``resources/dictionaries/<pivot>-<lang>.tsv``, each case variant pair (original,
    lower, title on both sides; duplicates kept, as the reference code does) where both words are in their model's
    vocabulary contributes one row pair; ``R = argmin_{R^T R = I} ||X_s R - X_t||`` (scipy
-   ``orthogonal_procrustes``'s ``U V^T``, in float64, the products summed in a fixed order); source vectors are
-   mapped as ``X_s R``, target vectors stay.
-
-   **The same on every machine**: the cross-product ``X_s^T X_t``, ``U V^T``, the mapping ``X_s R`` and every
-   cosine are summed in a fixed order, one IEEE operation at a time (:func:`ordered_matmul`, :func:`ordered_dot`),
-   not by the machine's BLAS: the reference's float32 Procrustes through BLAS moved ``R`` in its fifth digit with
-   the BLAS kernels (AVX2 or AVX-512) and thread count, and every WECHSEL row with it, so that two machines gave
-   two WECHSEL rows on one board. Only the SVD of the d x d cross-product is LAPACK's (float64, one thread; its
-   last bits do not reach the float32 rows).
+   ``orthogonal_procrustes``); source vectors are mapped as ``X_s R``, target vectors stay.
 3. **Token vectors** (``use_subword_info=True``, the reference default): ``get_word_vector(tokenizer.decode(i)
    .strip())`` for every token of either tokenizer -- fastText's subword composition. The decoded string of a
    SentencePiece token drops its ``▁``: a word-start token and the same piece inside a word get the same vector
@@ -81,7 +73,7 @@ import torch
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Reference
-from methods.combine import ScreenedCosine, TopKSoftmax, _screen, place, weighted_average
+from methods.combine import ScreenedCosine, TopKSoftmax, place, weighted_average
 from methods.fasttext_util import (
     CachedModel,
     TrainJob,
@@ -172,58 +164,6 @@ def alignment_pairs(source_model: Any, target_model: Any, pairs: list[tuple[str,
     return s_vecs[s3[keep]], t_vecs[t3[keep]]
 
 
-def ordered_dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``(a * b).sum(-1)`` (broadcast), summed over the last index in increasing order one elementwise operation at
-    a time: the same bits on every CPU and at every position, where a matmul or a vectorized sum rounds by kernel,
-    instruction set (AVX2 or AVX-512) and position -- so equal vectors get equal cosines (their tie goes to the
-    lower id) and a near tie is decided the same way on every machine."""
-    out = a[..., 0] * b[..., 0]
-    for j in range(1, a.shape[-1]):
-        out = out + a[..., j] * b[..., j]
-    return out
-
-
-def _unit_ordered(x: torch.Tensor) -> torch.Tensor:
-    norm = ordered_dot(x, x).sqrt().unsqueeze(1)
-    return torch.where(norm > 0, x / norm.clamp_min(1e-300), torch.zeros_like(x))
-
-
-class OrderedScreenedCosine(ScreenedCosine):
-    """:class:`~methods.combine.ScreenedCosine` (the float32 screen, then the exact float64 top-``k``, ties to the
-    lower id) with every float64 norm and cosine summed in a fixed order (:func:`ordered_dot`), the rows searched
-    over every candidate included (where the base class takes a matmul, which rounds equal vectors differently by
-    position): the neighbours do not depend on the machine's kernels or threads."""
-
-    def prepare(self, targets: torch.Tensor, sources: torch.Tensor, device: str, k: int = 1) -> None:
-        self.device = device
-        self.n_sources, self.width = sources.shape[0], sources.shape[1]
-        self.extra = min(k + max(self.screen, 16), self.n_sources)
-        self.us = _unit_ordered(sources.to(device, torch.float64))
-        self.ut_all = _unit_ordered(targets.to(device, torch.float64))
-        self.vals32, self.cand = _screen(self.ut_all, self.us.to(torch.float32), self.extra, device)
-        self.delta = (self.width + 2) * 2.0 ** -23
-
-    def top(self, start: int, stop: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
-        ut, us, extra = self.ut_all[start:stop], self.us, self.extra
-        idx, _ = torch.sort(self.cand[start:stop].to(self.device), dim=1)  # by id: the stable sort orders ties by id
-        vals = ordered_dot(ut[:, None, :], us[idx])
-        order = torch.argsort(-vals, dim=1, stable=True)
-        vals, idx = vals.gather(1, order)[:, :k], idx.gather(1, order)[:, :k]
-        if extra < self.n_sources:
-            floor = self.vals32[start:stop].to(self.device, torch.float64).min(dim=1).values + self.delta
-            unsure = torch.nonzero(vals[:, -1] <= floor).flatten()
-            if len(unsure):  # the float64 search over every candidate for these rows, summed as above
-                step = max(1, 2**22 // len(unsure))
-                full = torch.cat([ordered_dot(ut[unsure][:, None, :], us[None, c:c + step])
-                                  for c in range(0, self.n_sources, step)], dim=1)
-                v2, i2 = torch.topk(full, extra, dim=1)
-                o2 = torch.argsort(i2, dim=1)
-                v2, i2 = v2.gather(1, o2), i2.gather(1, o2)
-                o2 = torch.argsort(-v2, dim=1, stable=True)
-                vals[unsure], idx[unsure] = v2.gather(1, o2)[:, :k], i2.gather(1, o2)[:, :k]
-        return vals, idx
-
-
 def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch.Tensor, *, k: int,
                 temperature: float, block_size: int = 1024, device: str = "cpu",
                 progress: Callable[[int], None] | None = None, screen: int = 16
@@ -232,60 +172,19 @@ def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch
     ``k`` best (ties broken towards the lower source id), ``softmax(sim / temperature)`` over them, the weighted sum
     of ``source_matrix`` rows: :func:`methods.combine.weighted_average` with :class:`~methods.combine.ScreenedCosine`
     (the exact float64 search, screened in float32) and :class:`~methods.combine.TopKSoftmax`. Returns ``(rows,
-    neighbour ids (n, k), weights (n, k))``; the norms and cosines summed in a fixed order
-    (:class:`OrderedScreenedCosine`)."""
+    neighbour ids (n, k), weights (n, k))``."""
     c = weighted_average(torch.from_numpy(u_target), torch.from_numpy(u_source), source_matrix,
-                         similarity=OrderedScreenedCosine(screen), weighting=TopKSoftmax(int(k), temperature),
+                         similarity=ScreenedCosine(screen), weighting=TopKSoftmax(int(k), temperature),
                          block_size=block_size, device=device, progress=progress)
     return c.rows, c.neighbours.numpy(), c.weights.numpy()
 
 
-def ordered_matmul(a: np.ndarray, b: np.ndarray, block: int = 256) -> np.ndarray:
-    """``a @ b`` in float64, every entry summed over the inner index in increasing order, one IEEE operation at a
-    time: the same bits on every machine, whatever its BLAS kernels (AVX2 or AVX-512), thread count or the row's
-    position (a BLAS product rounds by kernel and position, so two equal rows of ``a`` may differ after it, and a
-    tie between them would be broken by the machine). ``a`` is ``(n, m)``, ``b`` ``(m, p)``."""
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    n, m = a.shape
-    if m == 0:
-        return np.zeros((n, b.shape[1]))
-    if n <= m:  # few rows, a long inner index (Procrustes' x_s^T x_t): accumulate the outer products in order
-        out = np.zeros((n, b.shape[1]))
-        for start in range(0, m, block):
-            terms = a[:, start:start + block].T[:, :, None] * b[start:start + block, None, :]
-            out = _accumulate(out, terms)
-        return out
-    out = a[:, 0:1] * b[0]
-    for j in range(1, m):  # many rows (the source vectors mapped by R): one column of a at a time
-        out += a[:, j:j + 1] * b[j]
-    return out
-
-
-def _accumulate(start: np.ndarray, terms: np.ndarray) -> np.ndarray:
-    """``start + terms[0] + terms[1] + ...``, summed left to right (``np.add.accumulate`` is sequential)."""
-    return np.add.accumulate(np.concatenate([start[None], terms]), axis=0)[-1]
-
-
 def procrustes(x_s: np.ndarray, x_t: np.ndarray) -> np.ndarray:
-    """``R = argmin_{R^T R = I} ||x_s R - x_t||_F = U V^T`` with ``U S V^T = x_s^T x_t``, as scipy's
-    ``orthogonal_procrustes`` (the reference) computes it, but in float64 and with the products in a fixed order
-    (:func:`ordered_matmul`): the reference's float32 cross-product over thousands of pairs went through the
-    machine's BLAS, whose kernels and threads moved R in its fifth digit, and every WECHSEL row with it. Only the
-    SVD of the d x d cross-product is LAPACK's (float64, on one thread)."""
-    m = ordered_matmul(np.asarray(x_s).T, np.asarray(x_t))
-    u, _, vt = _svd(m)
-    return ordered_matmul(u, vt)
+    """``R = argmin_{R^T R = I} ||x_s R - x_t||_F`` (scipy, as the reference)."""
+    from scipy.linalg import orthogonal_procrustes
 
-
-def _svd(m: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from scipy.linalg import svd
-
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # the SVD of a d x d matrix is small: one thread is what BLAS takes anyway
-        return svd(m, full_matrices=False, check_finite=True)
-    with threadpool_limits(limits=1, user_api="blas"):
-        return svd(m, full_matrices=False, check_finite=True)
+    r, _ = orthogonal_procrustes(x_s, x_t)
+    return r
 
 
 @METHODS.register("wechsel")
@@ -463,8 +362,7 @@ class WechselInit(Method):
                     missing[lang] = ["dictionary (no pair with both words in the vectors' vocabularies)"]
                     continue
                 r = procrustes(x_s, x_t)
-                info["alignment_residual"] = float(np.linalg.norm(ordered_matmul(x_s, r) - x_t)
-                                                   / max(np.linalg.norm(x_t), 1e-12))
+                info["alignment_residual"] = float(np.linalg.norm(x_s @ r - x_t) / max(np.linalg.norm(x_t), 1e-12))
             u_t = word_vectors(tgt_model, [tgt_strings[i] for i in ids]).astype(np.float64)
             has = np.abs(u_t).sum(axis=1) > 0
             wise = ids[has]
@@ -472,7 +370,7 @@ class WechselInit(Method):
             info["no_vector"] = int((~has).sum())
             if len(wise) == 0:
                 continue
-            u_src = ordered_matmul(u_s, r) if r is not None else u_s  # equal vectors stay equal, on any machine
+            u_src = u_s @ r if r is not None else u_s
             combined, _nb, wts = knn_softmax(
                 u_t[has], u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
                 block_size=int(p["block_size"]), device=ctx.device, progress=bar(f"WECHSEL: {lang}", len(wise)))
