@@ -46,7 +46,6 @@ class RunSpec:
     cfg: Any  # the RunConfig as given (read, never changed)
     world: str
     world_hash: str
-    pivot: str | None
     device: str  # resolved: ``auto`` is cpu or cuda here (a plan: cuda)
     eval_precision: str
     cpt: CptSpec
@@ -128,11 +127,10 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     asks nothing of the machine, and ``auto`` plans for a GPU)."""
     from harness.config import resolve_device
     from harness.core.precision import run_precisions
-    from harness.core.profiles import profile
     from harness.core.registry import method_code
     from harness.plan import make_plan
 
-    prof, plan = profile(cfg.profile), make_plan(cfg, world)
+    prof, plan = profile_of(cfg), make_plan(cfg, world)
     device = resolve_device(cfg.device) if probe else ("cuda" if cfg.device == "auto" else cfg.device)
     methods = sorted({c.method for c in plan.cells})
     code = {m: method_code(m) for m in methods} if probe else {}
@@ -142,8 +140,8 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
     fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
               "method_params": params}
-    cpus = max(1, int(prof.get("resources", {}).get("num_cpus", 1)))
-    return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash, pivot=getattr(world, "pivot", None),
+    cpus = cell_cpus(prof)
+    return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash,
                    device=device, eval_precision=eval_precision, cpt=cpt, fitted=fitted, plan=plan,
                    heldout_languages=tuple(_heldout_languages(cfg, world, cpt)), method_params=params,
                    method_code=code, eval_max_sentences=prof.get("eval_max_sentences"),
@@ -193,6 +191,11 @@ def cpt_settings(cfg: Any, prof: dict[str, Any]) -> dict[str, Any]:
         s["eval_tasks"] = True
     s["eval_tasks"] = bool(s.get("eval_tasks", True))
     return s
+
+
+def cell_cpus(prof: dict[str, Any]) -> int:
+    """The CPUs the profile ``prof`` gives one cell (at least 1)."""
+    return max(1, int(prof.get("resources", {}).get("num_cpus", 1)))
 
 
 def method_params(cfg: Any, method: str, prof: dict[str, Any]) -> dict[str, Any]:

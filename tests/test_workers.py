@@ -38,10 +38,9 @@ def test_workers_match_sequential(run_cli, tracking_uri, harness_home, tmp_path)
 
 def local_workers(cfg, device: str, n_cells: int) -> int:
     """The cells the local executor runs at once for ``cfg`` on ``device`` with ``n_cells`` left."""
-    from harness.spec import cpt_devices, profile_of
+    from harness.spec import cell_cpus, cpt_devices, profile_of
 
-    cpus = max(1, int(profile_of(cfg).get("resources", {}).get("num_cpus", 1)))
-    return choose(cfg, device, cpt_devices(cfg), cpus).workers_for(n_cells)
+    return choose(cfg, device, cpt_devices(cfg), cell_cpus(profile_of(cfg))).workers_for(n_cells)
 
 
 def test_local_workers_rule(monkeypatch):
