@@ -170,6 +170,7 @@ def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], d
     from harness.core.registry import method_code
 
     keys = {k.key for k in spec.cells.values()}
+    code = dict(spec.method_code)  # the run's methods' digests, and those of earlier runs' methods, each read once
     ours, older = set(), {}
     for run in search_runs(tracker.client, experiment_id, kind_filter(Kind.CELL, world=spec.world)):
         tags = own_tags(run)
@@ -178,7 +179,7 @@ def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], d
         try:
             recorded = json.loads(tags.get("method_code") or "null")
             method = tags.get("method", "")
-            now = spec.method_code[method] if method in spec.method_code else method_code(method)
+            now = code[method] if method in code else code.setdefault(method, method_code(method))
         except (ValueError, HarnessError):  # unreadable, or a method not installed here: not judged
             continue
         files = changed_files(recorded, now) if isinstance(recorded, dict) else []
