@@ -10,7 +10,11 @@
    dictionary pair ``(s, t)`` of ``resources/dictionaries/<pivot>-<lang>.tsv``, each case variant pair (original,
    lower, title on both sides; duplicates kept, as the reference code does) where both words are in their model's
    vocabulary contributes one row pair; ``R = argmin_{R^T R = I} ||X_s R - X_t||`` (scipy
-   ``orthogonal_procrustes``); source vectors are mapped as ``X_s R``, target vectors stay.
+   ``orthogonal_procrustes``, float32); source vectors are mapped as ``X_s R``, target vectors stay. Both run on one
+   fixed set of BLAS kernels and one thread (``blas="pinned"``, the default; :mod:`methods.pinned_blas`): the
+   reference's arithmetic, which the machine's own kernels (SSE, AVX2, AVX-512) and thread count round differently
+   -- the rotation moved in its fifth digit and WECHSEL's rows with it, so two machines gave two WECHSEL rows on one
+   board. ``blas="native"`` runs them with this process's BLAS, as the reference does on the machine at hand.
 3. **Token vectors** (``use_subword_info=True``, the reference default): ``get_word_vector(tokenizer.decode(i)
    .strip())`` for every token of either tokenizer -- fastText's subword composition. The decoded string of a
    SentencePiece token drops its ``▁``: a word-start token and the same piece inside a word get the same vector
@@ -47,7 +51,8 @@ Reference behaviour, pinned by the real-pair parity test (``tests/parity/test_re
 0.0.4): the alignment pairs, Procrustes, the token vectors, the top-10 softmax and the special-token copies are the
 reference's. Departures: the fallback rows' generator; ties at the 10th neighbour go to the lower source id; the
 many-language protocol (tokens of no language take the Gaussian, where the reference, which knows one language,
-embeds them); the word tokenizer of the vectors trained here (no NLTK); ``specials="role"`` on request.
+embeds them); the word tokenizer of the vectors trained here (no NLTK); ``specials="role"`` on request. The
+parity tests run the reference with its BLAS pinned as ours (``tests/parity/run.sh``).
 
 Parameters (``ctx.params``): ``specials`` ("string": the reference's, or "role"), ``neighbors`` (10), ``temperature`` (0.1), ``source_vectors`` (path), ``target_vectors``
 ({lang: path}), ``dim`` (100), ``epochs`` (20), ``min_count`` (5), ``model`` ("cbow"), ``neg`` (10), ``minn`` (5),
@@ -57,7 +62,8 @@ language, ``null`` = all), ``languages`` (target languages handled; ``null`` = a
 ``source_max_lines`` ("same" = ``max_lines``; an integer or ``null`` = all: the source language's text for its
 vectors, which embed every source token and every token of the source language), ``workers`` (``null`` = the
 CPUs available: how many word-vector models train side by side, each in its own process with ``threads``
-fastText threads; it changes the time, never the vectors).
+fastText threads; it changes the time, never the vectors), ``blas`` ("pinned": the alignment on fixed BLAS kernels and one thread,
+the same bytes on every x86-64 machine; "native": on this process's BLAS).
 """
 
 from __future__ import annotations
@@ -97,6 +103,7 @@ from methods.multilang import (
 )
 from methods.overlap import SPECIALS_MODES
 from methods.params import Param, fasttext_params, fasttext_settings
+from methods.pinned_blas import BLAS_MODES, align_all
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
 log = logging.getLogger(__name__)
@@ -179,14 +186,6 @@ def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch
     return c.rows, c.neighbours.numpy(), c.weights.numpy()
 
 
-def procrustes(x_s: np.ndarray, x_t: np.ndarray) -> np.ndarray:
-    """``R = argmin_{R^T R = I} ||x_s R - x_t||_F`` (scipy, as the reference)."""
-    from scipy.linalg import orthogonal_procrustes
-
-    r, _ = orthogonal_procrustes(x_s, x_t)
-    return r
-
-
 @METHODS.register("wechsel")
 class WechselInit(Method):
     """WECHSEL: aligned fastText spaces, top-10 source tokens by cosine, softmax(sim/0.1); specials copied."""
@@ -216,6 +215,8 @@ class WechselInit(Method):
         Param("block_size", 1024, "target rows per similarity block", "int", low=1),
         Param("specials", "string", "special tokens: by their text (reference) or by role", "str",
               choices=SPECIALS_MODES),
+        Param("blas", "pinned", "the alignment's BLAS: one fixed kernel set and one thread (the same bytes on "
+              "every x86-64 machine), or this process's own", "str", choices=BLAS_MODES),
     )
     # cpu: smaller vectors, fewer epochs and n-gram buckets, all of the world's text (the models are cached by
     # content and shared by every seed, and by wechsel and wechsel+overlap). Measured on the bible world (seed 1,
@@ -333,6 +334,11 @@ class WechselInit(Method):
                     need.append("target_text")
             if need:
                 missing[lang] = need
+        # first every language's pairs and token vectors (a word-vector model is dropped once its language is
+        # read), then every alignment at once (:mod:`methods.pinned_blas`: one child process with pinned BLAS
+        # kernels), then the search
+        todo: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # lang -> (target ids with a vector, their vectors)
+        pairs_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for lang in assignment.languages:
             ids = np.array([i for i in assignment.ids_of(lang) if not copied[i]], dtype=np.int64)
             info: dict[str, Any] = {"tokens": int(len(ids))}
@@ -340,7 +346,7 @@ class WechselInit(Method):
             if lang in missing or len(ids) == 0:
                 continue
             if lang == pivot:
-                tgt_model, r = src_model, None
+                tgt_model = src_model
                 info["alignment"] = "identity (source language)"
             else:
                 if lang in user_vectors:
@@ -361,18 +367,25 @@ class WechselInit(Method):
                 if len(x_s) == 0:
                     missing[lang] = ["dictionary (no pair with both words in the vectors' vocabularies)"]
                     continue
-                r = procrustes(x_s, x_t)
-                info["alignment_residual"] = float(np.linalg.norm(x_s @ r - x_t) / max(np.linalg.norm(x_t), 1e-12))
+                pairs_of[lang] = (x_s, x_t)
             u_t = word_vectors(tgt_model, [tgt_strings[i] for i in ids]).astype(np.float64)
             has = np.abs(u_t).sum(axis=1) > 0
-            wise = ids[has]
             info["method"] = int(has.sum())
             info["no_vector"] = int((~has).sum())
-            if len(wise) == 0:
-                continue
-            u_src = u_s @ r if r is not None else u_s
+            if has.any():
+                todo[lang] = (ids[has], u_t[has])
+            else:
+                pairs_of.pop(lang, None)
+            del tgt_model
+        aligned, blas_used = align_all(u_s, pairs_of, blas=p["blas"])
+        for lang, (wise, u_tgt) in todo.items():
+            info = per_lang[lang]
+            if lang in aligned:
+                u_src, info["alignment_residual"] = aligned.pop(lang)
+            else:
+                u_src = u_s
             combined, _nb, wts = knn_softmax(
-                u_t[has], u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
+                u_tgt, u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
                 block_size=int(p["block_size"]), device=ctx.device, progress=bar(f"WECHSEL: {lang}", len(wise)))
             place(matrix, provenance, wise, combined)
             info["mean_top1_weight"] = float(wts[:, 0].mean())
@@ -391,6 +404,7 @@ class WechselInit(Method):
                            "sizes": assignment.sizes()},
             "fallback": "per-dimension normal, mean/std (ddof=0) of E_s",
             "missing": missing,
+            "alignment_blas": {"mode": p["blas"], "ran_with": blas_used},
         }
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats)
 

@@ -12,6 +12,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
+if os.environ.get("PYTEST_XDIST_WORKER"):  # two test processes on the machine: one thread each (torch's OpenMP
+    os.environ.setdefault("OMP_NUM_THREADS", "1")  # spins, and two processes of two threads on two cores crawl)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -32,6 +32,9 @@ import pytest
 
 from tests.conftest import REPO
 
+# one test process runs every test that starts a Ray cluster (two local clusters at once contend for its ports)
+pytestmark = pytest.mark.xdist_group("ray")
+
 JOB = ["run", "--world", "synthetic", "--methods", "random", "--seeds", "1,2", "--tasks", "mlm,sr-t",
        "--cpt-steps", "4", "--cpt-checkpoints", "2", "--experiment", "faults"]
 POOL = ["--workers", "2"]  # two cells side by side, each in its own worker process

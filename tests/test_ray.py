@@ -7,6 +7,9 @@ import shutil
 import pytest
 from mlflow.tracking import MlflowClient
 
+# one test process runs every test that starts a Ray cluster (two local clusters at once contend for its ports)
+pytestmark = pytest.mark.xdist_group("ray")
+
 pytest.importorskip("ray")
 
 GRID = ["run", "--world", "synthetic", "--methods", "random,ofa", "--tasks", "mlm", "--seeds", "1,2",

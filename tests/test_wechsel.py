@@ -3,6 +3,8 @@ invariants, determinism, user-provided vectors and missing dictionaries on the s
 
 from __future__ import annotations
 
+import platform
+
 import numpy as np
 import pytest
 import torch
@@ -11,7 +13,8 @@ from harness.core.registry import METHODS
 from methods.base import Provenance
 from methods.fasttext_util import load_model, word_vectors
 from methods.multilang import dictionary_for, read_dictionary
-from methods.wechsel import alignment_pairs, decoded_tokens, procrustes
+from methods.pinned_blas import PINNED_CORETYPE, align_all
+from methods.wechsel import alignment_pairs, decoded_tokens
 from tests.test_focus import HidingWorld, check_invariants, synthetic_ctx
 
 TINY = {"dim": 16, "epochs": 2, "bucket": 20_000, "minn": 3, "maxn": 5, "min_count": 2}
@@ -47,13 +50,24 @@ def test_alignment_pairs_case_variants_by_hand():
     assert (x_s == np.array([1, 1], np.float32)).all(axis=1).sum() == 2
 
 
-def test_procrustes_recovers_a_rotation():
+def test_the_alignment_recovers_a_rotation_on_pinned_kernels_and_on_this_processs():
+    """The reference's float32 Procrustes and ``u_s @ R``: in a child on OpenBLAS's pinned kernels (one thread) and in
+    this process with its own; both recover the rotation, and the child says which kernels it ran."""
     g = np.random.default_rng(0)
     q, _ = np.linalg.qr(g.standard_normal((8, 8)))
     x_s = g.standard_normal((50, 8)).astype(np.float32)
-    r = procrustes(x_s, x_s @ q.astype(np.float32))
-    assert np.allclose(r, q, atol=1e-4)
-    assert np.allclose(r.T @ r, np.eye(8), atol=1e-5)
+    u_s = g.standard_normal((30, 8))
+    pairs = {"one": (x_s, x_s @ q.astype(np.float32)), "two": (x_s[:20], x_s[:20] @ q.astype(np.float32))}
+    for mode in ("pinned", "native"):
+        out, blas = align_all(u_s, pairs, blas=mode)
+        assert set(out) == {"one", "two"}
+        for u, residual in out.values():
+            assert u.dtype == np.float64 and np.allclose(u, u_s @ q, atol=1e-4)
+            assert residual < 1e-5
+        if mode == "pinned" and platform.machine().lower() in ("x86_64", "amd64"):
+            assert PINNED_CORETYPE in blas and "1 thread" in blas, blas
+    with pytest.raises(ValueError, match="blas"):
+        align_all(u_s, pairs, blas="fast")
 
 
 @pytest.fixture(scope="module")
@@ -120,7 +134,7 @@ def test_wechsel_rows_recomputed_in_the_aligned_space(wechsel_run, synthetic_wor
             tgt_model = load_model(s["languages"][lang]["vectors"]["path"])
             path, rev = dictionary_for(synthetic_world, "qaa_Latn", lang)
             x_s, x_t = alignment_pairs(src_model, tgt_model, read_dictionary(path, reverse=rev))
-            u_src = u_s @ procrustes(x_s, x_t)
+            u_src = align_all(u_s, {lang: (x_s, x_t)})[0][lang][0]
         u_src = u_src / (np.linalg.norm(u_src, axis=1, keepdims=True) + 1e-8)
         ids = [i for i, p in enumerate(result.provenance) if p == Provenance.METHOD
                and result.stats["per_language"] and _lang_of(ctx, i, lang)]

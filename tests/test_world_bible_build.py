@@ -394,6 +394,34 @@ def test_mini_world_is_deterministic(mini_world, tmp_path):
         assert (out / rel).read_bytes() == (world.root / rel).read_bytes(), rel
 
 
+def test_the_worlds_identity_covers_the_heads_and_vectors_its_build_computed(mini_world, tmp_path):
+    """The heads and the word vectors are computed at build time, and their bytes can differ between machines (BLAS
+    kernels, threads, bf16): the manifest lists their sha256, so the world's identity (its manifest's hash) differs
+    when they do, and no cell computed on one build is taken for another's."""
+    import shutil
+
+    from harness.core.hashing import sha256_file
+    from harness.worlds.base import load_world_dir
+    from harness.worlds.bible.builder import built_digests
+
+    world = mini_world[0]
+    files = world.manifest["built"]["files"]
+    assert "resources/word_vectors.vec" in files
+    for source in ("mono", "multi"):
+        assert any(rel.startswith(f"sources/{source}/") and rel.endswith((".safetensors", ".bin")) for rel in files)
+    assert files == {rel: sha256_file(world.root / rel) for rel in files}
+    # the same inputs, a head whose weights differ in one byte (as another machine's arithmetic would make it)
+    other = tmp_path / "other"
+    shutil.copytree(world.root, other)
+    weights = next(other / rel for rel in files if rel.startswith("sources/mono/") and rel.endswith(".safetensors"))
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    manifest = {**world.manifest, "built": built_digests(other)}
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    assert load_world_dir("bible", other).hash != world.hash
+
+
 def test_what_the_builder_declares_covers_what_it_builds(mini_world):
     """The languages and each task's languages the builder declares before a build (``harness plan``, ``harness
     world info``, the checks of a run's inputs) hold what the build wrote (with the same settings)."""

@@ -21,7 +21,9 @@ A world is a folder with a fixed layout (every builder writes it, every consumer
 The builders write the metadata files through :mod:`harness.worlds.writer`; this module is their only reader.
 
 Language codes are ISO 639-3 + ISO 15924 (``swh_Latn``). The world's identity is the hash of its manifest
-(which lists the sha256 of every input), so a rebuilt world with the same inputs keeps its identity.
+(which lists the sha256 of every input and, for a world whose build computes models, of what it computed: the
+bible world's ``built``), so a rebuilt world with the same inputs keeps its identity where its build computes the
+same bytes, and takes another where the machine's arithmetic made other heads.
 """
 
 from __future__ import annotations

@@ -25,10 +25,12 @@ def cosines(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 def our_neighbours(ctx, stats, lang: str, ids: list[int], k: int = 10) -> dict[int, tuple[list[int], np.ndarray]]:
     """Our top-``k`` source ids of each target id (ties: lower id first) and its cosines to every source token,
-    recomputed as methods.wechsel does (float64)."""
+    recomputed as methods.wechsel does (float64; the alignment on this process's BLAS, which tests/parity/run.sh
+    pins to the kernels and thread count methods.pinned_blas pins)."""
     from methods.fasttext_util import load_model, word_vectors
     from methods.multilang import read_dictionary
-    from methods.wechsel import alignment_pairs, decoded_tokens, procrustes
+    from methods.pinned_blas import align
+    from methods.wechsel import alignment_pairs, decoded_tokens
 
     src = load_model(stats["source_vectors"]["path"])
     u = word_vectors(src, decoded_tokens(ctx.source_tokenizer)).astype(np.float64)
@@ -36,7 +38,7 @@ def our_neighbours(ctx, stats, lang: str, ids: list[int], k: int = 10) -> dict[i
     if lang != ctx.world.pivot:
         tgt = load_model(stats["languages"][lang]["vectors"]["path"])
         path, rev = dictionary_for(ctx.world, ctx.world.pivot, lang)
-        u = u @ procrustes(*alignment_pairs(src, tgt, read_dictionary(path, reverse=rev)))
+        u = align(u, *alignment_pairs(src, tgt, read_dictionary(path, reverse=rev)))[0]  # this process's BLAS
     u = u / np.maximum(np.linalg.norm(u, axis=1, keepdims=True), 1e-300)
     strings = decoded_tokens(ctx.target_tokenizer)
     out = {}

@@ -61,4 +61,10 @@ elif [[ ! -x "$VENV/bin/python" || "$(cat "$VENV/.parity-stamp" 2>/dev/null)" !=
 fi
 
 export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
-exec "$VENV/bin/python" -m pytest tests/parity -m parity "$@"
+# the reference packages compute WECHSEL's float32 alignment with numpy and scipy in this process: load their OpenBLAS
+# with the kernels and the one thread that our alignment runs on (methods/pinned_blas.py), so that both sides round
+# alike (another kernel set moves the float32 rotation in its fifth digit, and near-ties at the 10th neighbour with it)
+export OPENBLAS_NUM_THREADS=1
+case "$(uname -m)" in x86_64|amd64) export OPENBLAS_CORETYPE=Nehalem ;; esac
+# (the suite's addopts start two test processes with pytest-xdist, which this environment does not install)
+exec "$VENV/bin/python" -m pytest -o addopts="" -p no:cacheprovider tests/parity -m parity "$@"

@@ -210,6 +210,7 @@ class BibleBuild(InputSteps, ResourceSteps, TaskSteps, TaggingSteps, ModelSteps)
                                          "CLDR (Debian unicode-cldr-core: emoji names, territory/language/month/day "
                                          "names), independent of the Bible text"},
             },
+            "built": built_digests(self.out),
             "notes": ("Built offline from registry packages. Copyrighted Bible translations are read from the "
                       "downloaded packages at build time and never redistributed. ME5 weights are 4-bit "
                       "quantized and retrieval-tuned: compare methods with each other, not with the papers."),
@@ -217,6 +218,28 @@ class BibleBuild(InputSteps, ResourceSteps, TaskSteps, TaggingSteps, ModelSteps)
         self.writer.manifest(manifest)
         build_info = {"seconds": self.timings, "heads": self.head_stats, **self.info}
         write_json(self.out / "build_info.json", _jsonable(build_info))
+
+
+# What the build computes with floating-point arithmetic: the source models (their MLM heads trained here) and the
+# multilingual word vectors (an SVD). Their bytes depend on the machine (its BLAS and SIMD kernels, its thread count,
+# whether it computes bf16 natively), so the manifest lists their sha256, and the world's identity (the manifest's
+# hash) covers them: a world built with other heads is another world, and no cell computed on one is taken for the
+# other's. The inputs (packages, settings, split) are listed beside them and are the same on every machine.
+COMPUTED = ("sources", "resources/word_vectors.vec")
+
+
+def built_digests(root: Path) -> dict[str, Any]:
+    """``{"files": {path: sha256}, "note": ...}`` for every file under :data:`COMPUTED` in the world at ``root``."""
+    from harness.core.hashing import sha256_file
+
+    files: dict[str, str] = {}
+    for rel in COMPUTED:
+        path = root / rel
+        found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        files.update({f.relative_to(root).as_posix(): sha256_file(f) for f in found})
+    return {"files": files,
+            "note": "sha256 of what the build computed (source models with their trained MLM heads, word vectors): "
+                    "they can differ between machines, and the world's identity covers them"}
 
 
 BUILDER_VERSION = "2"  # bumped whenever what a build writes changes (2: Kolibri catalogs in SR-T, seeded heads)
