@@ -38,11 +38,20 @@ import numpy as np
 
 # -- ranks ------------------------------------------------------------------------------------------------
 def ranks_with_ties(values: Sequence[float], higher_is_better: bool) -> list[float]:
-    """Rank 1 = best; ties get the average of the ranks they span."""
-    from scipy.stats import rankdata
-
-    arr = np.asarray(values, dtype=float)
-    return [float(r) for r in rankdata(-arr if higher_is_better else arr, method="average")]
+    """Rank 1 = best; ties (equal values) get the average of the ranks they span (``scipy.stats.rankdata``'s
+    ``"average"``, computed here: importing scipy.stats costs a board that has nothing else to compute a second)."""
+    keys = [-float(v) if higher_is_better else float(v) for v in values]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
+    out = [0.0] * len(keys)
+    start = 0
+    while start < len(order):
+        stop = start
+        while stop + 1 < len(order) and keys[order[stop + 1]] == keys[order[start]]:
+            stop += 1
+        for i in order[start:stop + 1]:
+            out[i] = (start + stop) / 2 + 1
+        start = stop + 1
+    return out
 
 
 def mean_ranks(table: dict[str, dict[str, float]], languages: Sequence[str],

@@ -60,6 +60,13 @@ def test_rank_helpers():
     assert ranks_with_ties([3.0, 1.0, 2.0], higher_is_better=False) == [3.0, 1.0, 2.0]
     r = mean_ranks({"a": {"x": 1, "y": 2}, "b": {"x": 1, "y": 3}, "c": {"x": 0}}, ["x", "y"], True)
     assert r == {"a": 1.75, "b": 1.25, "c": None}
+    from scipy.stats import rankdata  # the ranks scipy gives, on many small samples with many ties
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        v = rng.integers(0, 4, rng.integers(1, 10)).astype(float)
+        for higher in (True, False):
+            assert ranks_with_ties(list(v), higher) == list(rankdata(-v if higher else v, method="average"))
 
 
 def test_profiles_are_never_mixed(lb):

@@ -283,6 +283,21 @@ def _sqlite_path(uri: str) -> Path | None:
     return Path(uri[len("sqlite:///"):])
 
 
+def store_runs(path: Path) -> int | None:
+    """The rows of a SQLite MLflow store's runs table (0 when it has none), read with sqlite3 alone; None when the
+    file is no SQLite database."""
+    import sqlite3
+
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("select name from sqlite_master where type = 'table'")}
+        return int(con.execute("select count(*) from runs").fetchone()[0]) if "runs" in tables else 0
+    except sqlite3.DatabaseError:
+        return None
+    finally:
+        con.close()
+
+
 def store_state(path: Path) -> tuple[bool, int]:
     """(complete, runs) of a SQLite MLflow store: complete when every table MLflow expects exists and its schema is
     at MLflow's head revision; runs counts the rows of its runs table (0 when there is none)."""
@@ -347,6 +362,8 @@ def ensure_sqlite_store(uri: str) -> None:
         except OSError:
             pass
     if path.exists() and path.stat().st_size > 0:
+        if store_runs(path):  # runs in it: nothing to check (MLflow's schema revisions are read only otherwise,
+            return  # which takes a second)
         complete, runs = store_state(path)
         if complete or runs:
             return  # a store with runs is MLflow's to judge (and to upgrade); it is never deleted here
