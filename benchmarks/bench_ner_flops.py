@@ -1,0 +1,226 @@
+"""Where the NER evaluation's fp32 time goes, against what the CPU can compute, and which speed-ups change no number.
+
+NER is about half of a main-job cell's time in fp32 (the English tagger fine-tuned, then tested zero-shot on every
+language). This script takes the model a cell evaluates (``--method``, initialized as ``harness init`` does, on the
+``--world``'s default source, the ``cpu`` profile) and the ``ner`` task's own data, settings and code, and measures:
+
+- **a fine-tuning step**, split into the forward pass, the backward pass and the optimizer (gradient clipping and
+  the fused AdamW step, whose cost grows with the parameters, the target vocabulary's embedding matrix included,
+  not with the batch), with the floating-point operations of the passes counted by torch's ``FlopCounterMode`` and
+  the rate they achieve;
+- **the zero-shot test**: the forward passes over every test language, their operations and rate;
+- **what the CPU can do**: an fp32 matrix product of the model's shapes timed on the same threads (the attainable
+  rate), and the nominal peak from the CPU's flags and clock (32 fp32 operations a cycle and a core with AVX2 and two
+  FMA units, 64 with AVX-512; an assumption, printed);
+- **speed-ups that change no number**, each checked bit for bit against the first variant: the threads of
+  one cell (``--threads``; a cell of the main job runs on one), and the test's batch size (its predictions, with
+  padding inside a batch, must be the same to the last tag).
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_ner_flops.py [--world bible] [--method random] [--steps 12]
+[--threads 1,2] [--langs 4]``. Prints tables; nothing is cached or logged (a temporary folder).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+
+def cpu_peak_gflops(threads: int) -> tuple[float | None, str]:
+    """The nominal fp32 peak of ``threads`` cores, from /proc/cpuinfo's flags and clock, and how it was reckoned."""
+    flags, mhz = set(), None
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags") and not flags:
+                flags = set(line.split(":", 1)[1].split())
+            elif line.startswith("cpu MHz") and mhz is None:
+                mhz = float(line.split(":", 1)[1])
+    except OSError:
+        return None, "no /proc/cpuinfo"
+    per_cycle = 64 if "avx512f" in flags else 32 if {"avx2", "fma"} <= flags else 8
+    if mhz is None:
+        return None, f"{per_cycle} fp32 FLOP/cycle/core assumed, clock unknown"
+    return per_cycle * mhz / 1e3 * threads, (f"{per_cycle} fp32 FLOP/cycle/core (two FMA units of "
+                                             f"{per_cycle // 4} lanes assumed) x {mhz / 1e3:.2f} GHz x {threads}")
+
+
+def attainable_gflops(tokens: int, hidden: int, ff: int, repeat: int = 5) -> float:
+    """The rate of an fp32 matmul of a feed-forward layer's shape (tokens x hidden) @ (hidden x ff), on the current
+    threads: what the model's largest products can reach here."""
+    import torch
+
+    a, b = torch.randn(tokens, hidden), torch.randn(hidden, ff)
+    a @ b
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - t0)
+    return 2 * tokens * hidden * ff / min(times) / 1e9
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--world", default="bible")
+    ap.add_argument("--method", default="random")
+    ap.add_argument("--steps", type=int, default=12, help="fine-tuning steps timed (after one warm-up step)")
+    ap.add_argument("--threads", default="1,2", help="thread counts compared (a main-job cell runs on 1)")
+    ap.add_argument("--langs", type=int, default=4, help="test languages timed (the first ones of the task)")
+    args = ap.parse_args()
+
+    import torch
+    from rich.console import Console
+    from rich.table import Table
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoTokenizer
+
+    from harness.core.profiles import profile as get_profile
+    from harness.core.registry import TASKS
+    from harness.initialize import initialize_model, load_model
+    from harness.worlds import get_world
+    from tasks.base import TaskSettings
+    from tasks.data import (
+        batches_per_epoch,
+        max_input_length,
+        pad_batch,
+        read_tagging_split,
+        shuffled_length_batches,
+    )
+    from tasks.tagger import Featurizer, build_tagger, predict
+
+    console = Console(width=160)
+    world = get_world(args.world)
+    task = TASKS.get("ner")()
+    hp = task.hyperparameters(TaskSettings(profile="cpu", seed=1, device="cpu", precision="fp32"))
+    thread_counts = [int(t) for t in args.threads.split(",")]
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory() as td:
+        out = Path(td) / args.method
+        params = dict(get_profile("cpu").get("method_params", {}).get(args.method, {}))
+        initialize_model(world, world.default_source, args.method, dim=None, seed=1, params=params, out_dir=out,
+                         device="cpu", profile="cpu")
+        model, tok = load_model(out, device="cpu"), AutoTokenizer.from_pretrained(out)
+        pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
+        train = read_tagging_split(world, "ner", world.pivot, "train")[:hp["max_train_sentences"]]
+        dev = read_tagging_split(world, "ner", world.pivot, "dev")[:hp["max_dev_sentences"]]
+        labels = task._labels(world, train, dev)
+        langs = task.languages(world)[:args.langs]
+        tests = {lang: read_tagging_split(world, "ner", lang, "test")[:hp["max_test_sentences"]] for lang in langs}
+        feat = Featurizer(tok, max_input_length(model, tok, int(hp["max_length"])), hp["label_subtoken"])
+        label_ids = {t: i for i, t in enumerate(labels)}
+        segs = feat.segments(train, label_ids)
+        g = torch.Generator().manual_seed(2)
+        batches = shuffled_length_batches([len(s.input_ids) for s in segs], int(hp["batch_size"]), g)
+        steps_per_epoch = batches_per_epoch(len(segs), int(hp["batch_size"]), True)
+        n_params = sum(p.numel() for p in model.parameters())
+        emb = model.get_input_embeddings().weight
+        cfg = model.config
+        console.print(f"{args.world}/{world.default_source} initialized by {args.method}: {n_params / 1e6:.1f} M "
+                      f"parameters, the embedding matrix {tuple(emb.shape)} ({emb.numel() / n_params:.0%}); ner "
+                      f"cpu profile: {len(segs)} training segments, batch {hp['batch_size']}, {steps_per_epoch} "
+                      f"steps an epoch x {hp['epochs']} epochs, test on {len(langs)} of "
+                      f"{len(task.languages(world))} languages; {platform.processor() or platform.machine()}, "
+                      f"{os.cpu_count()} CPUs")
+        reference: dict[str, Any] = {}
+        for threads in thread_counts:
+            torch.set_num_threads(threads)
+            torch.manual_seed(0)
+            tagger = build_tagger(model, len(labels), hp["dropout"], 1, torch.device("cpu"), hp["encoder_dropout"])
+            opt = torch.optim.AdamW(tagger.parameters(), lr=float(hp["lr"]), eps=float(hp["adam_eps"]), fused=True)
+            tagger.train()
+            timing = {"forward": [], "backward": [], "optimizer": []}
+            flops = {"forward": 0, "backward": 0}
+            tokens = []
+            for i, idx in enumerate(batches[:args.steps + 1]):
+                b = pad_batch([segs[j].input_ids for j in idx], pad_id, labels=[segs[j].labels for j in idx])
+                counter = FlopCounterMode(display=False) if i == 1 else None
+                t0 = time.perf_counter()
+                if counter is not None:
+                    with counter:
+                        logits = tagger(b["input_ids"], b["attention_mask"])
+                    flops["forward"] = counter.get_total_flops()
+                else:
+                    logits = tagger(b["input_ids"], b["attention_mask"])
+                loss = torch.nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                                         b["labels"].reshape(-1), ignore_index=-100)
+                t1 = time.perf_counter()
+                opt.zero_grad(set_to_none=True)
+                if counter is not None:
+                    back = FlopCounterMode(display=False)
+                    with back:
+                        loss.backward()
+                    flops["backward"] = back.get_total_flops()
+                else:
+                    loss.backward()
+                t2 = time.perf_counter()
+                torch.nn.utils.clip_grad_norm_(tagger.parameters(), float(hp["grad_clip"] or 1e9))
+                opt.step()
+                t3 = time.perf_counter()
+                if i == 0:
+                    continue  # warm-up
+                timing["forward"].append(t1 - t0)
+                timing["backward"].append(t2 - t1)
+                timing["optimizer"].append(t3 - t2)
+                tokens.append(int(b["attention_mask"].sum()))
+            state = {k: v.clone() for k, v in tagger.state_dict().items()}
+            # the zero-shot test, at the profile's batch size and at four times it
+            tagger.eval()
+            t0 = time.perf_counter()
+            counter = FlopCounterMode(display=False)
+            with counter:
+                preds = {lang: predict(tagger, feat, s, labels, batch_size=int(hp["eval_batch_size"]), pad_id=pad_id,
+                                       device=torch.device("cpu")) for lang, s in tests.items()}
+            test_s = time.perf_counter() - t0
+            test_flops = counter.get_total_flops()
+            t0 = time.perf_counter()
+            big = {lang: predict(tagger, feat, s, labels, batch_size=4 * int(hp["eval_batch_size"]), pad_id=pad_id,
+                                 device=torch.device("cpu")) for lang, s in tests.items()}
+            big_s = time.perf_counter() - t0
+            if not reference:
+                reference = {"state": state, "preds": preds}
+            same_weights = all(torch.equal(state[k], reference["state"][k]) for k in state)
+            hidden, ff = int(cfg.hidden_size), int(getattr(cfg, "intermediate_size", 4 * cfg.hidden_size))
+            peak, how = cpu_peak_gflops(threads)
+            mean_tokens = statistics.fmean(tokens)
+            rows.append({
+                "threads": threads, "forward": statistics.fmean(timing["forward"]),
+                "backward": statistics.fmean(timing["backward"]), "optimizer": statistics.fmean(timing["optimizer"]),
+                "fwd_gflops": flops["forward"] / 1e9, "bwd_gflops": flops["backward"] / 1e9,
+                "tokens": mean_tokens, "test_s": test_s, "test_gflop": test_flops / 1e9, "test_big_s": big_s,
+                "same_preds_big_batch": big == preds, "same_weights": same_weights,
+                "same_preds": preds == reference["preds"],
+                "attainable": attainable_gflops(int(mean_tokens), hidden, ff), "peak": peak, "peak_how": how,
+            })
+    t = Table(title=f"ner fine-tuning step and zero-shot test in fp32 ({args.world}, {args.method}; times are the "
+                    f"mean of {args.steps} steps)")
+    for c in ("threads", "forward s", "backward s", "optimizer s", "step GFLOP", "pass GFLOP/s",
+              "attainable GFLOP/s", "nominal peak", "test s", "test GFLOP/s", "test s at 4x batch",
+              "same weights", "same tags", "4x batch: same tags"):
+        t.add_column(c, justify="right")
+    for r in rows:
+        passes = r["forward"] + r["backward"]
+        t.add_row(str(r["threads"]), f"{r['forward']:.3f}", f"{r['backward']:.3f}", f"{r['optimizer']:.3f}",
+                  f"{r['fwd_gflops'] + r['bwd_gflops']:.1f}",
+                  f"{(r['fwd_gflops'] + r['bwd_gflops']) / passes:.1f}", f"{r['attainable']:.1f}",
+                  "—" if r["peak"] is None else f"{r['peak']:.0f}", f"{r['test_s']:.1f}",
+                  f"{r['test_gflop'] / r['test_s']:.1f}", f"{r['test_big_s']:.1f}",
+                  "yes" if r["same_weights"] else "NO", "yes" if r["same_preds"] else "NO",
+                  "yes" if r["same_preds_big_batch"] else "NO")
+    console.print(t)
+    r0 = rows[0]
+    step = r0["forward"] + r0["backward"] + r0["optimizer"]
+    console.print(f"a step on {r0['threads']} thread(s): {step:.3f} s for {r0['tokens']:.0f} tokens; the optimizer "
+                  f"(clipping + fused AdamW over every parameter) is {r0['optimizer'] / step:.0%} of it; the passes "
+                  f"run at {(r0['fwd_gflops'] + r0['bwd_gflops']) / (r0['forward'] + r0['backward']):.1f} GFLOP/s "
+                  f"against {r0['attainable']:.1f} attainable by a matmul of the feed-forward shape here; nominal "
+                  f"peak: {r0['peak_how']}")
+
+
+if __name__ == "__main__":
+    main()
