@@ -6,7 +6,9 @@ their method. It decides nothing about a cell: the spec resolved every setting, 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from typing import Any
 
 from harness.core.errors import DeviceFault, HarnessError, is_device_fault
@@ -14,6 +16,26 @@ from harness.core.progress import STARTUP_HEARTBEAT_S, log_console, stage
 
 log = logging.getLogger(__name__)
 console = log_console()
+
+
+@contextlib.contextmanager
+def cell_threads(cpus_per_cell: int) -> Iterator[int]:
+    """torch's threads while a cell runs: the CPUs the profile gives a cell (the machine's, where it has fewer),
+    wherever the cell runs -- in the harness process, a worker of a pool or Ray. A parallel reduction splits its sum
+    by thread, so the thread count moves the last digits of a pass and, through training, every number after it:
+    with it fixed by the profile, a cell computes the same whatever the machine's cores or ``--workers``. Restored
+    after the cell."""
+    import torch
+
+    from harness.core.hosts import available_cpus
+
+    before = torch.get_num_threads()
+    n = max(1, min(int(cpus_per_cell), available_cpus()))
+    torch.set_num_threads(n)
+    try:
+        yield n
+    finally:
+        torch.set_num_threads(before)
 
 
 class Runner:
@@ -127,7 +149,8 @@ class Runner:
         if prog is None and mode(console) == "lines":  # a worker process: its own progress lines, prefixed
             set_prefix(self.prefix)
             prog = PlainProgress(console.file)
-        return CellRun(self.spec, self.world, self.tracker, cell, self.say, prog).run()
+        with cell_threads(self.spec.cpus_per_cell):
+            return CellRun(self.spec, self.world, self.tracker, cell, self.say, prog).run()
 
     def aggregate(self) -> None:
         from harness.aggregate import aggregate_seeds, seed_groups
