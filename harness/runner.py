@@ -20,17 +20,16 @@ console = log_console()
 
 @contextlib.contextmanager
 def cell_threads(cpus_per_cell: int) -> Iterator[int]:
-    """torch's threads while a cell runs: the CPUs the profile gives a cell (the machine's, where it has fewer),
-    wherever the cell runs -- in the harness process, a worker of a pool or Ray. A parallel reduction splits its sum
-    by thread, so the thread count moves the last digits of a pass and, through training, every number after it:
-    with it fixed by the profile, a cell computes the same whatever the machine's cores or ``--workers``. Restored
-    after the cell."""
+    """torch's threads while a cell runs: the CPUs the profile gives a cell, or fewer where this process has fewer
+    (a pool worker gets the machine's cores over the workers; the harness process, every core or
+    ``OMP_NUM_THREADS``), wherever the cell runs -- in the harness process, a pool worker or Ray. A parallel
+    reduction splits its sum by thread, so the thread count moves the last digits of a pass and, through training,
+    every number after it: the cpu profile's one thread a cell makes a cell compute the same whatever the machine's
+    cores or ``--workers``. Restored after the cell."""
     import torch
 
-    from harness.core.hosts import available_cpus
-
     before = torch.get_num_threads()
-    n = max(1, min(int(cpus_per_cell), available_cpus()))
+    n = max(1, min(int(cpus_per_cell), before))
     torch.set_num_threads(n)
     try:
         yield n
