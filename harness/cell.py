@@ -38,6 +38,7 @@ are installed from outside (:mod:`harness.core.hooks`); the tests' faults are (:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable
@@ -261,13 +262,15 @@ class CellRun:
         t0 = time.time()
         # its start line is run()'s (before the run is opened); on a loaded machine it says it still runs
         beat = STARTUP_HEARTBEAT_S if mode(console) == "lines" else None  # a terminal shows the cells' bar
-        with still_running(f"  init {cell.label}", beat, console=console, since=since):
+        bars = callbacks(prog) if prog is not None else None  # closed with the stage: no bar outlives it
+        with still_running(f"  init {cell.label}", beat, console=console, since=since), \
+                bars if bars is not None else contextlib.nullcontext():
             prod = ProductCache().get_or_build(
                 "init", self.spec.init_inputs(cell),
                 lambda d: {"report": initialize_model(self.world, cell.source, cell.method, dim=cell.dim,
                                                       seed=cell.seed, params=self.spec.method_params[cell.method],
                                                       out_dir=d, device=self.device, profile=self.spec.profile,
-                                                      progress=callbacks(prog) if prog is not None else None)})
+                                                      progress=bars)})
         report = json.loads((prod.path / INIT_REPORT).read_text())
         self.say(f"  init {cell.label}: done in {time.time() - t0:.1f}s · {'cached, ' if prod.cached else ''}"
                  f"{report.get('counts')}")

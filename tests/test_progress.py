@@ -70,6 +70,26 @@ def test_rich_compatible_calls_and_the_callbacks_adapter():
     assert lines[-1].startswith("[x] CPT: stopped at 2/4 after ") and lines[-1].endswith(" · CPT loss 5.000")
 
 
+def test_a_bar_its_caller_never_advances_ends_with_its_stage():
+    """A loop skipped because its result was cached never advances its bar: when the stage that opened it ends
+    (``with callbacks(prog)``), the bar ends, and the heartbeat does not go on saying it still runs (it did, for the
+    rest of the worker's life, under the next cells' names)."""
+    import time
+
+    prog, buf = _plain(min_interval=0, heartbeat=0.05)
+    with prog:
+        with hp.callbacks(prog) as bars:
+            bars("HyperOFA: source word sets", 175745)  # cached: never advanced
+            done = bars("HyperOFA: training", 2)
+            done(2)
+        assert prog.task_ids == []
+        time.sleep(0.3)
+        prog.add_task("next cell", total=None)
+    lines = buf.getvalue().splitlines()
+    ended = next(i for i, x in enumerate(lines) if x.startswith("HyperOFA: source word sets: stopped at 0/175745"))
+    assert not [x for x in lines[ended + 1:] if "word sets" in x]
+
+
 def test_activity_prints_heartbeats_while_it_runs():
     buf = io.StringIO()
     beat = threading.Event()
@@ -154,7 +174,7 @@ def test_bible_world_build_progress_prints_lines_when_piped(monkeypatch, capsys)
     assert err[-1].startswith("MLM head: mono: stopped at 5/10 after ")
 
 
-def test_a_piped_synthetic_run_prints_progress_from_the_start(run_cli):
+def test_a_piped_synthetic_run_prints_progress_from_the_start(run_cli, synthetic_world):  # the world built before
     """A small job through the CLI with stdout and stderr piped: progress lines from the first lines of output,
     for the cells, the initialization (FOCUS's fastText model and sparsemax loop), each task evaluation and CPT,
     every step that starts also ends with its elapsed time."""

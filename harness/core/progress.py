@@ -406,13 +406,20 @@ def still_running(description: str, every: float | None, *, console: Any = None,
         ticker.join()
 
 
-def callbacks(prog: Any) -> Callable[[str, int], Callable[[int], None]]:
+class callbacks:  # noqa: N801 - used as the function it was: ``callbacks(prog)(label, total) -> advance``
     """Adapt a running progress (rich's or :class:`PlainProgress`) to ``progress(label, total) -> advance(n)``;
-    each label gets its own task, removed when it completes."""
+    each label gets its own task, removed when it completes. A task its caller never completes (a loop skipped
+    because its result was cached) is removed by :meth:`close` -- or at the end of a ``with`` block -- so that no
+    heartbeat keeps saying it still runs."""
 
-    def start(label: str, total: int) -> Callable[[int], None]:
-        total = max(int(total), 1)
+    def __init__(self, prog: Any):
+        self.prog = prog
+        self.open: list[Any] = []
+
+    def __call__(self, label: str, total: int) -> Callable[[int], None]:
+        prog, total = self.prog, max(int(total), 1)
         tid = prog.add_task(f"  {label}", total=total)
+        self.open.append(tid)
         done = [0.0]
 
         def advance(n: int = 1) -> None:
@@ -425,7 +432,17 @@ def callbacks(prog: Any) -> Callable[[str, int], Callable[[int], None]]:
 
         return advance
 
-    return start
+    def close(self) -> None:
+        for tid in self.open:
+            if tid in self.prog.task_ids:
+                self.prog.remove_task(tid)
+        self.open.clear()
+
+    def __enter__(self) -> callbacks:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
 
 
 __all__ = ["PlainProgress", "Progress", "activity", "callbacks", "mode", "set_prefix", "stage", "still_running",
