@@ -51,6 +51,7 @@ class Runner:
         self.tracker = tracker
         self.prefix = ""  # put before each line this runner prints (cells side by side)
         self.on_partial: Any = None  # called once, (cells done, cells), when one cell of every method is done
+        self.todo: set[Any] | None = None  # the cells with work left (None: every cell may have)
         self._done: list[Any] = []
 
     def say(self, message: str) -> None:
@@ -99,7 +100,9 @@ class Runner:
         self._done.append(cell)
         cells = self.spec.plan.cells
         methods = {c.method for c in self._done}
-        if self.on_partial and len(self._done) < len(cells) and methods == {c.method for c in cells} \
+        todo = self.todo if self.todo is not None else set(cells)
+        computing = bool(todo - set(self._done))  # (a run with nothing left to compute shows its board once)
+        if self.on_partial and computing and methods == {c.method for c in cells} \
                 and len({c.method for c in self._done[:-1]}) < len(methods):
             self.on_partial(len(self._done), len(cells))
 

@@ -28,10 +28,14 @@ Paired test between two rows
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import json
 import math
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -136,15 +140,94 @@ def stable_seed(*parts: object) -> int:
     return int.from_bytes(h[:8], "big") >> 1
 
 
+class IntervalMemo:
+    """Bootstrap intervals already computed, by a digest of everything that decides them (the samples' values and
+    item statistics, the resamples, the level, the seed and the key of the stream): a board whose runs did not
+    change is printed again without resampling (a main job's board draws about 1,100 intervals, seconds of
+    numpy). Kept in ``<HARNESS_HOME>/cache/boards/intervals.json`` (written whole, atomically; a lost write only
+    costs a recomputation); the same inputs give the same interval, so the memo never moves a number."""
+
+    CAP = 100_000  # entries kept (about 7 MB); beyond it, only those this process used
+
+    def __init__(self, path: Path | None):
+        self.path, self.new = path, 0
+        self.used: set[str] = set()
+        self.known: dict[str, list[float]] = {}
+        if path is not None and path.is_file():
+            try:
+                self.known = {str(k): list(v) for k, v in json.loads(path.read_text()).items()}
+            except (OSError, ValueError, AttributeError):
+                self.known = {}
+
+    @staticmethod
+    def digest(samples: Sequence[SeedSample], resamples: int, level: float, seed: int, key: object) -> str:
+        h = hashlib.sha256(repr((int(resamples), float(level), int(seed), str(key), len(samples))).encode())
+        for smp in samples:
+            h.update(np.float64(smp.value).tobytes())
+            for coef, part in smp.parts:
+                h.update(f"|{float(coef)!r}|{part.transform}|{len(part.num)}|".encode())
+                h.update(np.ascontiguousarray(part.num, dtype=np.float64).tobytes())
+                h.update(np.ascontiguousarray(part.den, dtype=np.float64).tobytes())
+        return h.hexdigest()[:32]
+
+    def save(self) -> None:
+        if self.path is None or not self.new:
+            return
+        if len(self.known) > self.CAP:
+            self.known = {k: v for k, v in self.known.items() if k in self.used}
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(self.known))
+            os.replace(tmp, self.path)
+            self.new = 0
+        except OSError:
+            pass
+
+
+_MEMO: IntervalMemo | None = None
+
+
+@contextlib.contextmanager
+def remembered_intervals(path: Path | None) -> Iterator[IntervalMemo]:
+    """Within the block, :func:`bootstrap_ci` looks its intervals up in (and adds them to) the memo at ``path``
+    (None: in memory only), saved at the end."""
+    global _MEMO
+    before, _MEMO = _MEMO, IntervalMemo(path)
+    try:
+        yield _MEMO
+    finally:
+        _MEMO.save()
+        _MEMO = before
+
+
 def bootstrap_ci(samples: Sequence[SeedSample], *, resamples: int = 1000, level: float = 0.95, seed: int = 0,
                  key: object = "") -> tuple[float, float] | None:
     """Percentile interval of the mean over seeds, resampling seeds and then items within each drawn seed.
 
     ``key`` names what is resampled (task, metric, step, row, language): it is mixed into the generator's seed so
-    that every cell of a table has its own, reproducible stream. None when nothing varies (one seed, no items)."""
+    that every cell of a table has its own, reproducible stream. None when nothing varies (one seed, no items).
+    Inside :func:`remembered_intervals`, an interval computed before from the same inputs is taken from the memo."""
     k = len(samples)
     if k == 0 or resamples <= 0 or (k == 1 and not samples[0].parts):
         return None
+    memo = _MEMO
+    if memo is not None:
+        d = memo.digest(samples, resamples, level, seed, key)
+        memo.used.add(d)
+        got = memo.known.get(d)
+        if got is not None and len(got) == 2:
+            return float(got[0]), float(got[1])
+        ci = _bootstrap_ci(samples, resamples, level, seed, key)
+        memo.known[d] = [ci[0], ci[1]]
+        memo.new += 1
+        return ci
+    return _bootstrap_ci(samples, resamples, level, seed, key)
+
+
+def _bootstrap_ci(samples: Sequence[SeedSample], resamples: int, level: float, seed: int, key: object
+                  ) -> tuple[float, float]:
+    k = len(samples)
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed(key)])
     drawn = rng.integers(0, k, size=(resamples, k))
     values = np.empty((resamples, k))

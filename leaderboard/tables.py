@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import statistics
+from pathlib import Path
 from typing import Any
 
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
@@ -35,7 +36,7 @@ from leaderboard.model import (
 )
 from leaderboard.references import SETTING as REFERENCE_SETTING
 from leaderboard.references import reference_of
-from leaderboard.stats import ItemSample, SeedSample, bootstrap_ci
+from leaderboard.stats import ItemSample, SeedSample, bootstrap_ci, remembered_intervals
 
 log = logging.getLogger(__name__)
 
@@ -365,6 +366,25 @@ def build_leaderboard(data: ExperimentData, *, per_seed: bool = False, bootstrap
     """Every board of an experiment: per (task, profile), each metric at each step, the final step and the delta."""
     from leaderboard.slices import language_table, slice_board
 
+    with remembered_intervals(intervals_memo()):
+        return _build_leaderboard(data, per_seed=per_seed, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
+                                  level=level, papers=papers, progress=progress, language_table=language_table,
+                                  slice_board=slice_board)
+
+
+def intervals_memo() -> Path | None:
+    """Where the bootstrap intervals of this home's boards are remembered (:class:`leaderboard.stats.IntervalMemo`)."""
+    from harness.core.paths import home_dir
+
+    try:
+        home = home_dir()
+    except Exception:  # noqa: BLE001 - no home: intervals are computed, not remembered
+        return None
+    return home / "cache" / "boards" / "intervals.json" if home.is_dir() else None
+
+
+def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, bootstrap_seed: int, level: float,
+                       papers: bool, progress: Any, language_table: Any, slice_board: Any) -> Leaderboard:
     bld = _Builder(data, per_seed=per_seed, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, level=level,
                    progress=progress)
     by_group: dict[tuple[str, str], list[TaskRun]] = {}

@@ -4,6 +4,7 @@ table per task with each row's average ± its spread over seeds and the claims' 
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -26,7 +27,7 @@ def test_a_world_build_says_each_stage_as_it_goes(tmp_path):
     assert any("done 120/120 in" in x for x in lines)  # the pre-training's steps and elapsed time
 
 
-def test_results_on_stdout_progress_on_stderr_nothing_wrapped(run_cli, synthetic_world):
+def test_results_on_stdout_progress_on_stderr_nothing_wrapped(run_cli, synthetic_world, harness_home):
     proc = run_cli("run", "--world", "synthetic", "--methods", "random,ofa", "--seeds", "1,2", "--tasks", "sr-t,mlm",
                    "--cpt-steps", "0", "--experiment", "t-output", "--workers", "1", check=True)
     out, err = proc.stdout, proc.stderr
@@ -49,6 +50,16 @@ def test_results_on_stdout_progress_on_stderr_nothing_wrapped(run_cli, synthetic
     assert init_lines[0].endswith(": start"), init_lines
     assert any(": done in " in x and "'unk'" in x and x.endswith("}") for x in init_lines), init_lines
     assert "browse: `harness leaderboard` (terminal table) or `harness ui` (MLflow UI on 127.0.0.1)" in err
+    # the same command again, with nothing left to compute: its board once, no partial one, the same numbers, the
+    # intervals taken from the home's memo of them (they are the same intervals)
+    memo = harness_home / "cache" / "boards" / "intervals.json"
+    assert memo.is_file() and json.loads(memo.read_text())
+    again = run_cli("run", "--world", "synthetic", "--methods", "random,ofa", "--seeds", "1,2", "--tasks",
+                    "sr-t,mlm", "--cpt-steps", "0", "--experiment", "t-output", "--workers", "1", check=True)
+    assert "partial board" not in again.stdout
+    assert again.stdout.count("average over languages ± sd over seeds") == 1
+    marker = "average over languages ± sd over seeds"
+    assert again.stdout.split(marker, 1)[1] == out.split(marker, 1)[1]
 
 
 def test_rows_not_of_this_command_or_of_older_code_are_marked_on_stdout(fake_exp, tracking_uri):
