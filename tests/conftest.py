@@ -14,6 +14,8 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("MLFLOW_SERVER_ENABLE_JOB_EXECUTION", "false")
 if os.environ.get("PYTEST_XDIST_WORKER"):  # two test processes on the machine: one thread each (torch's OpenMP
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # spins, and two processes of two threads on two cores crawl)
+    for name in ("COLUMNS", "LINES"):  # set to 80 x 24 in a test process; a piped `harness` sizes its own tables
+        os.environ.pop(name, None)
 
 REPO = Path(__file__).resolve().parents[1]
 
