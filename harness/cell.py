@@ -134,15 +134,23 @@ def finished_run(record: RunRecord, exp: str, key: str, spec: Any) -> str | None
     """The cell's run when it is FINISHED with every evaluation ``spec`` asks for logged (the initialization,
     each task at each of its steps; with CPT, the loss and the held-out MLM loss at each evaluated step); else
     None (a new task, a new checkpoint, an unfinished run: the cell runs, and finds what it logged before)."""
+    run = finished_cell_run(record, exp, key, spec)
+    return None if run is None else run.info.run_id
+
+
+def finished_cell_run(record: RunRecord, exp: str, key: str, spec: Any) -> Any:
+    """:func:`finished_run`'s run itself (with the code it recorded), or None."""
     need = [Done.INIT, *([Done.CPT_LOG, *map(Done.heldout, spec.cpt.heldout_steps())] if spec.cpt.steps > 0 else [])]
-    return record.finished_cell(exp, key, need, spec.plan.tasks, spec.cpt.task_steps())
+    return record.finished_cell_run(exp, key, need, spec.plan.tasks, spec.cpt.task_steps())
 
 
-def pending(spec: Any, tracker: Any) -> list[Cell]:
+def pending(spec: Any, tracker: Any, finished: dict[Cell, Any] | None = None) -> list[Cell]:
     """The cells of ``spec``'s plan that have work to do, found before any worker starts: a cell is left out when
     its run is FINISHED with every evaluation logged (:func:`finished_run`) and the ``--rerun`` policy does not
     start it over (``all``; ``failed`` with a FAILED or KILLED run; ``stale`` with a run that recorded other code
-    of its method). Nothing is created or deleted here: a cell left out is passed over where it runs, too."""
+    of its method). Nothing is created or deleted here: a cell left out is passed over where it runs, too; its
+    finished run is put in ``finished`` (when given), which a :class:`CellRun` in this process then reads instead of
+    looking for it again."""
     record, policy = RunRecord(tracker), spec.cfg.rerun
     experiments: dict[str, str | None] = {}
     out = []
@@ -152,13 +160,16 @@ def pending(spec: Any, tracker: Any) -> list[Cell]:
             exp = tracker.client.get_experiment_by_name(name)
             experiments[name] = exp.experiment_id if exp is not None and exp.lifecycle_stage == "active" else None
         exp_id, key = experiments[name], spec.keys(cell).key
-        if policy == "all" or exp_id is None or finished_run(record, exp_id, key, spec) is None:
+        done = None if policy == "all" or exp_id is None else finished_cell_run(record, exp_id, key, spec)
+        if done is None:
             out.append(cell)
             continue
         statuses = record.cell_status(exp_id, key) if policy == "failed" else []
-        recorded = record.cell_code(exp_id, key) if policy == "stale" else None
+        recorded = record.recorded_code(done) if policy == "stale" else None
         if any(starts_over(s, policy) for s in statuses) or changed_files(recorded, spec.method_code[cell.method]):
             out.append(cell)
+        elif finished is not None:
+            finished[cell] = done
     return out
 
 
@@ -177,7 +188,7 @@ class CellRun:
     """One cell of ``spec`` on ``world``, logged through ``tracker``; ``say`` prints a line of the run."""
 
     def __init__(self, spec: Any, world: Any, tracker: Any, cell: Cell, say: Callable[[str], None],
-                 prog: Any = None):
+                 prog: Any = None, finished: Any = None):
         from harness.core.devices import compute_device
 
         self.spec, self.world, self.tracker, self.cell, self.say, self.prog = spec, world, tracker, cell, say, prog
@@ -188,6 +199,7 @@ class CellRun:
         self.code = spec.method_code[cell.method]
         self.exp = ""
         self.parent = ""
+        self.known_finished = finished  # its finished run (with its tags), found by :func:`pending` moments ago
 
     def passed(self, stage: str) -> None:
         from harness.core.hooks import STAGE_HOOKS
@@ -203,9 +215,12 @@ class CellRun:
         if start_over(self.record, self.exp, self.keys.key, spec.cfg.rerun, cell_variant(spec, cell), cell.seed,
                       self.code):
             self.say(f"  {cell.label}: its earlier runs deleted, it starts over (--rerun {spec.cfg.rerun})")
-        done = finished_run(self.record, self.exp, self.keys.key, spec)
+        known = self.known_finished
+        done = known.info.run_id if known is not None else finished_run(self.record, self.exp, self.keys.key, spec)
         if done is not None:  # nothing to do: no product is built, nothing is logged
-            stale = changed_files(self.record.cell_code(self.exp, self.keys.key), self.code)
+            recorded = self.record.recorded_code(known) if known is not None else \
+                self.record.cell_code(self.exp, self.keys.key)
+            stale = changed_files(recorded, self.code)
             self.say(f"  finished, every evaluation logged: {cell.label}"
                      + (f" (with older code of its method: {', '.join(stale)} changed since)" if stale else ""))
             self.release_products(done)  # (left by a command killed before it removed them)

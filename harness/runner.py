@@ -52,6 +52,7 @@ class Runner:
         self.prefix = ""  # put before each line this runner prints (cells side by side)
         self.on_partial: Any = None  # called once, (cells done, cells), when one cell of every method is done
         self.todo: set[Any] | None = None  # the cells with work left (None: every cell may have)
+        self.finished: dict[Any, str] = {}  # the finished runs of the others, found before the cells start
         self._done: list[Any] = []
 
     def say(self, message: str) -> None:
@@ -152,7 +153,7 @@ class Runner:
             set_prefix(self.prefix)
             prog = PlainProgress(console.file)
         with cell_threads(self.spec.cpus_per_cell):
-            return CellRun(self.spec, self.world, self.tracker, cell, self.say, prog).run()
+            return CellRun(self.spec, self.world, self.tracker, cell, self.say, prog, self.finished.get(cell)).run()
 
     def aggregate(self) -> None:
         from harness.aggregate import aggregate_seeds, seed_groups

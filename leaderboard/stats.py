@@ -261,9 +261,8 @@ class PairTest:
 
 def paired_test(a: str, b: str, va: dict[str, float], vb: dict[str, float], higher_is_better: bool,
                 tol: float = 1e-12) -> PairTest:
-    """Wilcoxon signed-rank test of row ``a`` against row ``b`` over the languages both have."""
-    from scipy.stats import wilcoxon
-
+    """Wilcoxon signed-rank test of row ``a`` against row ``b`` over the languages both have (inside
+    :func:`remembered_intervals`, a test made before on the same differences is taken from the memo)."""
     langs = sorted(set(va) & set(vb))
     diffs = np.array([va[lang] - vb[lang] for lang in langs], dtype=float)
     diffs[np.abs(diffs) <= tol] = 0.0
@@ -272,12 +271,32 @@ def paired_test(a: str, b: str, va: dict[str, float], vb: dict[str, float], high
     ties = int((diffs == 0).sum())
     stat = p = None
     if len(langs) and (diffs != 0).any():
-        res = wilcoxon(diffs, zero_method="wilcox", alternative="two-sided")
-        stat, p = float(res.statistic), float(res.pvalue)
+        stat, p = _wilcoxon(diffs)
     elif len(langs):
         p = 1.0  # identical on every language
     return PairTest(a, b, len(langs), int(better.sum()), ties, int(worse.sum()),
                     float(np.median(diffs)) if len(langs) else None, stat, p)
+
+
+def _wilcoxon(diffs: np.ndarray) -> tuple[float, float]:
+    """(statistic, two-sided p) of scipy's signed-rank test (``zero_method="wilcox"``) on ``diffs``; from the memo
+    of :func:`remembered_intervals` when it holds them (scipy.stats is then not even imported)."""
+    memo = _MEMO
+    d = None
+    if memo is not None:
+        d = "w:" + hashlib.sha256(np.ascontiguousarray(diffs, dtype=np.float64).tobytes()).hexdigest()[:32]
+        memo.used.add(d)
+        got = memo.known.get(d)
+        if got is not None and len(got) == 2:
+            return float(got[0]), float(got[1])
+    from scipy.stats import wilcoxon
+
+    res = wilcoxon(diffs, zero_method="wilcox", alternative="two-sided")
+    stat, p = float(res.statistic), float(res.pvalue)
+    if memo is not None and d is not None:
+        memo.known[d] = [stat, p]
+        memo.new += 1
+    return stat, p
 
 
 @dataclass

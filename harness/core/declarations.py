@@ -116,8 +116,6 @@ def code_digest(module: str) -> dict[str, str]:
     """``{file: sha256[:12]}`` of the source of ``module`` and of every module of its own top-level package that it
     imports, directly or through another (a method's implementation: ``methods/ofa.py`` with ``methods/combine.py``,
     ``methods/subwords.py``, ...). Files are named relative to the package's parent folder."""
-    import hashlib
-
     top = module.partition(".")[0]
     top_spec = importlib.util.find_spec(top)
     if top_spec is None or not top_spec.origin:
@@ -130,16 +128,34 @@ def code_digest(module: str) -> dict[str, str]:
         name = todo.pop()
         if name in seen:
             continue
-        seen[name] = ""
-        stem = base.joinpath(*name.split("."))  # found on disk, nothing imported
-        path = stem.with_suffix(".py") if stem.with_suffix(".py").is_file() else stem / "__init__.py"
-        if not path.is_file():  # a name imported from a module, not a module
-            continue
-        source = path.read_bytes()
-        rel = path.relative_to(base).as_posix() if path.is_relative_to(base) else path.name
-        seen[name] = f"{rel}={hashlib.sha256(source).hexdigest()[:12]}"
-        todo.extend(_imports_within(ast.parse(source), name, top) - set(seen))
+        entry, imports = _module_entry(str(base), name, top)
+        seen[name] = entry
+        todo.extend(imports - set(seen))
     return dict(sorted(entry.split("=", 1) for entry in seen.values() if entry))
+
+
+def _module_entry(base: str, name: str, top: str) -> tuple[str, frozenset[str]]:
+    """``("file=sha256[:12]", the modules of ``top`` it imports)`` for module ``name`` found under ``base`` (on
+    disk, nothing imported); ``("", {})`` for a name that is no module. A file is read and parsed once a process
+    while its size and modification time stay (the methods of a run share most of their modules)."""
+    root = Path(base)
+    stem = root.joinpath(*name.split("."))
+    path = stem.with_suffix(".py") if stem.with_suffix(".py").is_file() else stem / "__init__.py"
+    try:
+        st = path.stat()
+    except OSError:  # a name imported from a module, not a module
+        return "", frozenset()
+    rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
+    digest, imports = _parsed(str(path), st.st_size, st.st_mtime_ns, name, top)
+    return f"{rel}={digest}", imports
+
+
+@functools.cache
+def _parsed(path: str, size: int, mtime_ns: int, name: str, top: str) -> tuple[str, frozenset[str]]:
+    import hashlib
+
+    source = Path(path).read_bytes()
+    return hashlib.sha256(source).hexdigest()[:12], frozenset(_imports_within(ast.parse(source), name, top))
 
 
 def changed_files(recorded: dict[str, str] | None, code: dict[str, str]) -> list[str]:

@@ -424,6 +424,12 @@ class RunRecord:
                       task_steps: list[int]) -> str | None:
         """The cell's run when it is FINISHED with ``cell_markers`` done and every task marked done at every step
         of ``task_steps``; else None."""
+        run = self.finished_cell_run(experiment_id, key, cell_markers, tasks, task_steps)
+        return None if run is None else run.info.run_id
+
+    def finished_cell_run(self, experiment_id: str, key: str, cell_markers: list[str], tasks: list[str],
+                          task_steps: list[int]) -> Any:
+        """:meth:`finished_cell`'s run itself (its tags read with it: the code it recorded), or None."""
         runs = self.tracker.find_runs(experiment_id, cell_identity(key))
         if not runs or runs[0].info.status != "FINISHED" or not all(is_marked(runs[0], m) for m in cell_markers):
             return None
@@ -432,7 +438,16 @@ class RunRecord:
         for task in tasks:
             if task not in done or not all(is_marked(done[task], Done.evaluated(s)) for s in task_steps):
                 return None
-        return runs[0].info.run_id
+        return runs[0]
+
+    @staticmethod
+    def recorded_code(run: Any) -> dict[str, str] | None:
+        """The method code a cell run recorded (``{file: digest}``; None: logged before it was recorded)."""
+        raw = run.data.tags.get(tag("method_code")) if run is not None else None
+        try:
+            return json.loads(raw) if raw else None
+        except ValueError:
+            return None
 
     def delete_cell(self, experiment_id: str, key: str, variant: dict[str, str], seed: int) -> int:
         """Delete a cell's runs (the cell run and its task runs) and the aggregate runs of its variant that
@@ -447,11 +462,7 @@ class RunRecord:
     def cell_code(self, experiment_id: str, key: str) -> dict[str, str] | None:
         """The method code a cell's run recorded (``{file: digest}``; None: logged before it was recorded)."""
         runs = self.tracker.find_runs(experiment_id, cell_identity(key))
-        raw = runs[0].data.tags.get(tag("method_code")) if runs else None
-        try:
-            return json.loads(raw) if raw else None
-        except ValueError:
-            return None
+        return self.recorded_code(runs[0] if runs else None)
 
     def cell_status(self, experiment_id: str, key: str) -> list[str]:
         return [r.info.status for r in self.tracker.find_runs(experiment_id, cell_identity(key))]
