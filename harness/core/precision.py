@@ -22,9 +22,10 @@ import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:  # torch is imported where a pass needs it: checking a precision's name does not
+    import torch
 
 from harness.core.devices import emulating
 from harness.core.errors import ConfigError
@@ -125,6 +126,8 @@ def _child_says_bf16() -> bool:
 def cuda_has_native_bf16() -> bool:
     """Whether this machine's CUDA GPUs compute bf16 natively (every one of them: compute capability 8.0+; ROCm
     GPUs: always, as torch says), found without creating a CUDA context in this process."""
+    import torch
+
     if torch.version.hip:
         return True
     if not torch.cuda.is_available():
@@ -157,6 +160,8 @@ def resolve_precision(precision: str | None, device: str) -> str:
 @contextlib.contextmanager
 def autocast(device: str | torch.device, precision: str) -> Iterator[None]:
     """``torch.autocast`` for a resolved ``precision`` (a no-op for fp32)."""
+    import torch
+
     if precision == "fp32":
         yield
         return
@@ -172,6 +177,8 @@ def training_attention(model: torch.nn.Module, device: str | torch.device) -> st
     backward), while inference runs at the same speed either way. GPUs keep their default, and so does a CPU
     under the accelerator's emulation (it computes with the GPU's SDPA kernels, over unmasked packed blocks).
     Returns the implementation set (None when left alone)."""
+    import torch
+
     if torch.device(device).type != "cpu" or emulating():
         return None
     setter = getattr(model, "set_attn_implementation", None)
