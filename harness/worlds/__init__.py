@@ -330,10 +330,15 @@ def refuse_unlisted(name: str, root: Path, check: FilesCheck) -> None:
         raise MissingResourceError(unlisted_message(name, root, check.unlisted))
 
 
+# what a build writes about itself (its stages' timings, its heads' losses): not part of what the world is, and
+# different at every build, so left out of the digest (a world's identity, its manifest, never held it)
+BUILD_STATISTICS = frozenset({"build_info.json"})
+
+
 def world_digest(root: Path) -> tuple[str, int]:
     """``(digest, files)``: the sha256 over every file the build of the world at ``root`` produced (each file's
-    path and sha256 from its record, the source models' trained heads and the manifest included), so that two
-    homes compare their worlds in one line: a world that loads has been checked against the record. A record
+    path and sha256 from its record, the source models' trained heads and the manifest included; the build's
+    statistics, :data:`BUILD_STATISTICS`, left out), so that two homes compare their worlds in one line: a world that loads has been checked against the record. A record
     written before every file's digest was kept has its files hashed here."""
     import hashlib
 
@@ -341,7 +346,7 @@ def world_digest(root: Path) -> tuple[str, int]:
 
     record = json.loads((root / CHECKSUMS).read_text())
     files = record.get("files") or {}
-    listed = sorted(files) if files else sorted(record["sizes"])
+    listed = [rel for rel in (sorted(files) if files else sorted(record["sizes"])) if rel not in BUILD_STATISTICS]
     h = hashlib.sha256()
     for rel in listed:
         digest = files[rel]["sha256"] if files else sha256_file(root / rel)
