@@ -209,8 +209,13 @@ def test_the_cells_left_to_do_follow_the_rerun_policy(monkeypatch):
         def cell_code(self, exp, key):
             return codes.get(key, {"m.py": "now"})
 
+        @staticmethod
+        def recorded_code(run):  # the code the finished run recorded (read with it)
+            return codes.get(run.key, {"m.py": "now"})
+
     monkeypatch.setattr(cell_module, "RunRecord", Record)
-    monkeypatch.setattr(cell_module, "finished_run", lambda record, exp, key, spec: "run" if statuses[key] else None)
+    monkeypatch.setattr(cell_module, "finished_cell_run", lambda record, exp, key, spec: SimpleNamespace(
+        key=key, info=SimpleNamespace(run_id="run")) if statuses[key] else None)
 
     def spec(policy: str) -> SimpleNamespace:
         cells = [done, failed_before, stale, fresh]
@@ -225,3 +230,6 @@ def test_the_cells_left_to_do_follow_the_rerun_policy(monkeypatch):
     assert cell_module.pending(spec("failed"), tracker) == [failed_before, fresh]
     assert cell_module.pending(spec("stale"), tracker) == [stale, fresh]
     assert cell_module.pending(spec("all"), tracker) == [done, failed_before, stale, fresh]
+    found: dict = {}  # the finished runs of the cells left out, handed to the cells that pass them over
+    assert cell_module.pending(spec("stale"), tracker, found) == [stale, fresh]
+    assert set(found) == {done, failed_before} and {r.info.run_id for r in found.values()} == {"run"}
