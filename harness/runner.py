@@ -52,7 +52,7 @@ class Runner:
         self.prefix = ""  # put before each line this runner prints (cells side by side)
         self.on_partial: Any = None  # called once, (cells done, cells), when one cell of every method is done
         self.todo: set[Any] | None = None  # the cells with work left (None: every cell may have)
-        self.finished: dict[Any, str] = {}  # the finished runs of the others, found before the cells start
+        self.finished: dict[Any, Any] = {}  # the finished runs of the others, found before the cells start
         self._done: list[Any] = []
 
     def say(self, message: str) -> None:

@@ -33,7 +33,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -170,6 +170,17 @@ class IntervalMemo:
                 h.update(np.ascontiguousarray(part.den, dtype=np.float64).tobytes())
         return h.hexdigest()[:32]
 
+    def get_or_compute(self, digest: str, compute: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+        """The pair remembered under ``digest``, or ``compute()`` remembered under it."""
+        self.used.add(digest)
+        got = self.known.get(digest)
+        if got is not None and len(got) == 2:
+            return float(got[0]), float(got[1])
+        value = compute()
+        self.known[digest] = [value[0], value[1]]
+        self.new += 1
+        return value
+
     def save(self) -> None:
         if self.path is None or not self.new:
             return
@@ -211,18 +222,14 @@ def bootstrap_ci(samples: Sequence[SeedSample], *, resamples: int = 1000, level:
     k = len(samples)
     if k == 0 or resamples <= 0 or (k == 1 and not samples[0].parts):
         return None
+
+    def compute() -> tuple[float, float]:
+        return _bootstrap_ci(samples, resamples, level, seed, key)
+
     memo = _MEMO
-    if memo is not None:
-        d = memo.digest(samples, resamples, level, seed, key)
-        memo.used.add(d)
-        got = memo.known.get(d)
-        if got is not None and len(got) == 2:
-            return float(got[0]), float(got[1])
-        ci = _bootstrap_ci(samples, resamples, level, seed, key)
-        memo.known[d] = [ci[0], ci[1]]
-        memo.new += 1
-        return ci
-    return _bootstrap_ci(samples, resamples, level, seed, key)
+    if memo is None:
+        return compute()
+    return memo.get_or_compute(memo.digest(samples, resamples, level, seed, key), compute)
 
 
 def _bootstrap_ci(samples: Sequence[SeedSample], resamples: int, level: float, seed: int, key: object
@@ -281,22 +288,18 @@ def paired_test(a: str, b: str, va: dict[str, float], vb: dict[str, float], high
 def _wilcoxon(diffs: np.ndarray) -> tuple[float, float]:
     """(statistic, two-sided p) of scipy's signed-rank test (``zero_method="wilcox"``) on ``diffs``; from the memo
     of :func:`remembered_intervals` when it holds them (scipy.stats is then not even imported)."""
-    memo = _MEMO
-    d = None
-    if memo is not None:
-        d = "w:" + hashlib.sha256(np.ascontiguousarray(diffs, dtype=np.float64).tobytes()).hexdigest()[:32]
-        memo.used.add(d)
-        got = memo.known.get(d)
-        if got is not None and len(got) == 2:
-            return float(got[0]), float(got[1])
-    from scipy.stats import wilcoxon
 
-    res = wilcoxon(diffs, zero_method="wilcox", alternative="two-sided")
-    stat, p = float(res.statistic), float(res.pvalue)
-    if memo is not None and d is not None:
-        memo.known[d] = [stat, p]
-        memo.new += 1
-    return stat, p
+    def compute() -> tuple[float, float]:
+        from scipy.stats import wilcoxon
+
+        res = wilcoxon(diffs, zero_method="wilcox", alternative="two-sided")
+        return float(res.statistic), float(res.pvalue)
+
+    memo = _MEMO
+    if memo is None:
+        return compute()
+    digest = "w:" + hashlib.sha256(np.ascontiguousarray(diffs, dtype=np.float64).tobytes()).hexdigest()[:32]
+    return memo.get_or_compute(digest, compute)
 
 
 @dataclass

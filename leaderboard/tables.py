@@ -364,12 +364,9 @@ def build_leaderboard(data: ExperimentData, *, per_seed: bool = False, bootstrap
                       bootstrap_seed: int = 0, level: float = 0.95, papers: bool = True,
                       progress: Any = None) -> Leaderboard:
     """Every board of an experiment: per (task, profile), each metric at each step, the final step and the delta."""
-    from leaderboard.slices import language_table, slice_board
-
     with remembered_intervals(intervals_memo()):
         return _build_leaderboard(data, per_seed=per_seed, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed,
-                                  level=level, papers=papers, progress=progress, language_table=language_table,
-                                  slice_board=slice_board)
+                                  level=level, papers=papers, progress=progress)
 
 
 def intervals_memo() -> Path | None:
@@ -384,7 +381,9 @@ def intervals_memo() -> Path | None:
 
 
 def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, bootstrap_seed: int, level: float,
-                       papers: bool, progress: Any, language_table: Any, slice_board: Any) -> Leaderboard:
+                       papers: bool, progress: Any) -> Leaderboard:
+    from leaderboard.slices import language_table, slice_board
+
     bld = _Builder(data, per_seed=per_seed, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, level=level,
                    progress=progress)
     by_group: dict[tuple[str, str], list[TaskRun]] = {}

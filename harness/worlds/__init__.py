@@ -338,8 +338,9 @@ BUILD_STATISTICS = frozenset({"build_info.json"})
 def world_digest(root: Path) -> tuple[str, int]:
     """``(digest, files)``: the sha256 over every file the build of the world at ``root`` produced (each file's
     path and sha256 from its record, the source models' trained heads and the manifest included; the build's
-    statistics, :data:`BUILD_STATISTICS`, left out), so that two homes compare their worlds in one line: a world that loads has been checked against the record. A record
-    written before every file's digest was kept has its files hashed here."""
+    statistics, :data:`BUILD_STATISTICS`, left out), so that two homes compare their worlds in one line: a world
+    that loads has been checked against the record. A record written before every file's digest was kept has its
+    files hashed here."""
     import hashlib
 
     from harness.core.hashing import sha256_file
