@@ -32,6 +32,7 @@ import platform
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,25 @@ def align_all(u_s: np.ndarray, pairs: dict[str, tuple[np.ndarray, np.ndarray]], 
         info = json.loads((d / "out.json").read_text())
         out = {lang: (np.load(d / f"u{i}.npy"), float(info["residuals"][i])) for i, lang in enumerate(langs)}
     return out, info["blas"]
+
+
+ALIGN_BUDGET = 1 << 30  # bytes of mapped source vectors (u_s @ R, float64) one child returns at once
+
+
+def aligned_in_groups(u_s: np.ndarray, pairs: dict[str, tuple[np.ndarray, np.ndarray]], *, blas: str = "pinned",
+                      budget: int = ALIGN_BUDGET) -> Iterator[tuple[str, np.ndarray, float, str]]:
+    """``(lang, u_s @ R, residual, the BLAS it ran with)`` for every language of ``pairs``, in their order, computed
+    by :func:`align_all` for as many languages at a time as ``budget`` bytes of mapped vectors hold (at least one):
+    the bible world's 23 languages in one child, a 250k-token vocabulary with 300-dimensional vectors (600 MB a
+    language) one language at a time, so that memory does not grow with the languages."""
+    per = max(1, budget // max(1, u_s.shape[0] * u_s.shape[1] * 8))
+    langs = list(pairs)
+    for start in range(0, len(langs), per):
+        group = langs[start:start + per]
+        out, used = align_all(u_s, {lang: pairs[lang] for lang in group}, blas=blas)
+        for lang in group:
+            u, residual = out.pop(lang)
+            yield lang, u, residual, used
 
 
 def _child(folder: str, n: int) -> None:

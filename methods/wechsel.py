@@ -103,7 +103,7 @@ from methods.multilang import (
 )
 from methods.overlap import SPECIALS_MODES
 from methods.params import Param, fasttext_params, fasttext_settings
-from methods.pinned_blas import BLAS_MODES, align_all
+from methods.pinned_blas import BLAS_MODES, aligned_in_groups
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
 log = logging.getLogger(__name__)
@@ -335,8 +335,8 @@ class WechselInit(Method):
             if need:
                 missing[lang] = need
         # first every language's pairs and token vectors (a word-vector model is dropped once its language is
-        # read), then every alignment at once (:mod:`methods.pinned_blas`: one child process with pinned BLAS
-        # kernels), then the search
+        # read), then the alignments, as many languages to a child process with pinned BLAS kernels as a memory
+        # budget holds (:mod:`methods.pinned_blas`), each language searched as its alignment comes
         todo: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # lang -> (target ids with a vector, their vectors)
         pairs_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         for lang in assignment.languages:
@@ -377,11 +377,13 @@ class WechselInit(Method):
             else:
                 pairs_of.pop(lang, None)
             del tgt_model
-        aligned, blas_used = align_all(u_s, pairs_of, blas=p["blas"])
+        aligned = aligned_in_groups(u_s, pairs_of, blas=p["blas"])  # in the order of todo's aligned languages
+        blas_used = "none (no language aligned)"
         for lang, (wise, u_tgt) in todo.items():
             info = per_lang[lang]
-            if lang in aligned:
-                u_src, info["alignment_residual"] = aligned.pop(lang)
+            if lang in pairs_of:
+                done, u_src, info["alignment_residual"], blas_used = next(aligned)
+                assert done == lang, (done, lang)
             else:
                 u_src = u_s
             combined, _nb, wts = knn_softmax(

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from harness.core.registry import METHODS
+from methods import pinned_blas
 from methods.base import Provenance
 from methods.fasttext_util import load_model, word_vectors
 from methods.multilang import dictionary_for, read_dictionary
@@ -50,7 +51,7 @@ def test_alignment_pairs_case_variants_by_hand():
     assert (x_s == np.array([1, 1], np.float32)).all(axis=1).sum() == 2
 
 
-def test_the_alignment_recovers_a_rotation_on_pinned_kernels_and_on_this_processs():
+def test_the_alignment_recovers_a_rotation_on_pinned_kernels_and_on_this_processs(monkeypatch):
     """The reference's float32 Procrustes and ``u_s @ R``: in a child on OpenBLAS's pinned kernels (one thread) and in
     this process with its own; both recover the rotation, and the child says which kernels it ran."""
     g = np.random.default_rng(0)
@@ -68,6 +69,16 @@ def test_the_alignment_recovers_a_rotation_on_pinned_kernels_and_on_this_process
             assert PINNED_CORETYPE in blas and "1 thread" in blas, blas
     with pytest.raises(ValueError, match="blas"):
         align_all(u_s, pairs, blas="fast")
+    # a memory budget of one language's mapped vectors: a child per language, the same bytes, in the pairs' order
+    whole, _ = align_all(u_s, pairs)
+    calls = []
+    monkeypatch.setattr(pinned_blas, "align_all", lambda *a, **k: calls.append(list(a[1])) or align_all(*a, **k))
+    got = list(pinned_blas.aligned_in_groups(u_s, pairs, budget=u_s.nbytes))
+    assert calls == [["one"], ["two"]] and [g[0] for g in got] == ["one", "two"]
+    for lang, u, residual, _blas in got:
+        assert np.array_equal(u, whole[lang][0]) and residual == whole[lang][1]
+    calls.clear()
+    assert [g[0] for g in pinned_blas.aligned_in_groups(u_s, pairs)] == ["one", "two"] and calls == [["one", "two"]]
 
 
 @pytest.fixture(scope="module")
