@@ -16,9 +16,10 @@ its SVD and returns ``U V^T``), then ``u_s @ R`` with ``u_s`` in float64. The pa
 ``wechsel`` package under the same pin (``tests/parity/run.sh``) and find the same rows. On a CPU that is not
 x86-64 (no such kernel set), the machine's own kernels run on one thread, and the statistics say so.
 
-What it costs (one language, on a 2-core Intel Xeon): 20,000 pairs of dimension 50 (the cpu profile's) 0.7 s pinned
-against 0.2 s native, the child's start included; 100,000 pairs of dimension 300 (crawl vectors) 5.0 s against
-0.9 s. Against a WECHSEL initialization's minutes of fastText training, seconds.
+What it costs (one language, 30,522 source tokens, on a 2-core Intel Xeon; ``benchmarks/bench_pinned_blas.py``):
+20,000 pairs of dimension 50 (the cpu profile's size) 0.51 s pinned against 0.02 s native, the child's start
+included; 100,000 pairs of dimension 300 (crawl vectors) 3.6 s against 0.9 s. Against a WECHSEL initialization's
+minutes of fastText training, seconds.
 
 ``blas="native"`` computes the same in the calling process, with whatever kernels and threads it has loaded: what
 the reference computes on that machine, which another machine may not reproduce.
