@@ -157,7 +157,7 @@ def pending(spec: Any, tracker: Any, finished: dict[Cell, Any] | None = None) ->
     for cell in spec.plan.cells:
         name = spec.experiment(cell.source)
         if name not in experiments:
-            exp = tracker.client.get_experiment_by_name(name)
+            exp = tracker.reader.get_experiment_by_name(name)
             experiments[name] = exp.experiment_id if exp is not None and exp.lifecycle_stage == "active" else None
         exp_id, key = experiments[name], spec.keys(cell).key
         done = None if policy == "all" or exp_id is None else finished_cell_run(record, exp_id, key, spec)

@@ -164,7 +164,7 @@ class Runner:
 
     def experiment_ids(self) -> list[str]:
         """The ids of the run's experiments that exist in the store."""
-        exps = (self.tracker.client.get_experiment_by_name(name) for name in self.spec.experiments())
+        exps = (self.tracker.reader.get_experiment_by_name(name) for name in self.spec.experiments())
         return [e.experiment_id for e in exps if e is not None]
 
     def mark_orphans(self) -> None:

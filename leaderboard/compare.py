@@ -453,7 +453,7 @@ def run_compare(a: str, b: str, *, tracking_uri: str | None = None, task: str | 
         raise HarnessError(f"--step {step!r}: use final, all or a CPT step (0, 10, ...)")
     client = None
     if not all(Path(x).expanduser().exists() for x in (a, b)):
-        client = Tracker(tracking_uri).client
+        client = Tracker(tracking_uri).reader
     side_a, side_b = resolve(a, client), resolve(b, client)
     comps = compare(side_a, side_b, task=task, metric=metric, step=step, resamples=resamples, seed=seed)
     text = to_csv(comps) if fmt == "csv" else to_markdown(side_a, side_b, comps, resamples=resamples)

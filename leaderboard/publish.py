@@ -474,12 +474,12 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
     console = console or Console(width=None if sys.stdout.isatty() else 400)
     err = log_console()  # progress and messages: never wrapped when stderr is piped
     tracker = Tracker(tracking_uri)
-    exps = experiments(tracker.client, experiment)
+    exps = experiments(tracker.reader, experiment)
     results: list[tuple[Leaderboard, Leaderboard | None]] = []
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
                   transient=True) as prog:
         for exp in exps:
-            data = collect_experiment(tracker.client, exp, world=world, progress=prog)
+            data = collect_experiment(tracker.reader, exp, world=world, progress=prog)
             if not data.tasks:
                 continue
             lb = build_leaderboard(data, bootstrap=bootstrap if write else 0, bootstrap_seed=bootstrap_seed,

@@ -54,6 +54,13 @@ def test_a_run_says_each_slow_step_when_it_starts_and_a_finished_one_starts_no_w
     _index(lines, "results of t-silence: boards, intervals and claims: start", at)
     assert "random d=full" in again.stdout  # the results table, as after the first run
 
+    # a run with nothing to compute reads the store with sqlite3 alone (harness.core.store_view): MLflow is not
+    # imported, and its board is the same (Python's import log, on stderr, names every module imported)
+    third = run_cli(*job, env={"PYTHONPROFILEIMPORTTIME": "1"}, check=True)
+    imported = {line.rsplit("|", 1)[-1].strip() for line in third.stderr.splitlines() if line.startswith("import time:")}
+    assert "harness.core.store_view" in imported and "mlflow" not in imported and "sqlalchemy" not in imported
+    assert third.stdout == again.stdout
+
 
 # installed through PYTHONPATH into every process of the run (the harness, its workers): the second optimizer step
 # of each CPT sleeps SLOW_STEP_S seconds, a batch whose count does not move for that long
@@ -225,7 +232,7 @@ def test_the_cells_left_to_do_follow_the_rerun_policy(monkeypatch):
             method_code={c.method: {"m.py": "now"} for c in cells})
 
     experiment = SimpleNamespace(experiment_id="1", lifecycle_stage="active")
-    tracker = SimpleNamespace(client=SimpleNamespace(get_experiment_by_name=lambda name: experiment))
+    tracker = SimpleNamespace(reader=SimpleNamespace(get_experiment_by_name=lambda name: experiment))
     assert cell_module.pending(spec("never"), tracker) == [fresh]
     assert cell_module.pending(spec("failed"), tracker) == [failed_before, fresh]
     assert cell_module.pending(spec("stale"), tracker) == [stale, fresh]

@@ -148,9 +148,9 @@ def results_table(spec: Any, tracker: Any, partial: tuple[int, int] | None = Non
             from leaderboard.summary import row_origins, summaries
             from leaderboard.tables import build_leaderboard
 
-            for exp in find(tracker.client, name):
+            for exp in find(tracker.reader, name):
                 ours, older = _cell_runs(spec, tracker, exp.experiment_id)
-                data = collect_experiment(tracker.client, exp, world=spec.world)
+                data = collect_experiment(tracker.reader, exp, world=spec.world)
                 if data.tasks:  # rows of earlier runs and of older method code are marked
                     origins = row_origins(data, ours, older)
                     tables += summaries(build_leaderboard(data), spec.plan.tasks, origins)
@@ -173,7 +173,7 @@ def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], d
     keys = {k.key for k in spec.cells.values()}
     code = dict(spec.method_code)  # the run's methods' digests, and those of earlier runs' methods, each read once
     ours, older = set(), {}
-    for run in search_runs(tracker.client, experiment_id, kind_filter(Kind.CELL, world=spec.world)):
+    for run in search_runs(tracker.reader, experiment_id, kind_filter(Kind.CELL, world=spec.world)):
         tags = own_tags(run)
         if tags.get("cell") in keys:
             ours.add(run.info.run_id)

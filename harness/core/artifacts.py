@@ -21,9 +21,10 @@ def _local_artifacts(artifact_uri: str | None) -> Path | None:
         return Path(artifact_uri)
     if not artifact_uri or not artifact_uri.startswith("file:"):
         return None
-    from mlflow.utils.file_utils import local_file_uri_to_path
+    from urllib.parse import urlparse
+    from urllib.request import url2pathname
 
-    return Path(local_file_uri_to_path(artifact_uri))
+    return Path(url2pathname(urlparse(artifact_uri).path))  # (what MLflow's local_file_uri_to_path gives on POSIX)
 
 
 def list_artifact_paths(client: Any, run_id: str, folder: str, artifact_uri: str | None = None) -> list[str]:

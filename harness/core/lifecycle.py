@@ -63,7 +63,7 @@ def mark_stopped_runs(tracker: Any, experiment_ids: list[str], why: str) -> int:
         return 0
     me, host = str(os.getpid()), socket.gethostname()
     n = 0
-    runs = [r for status in ("RUNNING", "FAILED") for r in tracker.client.search_runs(
+    runs = [r for status in ("RUNNING", "FAILED") for r in tracker.reader.search_runs(
         experiment_ids, filter_string=f"attributes.status = '{status}'", max_results=5000)]
     for run in runs:
         tags = run.data.tags

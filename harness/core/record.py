@@ -536,7 +536,7 @@ class RunRecord:
 
     def logged_average(self, parent: str, task: str, metric: str, step: int) -> float | None:
         """The average a cell run holds for a task's metric at a step (None when not logged)."""
-        hist = self.tracker.client.get_metric_history(parent, metric_key(task, metric, "avg"))
+        hist = self.tracker.reader.get_metric_history(parent, metric_key(task, metric, "avg"))
         vals = [m.value for m in hist if m.step == step]
         return vals[-1] if vals else None
 
@@ -550,7 +550,7 @@ class RunRecord:
             self.tracker.log_metrics(parent, metrics, step=step)
 
     def heldout_curve(self, parent: str) -> list[tuple[int, float]]:
-        return sorted((m.step, m.value) for m in self.tracker.client.get_metric_history(parent, "cpt/heldout_loss"))
+        return sorted((m.step, m.value) for m in self.tracker.reader.get_metric_history(parent, "cpt/heldout_loss"))
 
     def task_values(self, experiment_id: str, key: str, task: str) -> dict[tuple[str, int], float]:
         """``{(metric key, step): value}`` of a cell's task run: each ``{task}/{metric}/{lang}`` metric at every
@@ -560,7 +560,7 @@ class RunRecord:
             for mkey in run.data.metrics:
                 if not mkey.startswith(task + "/") or mkey.count("/") != 2:
                     continue
-                history = self.tracker.client.get_metric_history(run.info.run_id, mkey)
+                history = self.tracker.reader.get_metric_history(run.info.run_id, mkey)
                 for m in sorted(history, key=lambda m: m.timestamp):
                     out[(mkey, m.step)] = m.value
         return out

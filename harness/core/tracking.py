@@ -76,20 +76,38 @@ def _quote(v: str) -> str:
 
 
 class Tracker:
+    """The run record's store. ``client`` is MLflow's client, made at its first use (importing MLflow and its SQL
+    store takes seconds); ``reader`` answers reads: on a SQLite store, :mod:`harness.core.store_view` (the same
+    answers through sqlite3 alone), else the client. Every write goes through the client."""
+
     def __init__(self, uri: str | None = None):
-        import mlflow
-        from mlflow.tracking import MlflowClient
+        from harness.core.store_view import store_view
 
         self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri()
         ensure_sqlite_store(self.uri)
-        mlflow.set_tracking_uri(self.uri)
-        self.client = MlflowClient(self.uri)
+        self._client: Any = None
+        self._view = store_view(self.uri, lambda: self.client)
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            import mlflow
+            from mlflow.tracking import MlflowClient
+
+            mlflow.set_tracking_uri(self.uri)
+            self._client = MlflowClient(self.uri)
+        return self._client
+
+    @property
+    def reader(self) -> Any:
+        """What reads the store: the SQLite view where there is one, else MLflow's client."""
+        return self._view if self._view is not None else self.client
 
     # -- experiments ---------------------------------------------------------------------------------------
     def experiment(self, name: str) -> str:
         """The experiment's id, created when absent; either way a model-training experiment (its kind tag is set on
         an experiment created before the tag was, the first time it is used again)."""
-        exp = self.client.get_experiment_by_name(name)
+        exp = self.reader.get_experiment_by_name(name)
         if exp is not None:
             if exp.lifecycle_stage == "deleted":
                 self.client.restore_experiment(exp.experiment_id)
@@ -133,7 +151,7 @@ class Tracker:
     # -- runs ----------------------------------------------------------------------------------------------
     def find_runs(self, experiment_id: str, tags: dict[str, str]) -> list[Any]:
         flt = " and ".join(f"tags.`{tag(k)}` = {_quote(v)}" for k, v in tags.items())
-        return self.client.search_runs([experiment_id], filter_string=flt, max_results=1000,
+        return self.reader.search_runs([experiment_id], filter_string=flt, max_results=1000,
                                        order_by=["attributes.start_time ASC"])
 
     def get_or_create_run(self, experiment_id: str, tags: dict[str, str], name: str,
@@ -159,7 +177,7 @@ class Tracker:
         if not experiment_ids:
             return 0
         n = 0
-        for run in self.client.search_runs(experiment_ids, filter_string="attributes.status = 'RUNNING'",
+        for run in self.reader.search_runs(experiment_ids, filter_string="attributes.status = 'RUNNING'",
                                            max_results=5000):
             if not _owner_gone(run):
                 continue
@@ -175,14 +193,14 @@ class Tracker:
         ids: list[str] = []
         token = None
         while True:
-            page = self.client.search_experiments(max_results=1000, page_token=token)
+            page = self.reader.search_experiments(max_results=1000, page_token=token)
             ids.extend(e.experiment_id for e in page)
             token = page.token
             if not token:
                 break
         flt = " and ".join(["attributes.status = 'RUNNING'",
                             *(f"tags.`{tag(k)}` = {_quote(v)}" for k, v in tags.items())])
-        found = self.client.search_runs(ids, filter_string=flt, max_results=1000) if ids else []
+        found = self.reader.search_runs(ids, filter_string=flt, max_results=1000) if ids else []
         return [run for run in found if not _owner_gone(run)]
 
     def finish(self, run_id: str) -> None:
@@ -197,7 +215,7 @@ class Tracker:
     def log_params(self, run_id: str, params: dict[str, Any]) -> None:
         from mlflow.entities import Param
 
-        existing = self.client.get_run(run_id).data.params
+        existing = self.reader.get_run(run_id).data.params
         new = [Param(k, str(v)[:6000]) for k, v in params.items() if k not in existing]
         for i in range(0, len(new), 100):
             self.client.log_batch(run_id, params=new[i: i + 100])
@@ -224,10 +242,10 @@ class Tracker:
             self.client.set_tag(run_id, tag(k), str(v))
 
     def tags(self, run_id: str) -> dict[str, str]:
-        return {k[len(TAG):]: v for k, v in self.client.get_run(run_id).data.tags.items() if k.startswith(TAG)}
+        return {k[len(TAG):]: v for k, v in self.reader.get_run(run_id).data.tags.items() if k.startswith(TAG)}
 
     def is_done(self, run_id: str, what: str) -> bool:
-        return self.client.get_run(run_id).data.tags.get(done_tag(what)) == "1"
+        return self.reader.get_run(run_id).data.tags.get(done_tag(what)) == "1"
 
     def mark_done(self, run_id: str, what: str) -> None:
         self.client.set_tag(run_id, done_tag(what), "1")
