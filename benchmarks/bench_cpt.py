@@ -46,8 +46,9 @@ GPU kind's measured throughput, which ``harness plan`` sizes runs from: on a GPU
     python benchmarks/bench_cpt.py --plain --device cuda --batch 16 --seq 512
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import datetime
 import json

@@ -10,8 +10,9 @@ held-out verses, averaged over languages), its drop from step 0, and the wall ti
 is clearly larger than the spread between languages' drops is the one to choose.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import os
 import statistics

@@ -23,8 +23,9 @@ Usage: ``python benchmarks/bench_cpt_data.py --out /tmp/bench-cpt-data --fractio
 200 M tokens; ``--old-max-tokens`` bounds the sizes at which the old path runs).
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import os

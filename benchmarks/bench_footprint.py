@@ -16,8 +16,9 @@ the init, CPT and tagger products to the cells of that MLflow experiment (e.g. t
 world and the method caches (fastText models) are shared by every job and always counted whole.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import os

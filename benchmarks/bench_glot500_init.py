@@ -61,8 +61,9 @@ memory there: a batch of 256-vector sets holds ~75 MB of BiLSTM activations per 
 ``--json OUT`` writes the header, the rows and the paper-network row as JSON.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import gc
 import json

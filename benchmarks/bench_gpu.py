@@ -31,8 +31,9 @@ logs, the parts' JSON), so the machine's own home is never touched.
     bash benchmarks/bench_gpu.sh --device cpu --small     # the same checks, small, on a CPU, emulating a GPU
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import os

@@ -33,8 +33,9 @@ Timings depend on the thread count (``--threads``, default 1) and on other load 
 with one thread.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import math
 import sys

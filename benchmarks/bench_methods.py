@@ -48,8 +48,9 @@ reference s), at a load average of about 5 (and of about 8 in brackets):
 Loading a fastText model is the same library call on both sides; the fallback step is the harness's own.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import gc
 import os

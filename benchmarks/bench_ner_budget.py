@@ -15,8 +15,9 @@ The budget to choose is the smallest number of epochs after which the dev F1 has
 zero-shot averages agree.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import statistics

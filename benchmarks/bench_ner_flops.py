@@ -30,8 +30,10 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_ner_flops.py [--world bible] [-
 [--threads 1,2] [--langs 4]``. Prints tables; nothing is cached or logged (a temporary folder).
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core import kernels
 import argparse
 import os
 import platform
@@ -136,7 +138,7 @@ def main() -> None:
                       f"cpu profile: {len(segs)} training segments, batch {hp['batch_size']}, {steps_per_epoch} "
                       f"steps an epoch x {hp['epochs']} epochs, test on {len(langs)} of "
                       f"{len(task.languages(world))} languages; {platform.processor() or platform.machine()}, "
-                      f"{os.cpu_count()} CPUs")
+                      f"{os.cpu_count()} CPUs, CPU kernels {kernels.label()} (HARNESS_CPU_KERNELS=native: the CPU's own)")
         reference: dict[str, Any] = {}
         for threads in thread_counts:
             torch.set_num_threads(threads)

@@ -13,8 +13,9 @@ former, not in the latter), and on CUDA the peak allocated device memory.
 Timings depend on the thread count (``--threads``; default 1 because the machine is shared) and on other load.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import gc
 import sys

@@ -5,8 +5,9 @@ process on its own kernels, at the cpu profile's size and at a crawl-vector size
     OMP_NUM_THREADS=1 python benchmarks/bench_pinned_blas.py [--vocab 30522] [--repeat 3]
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import statistics
 import time

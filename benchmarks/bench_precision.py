@@ -19,8 +19,9 @@ largest difference of the outputs (a bf16 run's numbers differ from an fp32 run'
 default).
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import statistics
 import time

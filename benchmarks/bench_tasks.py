@@ -12,8 +12,9 @@ synthetic data with realistic sentence lengths, it measures
 Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_tasks.py [--threads N] [--quick]``. Prints a table.
 """
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import random

@@ -3,8 +3,9 @@ source and target tokenizer of Glot500-m's sizes, multilingual word vectors of C
 sets, and source rows with planted structure. The large Gaussian arrays are drawn in row chunks, each from its own
 stream, on as many threads as asked: the same values on any number of threads."""
 
-from __future__ import annotations
+from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
 import json
 import math
 import os

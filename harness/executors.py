@@ -31,7 +31,9 @@ from harness.core.hosts import available_cpus
 _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE",
              "HARNESS_FAULT_AFTER", "HARNESS_FAULT_MARKER", "HARNESS_FAULT_DEVICE", "HARNESS_FAULT_AT", "HARNESS_FAULT_SIGNAL",
              "HARNESS_MAIN_PID", "TOKENIZERS_PARALLELISM", "PYTHONPATH", "HARNESS_EMULATE_ACCELERATOR",
-             "HARNESS_EMULATE_GPUS", "HARNESS_SIMULATED_MEMORY")
+             "HARNESS_EMULATE_GPUS", "HARNESS_SIMULATED_MEMORY",
+             # the CPU kernels (harness.core.kernels): a Ray worker loads numpy before the harness can pin them
+             "HARNESS_CPU_KERNELS", "MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")
 
 
 def _worker_env(tracking_uri: str) -> dict[str, str]:

@@ -28,6 +28,7 @@ INIT_VERSION = 3  # bump when the initialization path changes its output for the
 # overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
 # and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
 DEFAULT_EVAL_PRECISION = "fp32"  # absent from a cell's identity (the homes made before it was part of it)
+NATIVE_KERNELS = "native"  # likewise: each library's own kernels, as every cell computed before they were pinned
 INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
 @dataclass(frozen=True)
 class CellKeys:
@@ -48,6 +49,7 @@ class RunSpec:
     world_hash: str
     device: str  # resolved: ``auto`` is cpu or cuda here (a plan: cuda)
     eval_precision: str
+    cpu_kernels: str  # what the cells' CPU kernels are (harness.core.kernels): ``avx2`` or ``native``
     cpt: CptSpec
     fitted: dict[str, str]
     plan: Plan
@@ -98,17 +100,21 @@ class RunSpec:
 
 
 def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any]:
-    return {**{k: ident[k] for k in INIT_INPUTS}, **({"code": code} if code else {})}
+    return {**{k: ident[k] for k in INIT_INPUTS}, **{k: ident[k] for k in ("cpu_kernels",) if k in ident},
+            **({"code": code} if code else {})}
 
 
 def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
-    """A cell's identity: what its numbers depend on. The evaluation precision enters it only away from fp32,
-    so the homes made before it was part of it keep their keys."""
+    """A cell's identity: what its numbers depend on. The evaluation precision enters it only away from fp32, the
+    CPU kernels (:mod:`harness.core.kernels`) only away from native, so the homes made before either was part of it
+    keep their keys."""
     ident = {"world": spec_fields["world_hash"], "source": cell.source, "method": cell.method,
              "params": spec_fields["method_params"][cell.method], "dim": cell.dim, "seed": cell.seed,
              "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION}
     if spec_fields["eval_precision"] != DEFAULT_EVAL_PRECISION:
         ident["eval_precision"] = spec_fields["eval_precision"]
+    if spec_fields.get("cpu_kernels", NATIVE_KERNELS) != NATIVE_KERNELS:
+        ident["cpu_kernels"] = spec_fields["cpu_kernels"]
     return ident
 
 
@@ -126,6 +132,7 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     """The run's :class:`RunSpec` on ``world`` (built, or a declaration when ``probe`` is False: ``harness plan``
     asks nothing of the machine, and ``auto`` plans for a GPU)."""
     from harness.config import resolve_device
+    from harness.core.kernels import cpu_kernels
     from harness.core.precision import run_precisions
     from harness.core.registry import method_code
     from harness.plan import make_plan
@@ -139,10 +146,10 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
     cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
     fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
-              "method_params": params}
+              "method_params": params, "cpu_kernels": cpu_kernels()}
     cpus = cell_cpus(prof)
     return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash,
-                   device=device, eval_precision=eval_precision, cpt=cpt, fitted=fitted, plan=plan,
+                   device=device, eval_precision=eval_precision, cpu_kernels=fields["cpu_kernels"], cpt=cpt, fitted=fitted, plan=plan,
                    heldout_languages=tuple(_heldout_languages(cfg, world, cpt)), method_params=params,
                    method_code=code, eval_max_sentences=prof.get("eval_max_sentences"),
                    heldout_max_sentences=prof.get("heldout_max_sentences"), cpt_devices=cpt.devices,

@@ -124,9 +124,11 @@ def numerics(variant: Any) -> str:
     """How a row's numbers were computed, where rows can differ in it: ``evaluation fp32, CPT bf16``."""
     import json
 
-    evaluation = json.loads(getattr(variant, "protocol", "{}") or "{}").get("eval_precision", "fp32")
+    protocol = json.loads(getattr(variant, "protocol", "{}") or "{}")
     cpt = json.loads(variant.cpt or "{}").get("precision")
-    return f"evaluation {evaluation}" + (f", CPT {cpt}" if cpt else "")
+    kernels = protocol.get("cpu_kernels")  # (absent: the pinned kernels, harness.core.kernels)
+    return (f"evaluation {protocol.get('eval_precision', 'fp32')}" + (f", CPT {cpt}" if cpt else "")
+            + (f", CPU kernels {kernels}" if kernels else ""))
 
 
 def _groups(board: Any) -> list[str]:

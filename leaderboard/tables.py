@@ -45,13 +45,23 @@ def _canon(d: dict[str, str]) -> str:
 
 
 DEFAULT_EVAL_PRECISION = "fp32"  # a row of another evaluation precision is a variant of its own, and says so
+PINNED_KERNELS = "avx2"  # likewise a row computed with other CPU kernels (harness.core.kernels)
+
+
+def cell_kernels(cell: CellRun | None) -> str:
+    """The CPU kernels a cell computed with, as its identity counts them: ``avx2`` (pinned) or ``native`` (each
+    library's own, which every cell logged before the pin computed with)."""
+    logged = cell.params.get("cpu_kernels") if cell is not None else None
+    return (logged or "native").split(" ")[0]
 
 
 def _variant(run: TaskRun | CellRun, parent: CellRun | None, per_seed: bool) -> VariantKey:
     params = _canon(parent.method_params) if parent else "{}"
     cpt = _canon(parent.cpt_params) if parent else "{}"
     evaluation = parent.params.get("eval_precision") if parent else None
-    protocol = _canon({"eval_precision": evaluation}) if evaluation not in (None, DEFAULT_EVAL_PRECISION) else "{}"
+    numerics = {**({"eval_precision": evaluation} if evaluation not in (None, DEFAULT_EVAL_PRECISION) else {}),
+                **({"cpu_kernels": k} if parent and (k := cell_kernels(parent)) != PINNED_KERNELS else {})}
+    protocol = _canon(numerics) if numerics else "{}"
     return VariantKey(run.method, run.dim, run.source, params, cpt, run.seed if per_seed else None, protocol)
 
 
@@ -87,8 +97,11 @@ def _distinguishing_cpt(k: VariantKey, same: list[VariantKey]) -> str:
     if "steps" in differ:
         out += f" cpt={mine.get('steps', '?')}"
     out += "".join(f" cpt.{a}={mine.get(a, '-')}" for a in differ if a != "steps")
-    if len({o.protocol for o in same}) > 1:
-        out += f" eval={json.loads(k.protocol).get('eval_precision', DEFAULT_EVAL_PRECISION)}"
+    protocols = {o: json.loads(o.protocol) for o in same}
+    if len({p.get("eval_precision") for p in protocols.values()}) > 1:
+        out += f" eval={protocols[k].get('eval_precision', DEFAULT_EVAL_PRECISION)}"
+    if len({p.get("cpu_kernels") for p in protocols.values()}) > 1:
+        out += f" kernels={protocols[k].get('cpu_kernels', PINNED_KERNELS)}"
     return out
 
 
@@ -241,15 +254,18 @@ class _Builder:
 
 
 def precision_label(cells: list[CellRun]) -> str:
-    """The precision of the cells' model passes as they logged it (params ``eval_precision`` and
-    ``cpt.precision``): ``evaluation fp32, CPT fp32``; several values where the cells differ (``fp32 / bf16``);
-    "" when none logged it."""
+    """The numerics of the cells' model passes as they logged them (params ``eval_precision``, ``cpt.precision``
+    and ``cpu_kernels``): ``evaluation fp32, CPT fp32, CPU kernels avx2``; several values where the cells differ
+    (``fp32 / bf16``); "" when none logged a precision. A cell logged before the kernels were pinned computed with
+    each library's own (``native``)."""
 
     def values(key: str) -> str:
         return " / ".join(sorted({v for c in cells if (v := c.params.get(key))}))
 
     parts = [f"{name} {v}" for name, key in (("evaluation", "eval_precision"), ("CPT", "cpt.precision"))
              if (v := values(key))]
+    if parts:
+        parts.append("CPU kernels " + " / ".join(sorted({c.params.get("cpu_kernels") or "native" for c in cells})))
     return ", ".join(parts)
 
 

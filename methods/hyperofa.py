@@ -94,6 +94,7 @@ import torch
 from harness.core.cache import cached_arrays
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.hashing import hash_obj
+from harness.core.kernels import identity as kernel_identity
 from harness.core.precision import resolve_precision
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Reference
@@ -425,7 +426,7 @@ class HyperOFAInit(Method):
                                                  "split": [float(r) for r in p["split"]],
                                                  "min_eval_pairs": int(p["min_eval_pairs"]),
                                                  "languages": sorted(src_langs) if src_langs else None},
-                 "seed": int(ctx.seed), "device": device.type}
+                 "seed": int(ctx.seed), "device": device.type, **kernel_identity()}
         model, main, main_cached = self._train_or_load(ctx, p, ident, cfg, tcfg, vectors, src_sets, targets, split,
                                                        control=False, label="HyperOFA: hypernetwork epochs")
         control = None

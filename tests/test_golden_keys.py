@@ -9,7 +9,11 @@ have logged, and the tags and parameters its runs carry (what MLflow keeps immut
 another value fails). The method code's digest is held at a stand-in (an edited method is meant to build its
 products again: :mod:`harness.rerun`); the libraries' versions, the thread count and the revision are left out.
 
-``HARNESS_WRITE_GOLDEN=1 pytest tests/test_golden_keys.py`` writes the fixture anew (only for a change that is
+The fixture holds the keys of cells computed with each library's own CPU kernels (``native``: every cell before the
+kernels were pinned, :mod:`harness.core.kernels`), which the pinned kernels' identity field leaves as they were;
+``golden_keys_avx2.json`` holds the keys of the pinned kernels (the default) for the synthetic world's cpu profile.
+
+``HARNESS_WRITE_GOLDEN=1 pytest tests/test_golden_keys.py`` writes the fixtures anew (only for a change that is
 meant to move a key: say so in its commit).
 """
 
@@ -26,6 +30,7 @@ import pytest
 from harness.core.hashing import hash_obj
 
 FIXTURE = Path(__file__).parent / "fixtures" / "golden_keys.json"
+PINNED_FIXTURE = Path(__file__).parent / "fixtures" / "golden_keys_avx2.json"
 CODE = "method-code-digest"  # the stand-in for a method's code digest
 TASKS = ["sr-t", "ner", "mlm"]
 VARIANTS = {
@@ -35,7 +40,7 @@ VARIANTS = {
     "auto_batch_off": {"cpt": {"auto_batch": False}},
     "cpt_devices_2": {"cpt": {"devices": 2}},
 }
-UNSTABLE_PARAMS = ("version.", "torch_threads", "git_revision")
+UNSTABLE_PARAMS = ("version.", "torch_threads", "git_revision", "cpu_kernels")  # (native: the CPU's own)
 
 
 def _world(name: str, synthetic_world: Any) -> Any:
@@ -99,7 +104,19 @@ def plain_cpu(monkeypatch):
         monkeypatch.delenv(var, raising=False)
 
 
-def test_every_key_of_a_home_is_what_it_was(synthetic_world, plain_cpu):
+@pytest.fixture
+def kernels_of(monkeypatch):
+    """Compute as if this process's CPU kernels were ``state`` (``native`` or ``avx2``)."""
+    from harness.core import kernels
+
+    def _as(state: str) -> None:
+        monkeypatch.setattr(kernels, "_state", state)
+
+    return _as
+
+
+def test_every_key_of_a_home_is_what_it_was(synthetic_world, plain_cpu, kernels_of):
+    kernels_of("native")
     got = all_keys(synthetic_world)
     if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
         FIXTURE.write_text(json.dumps(got, indent=0, sort_keys=True) + "\n")
@@ -129,3 +146,21 @@ def test_the_golden_runs_differ_where_their_settings_do(synthetic_world, plain_c
             for variant in ("auto_batch_off", "cpt_devices_2"):
                 assert keys(f"{world}/{profile}/{variant}") == base, (world, profile, variant)
         assert not keys(f"{world}/cpu/default") & keys(f"{world}/paper/default")
+
+
+def test_the_pinned_kernels_are_another_identity_and_keep_theirs(synthetic_world, plain_cpu, kernels_of):
+    """Cells computed with the pinned CPU kernels (the default) are other cells than the native ones: every cell
+    key, init product and CPT product differs, and the seed aggregates' groups with them; their own keys are golden
+    too (synthetic world, cpu profile)."""
+    kernels_of("avx2")
+    pinned = home_keys({"profile": "cpu"}, _world("synthetic", synthetic_world))
+    kernels_of("native")
+    native = home_keys({"profile": "cpu"}, _world("synthetic", synthetic_world))
+    assert sorted(pinned["cells"]) == sorted(native["cells"])
+    for label, cell in pinned["cells"].items():
+        for part in ("key", "init_inputs", "init_product", "cpt_product"):
+            assert cell[part] is None or cell[part] != native["cells"][label][part], (label, part)
+    assert not set(pinned["groups"].values()) & set(native["groups"].values())
+    if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
+        PINNED_FIXTURE.write_text(json.dumps(pinned, indent=0, sort_keys=True) + "\n")
+    assert pinned == json.loads(PINNED_FIXTURE.read_text())

@@ -37,6 +37,9 @@ def _check_run_inputs(cfg: Any) -> None:
         raise HarnessError("--ray-address needs --executor ray")
     check_config_tables(cfg)  # method_params, task_params, cpt
     _check_cells(cfg)
+    from harness.core import kernels
+
+    kernels.check()  # HARNESS_CPU_KERNELS
     from harness.spec import check_precisions, cpt_devices
 
     device_available(cfg.device, cpt_devices(cfg))
