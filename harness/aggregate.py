@@ -22,7 +22,8 @@ def group_key(spec: Any, source: str, method: str, dim: int | None, cells: list[
     """The identity of a variant's seed aggregate: its variant, world, profile, CPT settings, parameters, seeds, and
     the numerics of its cells' identities (the evaluation precision away from fp32, the CPU kernels away from
     native: :func:`harness.spec.cell_identity`), so cells computed otherwise are never aggregated as these."""
-    from harness.spec import DEFAULT_EVAL_PRECISION, NATIVE_KERNELS
+    from harness.core.kernels import NATIVE as NATIVE_KERNELS
+    from harness.core.precision import DEFAULT_EVAL_PRECISION
 
     numerics = {**({"eval_precision": spec.eval_precision} if spec.eval_precision != DEFAULT_EVAL_PRECISION else {}),
                 **({"cpu_kernels": spec.cpu_kernels} if spec.cpu_kernels != NATIVE_KERNELS else {})}

@@ -20,15 +20,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.hashing import hash_obj
+from harness.core.kernels import NATIVE as NATIVE_KERNELS
 from harness.core.positions import usable_positions
+from harness.core.precision import DEFAULT_EVAL_PRECISION
 from harness.cpt_spec import CptSpec
 from harness.plan import Cell, Plan
 
 INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
 # overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
 # and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
-DEFAULT_EVAL_PRECISION = "fp32"  # absent from a cell's identity (the homes made before it was part of it)
-NATIVE_KERNELS = "native"  # likewise: each library's own kernels, as every cell computed before they were pinned
+# DEFAULT_EVAL_PRECISION (fp32) and NATIVE_KERNELS (the libraries' own CPU kernels, as every cell computed before
+# they were pinned) are absent from a cell's identity: the homes made before either was part of it keep their keys
 INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
 @dataclass(frozen=True)
 class CellKeys:

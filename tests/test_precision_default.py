@@ -83,11 +83,15 @@ def test_the_board_header_names_the_precision_of_evaluation_and_cpt():
     from leaderboard.render_terminal import render_text
     from leaderboard.tables import precision_label
 
-    def cell(ev: str, cpt: str):
-        return types.SimpleNamespace(params={"eval_precision": ev, "cpt.precision": cpt})
+    def cell(ev: str, cpt: str, kernels: str = "avx2"):
+        return types.SimpleNamespace(params={"eval_precision": ev, "cpt.precision": cpt, "cpu_kernels": kernels})
 
-    assert precision_label([cell("fp32", "fp32")] * 2) == "evaluation fp32, CPT fp32"
-    assert precision_label([cell("fp32", "fp32"), cell("bf16", "fp32")]) == "evaluation bf16 / fp32, CPT fp32"
+    assert precision_label([cell("fp32", "fp32")] * 2) == "evaluation fp32, CPT fp32, CPU kernels avx2"
+    assert precision_label([cell("fp32", "fp32"), cell("bf16", "fp32")]) == \
+        "evaluation bf16 / fp32, CPT fp32, CPU kernels avx2"
+    # a cell logged before the kernels were pinned computed with the CPU's own
+    assert precision_label([types.SimpleNamespace(params={"eval_precision": "fp32", "cpt.precision": "fp32"})]) == \
+        "evaluation fp32, CPT fp32, CPU kernels native"
     assert precision_label([types.SimpleNamespace(params={})]) == ""
     b = Board("e", "sr-t", "acc@10", "cpu", True, "step", 0, [], [Row("a", {"x_Latn": Entry([0.5], ["1"])})],
               precision="evaluation fp32, CPT bf16")

@@ -31,6 +31,7 @@ from harness.core.devices import emulating
 from harness.core.errors import ConfigError
 
 PRECISIONS = ("fp32", "bf16", "fp16", "auto")
+DEFAULT_EVAL_PRECISION = "fp32"  # the evaluation precision every cell had before it was part of the cell's identity
 # what the CPU reports (tests: make a CPU report bf16 support, or none, in this process and the ones it starts):
 # a space- or comma-separated list of /proc/cpuinfo flags that replaces the ones read there
 CPU_FLAGS_ENV = "HARNESS_CPU_FLAGS"
