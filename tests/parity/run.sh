@@ -66,5 +66,8 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:
 # alike (another kernel set moves the float32 rotation in its fifth digit, and near-ties at the 10th neighbour with it)
 export OPENBLAS_NUM_THREADS=1
 case "$(uname -m)" in x86_64|amd64) export OPENBLAS_CORETYPE=Nehalem ;; esac
+# ... and keep them: both sides run in this process, so the harness's own pin of the CPU kernels (OpenBLAS's AVX2
+# set, harness/core/kernels.py) would move the reference's alignment off the kernels ours runs on
+export HARNESS_CPU_KERNELS=native
 # (the suite's addopts start two test processes with pytest-xdist, which this environment does not install)
 exec "$VENV/bin/python" -m pytest -o addopts="" -p no:cacheprovider tests/parity -m parity "$@"
