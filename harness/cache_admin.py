@@ -15,6 +15,7 @@ kind              where                                       rebuilt by
 ``<other>``       ``products/<other>/<key>``                  whatever built it
 ``methods/<m>``   ``cache/methods/<m>/`` (fastText models ...)  training again (minutes each)
 ``mappings``      ``cache/mappings/``                         the overlap rules (seconds)
+``boards``        ``cache/boards/``                           the boards' intervals and tests, again (seconds)
 ``world``         ``worlds/<name>-v<N>/``                     ``harness world build`` (minutes)
 ``downloads``     ``downloads/``                              fetching the registry packages again
 ``build-envs``    ``build-envs/``                             the world build's environments
@@ -25,7 +26,7 @@ kind              where                                       rebuilt by
 ``prune`` removes whole products (a folder with its ``_DONE.json``, a fastText model with its ``.json``), never
 the tracking store, the runs' artifacts or the published leaderboards, and never a folder that a build is writing
 right now (``.tmp-*``, ``*.work``, ``*.launch`` younger than a day). Without ``--kind`` it removes the cached
-products (``init``, ``cpt``, the CPT ``corpus``, the taggers, method caches, mappings); the world, its downloads and build
+products (``init``, ``cpt``, the CPT ``corpus``, the taggers, method caches, mappings, the boards' memo); the world, its downloads and build
 environments go only when named. A finished MLflow run does not need any of them: a later evaluation rebuilds
 what it needs, with the same numbers. The runner itself removes a cell's init and CPT products once the cell's run
 finished (:func:`cell_products`, :func:`remove`; ``harness run --keep-products`` keeps them).
@@ -259,7 +260,8 @@ def scan(home: Path) -> list[Item]:
     if methods.is_dir():
         for mdir in sorted(p for p in methods.iterdir() if p.is_dir()):
             items.extend(_method_items(mdir))
-    for name, kind in (("cache/mappings", "mappings"), ("downloads", "downloads"), ("build-envs", "build-envs")):
+    for name, kind in (("cache/mappings", "mappings"), ("cache/boards", "boards"), ("downloads", "downloads"),
+                       ("build-envs", "build-envs")):
         d = home / name
         if d.is_dir():
             for p in sorted(d.iterdir()):
@@ -285,7 +287,7 @@ def scan(home: Path) -> list[Item]:
             items.append(Item("other", p, tree_size(p), _mtime(p)))
     if (home / "cache").is_dir():
         for p in sorted((home / "cache").iterdir()):
-            if p.name not in ("methods", "mappings"):
+            if p.name not in ("methods", "mappings", "boards"):
                 items.append(Item("other", p, tree_size(p), _mtime(p)))
     return items
 
@@ -376,7 +378,7 @@ def remove(items: Iterable[Item], home: Path) -> int:
 
 
 def known_kinds(items: Iterable[Item]) -> list[str]:
-    return sorted({i.kind for i in items} | {"init", "cpt", "corpus", "tagger", "tagger-test", "methods", "mappings",
+    return sorted({i.kind for i in items} | {"init", "cpt", "corpus", "tagger", "tagger-test", "methods", "mappings", "boards",
                                              "world", "downloads", "build-envs"})
 
 

@@ -96,6 +96,8 @@ def home(tmp_path):
     (ofa / "subwords-abc.npz").write_bytes(b"\0" * 8_000)
     (ofa / "subwords-abc.npz.lock").write_text("")
     _folder(h / "cache" / "mappings" / "m1", 2_000)
+    (h / "cache" / "boards").mkdir(parents=True)  # the boards' memo of intervals (leaderboard.stats.IntervalMemo)
+    (h / "cache" / "boards" / "intervals.json").write_bytes(b"{}" + b" " * 998)
     _folder(h / "downloads" / "pypi", 70_000)
     (h / "mlflow.db").write_bytes(b"\0" * 5_000)
     _folder(h / "mlartifacts" / "1" / "run", 6_000)
@@ -126,6 +128,7 @@ def test_du_sizes_each_kind_per_world(home):
     assert rows[("world", "toy")][1] > 9_000
     assert rows[("tracking", "-")] == (2, 11_000)
     assert rows[("leaderboards", "toy")] == (1, 1_000)
+    assert rows[("boards", "-")] == (1, 1_000) and not any(kind == "other" for kind, _ in rows)
 
 
 def test_prune_never_removes_results_or_builds_in_progress(home, monkeypatch, capsys):
@@ -159,6 +162,7 @@ def test_prune_never_removes_results_or_builds_in_progress(home, monkeypatch, ca
     out = capsys.readouterr().out
     for gone in ("products/init/i2", "cache/methods/wechsel/fasttext/wechsel-words-abc.bin",
                  "cache/methods/wechsel/fasttext/wechsel-words-abc.json", "cache/mappings/m1",
+                 "cache/boards/intervals.json",
                  "cache/methods/tiktotok/fasttext/tiktotok-deu-abc.npz",
                  "cache/methods/tiktotok/fasttext/tiktotok-deu-abc.json"):
         assert not (home / gone).exists(), gone
