@@ -21,15 +21,10 @@ def seed_groups(cells: list[Any]) -> dict[tuple[str, str, int | None], list[Any]
 def group_key(spec: Any, source: str, method: str, dim: int | None, cells: list[Any]) -> str:
     """The identity of a variant's seed aggregate: its variant, world, profile, CPT settings, parameters, seeds, and
     the numerics of its cells' identities (the evaluation precision away from fp32, the CPU kernels away from
-    native: :func:`harness.spec.cell_identity`), so cells computed otherwise are never aggregated as these."""
-    from harness.core.kernels import NATIVE as NATIVE_KERNELS
-    from harness.core.precision import DEFAULT_EVAL_PRECISION
-
-    numerics = {**({"eval_precision": spec.eval_precision} if spec.eval_precision != DEFAULT_EVAL_PRECISION else {}),
-                **({"cpu_kernels": spec.cpu_kernels} if spec.cpu_kernels != NATIVE_KERNELS else {})}
+    native: :func:`harness.spec.identity_numerics`), so cells computed otherwise are never aggregated as these."""
     return hash_obj({"source": source, "method": method, "dim": dim, "world": spec.world_hash,
                      "profile": spec.profile, "cpt": dict(spec.cpt), "params": spec.method_params[method],
-                     "seeds": sorted(c.seed for c in cells), **numerics})
+                     "seeds": sorted(c.seed for c in cells), **spec.numerics})
 
 
 def aggregate_seeds(spec: Any, tracker: Any) -> None:

@@ -76,6 +76,11 @@ class RunSpec:
     def experiments(self) -> list[str]:
         return sorted({self.experiment(c.source) for c in self.plan.cells})
 
+    @property
+    def numerics(self) -> dict[str, str]:
+        """:func:`identity_numerics` of the run."""
+        return identity_numerics(self.eval_precision, self.cpu_kernels)
+
     def keys(self, cell: Cell) -> CellKeys:
         return self.cells[cell]
 
@@ -102,8 +107,16 @@ class RunSpec:
 
 
 def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any]:
-    return {**{k: ident[k] for k in INIT_INPUTS}, **{k: ident[k] for k in ("cpu_kernels",) if k in ident},
-            **({"code": code} if code else {})}
+    kernels = {"cpu_kernels": ident["cpu_kernels"]} if "cpu_kernels" in ident else {}  # (an init computes with them)
+    return {**{k: ident[k] for k in INIT_INPUTS}, **kernels, **({"code": code} if code else {})}
+
+
+def identity_numerics(eval_precision: str, cpu_kernels: str) -> dict[str, str]:
+    """What a cell's numbers were computed with, as its identity (and its seed aggregate's group) holds it: the
+    evaluation precision away from fp32, the CPU kernels (:mod:`harness.core.kernels`) away from native, so the
+    homes made before either was part of it keep their keys."""
+    return {**({"eval_precision": eval_precision} if eval_precision != DEFAULT_EVAL_PRECISION else {}),
+            **({"cpu_kernels": cpu_kernels} if cpu_kernels != NATIVE_KERNELS else {})}
 
 
 def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
@@ -113,11 +126,7 @@ def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
     ident = {"world": spec_fields["world_hash"], "source": cell.source, "method": cell.method,
              "params": spec_fields["method_params"][cell.method], "dim": cell.dim, "seed": cell.seed,
              "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION}
-    if spec_fields["eval_precision"] != DEFAULT_EVAL_PRECISION:
-        ident["eval_precision"] = spec_fields["eval_precision"]
-    if spec_fields.get("cpu_kernels", NATIVE_KERNELS) != NATIVE_KERNELS:
-        ident["cpu_kernels"] = spec_fields["cpu_kernels"]
-    return ident
+    return {**ident, **identity_numerics(spec_fields["eval_precision"], spec_fields["cpu_kernels"])}
 
 
 def product_keys(ident: dict[str, Any], code: str | None) -> tuple[str, str | None]:

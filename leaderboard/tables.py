@@ -21,6 +21,9 @@ import statistics
 from pathlib import Path
 from typing import Any
 
+from harness.core.kernels import NATIVE as NATIVE_KERNELS
+from harness.core.kernels import PINNED as PINNED_KERNELS
+from harness.core.precision import DEFAULT_EVAL_PRECISION
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
 from leaderboard.claims import evaluate_claims
 from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
@@ -44,15 +47,15 @@ def _canon(d: dict[str, str]) -> str:
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
-DEFAULT_EVAL_PRECISION = "fp32"  # a row of another evaluation precision is a variant of its own, and says so
-PINNED_KERNELS = "avx2"  # likewise a row computed with other CPU kernels (harness.core.kernels)
+# DEFAULT_EVAL_PRECISION, PINNED_KERNELS: a row of another evaluation precision, or computed with other CPU kernels
+# than the pinned ones, is a variant of its own, and says so
 
 
 def cell_kernels(cell: CellRun | None) -> str:
     """The CPU kernels a cell computed with, as its identity counts them: ``avx2`` (pinned) or ``native`` (each
     library's own, which every cell logged before the pin computed with)."""
     logged = cell.params.get("cpu_kernels") if cell is not None else None
-    return (logged or "native").split(" ")[0]
+    return (logged or NATIVE_KERNELS).split(" ")[0]
 
 
 def _variant(run: TaskRun | CellRun, parent: CellRun | None, per_seed: bool) -> VariantKey:
@@ -265,7 +268,7 @@ def precision_label(cells: list[CellRun]) -> str:
     parts = [f"{name} {v}" for name, key in (("evaluation", "eval_precision"), ("CPT", "cpt.precision"))
              if (v := values(key))]
     if parts:
-        parts.append("CPU kernels " + " / ".join(sorted({c.params.get("cpu_kernels") or "native" for c in cells})))
+        parts.append("CPU kernels " + " / ".join(sorted({c.params.get("cpu_kernels") or NATIVE_KERNELS for c in cells})))
     return ", ".join(parts)
 
 

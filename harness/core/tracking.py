@@ -295,12 +295,6 @@ def artifact_url(base: str, experiment_id: str, run_id: str, path: str) -> str:
 
 
 # -- the SQLite store: created atomically, a half-created one recreated ----------------------------------------
-def _sqlite_path(uri: str) -> Path | None:
-    if not uri.startswith("sqlite:///") or uri[len("sqlite:///"):] in {"", ":memory:"}:
-        return None
-    return Path(uri[len("sqlite:///"):])
-
-
 def store_runs(path: Path) -> int | None:
     """The rows of a SQLite MLflow store's runs table (0 when it has none), read with sqlite3 alone; None when the
     file is no SQLite database."""
@@ -370,7 +364,9 @@ def ensure_sqlite_store(uri: str) -> None:
     that holds runs is never deleted."""
     import sys
 
-    path = _sqlite_path(uri)
+    from harness.core.store_view import sqlite_path
+
+    path = sqlite_path(uri)
     if path is None:
         return
     for leftover in path.parent.glob(f".{path.name}.*.creating"):  # a creation killed before its rename
