@@ -64,14 +64,14 @@ class Runner:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
         from harness.core.cache import ProductCache
-        from harness.core.devices import compute_device
+        from harness.core.devices import describe
         from harness.core.progress import Progress
 
         spec = self.spec
         for s in spec.plan.skipped:
             console.print(f"[yellow]skipped:[/yellow] {s}")
         console.print(f"world [bold]{spec.world}[/bold] ({spec.world_hash}), profile {spec.profile}, device "
-                      f"{compute_device(spec.device)}: {len(spec.plan.cells)} cell(s) x tasks "
+                      f"{describe(spec.device)}: {len(spec.plan.cells)} cell(s) x tasks "
                       f"{', '.join(spec.plan.tasks)}")
         for setting, why in spec.fitted.items():
             console.print(f"[yellow]fitted to the source model:[/yellow] {setting} {why}")

@@ -95,6 +95,18 @@ def compute_device(device: str) -> str:
     return device
 
 
+def describe(device: str) -> str:
+    """The device a run computes on, as its header says it: ``cuda``, ``cpu``, or, under the emulation, the CPU
+    and what it emulates (``cpu emulating 2 GPUs (HARNESS_EMULATE_ACCELERATOR): the accelerator's branches, bf16
+    autocast``)."""
+    device = compute_device(device)
+    if is_accelerator(device) or not emulating():
+        return device
+    n = len(gpu_names())
+    return (f"{device} emulating {n} GPU{'s' if n != 1 else ''} ({EMULATE_ENV}): the accelerator's branches and "
+            f"numerics (auto precision bf16), computed on the CPU")
+
+
 def rank_device(device: str, local_rank: int) -> str:
     """The device of one torchrun rank of a CPT on ``device``: the rank's own GPU among those its process group
     sees (each rank sets it before it loads or probes anything); the CPU for a CPU run."""
