@@ -37,9 +37,28 @@ class _Parser(argparse.ArgumentParser):
         sys.exit(2)
 
 
+class _Version(argparse.Action):
+    """``harness --version``: the harness's version and checkout, and the versions of the libraries its numbers
+    depend on (what every run records as its ``version.*`` tags), read from the installed packages' metadata."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: object):
+        super().__init__(option_strings, dest=dest, nargs=0, help="print the version (and the libraries') and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: object, **kwargs: object) -> None:
+        from harness.core.versions import git_commit, library_versions
+
+        versions = library_versions()
+        commit = git_commit()
+        libraries = ", ".join(f"{k} {v}" for k, v in versions.items() if k != "harness")
+        where = f" (commit {commit[:12]}{'+dirty' if commit.endswith('+dirty') else ''})" if commit else ""
+        sys.stdout.write(f"harness {versions['harness']}{where}\n{libraries}\n")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="harness", description="Compare embedding-initialization methods for "
                                 "vocabulary expansion on per-language leaderboards.")
+    p.add_argument("--version", action=_Version)
     p.add_argument("-v", "--verbose", action="store_true")
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)

@@ -38,17 +38,26 @@ def _check_profile(cfg: RunConfig) -> None:
     profile(cfg.profile)
 
 
+def given_as(cfg: RunConfig, key: str) -> str:
+    """How the run's setting ``key`` was given, for a message that refuses it: its flag (``--cpt-steps``) when the
+    command line gave it, else its config key (``config key 'cpt_steps'``)."""
+    if key in getattr(cfg, "_flags", ()):
+        return "--" + key.replace("_", "-")
+    return f"config key {key!r}"
+
+
 def _check_precision(cfg: RunConfig) -> None:
     from harness.core.precision import PRECISIONS
 
     if cfg.precision is not None and cfg.precision.lower() not in PRECISIONS:
-        raise ConfigError(f"config key 'precision': expected one of {', '.join(PRECISIONS)}, got {cfg.precision!r}")
+        raise ConfigError(f"{given_as(cfg, 'precision')}: expected one of {', '.join(PRECISIONS)}, got "
+                          f"{cfg.precision!r}")
 
 
 def _check_device(cfg: RunConfig) -> None:
     """The one check of a device's name: ``auto``, ``cpu``, ``mps``, ``cuda`` or ``cuda:N``."""
     if cfg.device not in {"auto", "cpu"} and not cfg.device.startswith(("cuda", "mps")):
-        raise ConfigError(f"config key 'device': expected auto, cpu, cuda or cuda:N, got {cfg.device!r}")
+        raise ConfigError(f"{given_as(cfg, 'device')}: expected auto, cpu, cuda or cuda:N, got {cfg.device!r}")
     idx = cfg.device.partition(":")[2] if cfg.device.startswith("cuda") else ""
     if idx and not idx.isdigit():
         raise ConfigError(f"--device {cfg.device!r} is malformed; give cuda or cuda:N")
@@ -86,27 +95,34 @@ def resolve_device(device: str) -> str:
 
 def _check_workers(cfg: RunConfig) -> None:
     if cfg.workers is not None and cfg.workers < 1:
-        raise ConfigError(f"config key 'workers': give at least 1 (cells side by side), not {cfg.workers}")
+        raise ConfigError(f"{given_as(cfg, 'workers')}: give at least 1 (cells side by side), not {cfg.workers}")
 
 
 def _check_executor(cfg: RunConfig) -> None:
     if cfg.executor not in EXECUTORS:
-        raise ConfigError(f"config key 'executor': expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
+        raise ConfigError(f"{given_as(cfg, 'executor')}: expected one of {', '.join(EXECUTORS)}, got {cfg.executor!r}")
 
 
 def _check_rerun(cfg: RunConfig) -> None:
     if cfg.rerun not in RERUN_POLICIES:
-        raise ConfigError(f"config key 'rerun': expected one of {', '.join(RERUN_POLICIES)}, got {cfg.rerun!r}")
+        raise ConfigError(f"{given_as(cfg, 'rerun')}: expected one of {', '.join(RERUN_POLICIES)}, got {cfg.rerun!r}")
+
+
+MAX_SEED = 2**32 - 1  # numpy's and the Trainer's seeds are unsigned 32-bit integers
 
 
 def _check_seeds(cfg: RunConfig) -> None:
     if cfg.seeds is not None and not cfg.seeds:
-        raise ConfigError("config key 'seeds': give at least one seed")
+        raise ConfigError(f"{given_as(cfg, 'seeds')}: give at least one seed")
+    outside = [s for s in cfg.seeds or [] if not 0 <= s <= MAX_SEED]
+    if outside:
+        raise ConfigError(f"{given_as(cfg, 'seeds')} {','.join(map(str, outside))}: a seed is an integer from 0 to "
+                          f"{MAX_SEED} (2**32 - 1); give seeds in that range, e.g. 1,2,3")
 
 
 def _check_dims(cfg: RunConfig) -> None:
     if not cfg.dims:
-        raise ConfigError("config key 'dims': give at least one dimension ('full' for no factorization)")
+        raise ConfigError(f"{given_as(cfg, 'dims')}: give at least one dimension ('full' for no factorization)")
 
 
 @dataclass
@@ -289,8 +305,9 @@ _KINDS = {"names": _names, "ints": _ints, "dims": _dims, "count": _count, "bool"
           "table": _table, "params": _params}
 
 
-def _coerce(key: str, value: Any) -> Any:
-    """``value`` of setting ``key`` as its declared kind; a wrong one fails naming the key and what it takes."""
+def _coerce(key: str, value: Any, flag: bool = False) -> Any:
+    """``value`` of setting ``key`` as its declared kind; a wrong one fails naming the key (its flag, ``flag``: given
+    on the command line) and what it takes."""
     meta = _FIELDS[key].metadata
     try:
         if value is None:
@@ -299,8 +316,8 @@ def _coerce(key: str, value: Any) -> Any:
             raise _Bad("a value")
         return _KINDS[meta["kind"]](value)
     except _Bad as bad:
-        raise ConfigError(f"config key {key!r}: expected {bad.expected}, got {value!r} "
-                          f"({type(value).__name__})") from None
+        name = "--" + key.replace("_", "-") if flag and meta["help"] else f"config key {key!r}"
+        raise ConfigError(f"{name}: expected {bad.expected}, got {value!r} ({type(value).__name__})") from None
 
 
 def load_config_file(path: Path) -> dict[str, Any]:
@@ -334,9 +351,14 @@ def load_config_file(path: Path) -> dict[str, Any]:
     return {k.replace("-", "_"): v for k, v in data.items()}
 
 
-def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None) -> RunConfig:
-    """Merge defaults < file values < overrides (flags given on the command line), checking every key."""
+def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, Any] | None = None,
+                said: list[str] | None = None) -> RunConfig:
+    """Merge defaults < file values < overrides (flags given on the command line), checking every key. A value
+    given twice in a list of methods, tasks, languages, dims or seeds is kept once (one identity is one cell): what
+    was removed is appended to ``said``, one line each, for the command to print."""
     cfg = RunConfig()
+    flags = {k for k in overrides or {} if k in _FIELDS}
+    cfg.__dict__["_flags"] = frozenset(flags)  # (not a field: how each setting was given, for the messages)
     for source_name, values in (("config file", file_values or {}), ("command line", overrides or {})):
         for key, value in values.items():
             if key not in _FIELDS:
@@ -344,12 +366,23 @@ def make_config(file_values: dict[str, Any] | None = None, overrides: dict[str, 
                 hint = f" Did you mean {close[0]!r}?" if close else ""
                 raise ConfigError(f"unknown config key {key!r} in the {source_name}.{hint} "
                                   f"Known keys: {', '.join(sorted(_FIELDS))}")
-            setattr(cfg, key, _coerce(key, value))
+            setattr(cfg, key, _coerce(key, value, flag=source_name == "command line"))
+    for key in _UNIQUE:
+        values = getattr(cfg, key)
+        if values:
+            kept = list(dict.fromkeys(values))
+            if len(kept) < len(values):
+                twice = sorted({str(v) for v in values if values.count(v) > 1})
+                setattr(cfg, key, kept)
+                if said is not None:
+                    said.append(f"{given_as(cfg, key)}: {', '.join(twice)} given more than once, kept once "
+                                f"({','.join(map(str, kept))})")
     for f in _CHECK_ORDER:
         _FIELDS[f].metadata["check"](cfg)
     return cfg
 
 
+_UNIQUE = ("methods", "tasks", "langs", "dims", "seeds", "cpt_checkpoints")  # lists whose values name cells
 _CHECK_ORDER = ("profile", "device", "precision", "executor", "rerun", "seeds", "dims", "workers")  # each one with a ``check``, in this order
 assert set(_CHECK_ORDER) == {f.name for f in _FIELDS.values() if f.metadata["check"] is not None}
 
@@ -374,8 +407,9 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     assert not missing, f"settings with a help text but no place among the flags: {missing}"
 
 
-def config_from_flags(args: argparse.Namespace) -> RunConfig:
-    """The run's settings from parsed flags: defaults < ``--config`` file < the flags given."""
+def config_from_flags(args: argparse.Namespace, said: list[str] | None = None) -> RunConfig:
+    """The run's settings from parsed flags: defaults < ``--config`` file < the flags given (``said``: as
+    :func:`make_config`)."""
     file_values = load_config_file(args.config) if getattr(args, "config", None) else {}
     overrides = {name: getattr(args, name) for name in _FLAG_ORDER
                  if name in _FIELDS and getattr(args, name, None) is not None}
@@ -383,7 +417,10 @@ def config_from_flags(args: argparse.Namespace) -> RunConfig:
         if args.cpt_devices < 1:
             raise HarnessError("--cpt-devices must be at least 1")
         overrides["cpt"] = {**file_values.get("cpt", {}), "devices": args.cpt_devices}
-    return make_config(file_values, overrides)
+    cfg = make_config(file_values, overrides, said)
+    if getattr(args, "cpt_devices", None) is not None:
+        cfg.__dict__["_flags"] = cfg._flags - {"cpt"} | {"cpt_devices"}  # (the rest of [cpt] is the file's)
+    return cfg
 
 
 

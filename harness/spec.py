@@ -227,16 +227,64 @@ def cpt_devices(cfg: Any) -> int:
     return CptSpec(cpt_settings(cfg, profile_of(cfg))).devices
 
 
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and v == v  # (not NaN)
+
+
+def _cpt_rules() -> dict[str, tuple[str, Any]]:
+    """What each ``[cpt]`` setting takes: (what to say, a check of a value)."""
+    from harness.core.precision import PRECISIONS
+    from harness.corpus import SAMPLING
+
+    def count(least: int) -> tuple[str, Any]:
+        return (f"an integer >= {least}", lambda v: _is_int(v) and v >= least)
+
+    def optional(rule: tuple[str, Any]) -> tuple[str, Any]:
+        return (f"{rule[0]} (or null: the default)", lambda v: v is None or rule[1](v))
+
+    return {
+        "steps": count(0), "warmup_steps": count(0), "effective_batch": count(1), "per_device_batch": count(1),
+        "block_size": count(2), "devices": count(1), "save_every": optional(count(0)),
+        "max_sentences_per_language": optional(count(1)),
+        "lr": ("a number > 0", lambda v: _is_number(v) and v > 0),
+        "weight_decay": ("a number >= 0", lambda v: _is_number(v) and v >= 0),
+        "mlm_probability": ("a number between 0 and 1 (exclusive)", lambda v: _is_number(v) and 0 < v < 1),
+        "sampling_alpha": ("a number in (0, 1]", lambda v: _is_number(v) and 0 < v <= 1),
+        "checkpoints": ("a list of integers >= 1", lambda v: isinstance(v, list) and all(_is_int(c) and c >= 1
+                                                                                        for c in v)),
+        "eval_tasks": ("true or false", lambda v: isinstance(v, bool)),
+        "auto_batch": ("true or false", lambda v: isinstance(v, bool)),
+        "precision": (f"one of {', '.join(PRECISIONS)}", lambda v: isinstance(v, str) and v.lower() in PRECISIONS),
+        "language_sampling": (f"one of {', '.join(SAMPLING)}", lambda v: v in SAMPLING),
+    }
+
+
+def cpt_value_problem(key: str, value: Any) -> str | None:
+    """What the ``[cpt]`` setting ``key`` takes, when ``value`` is not such a value (None: it is, or the setting
+    is not one the harness checks the value of)."""
+    rule = _cpt_rules().get(key)
+    return None if rule is None or rule[1](value) else rule[0]
+
+
 def check_cpt_table(cfg: Any, settings: dict[str, Any]) -> None:
     """What the merged CPT settings (``settings``: :func:`cpt_settings`) allow to be checked before
-    anything is written: ``[cpt] precision`` is a precision's name, and the effective batch splits over the
-    devices one cell's CPT spans (else torchrun starts, and every rank fails on it)."""
+    anything is written: every value of the ``[cpt]`` table (:func:`cpt_value_problem`: ``precision`` a
+    precision's name, ``language_sampling`` one of the samplings, the sizes and rates in range), the checkpoints
+    within the steps, and the effective batch split over the devices one cell's CPT spans (else torchrun starts,
+    and every rank fails on it)."""
     from harness.core.errors import ConfigError
-    from harness.core.precision import PRECISIONS
 
-    given = (cfg.cpt or {}).get("precision")
-    if given is not None and (not isinstance(given, str) or given.lower() not in PRECISIONS):
-        raise ConfigError(f"config key 'cpt.precision': expected one of {', '.join(PRECISIONS)}, got {given!r}")
+    for key, value in (cfg.cpt or {}).items():
+        if key == "devices" and "cpt_devices" in getattr(cfg, "_flags", ()):
+            continue  # --cpt-devices: checked where the flag is read
+        wrong = cpt_value_problem(key, value)
+        if wrong:
+            raise ConfigError(f"config key 'cpt.{key}': expected {wrong}, got {value!r}; fix it in the [cpt] table "
+                              f"of the config file")
     steps = int(settings.get("steps") or 0)
     outside = [c for c in settings.get("checkpoints") or [] if not 0 < int(c) <= steps]
     if outside:  # else dropped without a word: CPT stops at its last step

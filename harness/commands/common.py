@@ -25,9 +25,15 @@ def add_run_args(p: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace):
+    """The run's settings (:func:`harness.config.config_from_flags`); a value given twice in a list (``--seeds
+    1,1``) is kept once, and said so in one line on stderr."""
     from harness.config import config_from_flags
 
-    return config_from_flags(args)
+    said: list[str] = []
+    cfg = config_from_flags(args, said)
+    for line in said:
+        err.print(f"[yellow]note:[/yellow] {line}", soft_wrap=True, highlight=False)
+    return cfg
 
 
 def check_world_name(name: str) -> None:

@@ -35,6 +35,7 @@ def _check_run_inputs(cfg: Any) -> None:
                                f"{cfg.cpt_steps}; give checkpoints between 1 and the CPT steps")
     if cfg.executor != "ray" and cfg.ray_address:
         raise HarnessError("--ray-address needs --executor ray")
+    _check_cpt_devices(cfg)
     check_config_tables(cfg)  # method_params, task_params, cpt
     _check_cells(cfg)
     from harness.core import kernels
@@ -50,6 +51,28 @@ def _check_run_inputs(cfg: Any) -> None:
     harness_home()  # every input is checked: the home may be made now
     if not given:
         cfg.tracking_uri = check_tracking(None)
+
+
+def _check_cpt_devices(cfg: Any) -> None:
+    """Several CPT devices a cell need GPUs (or the accelerator's emulation): on a CPU the run says there is no GPU
+    here, not that the batch cannot be split over them."""
+    from harness.config import resolve_device
+    from harness.core.devices import accelerator_branches
+    from harness.spec import cpt_devices
+
+    try:
+        n = cpt_devices(cfg)
+    except (HarnessError, TypeError, ValueError):  # a bad [cpt] table: refused by check_config_tables, next
+        return
+    if n <= 1:
+        return
+    device = resolve_device(cfg.device)
+    if accelerator_branches(device):
+        return
+    flag = "--cpt-devices" if "cpt_devices" in getattr(cfg, "_flags", ()) else "config key 'cpt.devices'"
+    why = "there is no GPU here" if cfg.device == "auto" else f"the run computes on --device {cfg.device}"
+    raise HarnessError(f"{flag} {n}: {why}, and CPT on a CPU runs in one process; leave it out (1), or run on a "
+                       f"machine with {n} GPUs")
 
 
 def _check_cells(cfg: Any) -> None:
