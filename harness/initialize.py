@@ -261,6 +261,15 @@ def load_model(path: Path, device: str = "cpu") -> torch.nn.Module:
     return model.to(device).eval()
 
 
+def load_backbone(src_dir: Path) -> torch.nn.Module:
+    """The source model's backbone (``AutoModel``: an encoder or a decoder without its head), for a method that
+    runs the model (``InitContext.source_model``); the global RNG is left as it was (heads it lacks are drawn)."""
+    from transformers import AutoModel
+
+    with torch.random.fork_rng(devices=[]):
+        return AutoModel.from_pretrained(src_dir).float().eval()
+
+
 def initialize_model(world: Any, source: str, method: str, *, dim: int | None, seed: int, params: dict,
                      out_dir: Path, device: str = "cpu",
                      progress: Callable[[str, int], Callable[[int], None]] | None = None,
@@ -326,7 +335,7 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
             mapping_for=mapping_cache(source_tokenizer, target_tokenizer, cache_dir), world=world, seed=int(seed),
             device=device, profile=profile, factorized=fact is not None, params=params, workdir=workdir,
             cache_dir=harness_home() / "cache" / "methods" / getattr(cls, "cache_name", method), progress=progress,
-            log_metric=log_metric,
+            log_metric=log_metric, source_model=lambda: load_backbone(src_dir),
         )
         t_method = time.perf_counter()
         result = cls().initialize(ctx)

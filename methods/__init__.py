@@ -23,6 +23,7 @@ BUILTIN: dict[str, str] = {
     "tiktotok": "methods.tiktotok:TikToTokInit",
     "fvt": "methods.fvt:FVTInit",
     "mean-cov": "methods.mean_cov:MeanCovInit",
+    "tokdist": "methods.tokdist:TokenDistillationInit",
 }
 for _name, _target in BUILTIN.items():
     METHODS.register_lazy(_name, _target)

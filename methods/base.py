@@ -65,6 +65,9 @@ class InitContext:
     cache_dir: Path | None = None  # where the method may cache expensive products (keyed by their inputs)
     progress: Callable[[str, int], Callable[[int], None]] | None = None
     log_metric: Callable[[str, float, int], None] | None = None  # e.g. hypernetwork curves
+    # the source model itself, loaded afresh at each call (a method may change it): the backbone as
+    # transformers' AutoModel gives it, encoder or decoder, for methods that run the model (Token Distillation)
+    source_model: Callable[[], Any] | None = None
 
     def generator(self, salt: int = 0) -> torch.Generator:
         g = torch.Generator(device="cpu")
