@@ -170,7 +170,10 @@ class SyntheticWorld:
         langs = list(_LANGS)
         manifest = {"name": self.name, "version": self.version, "pivot_language": PIVOT, "default_source": SOURCE,
                     "sources": {SOURCE: {"description": "2-layer XLM-R MLM pre-trained on the pivot language",
-                                         "hidden_size": HIDDEN_SIZE}}}
+                                         "hidden_size": HIDDEN_SIZE,
+                                         # its shape, for a plan's CPU estimate (harness.throughput): the
+                                         # target vocabulary at the unigram's bound, 900 (the build keeps ~860)
+                                         "num_layers": 2, "intermediate_size": 128, "target_vocab": 900}}}
         return WorldSketch(name=self.name, manifest=manifest, languages={lang: {} for lang in langs},
                            tasks={task: langs for task in TASK_NAMES},
                            resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
