@@ -5,7 +5,7 @@ The runner and ``harness init`` call :func:`initialize_model`; evaluation and CP
 
 What :func:`initialize_model` writes into ``out_dir``::
 
-    config.json, model.safetensors      the target model (AutoModelForMaskedLM; + factorization.json if factorized)
+    config.json, model.safetensors      the target model (masked or causal LM; + factorization.json if factorized)
     tokenizer.json, tokenizer_config.json ...   the target tokenizer
     provenance.npy                      int8 per target id: 0 copied, 1 method, 2 random fallback, 3 UNK
     init_report.json                    counts (adding up to |V_t|), overlap rule and stats, params, dim, seed,
@@ -21,6 +21,7 @@ the full folder); ``harness init --out DIR`` outside the cache writes a full fol
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -223,8 +224,9 @@ def load_model(path: Path, device: str = "cpu") -> torch.nn.Module:
     if not body_file.is_file():
         return load_full_model(path, device=device)
     from safetensors.torch import load_file
-    from transformers import AutoConfig, AutoModelForMaskedLM
+    from transformers import AutoConfig
 
+    from harness.core import objective
     from harness.core.surgery import _factorization_of, _install_factorized
 
     body = json.loads(body_file.read_text())
@@ -247,7 +249,7 @@ def load_model(path: Path, device: str = "cpu") -> torch.nn.Module:
         state.update({k: src[k] for k in keys})
     config = AutoConfig.from_pretrained(path)
     info = _factorization_of(path, config)
-    model = AutoModelForMaskedLM.from_config(config)
+    model = objective.from_config(config)
     if info is not None:
         _install_factorized(model, int(info["vocab_size"]), int(info["dim"]), info.get("padding_idx"))
     missing, unexpected = model.load_state_dict(state, strict=False)
@@ -259,6 +261,27 @@ def load_model(path: Path, device: str = "cpu") -> torch.nn.Module:
         raise HarnessError(f"compact model at {path} does not match its config: missing {really_missing[:5]}, "
                            f"unexpected {list(unexpected)[:5]}")
     return model.to(device).eval()
+
+
+def untied_policy(surgery_opts: dict[str, Any], tables: Any, dim: int | None, hidden: int) -> str | None:
+    """How the output table is initialized (:mod:`harness.core.surgery`'s ``untied_output``), written into
+    ``surgery_opts``; None when there is no untied output table to initialize (tied, or factorized: the
+    factorized head is tied to the factors)."""
+    from harness.core.surgery import DEFAULT_UNTIED
+
+    if tables.tied or (dim is not None and int(dim) < hidden):
+        return None
+    surgery_opts.setdefault("untied_output", DEFAULT_UNTIED)
+    return str(surgery_opts["untied_output"])
+
+
+def untied_refusal(method: str, cls: Any, policy: str | None) -> None:
+    """A method that declares it cannot initialize an untied output table (``serves_untied_output = False``)
+    is refused the ``recompute`` policy, before anything is written."""
+    if policy == "recompute" and not getattr(cls, "serves_untied_output", True):
+        raise ConfigError(f"method {method!r} cannot initialize the source's untied output table; give "
+                          f"[method_params.{method}] untied_output = \"method\" (the input side's rows) or "
+                          f"\"zero\", or a source with tied embeddings")
 
 
 def load_backbone(src_dir: Path) -> torch.nn.Module:
@@ -288,8 +311,9 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     there by the caller from the method's ``profile_defaults``). Returns the report also written to
     ``init_report.json``.
     """
-    from transformers import AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoTokenizer
 
+    from harness.core import objective
     from harness.core.registry import METHODS
     from methods.factorize import factorize
     from methods.overlap import mapping_cache
@@ -311,13 +335,15 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         tgt_dir = world.target_tokenizer_dir
         source_tokenizer = AutoTokenizer.from_pretrained(src_dir)
         target_tokenizer = AutoTokenizer.from_pretrained(tgt_dir)
-        model = AutoModelForMaskedLM.from_pretrained(src_dir)
-        emb = model.get_input_embeddings().weight.detach()
+        model = objective.load_pretrained(src_dir)
         n_s = len(source_tokenizer)
-        if emb.shape[0] < n_s:
-            raise HarnessError(f"source {source!r}: the embedding matrix has {emb.shape[0]} rows, fewer than "
-                               f"the tokenizer's {n_s} tokens")
-        e_s = emb[:n_s].float().clone()  # rows beyond the tokenizer (padding rows) belong to no token
+        try:
+            tables = objective.tables(model, n_s)
+        except ConfigError as exc:
+            raise HarnessError(f"source {source!r}: {exc}") from exc
+        e_s = tables.token_rows(tables.input)  # rows beyond the tokenizer (padding rows) belong to no token
+        untied = untied_policy(surgery_opts, tables, dim, e_s.shape[1])
+        untied_refusal(method, cls, untied)
         hidden = e_s.shape[1]
 
         fact = None
@@ -339,12 +365,26 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         )
         t_method = time.perf_counter()
         result = cls().initialize(ctx)
-        method_seconds = time.perf_counter() - t_method
         n_t = len(target_tokenizer)
         _check_result(result, n_t, source_matrix.shape[1], method)
+        output_result = None
+        if untied == "recompute":  # the same method on the untied output table (same seed, same mapping)
+            out_work = workdir / "output-table"  # its own artifacts, beside the input table's
+            out_work.mkdir(exist_ok=True)
+            output_result = cls().initialize(dataclasses.replace(
+                ctx, source_matrix=tables.token_rows(tables.output), workdir=out_work))
+            if not any(out_work.iterdir()):
+                out_work.rmdir()
+            _check_result(output_result, n_t, source_matrix.shape[1], method)
+        method_seconds = time.perf_counter() - t_method
 
         surgery = assemble_model(model, source_tokenizer, target_tokenizer, result.matrix.float(), result.copy,
-                                 primitive=None if fact is None else fact.primitive, **surgery_opts)
+                                 primitive=None if fact is None else fact.primitive,
+                                 output_matrix=None if output_result is None else output_result.matrix.float(),
+                                 **surgery_opts)
+        surgery["objective"] = objective.objective_of_model(model)
+        if output_result is not None:
+            surgery["output_counts"] = output_result.counts()
         save_model(model, out_dir, tokenizer=target_tokenizer)
         if compact if compact is not None else in_product_cache(out_dir):
             compact_model_folder(out_dir, Path(src_dir))

@@ -80,8 +80,9 @@ def test_untied_bert_output_matrix_and_bias(tmp_path):
     ref = tiny_bert(len(s), tie=False)
     m = build_mapping(s, t, "ofa")
     mat = new_matrix(len(t), 16, seed=2)
-    rep = assemble_model(src, s, t, mat, m.copy)
+    rep = assemble_model(src, s, t, mat, m.copy, untied_output="method")
     assert rep["mode"] == "replacement" and not rep["source_tied"]
+    assert rep["untied_output"] == {"policy": "method", "copied_rows": len(m.copy)}
     out = src.get_output_embeddings()
     assert out.weight is not src.get_input_embeddings().weight
     ref_out = ref.get_output_embeddings()
@@ -110,6 +111,9 @@ def test_untied_zero_policy_and_bias_zero():
     assert (out.weight[new] == 0).all() and (out.bias == 0).all()
     with pytest.raises(HarnessError):
         assemble_model(tiny_bert(len(s)), s, t, new_matrix(len(t), 16), m.copy, bias="keep")
+    # the default policy computes the output table with the method: without that matrix it is refused
+    with pytest.raises(HarnessError, match="no output matrix"):
+        assemble_model(tiny_bert(len(s), tie=False), s, t, new_matrix(len(t), 16), m.copy)
 
 
 def test_replacement_bias_follows_tokens_not_ids():

@@ -9,9 +9,14 @@ Every method goes through :func:`assemble_model` (spec ``methods.md`` §1.5, §1
   ids keep the source ids, Glot500 style) and replacement (a new vocabulary) take the same path; which one it was
   is recorded;
 * the output (LM-head) matrix is tied to the input embeddings when the source ties them. When the source has an
-  untied output matrix, the same token mapping is applied to it: copied tokens take their source *output* rows;
-  every other row takes the method's row (``untied_output="method"``, the default: the method's matrix is the best
-  guess the harness has for that token on either side) or zero (``untied_output="zero"``);
+  untied output matrix (a decoder such as Qwen 2.5 or Llama 3 8B, an untied BERT), the output table is initialized
+  too, by the setting ``untied_output`` (logged in the init report):
+  ``"recompute"`` (the default): the same method computed on the source's *output* table (``output_matrix``, which
+  :func:`harness.initialize.initialize_model` computes by running the method a second time on that table);
+  ``"method"``: the input side's rows; ``"zero"``: zero rows. In every policy the copied tokens take their source
+  *output* rows;
+* rows of the source tables beyond its tokenizer's length (padding rows, :mod:`harness.core.objective`) belong to
+  no token: they are neither copied nor counted, and the target model has exactly one row per target token;
 * the output bias is remapped by token string: a copied token keeps its source bias, every other token gets 0
   (``bias="remap"``, the spec's recommendation; ``bias="zero"`` zeroes all, ``bias="index"`` keeps the bias of
   the same id as ``resize_token_embeddings`` would, new ids 0 -- only meaningful for an extension);
@@ -46,7 +51,8 @@ log = logging.getLogger(__name__)
 FACTORIZATION_FILE = "factorization.json"
 FACTORIZATION_FORMAT = "harness-factorized-embeddings"
 BIAS_POLICIES = ("remap", "zero", "index")
-UNTIED_POLICIES = ("method", "zero")
+UNTIED_POLICIES = ("recompute", "method", "zero")
+DEFAULT_UNTIED = "recompute"
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -121,7 +127,11 @@ def _head_of(model: nn.Module) -> nn.Module | None:
 
 def _install_factorized(model: nn.Module, num_embeddings: int, dim: int, padding_idx: int | None) -> FactorizedEmbedding:
     """Swap the input embeddings and the vocabulary projection of ``model`` for factorized, tied modules."""
-    hidden = model.get_input_embeddings().embedding_dim
+    current = model.get_input_embeddings()
+    if getattr(current, "embed_scale", None) is not None:  # Gemma: the forward scales the stored rows by sqrt(D)
+        raise HarnessError(f"{type(model).__name__} scales its input embeddings inside the model; factorized "
+                           f"embeddings are not supported for it (use dim full)")
+    hidden = current.embedding_dim
     emb = FactorizedEmbedding(num_embeddings, dim, hidden, padding_idx=padding_idx)
     bias = nn.Parameter(torch.zeros(num_embeddings))
     dec = FactorizedDecoder(emb, bias)
@@ -195,12 +205,15 @@ def assemble_model(
     *,
     primitive: torch.Tensor | None = None,
     bias: str = "remap",
-    untied_output: str = "method",
+    untied_output: str = DEFAULT_UNTIED,
+    output_matrix: torch.Tensor | None = None,
 ) -> dict[str, Any]:
-    """Turn ``model`` (the source MLM, modified in place) into the target model; return what was done.
+    """Turn ``model`` (the source masked or causal LM, modified in place) into the target model; return what was
+    done.
 
     ``matrix`` is the method's result: E_t (|V_t| x D), or F_t (|V_t| x d') when ``primitive`` (P, d' x D) is
     given. ``copy`` maps target id -> source id for the copied tokens (bias and untied-output remap).
+    ``output_matrix``: the method's result on the source's untied output table (``untied_output="recompute"``).
     """
     if bias not in BIAS_POLICIES:
         raise HarnessError(f"bias policy must be one of {BIAS_POLICIES}, not {bias!r}")
@@ -221,6 +234,13 @@ def assemble_model(
     n_s = len(source_tokenizer)
     out = model.get_output_embeddings()
     tied = out is not None and out.weight is emb.weight
+    if out is not None and not tied and primitive is None and untied_output == "recompute":
+        if output_matrix is None:
+            raise HarnessError("the source's output table is untied and untied_output is 'recompute', but no "
+                               "output matrix was given (the method's result on the output table)")
+        if tuple(output_matrix.shape) != tuple(matrix.shape):
+            raise ValueError(f"the output matrix is {tuple(output_matrix.shape)}, the input matrix "
+                             f"{tuple(matrix.shape)}")
     old_bias = out.bias.detach().clone() if out is not None and getattr(out, "bias", None) is not None else None
     old_out = out.weight.detach().clone() if (out is not None and not tied) else None
     tids = torch.tensor(list(copy.keys()), dtype=torch.long)
@@ -249,6 +269,7 @@ def assemble_model(
     report: dict[str, Any] = {
         "mode": mode, "source_ids_kept": int(kept), "source_vocab_size": n_s, "target_vocab_size": n_t,
         "source_embedding_rows": int(emb.num_embeddings), "hidden_size": int(hidden),
+        "source_padding_rows": int(emb.num_embeddings) - n_s,
         "source_tied": bool(tied), "bias_policy": bias if old_bias is not None else "none (the head has no bias)",
         "bias_copied": int(len(tids)) if (old_bias is not None and bias == "remap") else 0,
     }
@@ -266,7 +287,8 @@ def assemble_model(
                 if out.weight is not emb.weight:  # resize re-ties; make sure of it
                     out.weight = emb.weight
             else:
-                new_out = matrix.clone() if untied_output == "method" else torch.zeros_like(matrix)
+                new_out = {"recompute": output_matrix, "method": matrix}.get(untied_output)
+                new_out = torch.zeros_like(matrix) if new_out is None else new_out.clone()
                 if len(tids):
                     new_out[tids] = old_out[sids].to(new_out.dtype)
                 with torch.no_grad():
@@ -330,18 +352,21 @@ def _factorization_of(path: Path, config: Any) -> dict[str, Any] | None:
 
 def load_model(path: Path, device: str = "cpu") -> nn.Module:
     """Load a model folder written by :func:`save_model` or ``save_pretrained`` (factorized or not), in eval
-    mode, on ``device``. Plain ``AutoModelForMaskedLM.from_pretrained`` cannot read a factorized folder."""
-    from transformers import AutoConfig, AutoModelForMaskedLM
+    mode, on ``device``, with its masked or causal LM head (:mod:`harness.core.objective`). A plain
+    ``from_pretrained`` cannot read a factorized folder."""
+    from transformers import AutoConfig
+
+    from harness.core import objective
 
     path = Path(path)
     config = AutoConfig.from_pretrained(path)
     info = _factorization_of(path, config)
     if info is None:
-        model = AutoModelForMaskedLM.from_pretrained(path)
+        model = objective.load_pretrained(path)
         return model.to(device).eval()
     from safetensors.torch import load_file
 
-    model = AutoModelForMaskedLM.from_config(config)
+    model = objective.from_config(config)
     _install_factorized(model, int(info["vocab_size"]), int(info["dim"]), info.get("padding_idx"))
     files = sorted(path.glob("model*.safetensors"))
     if not files:

@@ -1,0 +1,85 @@
+"""The source objective (harness.core.objective): which objective a config declares, the Auto class, the
+tables, special tokens by role, the CPT collators, the pooled layer, and bits per byte by hand."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from harness.core import objective
+from harness.core.errors import ConfigError
+from tests._decoder_fixtures import PADDING_ROWS, source_tokenizer, tiny_decoder
+from tests._surgery_fixtures import tiny_xlmr, xlmr_source_tokenizer
+
+
+def test_objective_of_configs():
+    assert objective.objective_of({"architectures": ["XLMRobertaForMaskedLM"]}) == "mlm"
+    assert objective.objective_of({"architectures": ["LlamaForCausalLM"], "model_type": "llama"}) == "clm"
+    assert objective.objective_of({"architectures": ["GPT2LMHeadModel"]}) == "clm"
+    assert objective.objective_of({"model_type": "qwen2"}) == "clm"
+    assert objective.objective_of({"model_type": "bert"}) == "mlm"
+    with pytest.raises(ConfigError, match="architectures"):
+        objective.objective_of({"model_type": "t5-like"})
+    with pytest.raises(ConfigError, match="objective must be"):
+        objective.auto_class("seq2seq")
+
+
+def test_load_and_tables_of_a_decoder_and_an_encoder(tmp_path):
+    tok = source_tokenizer()
+    for tie in (True, False):
+        model = tiny_decoder("qwen2", len(tok) + PADDING_ROWS, tie=tie)
+        model.save_pretrained(tmp_path / str(tie))
+        back = objective.load_pretrained(tmp_path / str(tie))
+        assert type(back).__name__ == "Qwen2ForCausalLM" and objective.objective_of_dir(tmp_path / str(tie)) == "clm"
+        t = objective.tables(back, len(tok))
+        assert t.tied == tie and t.padding_rows == PADDING_ROWS and t.bias is None
+        assert t.token_rows(t.input).shape == (len(tok), 16)
+        if not tie:
+            assert torch.equal(t.output, back.get_output_embeddings().weight)
+    enc = tiny_xlmr(len(xlmr_source_tokenizer()))
+    t = objective.tables(enc, len(xlmr_source_tokenizer()))
+    assert t.tied and t.padding_rows == 0 and t.bias is not None
+    assert objective.objective_of_model(enc) == "mlm"
+    with pytest.raises(ConfigError, match="fewer than"):
+        objective.tables(enc, len(xlmr_source_tokenizer()) + 1)
+
+
+def test_special_roles_and_pairs():
+    from tests._decoder_fixtures import target_tokenizer
+
+    s, t = source_tokenizer(), target_tokenizer()
+    roles = objective.special_roles(s)
+    assert roles["bos"] == roles["eos"] == roles["unk"] == 0 and roles["pad"] == 1
+    assert {"chat:<|im_start|>", "chat:<|im_end|>"} <= set(roles)
+    pairs = objective.special_pairs(s, t)
+    assert pairs[t.eos_token_id] == 0 and pairs[t.pad_token_id] == 1
+    assert pairs[t.convert_tokens_to_ids("<|im_end|>")] == s.convert_tokens_to_ids("<|im_end|>")
+
+
+def test_causal_collator_predicts_every_position_without_masking():
+    tok = source_tokenizer()
+    blocks = [{"input_ids": list(range(3, 11))}, {"input_ids": [0] * 8}]  # an eos id is a target too
+    batch = objective.collator("clm", tok, 0.15)(blocks)
+    assert torch.equal(batch["labels"], batch["input_ids"]) and bool(batch["attention_mask"].all())
+    assert (batch["labels"] != -100).all()
+    mlm = objective.collator("mlm", xlmr_source_tokenizer(), 0.15)
+    assert type(mlm).__name__ == "DataCollatorForLanguageModeling" and mlm.mlm
+
+
+def test_pooled_layer_and_label_subtoken():
+    assert objective.pooled_layer("mlm", 12) == 8 and objective.pooled_layer("mlm", 2) == 1
+    assert objective.pooled_layer("clm", 30) == 15 and objective.pooled_layer("clm", 18) == 9
+    assert objective.pooled_layer("clm", 1) == 1
+    assert objective.label_subtoken("clm") == "last" and objective.label_subtoken("mlm") == "first-nonmarker"
+
+
+def test_bits_per_byte_by_hand():
+    text = "Kwa heri, dunia!"  # 16 bytes
+    assert objective.utf8_bytes(text) == 16 and objective.utf8_bytes("ü") == 2
+    # 8 tokens of 2 nats each: 16 nats over 16 bytes = 1 nat a byte = 1 / ln 2 bits
+    assert objective.bits_per_byte(16.0, 16) == pytest.approx(1 / math.log(2))
+    assert objective.bits_per_byte(16.0 * math.log(2), 8) == pytest.approx(2.0)
+    with pytest.raises(ValueError):
+        objective.bits_per_byte(1.0, 0)
