@@ -24,8 +24,10 @@ kind              where                                       rebuilt by
 ================  ==========================================  =========================================
 
 ``prune`` removes whole products (a folder with its ``_DONE.json``, a fastText model with its ``.json``), never
-the tracking store, the runs' artifacts or the published leaderboards, and never a folder that a build is writing
-right now (``.tmp-*``, ``*.work``, ``*.launch`` younger than a day). Without ``--kind`` it removes the cached
+the tracking store, the runs' artifacts or the published leaderboards, never a folder that a build is writing
+right now (``.tmp-*``, ``*.work``, ``*.launch`` younger than a day), and never a product or world that a process is
+reading (it holds a lease on it, :func:`harness.core.cache.lease`: a CPT on its corpus, a cell on its initialized
+model, a run on its world); ``--force`` removes those too. Without ``--kind`` it removes the cached
 products (``init``, ``cpt``, the CPT ``corpus``, the taggers, method caches, mappings, the boards' memo); the world, its downloads and build
 environments go only when named. A finished MLflow run does not need any of them: a later evaluation rebuilds
 what it needs, with the same numbers. The runner itself removes a cell's init and CPT products once the cell's run
@@ -45,7 +47,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.cache import DONE, cpt_product_key
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+from harness.core.cache import DONE, LEASE, claim, cpt_product_key, lease_file
 from harness.core.errors import ConfigError
 from harness.core.hashing import hash_obj
 from harness.core.locks import lock_file
@@ -173,16 +180,21 @@ def product_item(p: Path, kind: str, hashes: dict[str, str] | None = None, now: 
     if not isinstance(world, str):
         world = "-"
     world = (hashes or {}).get(world, world)
-    lock = lock_file(p)
     return Item(kind, p, tree_size(p), created, world, busy=unfinished and now - _mtime(p) < BUSY_S,
-                extra=(lock,) if lock.is_file() else ())
+                extra=_beside(p))
+
+
+def _beside(p: Path) -> tuple[Path, ...]:
+    """The lock and lease files of a product or world (:mod:`harness.core.locks`, :func:`lease_file`): they go
+    with it."""
+    return tuple(f for f in (lock_file(p), lease_file(p)) if f.is_file())
 
 
 def _product_items(home: Path, kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
     now = time.time()
     for p in sorted(kind_dir.iterdir()):
-        if kind == "tasks" or not p.is_dir() and not p.is_file() or p.name.endswith(".lock"):
-            continue  # a product's lock file (harness.core.locks) goes with the product
+        if kind == "tasks" or not p.is_dir() and not p.is_file() or p.name.endswith((".lock", LEASE)):
+            continue  # a product's lock and lease files go with the product
         yield product_item(p, kind, hashes, now)
 
 
@@ -268,11 +280,10 @@ def scan(home: Path) -> list[Item]:
                 items.append(Item(kind, p, tree_size(p), _mtime(p)))
     if (home / "worlds").is_dir():
         for p in sorted((home / "worlds").iterdir()):
-            if p.name.endswith(".lock"):
-                continue  # a world's build lock (harness.core.locks) goes with the world
-            lock = lock_file(p)
+            if p.name.endswith((".lock", LEASE)):
+                continue  # a world's build lock and its lease go with the world
             items.append(Item("world", p, tree_size(p), _mtime(p), re.sub(r"-v\d+$", "", p.name),
-                              extra=(lock,) if lock.is_file() else ()))
+                              extra=_beside(p)))
     for name in ("mlflow.db", "mlflow.db-wal", "mlflow.db-shm", "mlartifacts", "mlruns"):
         p = home / name
         if p.exists():
@@ -358,21 +369,63 @@ def select(items: list[Item], kinds: list[str] | None, world: str | None, older_
     return out
 
 
-def remove(items: Iterable[Item], home: Path) -> int:
-    """Remove the items (inside ``home`` only); returns the bytes freed."""
+def leased(i: Item, home: Path) -> bool:
+    """Whether the item is a product or a world, which its readers lease (:func:`harness.core.cache.lease`)."""
+    home = Path(home).resolve()
+    path = i.path.resolve()
+    return i.path.is_dir() and not i.path.is_symlink() and (
+        path.is_relative_to(home / "products") or path.parent == home / "worlds")
+
+
+def in_use(i: Item, home: Path) -> bool:
+    """Whether a process holds a lease on the item (it is reading it); nothing is created to tell."""
+    if not leased(i, home) or fcntl is None:
+        return False
+    try:
+        fd = os.open(lease_file(i.path), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def remove(items: Iterable[Item], home: Path, force: bool = False, skipped: list[Item] | None = None) -> int:
+    """Remove the items (inside ``home`` only); returns the bytes freed. A product or world that another process
+    leases (reads) is left in place and added to ``skipped``, unless ``force``; this process's own leases on the
+    items are dropped (it is done with them)."""
     home = Path(home).resolve()
     freed = 0
     for i in items:
         for p in (i.path, *i.extra):
             if not p.resolve().is_relative_to(home) or p.resolve() == home:
                 raise ConfigError(f"refusing to remove {p}: it is not inside the harness home {home}")
-            if p.is_dir() and not p.is_symlink():
-                # out of the way in one rename first, so a reader never finds it half removed
-                gone = p.with_name(f".tmp-removed-{p.name}-{uuid.uuid4().hex[:8]}")
-                os.replace(p, gone)
-                shutil.rmtree(gone)
-            elif p.exists() or p.is_symlink():
-                p.unlink()
+        held = None
+        if leased(i, home):
+            # its lease's exclusive lock, held while it is removed: a reader that comes meanwhile waits, then
+            # finds it gone
+            held = claim(i.path)
+            if held is None and not force:
+                if skipped is not None:
+                    skipped.append(i)
+                continue
+        try:
+            extra = (*i.extra, lease_file(i.path)) if held is not None else i.extra
+            for p in dict.fromkeys((i.path, *extra)):
+                if p.is_dir() and not p.is_symlink():
+                    # out of the way in one rename first, so a reader never finds it half removed
+                    gone = p.with_name(f".tmp-removed-{p.name}-{uuid.uuid4().hex[:8]}")
+                    os.replace(p, gone)
+                    shutil.rmtree(gone)
+                elif p.exists() or p.is_symlink():
+                    p.unlink()
+        finally:
+            if held is not None:
+                os.close(held)
         freed += i.bytes
     return freed
 

@@ -57,7 +57,6 @@ CHUNK_LINES = 2048  # lines per tokenization task
 INLINE_BYTES = 8 << 20  # a corpus smaller than this is tokenized in this process (no worker start-up) ...
 INLINE_LINES = 100_000  # ... and so is one capped to this many lines in all
 WORKERS_ENV = "HARNESS_CORPUS_WORKERS"  # how many tokenizing processes (default: every core this process may use)
-KILL_ENV = "HARNESS_CORPUS_KILL_AFTER_CHUNKS"  # tests: the build kills its own process after N chunks written
 SAMPLING = ("shuffled", "smoothed")
 DEFAULT_ALPHA = 0.3
 
@@ -67,14 +66,38 @@ _DIGESTS: dict[tuple[str, int, int], str] = {}
 
 
 def file_sha256(path: Path) -> str:
-    """sha256 of a text file, computed once per process for a given (path, size, mtime)."""
+    """sha256 of a text file: the one its world's ``checksums.json`` records for it while the file's times are
+    those recorded (the world's load checked them: :func:`harness.worlds.check_world_files`), else hashed, once
+    per process for a given (path, size, mtime)."""
     from harness.core.hashing import sha256_file
 
     st = Path(path).stat()
     memo = (str(Path(path).resolve()), st.st_size, st.st_mtime_ns)
     if memo not in _DIGESTS:
-        _DIGESTS[memo] = sha256_file(Path(path))
+        _DIGESTS[memo] = _world_recorded_sha256(Path(path), st) or sha256_file(Path(path))
     return _DIGESTS[memo]
+
+
+def _world_recorded_sha256(path: Path, st: os.stat_result) -> str | None:
+    """The sha256 the ``checksums.json`` of the world that holds ``path`` records for it, when its size and times
+    are the recorded ones; None otherwise (no world around it, a record without digests, a file changed since)."""
+    from harness.worlds import CHECKSUMS
+
+    path = path.resolve()
+    for root in list(path.parents)[:4]:
+        if not (root / CHECKSUMS).is_file():
+            continue
+        try:
+            record = json.loads((root / CHECKSUMS).read_text())
+            rel = path.relative_to(root).as_posix()
+            rec, size = (record.get("files") or {}).get(rel), (record.get("sizes") or {}).get(rel)
+        except (OSError, ValueError, AttributeError):
+            return None
+        if isinstance(rec, dict) and size == st.st_size and rec.get("mtime_ns") == st.st_mtime_ns \
+                and rec.get("ctime_ns") == st.st_ctime_ns and isinstance(rec.get("sha256"), str):
+            return rec["sha256"]
+        return None
+    return None
 
 
 _TOKENIZER_DIGESTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
@@ -326,10 +349,9 @@ def build_corpus(folder: Path, tokenizer: Any, files: dict[str, Path], block_siz
         pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                    initializer=_init_worker, initargs=(mode, payload, dtype.str))
     encode = _Encoder(mode, payload, dtype.str) if pool is None else None
-    kill_after = int(os.environ.get(KILL_ENV) or 0)
-    langs, n_blocks, n_chunks, total_tokens = [], 0, 0, 0
+    langs, n_blocks, total_tokens = [], 0, 0
     try:
-        with open(folder / TOKENS, "wb") as out:
+        with open(folder / TOKENS, "wb", buffering=0) as out:  # (each chunk's blocks are one large write)
             for lang, path in files.items():
                 carry = np.zeros(0, dtype=dtype)
                 first_block, tokens = n_blocks, 0
@@ -337,15 +359,9 @@ def build_corpus(folder: Path, tokenizer: Any, files: dict[str, Path], block_siz
                     tokens += ids.size
                     buf = np.concatenate([carry, ids]) if carry.size else ids
                     full = buf.size // block_size * block_size
-                    out.write(buf[:full].tobytes())
+                    append_blocks(out, buf[:full])
                     n_blocks += full // block_size
                     carry = buf[full:]
-                    n_chunks += 1
-                    if kill_after and n_chunks >= kill_after:
-                        out.flush()
-                        import signal
-
-                        os.kill(os.getpid(), signal.SIGKILL)
                 total_tokens += tokens
                 langs.append({"lang": lang, "first_block": first_block, "blocks": n_blocks - first_block,
                               "tokens": tokens})
@@ -356,6 +372,14 @@ def build_corpus(folder: Path, tokenizer: Any, files: dict[str, Path], block_siz
              "languages": langs, "tokens": total_tokens, "encoder": mode, "workers": workers}
     (folder / INDEX).write_text(json.dumps(index, indent=1))
     return index
+
+
+def append_blocks(out: Any, ids: np.ndarray) -> None:
+    """Append one chunk's full blocks to ``tokens.bin`` (the point a test's fault, :mod:`harness.core.faults`,
+    names to kill a build midway). ``out`` is unbuffered: a write may take part of the bytes."""
+    view = memoryview(ids.tobytes())
+    while view:
+        view = view[out.write(view):]
 
 
 # -- the training order ----------------------------------------------------------------------------------------
@@ -443,6 +467,9 @@ class CorpusDataset:
         return self._length
 
     def _open(self) -> None:
+        from harness.core.cache import lease
+
+        lease(Path(self.tokens_path).parent)  # this process (a loader worker) reads it: no prune removes it
         self._tokens = open_tokens(Path(self.tokens_path), np.dtype(self.dtype), self.n_blocks, self.block_size)
         self._order = np.load(self.order_path, mmap_mode="r")
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from harness import cpt_batch
 from harness.core import hooks
-from harness.core.cache import DONE, discard_damaged, file_digests
+from harness.core.cache import DONE, discard_damaged, file_digests, lease
 from harness.core.devices import EMULATE_ENV, accelerator_branches, emulating, rank_device
 from harness.core.masked_head import use_masked_only_head
 from harness.core.precision import training_attention
@@ -351,6 +351,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
         if product_dir.exists():
             shutil.rmtree(product_dir)
         os.replace(work, product_dir)
+        lease(product_dir)  # read by the evaluations next: no prune removes it meanwhile
     return {s: product_dir / f"step-{s}" for s in eval_steps}
 
 

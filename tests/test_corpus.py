@@ -177,11 +177,13 @@ def _build_and_die(home: str, block_size: int) -> None:
     code = ("from transformers import AutoTokenizer\n"
             "from harness.worlds import get_world\nfrom harness.corpus import ensure_corpus\n"
             "from harness.core.cache import ProductCache\nfrom pathlib import Path\n"
+            "from harness.core import faults\nfaults.install()\n"
             "w = get_world('synthetic', build=False)\n"
             "tok = AutoTokenizer.from_pretrained(w.source_dir(w.default_source))\n"
             "langs = sorted(p.stem for p in w.resource_files('cpt_text'))\n"
             f"ensure_corpus(tok, w, langs, {block_size}, None, cache=ProductCache(Path({home!r})))\n")
-    env = {**os.environ, corpus_mod.KILL_ENV: "1", "PYTHONPATH": str(REPO)}
+    # the fault (harness.core.faults): SIGKILL right after the first chunk's blocks are written
+    env = {**os.environ, "HARNESS_FAULT_AT": "harness.corpus:append_blocks@1/after", "PYTHONPATH": str(REPO)}
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == -9, proc.stderr[-2000:]
 

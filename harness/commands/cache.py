@@ -1,16 +1,19 @@
-"""``harness cache du|prune``: what the harness home holds, per kind and world, and removing cached products (never
-the runs' results). The work is the cache library's (:mod:`harness.cache_admin`); this module is its command line."""
+"""``harness cache du|prune|verify``: what the harness home holds, per kind and world, removing cached products (never
+the runs' results, never one in use), and hashing every product again. The work is the cache library's
+(:mod:`harness.cache_admin`); this module is its command line. None of them makes a home that does not exist."""
 
 from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from harness.cache_admin import (
     PROTECTED,
     Item,
     human,
+    in_use,
     kind_matches,
     known_kinds,
     parse_age,
@@ -19,7 +22,7 @@ from harness.cache_admin import (
     select,
     summarize,
 )
-from harness.core.errors import ConfigError
+from harness.core.errors import ConfigError, HarnessError
 
 
 def _table(rows: list[dict[str, Any]], title: str, total: int) -> None:
@@ -51,10 +54,21 @@ def _check_filters(items: list[Item], world: str | None, kinds: list[str]) -> No
             raise UnknownNameError("world", world, worlds)
 
 
-def cmd_du(args: argparse.Namespace) -> int:
-    from harness.core.paths import harness_home
+def _home() -> Path | None:
+    """The harness home, or None (said in one line) when there is none yet: these commands never make one."""
+    from harness.core.paths import home_dir
 
-    home = harness_home()
+    home = home_dir()
+    if not home.is_dir():
+        print(f"no harness home at {home} (nothing cached yet; HARNESS_HOME names another)")
+        return None
+    return home
+
+
+def cmd_du(args: argparse.Namespace) -> int:
+    home = _home()
+    if home is None:
+        return 0
     items = scan(home)
     _check_filters(items, args.world, _kinds(args.kind))
     if args.world:
@@ -76,36 +90,84 @@ def _kinds(values: list[str] | None) -> list[str]:
     return [k.strip() for v in values or [] for k in v.split(",") if k.strip()]
 
 
-def cmd_prune(args: argparse.Namespace) -> int:
-    from harness.core.paths import harness_home
+def _in_use_line(items: list[Item], verb: str) -> str:
+    names = ", ".join(f"{i.kind} {i.path.name}" for i in items[:5]) + (", ..." if len(items) > 5 else "")
+    return (f"{verb} {len(items)} product(s) in use: {names} (a process is reading them; `harness cache prune "
+            f"--force` removes them anyway)")
 
-    home = harness_home()
-    items = scan(home)
+
+def cmd_prune(args: argparse.Namespace) -> int:
     kinds = _kinds(args.kind)
     bad = [k for k in kinds if k in PROTECTED]
     if bad:
         raise ConfigError(f"--kind {', '.join(bad)}: the runs' results (the tracking store, its artifacts, the "
                           f"published leaderboards) are never pruned")
-    _check_filters(items, args.world, kinds)
     older = parse_age(args.older_than) if args.older_than else None
+    home = _home()
+    if home is None:
+        return 0
+    items = scan(home)
+    _check_filters(items, args.world, kinds)
     chosen = select(items, kinds or None, args.world, older, finished=args.finished)
+    busy = [] if args.force else [i for i in chosen if in_use(i, home)]
+    chosen = [i for i in chosen if i not in busy]
     rows = summarize(chosen)
     total = sum(i.bytes for i in chosen)
     if args.dry_run:
         if rows:
             _table(rows, "would remove", total)
         print(f"would free {human(total)} in {len(chosen)} item(s) (dry run: nothing removed)")
+        if busy:
+            print(_in_use_line(busy, "would skip"))
         return 0
-    freed = remove(chosen, home)
-    if rows:
-        _table(rows, "removed", freed)
-    print(f"freed {human(freed)} in {len(chosen)} item(s)")
+    # what it is about to remove, before it does
+    print(f"removing {len(chosen)} item(s), {human(total)}"
+          + (f" (in use and removed anyway: {sum(in_use(i, home) for i in chosen)})" if args.force else ""),
+          flush=True)
+    skipped: list[Item] = []
+    freed = remove(chosen, home, force=args.force, skipped=skipped)  # (a reader may have come since)
+    busy += skipped
+    removed = [i for i in chosen if i not in skipped]
+    if removed:
+        _table(summarize(removed), "removed", freed)
+    print(f"freed {human(freed)} in {len(removed)} item(s)")
+    if busy:
+        print(_in_use_line(busy, "skipped"))
+    return 0
+
+
+def cmd_verify(args: argparse.Namespace) -> int:
+    """Hash every file of every finished product again against its marker (``harness.core.cache.verify_product``
+    with ``full``); exit 2 naming each product that does not match. Nothing is removed: a run that needs a damaged
+    product builds it again."""
+    from harness.core.cache import verify_product
+
+    kinds = _kinds(args.kind)
+    home = _home()
+    if home is None:
+        return 0
+    items = scan(home)
+    _check_filters(items, None, kinds)
+    products = [i for i in items if i.path.is_dir() and (i.path / "_DONE.json").is_file()
+                and (home / "products") in i.path.parents and (not kinds or kind_matches(i.kind, kinds))]
+    bad = []
+    for i in products:
+        problem = verify_product(i.path, full=True)
+        if problem is not None:
+            bad.append(f"{i.kind} {i.path.name} ({problem})")
+            print(f"  {i.kind} {i.path.name}: {problem}")
+    size = human(sum(i.bytes for i in products))
+    if bad:
+        raise HarnessError(f"{len(bad)} of {len(products)} product(s) do not match their sha256: {'; '.join(bad)} "
+                           f"(a run that needs them builds them again; `harness cache prune` removes them)")
+    print(f"verified {len(products)} product(s), {size}: every file matches its sha256")
     return 0
 
 
 def add_parser(sub: Any) -> None:
-    """Register ``harness cache du|prune`` on the CLI's subparsers."""
-    c = sub.add_parser("cache", help="what the harness home holds (du) and removing cached products (prune)")
+    """Register ``harness cache du|prune|verify`` on the CLI's subparsers."""
+    c = sub.add_parser("cache", help="what the harness home holds (du), removing cached products (prune), hashing "
+                                     "them again (verify)")
     csub = c.add_subparsers(dest="cache_command", required=True)
     du = csub.add_parser("du", help="size of each kind of product, per world")
     du.add_argument("--kind", action="append", help="only these kinds (comma-separated or repeated)")
@@ -124,4 +186,10 @@ def add_parser(sub: Any) -> None:
                     help="only the init, CPT and tagger products of cells whose MLflow run finished (a later "
                          "evaluation of such a cell builds them again)")
     pr.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
+    pr.add_argument("--force", action="store_true",
+                    help="also remove products that a process is reading (a CPT's corpus, a cell's model, a run's "
+                         "world): that process then fails")
     pr.set_defaults(func=cmd_prune)
+    ve = csub.add_parser("verify", help="hash every cached product again; exit 2 naming each that does not match")
+    ve.add_argument("--kind", action="append", help="only these kinds (comma-separated or repeated)")
+    ve.set_defaults(func=cmd_verify)

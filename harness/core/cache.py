@@ -8,6 +8,18 @@ behind, and a repeated run finds the finished one and recomputes nothing.
 The marker also records the size and sha256 of every file of the product. A product found damaged (a file
 truncated, changed or missing, an unreadable marker) or without its marker is reported in one warning line, removed
 and built again: a damaged product is never used. A marker written before these checks (no file list) is trusted.
+
+A product is hashed once, then trusted by its files' stats, as git's index trusts a file: the sha256 of every file
+is checked against the marker when the product is built (or, for a product from before this record, by the first
+process that reads it), and each file's (size, mtime_ns, ctime_ns, inode) is then recorded in ``_VERIFIED.json``
+inside the product. A later process compares the stats only and hashes again just the files whose stats moved (a
+copy, a write, a ``touch``) or that were changed in the same clock tick as the record was written (git's "racily
+clean" files); ``harness cache verify`` hashes everything again on demand.
+
+A process that reads a finished product holds a *lease* on it for the rest of its life: a shared ``flock`` on
+``<key>.lease`` beside the product (:func:`lease`), which the operating system drops when the process ends, however it
+ends. ``harness cache prune`` (:mod:`harness.cache_admin`) takes that file's exclusive lock before it removes a
+product and leaves the products it cannot lock (in use) in place; only ``prune --force`` goes past a lease.
 """
 
 from __future__ import annotations
@@ -27,8 +39,15 @@ from harness.core.hashing import hash_obj, sha256_file, stable_json
 from harness.core.locks import exclusive
 from harness.core.paths import harness_home
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
 log = logging.getLogger(__name__)
 DONE = "_DONE.json"
+VERIFIED = "_VERIFIED.json"  # the files' stats at their last full sha256 check (trusted by stat from then on)
+LEASE = ".lease"  # <product>.lease: readers hold a shared flock on it, prune an exclusive one
 
 
 @dataclass(frozen=True)
@@ -60,11 +79,16 @@ class ProductCache:
         """The finished product for ``inputs``, or None (also when the one found is damaged: it is removed)."""
         key, path = self.path_for(kind, inputs)
         if (path / DONE).is_file():
+            lease(path)  # first, so that no prune removes it between the check and the use
+            if not (path / DONE).is_file():  # removed (pruned) before the lease was taken
+                release_lease(path)
+                return None
             problem = verify_product(path)
             if problem is None:
                 return Product(kind, key, path, cached=True)
             log.warning("%s product %s at %s is damaged (%s); removing it and computing it again",
                         kind, key, path, problem)
+            release_lease(path)
             _remove(path)
         elif path.is_dir():
             log.warning("%s product %s at %s has no completion marker (%s); computing it again",
@@ -89,7 +113,9 @@ class ProductCache:
             if found is not None:
                 log.info("%s %s: built by another process, at %s", kind, found.key, found.path)
                 return found
-            return self._build(kind, inputs, key, path, build)
+            product = self._build(kind, inputs, key, path, build)
+            lease(path)
+            return product
 
     def _build(self, kind: str, inputs: Any, key: str, path: Path, build: Callable[[Path], dict | None]) -> Product:
         tmp = path.parent / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
@@ -122,24 +148,60 @@ class ProductCache:
         return n
 
 
-_VERIFIED: dict[str, float] = {}  # product folders checked by this process (marker mtime): checked once
+# -- verified once, then trusted by stat --------------------------------------------------------------------
+_CHECKED: dict[str, int] = {}  # product folders checked by this process (their marker's mtime_ns): checked once
+
+
+def file_stat(st: os.stat_result) -> list[int]:
+    """What a file is trusted by once hashed: (size, mtime_ns, ctime_ns, inode), as git's index keeps them."""
+    return [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def file_digests(folder: Path) -> dict[str, dict[str, Any]]:
-    """{relative path: {size, sha256}} of every file below ``folder`` but the marker."""
-    out = {}
+    """{relative path: {size, sha256}} of every file below ``folder`` but the marker and the stat record; the
+    stats of the files hashed are recorded in ``folder``'s ``_VERIFIED.json`` (the product's first verification)."""
+    out, stats = {}, {}
     for f in sorted(folder.rglob("*")):
-        if f.is_file() and f.name != DONE:
-            out[f.relative_to(folder).as_posix()] = {"size": f.stat().st_size, "sha256": sha256_file(f)}
+        if f.is_file() and f.name not in (DONE, VERIFIED):
+            rel = f.relative_to(folder).as_posix()
+            before = f.stat()
+            out[rel] = {"size": before.st_size, "sha256": sha256_file(f)}
+            if file_stat(f.stat()) == file_stat(before):  # not written while it was hashed
+                stats[rel] = file_stat(before)
+    _write_verified(folder, stats)
     return out
 
 
-def verify_product(path: Path) -> str | None:
-    """None when the product at ``path`` matches its marker, else what is wrong (one phrase)."""
+def _read_verified(path: Path) -> tuple[dict[str, list[int]], int]:
+    """The stats recorded at the product's last verification and the record's own mtime_ns ({}, 0 if none)."""
+    try:
+        rec = path / VERIFIED
+        st = rec.stat()
+        files = json.loads(rec.read_text()).get("files")
+        return (files if isinstance(files, dict) else {}), st.st_mtime_ns
+    except (OSError, ValueError, AttributeError):
+        return {}, 0
+
+
+def _write_verified(path: Path, stats: dict[str, list[int]]) -> None:
+    """Record ``stats`` (atomically); a product that cannot be written to (a read-only home) is hashed again by
+    each process instead."""
+    tmp = path / f".{VERIFIED}.{uuid.uuid4().hex[:8]}"
+    try:
+        tmp.write_text(json.dumps({"files": stats, "verified": time.time()}))
+        os.replace(tmp, path / VERIFIED)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
+def verify_product(path: Path, full: bool = False) -> str | None:
+    """None when the product at ``path`` matches its marker, else what is wrong (one phrase). A file whose stats
+    are those recorded at its last sha256 check (and not racily so) is not hashed again, unless ``full``
+    (``harness cache verify``)."""
     marker_path = path / DONE
     try:
-        stamp = marker_path.stat().st_mtime
-        if _VERIFIED.get(str(path)) == stamp:
+        stamp = marker_path.stat().st_mtime_ns
+        if not full and _CHECKED.get(str(path)) == stamp:
             return None
         marker = json.loads(marker_path.read_text())
     except (OSError, ValueError) as exc:
@@ -147,26 +209,113 @@ def verify_product(path: Path) -> str | None:
     files = marker.get("files") if isinstance(marker, dict) else None
     if files is None:
         return None if isinstance(marker, dict) else f"its marker {DONE} is not an object"
+    if not isinstance(files, dict):
+        return f"its marker {DONE} lists no files"
+    known, recorded_ns = ({}, 0) if full else _read_verified(path)
+    stats: dict[str, list[int]] = {}
+    hash_again = []
     for rel, want in files.items():
-        f = path / rel
-        if not f.is_file():
+        try:
+            st = (path / rel).stat()
+        except OSError:
+            st = None
+        if st is None or not (path / rel).is_file():
             return f"{rel} is missing"
-        size = f.stat().st_size
-        if size != want.get("size"):
-            return f"{rel} has {size} bytes, {want.get('size')} expected"
-    for rel, want in files.items():
-        if sha256_file(path / rel) != want.get("sha256"):
+        if st.st_size != want.get("size"):
+            return f"{rel} has {st.st_size} bytes, {want.get('size')} expected"
+        stats[rel] = file_stat(st)
+        # trusted: the same stats as at its last check, and changed before that record was written (a change in
+        # the record's own clock tick would leave the same times: git's racily clean entries)
+        if known.get(rel) != stats[rel] or st.st_mtime_ns >= recorded_ns or st.st_ctime_ns >= recorded_ns:
+            hash_again.append(rel)
+    for rel in hash_again:
+        if sha256_file(path / rel) != files[rel].get("sha256"):
             return f"{rel} does not match its sha256"
-    _VERIFIED[str(path)] = stamp
+    if hash_again:
+        _write_verified(path, {rel: st for rel, st in stats.items()
+                               if rel not in hash_again or _unchanged(path / rel, st)})
+    _CHECKED[str(path)] = stamp
     return None
+
+
+def _unchanged(f: Path, st: list[int]) -> bool:
+    try:
+        return file_stat(f.stat()) == st
+    except OSError:
+        return False
+
+
+# -- leases: a product in use is never pruned -------------------------------------------------------------------
+_LEASES: dict[str, int] = {}  # product path -> the descriptor holding its shared lease (for this process's life)
+
+
+def lease_file(path: Path) -> Path:
+    """The lease file of the product (or world) at ``path``: ``<path>.lease`` beside it."""
+    path = Path(path)
+    return path.with_name(path.name + LEASE)
+
+
+def lease(path: Path) -> None:
+    """Hold a shared lease on the product (or world) at ``path`` until this process ends or
+    :func:`release_lease`: ``harness cache prune`` leaves it in place meanwhile. Waits only while a prune is removing
+    it (the caller then finds it gone). Where the lease file cannot be made (a read-only home: nothing can prune it
+    either) this does nothing."""
+    path = Path(path)
+    key = str(path)
+    if key in _LEASES or fcntl is None:
+        return
+    lf = lease_file(path)
+    while True:
+        try:
+            fd = os.open(lf, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            return
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:  # a prune that removed the product unlinked this file meanwhile: lease the new one
+            same = os.fstat(fd).st_ino == os.stat(lf).st_ino
+        except OSError:
+            same = False
+        if same:
+            _LEASES[key] = fd
+            return
+        os.close(fd)
+
+
+def release_lease(path: Path) -> None:
+    """Drop this process's lease on ``path`` (if it holds one)."""
+    fd = _LEASES.pop(str(Path(path)), None)
+    if fd is not None:
+        os.close(fd)
+
+
+def claim(path: Path) -> int | None:
+    """The exclusive lock of ``path``'s lease (an open descriptor: close it once the product is removed), or None
+    when a process holds a lease on it (it is in use). This process's own lease is dropped first."""
+    release_lease(path)
+    lf = lease_file(path)
+    try:
+        fd = os.open(lf, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:  # its folder is gone
+        return None
+    if fcntl is None:
+        return fd
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    return fd
 
 
 def discard_damaged(path: Path, kind: str) -> bool:
     """True (after one warning line, with the product moved away) when the finished product at ``path`` does not
-    match the sizes and sha256s its marker records; False when it does (or records none)."""
+    match the sizes and sha256s its marker records; False when it does (or records none): this process then holds a
+    lease on it (:func:`lease`)."""
+    lease(path)
     problem = verify_product(path)
     if problem is None:
         return False
+    release_lease(path)
     log.warning("%s product at %s is damaged (%s); removing it and computing it again", kind, path, problem)
     _remove(path)
     return True

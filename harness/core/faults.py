@@ -4,7 +4,8 @@ through the run's extension points (:mod:`harness.core.hooks`); every process of
 starts (the ``harness`` process, its workers, the CPT ranks, fastText's training children).
 
 * ``HARNESS_FAULT_AT=module:qualname[@n][/after]`` signals the ``harness`` process before (or after) the n-th call of
-  that function in this process (``HARNESS_FAULT_SIGNAL``: KILL (default), TERM or INT);
+  that function in this process (``HARNESS_FAULT_SIGNAL``: KILL (default), TERM or INT); e.g. a corpus build killed
+  midway: ``harness.corpus:append_blocks@1/after`` (its first chunk's blocks written);
 * ``HARNESS_FAULT_AFTER=<stage>`` kills this process right after a cell's stage (``init``, ``step0``, ``cpt``,
   ``finished``);
 * ``HARNESS_FAULT_DEVICE=<method>`` poisons this process's (simulated) accelerator at that method's first cell;

@@ -120,6 +120,9 @@ def get_world(name: str, *, build: bool = True) -> World:
         build_world(name)
     world = load_world_dir(name, root)
     world.builder = builder  # type: ignore[attr-defined]
+    from harness.core.cache import lease
+
+    lease(root)  # read by this process from now on: `harness cache prune` leaves it (harness.core.cache)
     return world
 
 
