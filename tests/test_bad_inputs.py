@@ -34,9 +34,31 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
     ("run-cuda-malformed", RUN + ["--device", "cuda:x"], {}, ["cuda:N"]),
     # -- run: values and combinations
     ("run-cpt-steps-not-int", RUN + ["--cpt-steps", "ten"], {}, ["--cpt-steps"]),
-    ("run-cpt-steps-negative", RUN + ["--cpt-steps", "-3"], {}, ["cpt_steps"]),
+    ("run-cpt-steps-negative", RUN + ["--cpt-steps", "-3"], {}, ["--cpt-steps"]),
     ("run-seeds-not-int", RUN + ["--seeds", "1,x"], {}, ["seeds"]),
     ("run-seeds-empty", RUN + ["--seeds", ","], {}, ["seed"]),
+    ("run-seed-negative", RUN + ["--seeds", "-1"], {}, ["--seeds -1", "0 to 4294967295"]),
+    ("run-seed-over-32-bits", RUN + ["--seeds", "1,4294967296"], {}, ["--seeds 4294967296", "2**32 - 1"]),
+    ("config-seed-negative", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "seeds = [-5]"},
+     ["config key 'seeds' -5", "0 to 4294967295"]),
+    ("run-precision-banana", RUN + ["--precision", "banana"], {}, ["--precision: expected one of", "'banana'",
+                                                                   "bf16"]),
+    ("config-precision-banana", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "precision = 'banana'"},
+     ["config key 'precision'", "'banana'"]),
+    ("config-cpt-language-sampling-typo", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[cpt]\nlanguage_sampling = 'smoothd'"}, ["cpt.language_sampling", "'smoothd'", "shuffled, smoothed"]),
+    ("config-cpt-sampling-alpha-out-of-range", RUN + ["--config", "{tmp}/c.toml"],
+     {"c.toml": "[cpt]\nlanguage_sampling = 'smoothed'\nsampling_alpha = 1.5"}, ["cpt.sampling_alpha", "(0, 1]"]),
+    ("config-cpt-lr-not-a-number", RUN + ["--config", "{tmp}/c.yaml"], {"c.yaml": "cpt:\n  lr: fast\n"},
+     ["cpt.lr", "'fast'", "number > 0"]),
+    ("config-cpt-mlm-probability", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\nmlm_probability = 0"},
+     ["cpt.mlm_probability", "between 0 and 1"]),
+    ("config-cpt-batch-zero", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\nper_device_batch = 0"},
+     ["cpt.per_device_batch", "integer >= 1"]),
+    ("config-cpt-checkpoints-not-ints", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\ncheckpoints = 'x'"},
+     ["cpt.checkpoints", "list of integers"]),
+    ("config-cpt-auto-batch-string", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\nauto_batch = 'no'"},
+     ["cpt.auto_batch", "true or false"]),
     ("run-dims-zero", RUN + ["--dims", "0"], {}, ["dims"]),
     ("run-dims-word", RUN + ["--dims", "big"], {}, ["dims"]),
     ("run-checkpoint-after-end", RUN + ["--cpt-steps", "4", "--cpt-checkpoints", "9"], {}, ["--cpt-checkpoints"]),
@@ -44,7 +66,10 @@ CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
      ["--cpt-checkpoints 50", "1..10", "cpu profile's CPT steps"]),
     ("run-workers-zero", RUN + ["--workers", "0"], {}, ["workers", "at least 1"]),
     ("run-cpt-devices-zero", RUN + ["--cpt-devices", "0"], {}, ["--cpt-devices"]),
-    ("run-cpt-devices-batch-split", RUN + ["--cpt-devices", "3"], {},
+    ("run-cpt-devices-on-a-cpu", RUN + ["--cpt-devices", "3"], {}, ["--cpt-devices 3", "no GPU here"]),
+    ("config-cpt-devices-on-a-cpu", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\ndevices = 2"},
+     ["config key 'cpt.devices' 2", "no GPU here"]),
+    ("plan-cpt-devices-batch-split", ["plan"] + RUN[1:] + ["--cpt-devices", "3"], {},
      ["--cpt-devices 3", "effective batch 8 cannot be split over 3 device(s)"]),
     ("run-fp16-on-cpu", RUN + ["--precision", "fp16"], {}, ["--precision fp16", "CUDA"]),
     ("config-cpt-precision-unknown", RUN + ["--config", "{tmp}/c.toml"], {"c.toml": "[cpt]\nprecision = 'fp8'"},
@@ -235,7 +260,7 @@ def test_bad_input_is_one_line_exit_2(case, tmp_path):
     if name in ("run-tracking-file-store-refused", "run-tracking-file-proc"):
         if not hasattr(pytest.importorskip("mlflow.environment_variables"), "MLFLOW_ALLOW_FILE_STORE"):
             pytest.skip("this MLflow opens a file store without MLFLOW_ALLOW_FILE_STORE")
-    if argv and argv[0] in ("run", "leaderboard", "compare", "init") and not name.startswith("home-"):
+    if argv and argv[0] in ("run", "plan", "leaderboard", "compare", "init") and not name.startswith("home-"):
         home.rmdir()  # a refused run, leaderboard, comparison or initialization makes no harness home
     env = {k: v for k, v in os.environ.items()
            if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME", "MLFLOW_ALLOW_FILE_STORE"}}
@@ -320,6 +345,42 @@ def test_leaderboard_of_a_store_not_made_yet_makes_none(tmp_path):
     lines = [ln for ln in proc.stderr.splitlines() if ln.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and "no results yet" in lines[0] and "m.db" in lines[0], lines
     assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_value_given_twice_is_one_cell_said_in_one_line(tmp_path):
+    """``--seeds 1,1``, ``--dims full,full``, ``--methods random,random``, ``--langs X,X`` plan each cell once (they
+    planned two cells of one identity, computed side by side), each said in one line on stderr; no home is made."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(home), OMP_NUM_THREADS="1", COLUMNS="200", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "plan", "--world", "synthetic", "--methods",
+                           "random,random", "--tasks", "mlm,mlm", "--seeds", "2,1,2", "--dims", "full,none,16,16",
+                           "--langs", "qab_Latn,qab_Latn"], capture_output=True, text=True, env=env, timeout=300,
+                          cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    said = [ln for ln in proc.stderr.splitlines() if "given more than once" in ln]
+    assert said == ["note: --methods: random given more than once, kept once (random)",
+                    "note: --tasks: mlm given more than once, kept once (mlm)",
+                    "note: --langs: qab_Latn given more than once, kept once (qab_Latn)",
+                    "note: --dims: 16, full given more than once, kept once (full,16)",
+                    "note: --seeds: 2 given more than once, kept once (2,1)"], proc.stderr
+    cells = [ln for ln in proc.stdout.splitlines() if "| seed " in ln]
+    assert len(cells) == 4 and len(set(cells)) == 4, proc.stdout  # random x {full, 16} x seeds {1, 2}
+    assert not home.exists()
+
+
+def test_a_config_files_duplicates_are_kept_once_and_the_cells_are_distinct(synthetic_world):
+    from harness.config import make_config
+    from harness.spec import resolve
+
+    said: list[str] = []
+    cfg = make_config({"world": "synthetic", "methods": ["random"], "tasks": ["mlm"], "seeds": [3, 3, 1],
+                       "dims": ["full", "full"], "device": "cpu"}, said=said)
+    assert cfg.seeds == [3, 1] and cfg.dims == ["full"]
+    assert said == ["config key 'dims': full given more than once, kept once (full)",
+                    "config key 'seeds': 3 given more than once, kept once (3,1)"]
+    keys = [k.key for k in resolve(cfg, synthetic_world).cells.values()]
+    assert len(keys) == len(set(keys)) == 2
 
 
 def test_enough_cases():
