@@ -23,7 +23,9 @@ BUILTIN: dict[str, str] = {
     "tiktotok": "methods.tiktotok:TikToTokInit",
     "fvt": "methods.fvt:FVTInit",
     "mean-cov": "methods.mean_cov:MeanCovInit",
-    "tokdist": "methods.tokdist:TokenDistillationInit",
+    "omp": "methods.omp:OMPInit",
+    "clp": "methods.clp:CLPInit",
+    "clp+": "methods.clp:CLPPlusInit",
 }
 for _name, _target in BUILTIN.items():
     METHODS.register_lazy(_name, _target)
