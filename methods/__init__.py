@@ -26,6 +26,7 @@ BUILTIN: dict[str, str] = {
     "omp": "methods.omp:OMPInit",
     "clp": "methods.clp:CLPInit",
     "clp+": "methods.clp:CLPPlusInit",
+    "tokdist": "methods.tokdist:TokenDistillationInit",
 }
 for _name, _target in BUILTIN.items():
     METHODS.register_lazy(_name, _target)
