@@ -1,5 +1,7 @@
 """The SQLite tracking store survives a kill at any moment: it is created under a temporary name and linked into
-place; a half-created store that holds no runs is recreated (saying so); a store with runs is never deleted."""
+place; only a store that provably never completed (no table, or the harness's creation marker in it) is recreated,
+saying so; any other store is never deleted, and one the harness cannot use is refused in one line, unchanged.
+(The faults of a store in use -- killed writers, locks, full disks -- are tests/test_store_faults.py.)"""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ import sqlite3
 
 import pytest
 
-from harness.core.tracking import Tracker, store_state
+from harness.core.errors import HarnessError
+from harness.core.tracking import CREATION_MARKER, StoreUnavailable, Tracker, store_state
 
 
 @pytest.fixture
@@ -28,10 +31,36 @@ def test_fresh_store_is_complete_and_leaves_no_temporary_file(home):
     assert [p.name for p in home.iterdir() if "creating" in p.name] == []
 
 
-@pytest.mark.parametrize("damage", ["drop-table", "no-schema-version", "some-tables-only", "not-a-database"])
-def test_half_created_store_without_runs_is_recreated(home, capsys, damage):
+@pytest.mark.parametrize("kind", ["no-tables", "creation-marker"])
+def test_a_store_never_completed_is_recreated(home, capsys, kind):
+    """Only a store that provably never completed is made again: a database without a single table, or one
+    that still holds the creation marker the harness writes first and drops last."""
     db = home / "mlflow.db"
-    if damage == "some-tables-only":  # what a kill during create_all leaves
+    con = sqlite3.connect(db)
+    if kind == "no-tables":
+        con.execute("pragma user_version = 7")  # a valid database file, one page, no table
+    else:
+        con.execute("create table experiments (experiment_id integer primary key, name varchar(256))")
+        con.execute(f"create table {CREATION_MARKER} (pid integer, started real)")
+    con.commit()
+    con.close()
+    capsys.readouterr()
+    tr = Tracker(_uri(db))
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "never completed" in ln]
+    assert len(lines) == 1 and str(db) in lines[0]
+    exp = tr.experiment("recovered")
+    run_id, existed = tr.get_or_create_run(exp, {"cell": "a"}, "a")
+    assert not existed
+    tr.finish(run_id)
+    assert store_state(db) == (True, 1)
+
+
+@pytest.mark.parametrize("damage", ["no-schema-version", "some-tables-only", "not-a-database", "damaged-page"])
+def test_a_store_that_may_hold_anything_is_refused_unchanged(home, capsys, damage):
+    """A store with tables that the harness did not leave half-made, or a damaged file, is never recreated: one
+    line naming the file, exit 2 (StoreUnavailable is the CLI's user error), every byte as it was."""
+    db = home / "mlflow.db"
+    if damage == "some-tables-only":  # what a kill during MLflow's own create_all leaves (not the harness's)
         con = sqlite3.connect(db)
         con.execute("create table experiments (experiment_id integer primary key, name varchar(256))")
         con.execute("create table model_version_tags (key varchar(250))")
@@ -40,24 +69,32 @@ def test_half_created_store_without_runs_is_recreated(home, capsys, damage):
     elif damage == "not-a-database":
         db.write_bytes(b"SQLite format 3\x00" + b"\x01" * 200)
     else:
-        Tracker(_uri(db))
+        Tracker(_uri(db)).experiment("kept")
         con = sqlite3.connect(db)
-        if damage == "drop-table":
-            con.execute("drop table metrics")
-        else:
+        if damage == "no-schema-version":
             con.execute("delete from alembic_version")
-        con.commit()
-        con.close()
-    assert store_state(db)[0] is False
+            con.commit()
+            con.close()
+        else:
+            con.close()
+            con = sqlite3.connect(db)
+            size = con.execute("pragma page_size").fetchone()[0]
+            roots = [r[0] for r in con.execute("select rootpage from sqlite_master where tbl_name = 'runs'")]
+            con.close()
+            data = bytearray(db.read_bytes())
+            for root in roots:  # the root pages of the runs table and of its indexes
+                data[size * (root - 1):size * (root - 1) + 64] = b"\xff" * 64
+            db.write_bytes(bytes(data))
+    before = db.read_bytes()
     capsys.readouterr()
-    tr = Tracker(_uri(db))
-    lines = [ln for ln in capsys.readouterr().err.splitlines() if "half-created" in ln]
-    assert len(lines) == 1 and str(db) in lines[0]
-    exp = tr.experiment("recovered")
-    run_id, existed = tr.get_or_create_run(exp, {"cell": "a"}, "a")
-    assert not existed
-    tr.finish(run_id)
-    assert store_state(db) == (True, 1)
+    with pytest.raises(StoreUnavailable) as err:
+        Tracker(_uri(db))
+    msg = str(err.value)
+    assert "\n" not in msg and str(db) in msg and err.value.exit_code == 2
+    assert isinstance(err.value, HarnessError)
+    assert "never completed" not in capsys.readouterr().err
+    assert db.read_bytes() == before
+    assert [p.name for p in home.iterdir() if p.name.startswith("mlflow.db")] == ["mlflow.db"]
 
 
 def test_store_with_runs_is_never_deleted(home, capsys):
@@ -72,7 +109,7 @@ def test_store_with_runs_is_never_deleted(home, capsys):
         Tracker(_uri(db))
     except Exception:  # noqa: BLE001 - MLflow may refuse the damaged schema; what matters is the file is kept
         pass
-    assert "half-created" not in capsys.readouterr().err
+    assert "never completed" not in capsys.readouterr().err
     con = sqlite3.connect(db)
     assert con.execute("select run_uuid from runs").fetchall() == [(run_id,)]
     con.close()

@@ -17,12 +17,14 @@ the view than from the client -- only a faster one.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +34,30 @@ from typing import Any
 SCHEMA_REVISION = "dc11669786a5"
 DEFAULT_WORKSPACE = "default"
 
-_CLAUSE = re.compile(r"\s*(?P<kind>tags|attributes|attribute|attr|run)\.(?:`(?P<quoted>[^`]+)`|(?P<plain>[\w.]+))"
-                     r"\s*=\s*'(?P<value>[^'\\]*)'\s*", re.IGNORECASE)
+# the filters the view answers itself: ``kind.key = 'value'`` clauses joined by AND, each form one that MLflow's own
+# parser (mlflow.utils.search_utils.SearchUtils.parse_search_filter) reads the same way -- its entity names exactly
+# as it spells them (``TAGS.`a``` is refused there), keys of ASCII words or backquoted, values single-quoted without
+# quotes or backslashes inside; anything else goes to the client (tests.test_store_view checks both parsers agree)
+_SPACE = "[ \t\r\n]*"
+_CLAUSE = re.compile(_SPACE + r"(?P<kind>tags|tag|attributes|attribute|attr|run)\."
+                     r"(?:`(?P<quoted>[^`]+)`|(?P<plain>[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*))"
+                     + _SPACE + "=" + _SPACE + r"'(?P<value>[^'\\]*)'" + _SPACE)
 _AND = re.compile(r"and\b", re.IGNORECASE)
-_ORDER = re.compile(r"^\s*(?:attributes|attribute|attr|run)\.(?:`start_time`|start_time)(?:\s+(?P<dir>ASC|DESC))?\s*$",
-                    re.IGNORECASE)
+_ORDER = re.compile(r"^\s*(?:attributes|attribute|attr|run)\.(?:`start_time`|start_time)(?:\s+(?P<dir>(?i:ASC|DESC)))?"
+                    r"\s*$")
+# the run attributes MLflow searches by string equality (RunInfo.get_searchable_attributes() less the times), as
+# the columns of its runs table; ``lifecycle_stage`` is not one (MLflow's parser refuses it)
 _ATTRIBUTES = {"status": "status", "run_id": "run_uuid", "run_name": "name", "user_id": "user_id",
-               "artifact_uri": "artifact_uri", "lifecycle_stage": "lifecycle_stage"}
+               "artifact_uri": "artifact_uri"}
+# the order of a search's runs, as MLflow's SQL store sorts them: the ordered column (start time, NULLs last, in the
+# asked direction), then the run id -- the tie-break that makes the order of runs started in the same millisecond
+# one order (tests.test_store_view builds its expected order from this)
+RUN_TIEBREAK = "run_uuid"
+
+
+def run_order(direction: str) -> str:
+    """The ``order by`` of a search of runs by start time (``asc`` or ``desc``)."""
+    return f"start_time is null, start_time {direction}, {RUN_TIEBREAK}"
 
 
 class Unsupported(Exception):
@@ -143,14 +162,42 @@ def parse_filter(flt: str | None) -> list[tuple[str, str, str]]:
         if m is None:
             raise Unsupported(flt)
         key = m.group("quoted") or m.group("plain")
-        if m.group("kind").lower() == "tags":
+        if m.group("kind") in ("tags", "tag"):
             out.append(("tag", key, m.group("value")))
-        elif key.lower() in _ATTRIBUTES:
-            out.append(("attribute", _ATTRIBUTES[key.lower()], m.group("value")))
+        elif key in _ATTRIBUTES:
+            out.append(("attribute", _ATTRIBUTES[key], m.group("value")))
         else:
             raise Unsupported(flt)
         pos = m.end()
     return out
+
+
+def _or_client(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A read of the view that MLflow's client answers instead when SQLite raises anything (a journal a killed
+    writer left, which a read-only connection cannot roll back: "attempt to write a readonly database"; a lock held
+    past the wait; a table missing): the client opens the store read-write and recovers it as it does."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def read(self: SqliteStoreView, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except sqlite3.Error:
+            self.close()
+            return getattr(self.client, name)(*args, **kwargs)
+
+    return read
+
+
+def _in_snapshot(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A method whose statements all read one snapshot of the store (:meth:`SqliteStoreView._snapshot`)."""
+
+    @functools.wraps(method)
+    def read(self: SqliteStoreView, *args: Any, **kwargs: Any) -> Any:
+        with self._snapshot():
+            return method(self, *args, **kwargs)
+
+    return read
 
 
 class SqliteStoreView:
@@ -160,7 +207,8 @@ class SqliteStoreView:
     def __init__(self, path: Path, client: Callable[[], Any]):
         self.path = Path(path)
         self._client_factory = client
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        self._depth = 0
         self._con: sqlite3.Connection | None = None
         self._pid = 0
 
@@ -174,22 +222,51 @@ class SqliteStoreView:
             raise AttributeError(name)
         return getattr(self.client, name)
 
-    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    @contextmanager
+    def _snapshot(self) -> Iterator[None]:
+        """One read transaction around what runs inside it (nested: the outermost one): the statements of one
+        answer see one state of the store, never two commits of a writer mixed."""
         with self._lock:
             if self._con is None or self._pid != os.getpid():  # (a connection is not carried over a fork)
-                # autocommit: each read sees what was committed before it (the client writes in its own sessions)
+                # autocommit outside a snapshot: each answer sees what was committed before it began
                 self._con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=30,
                                             isolation_level=None, check_same_thread=False)
                 self._pid = os.getpid()
+                self._depth = 0
+            con = self._con
+            if self._depth == 0:
+                con.execute("begin")
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0 and con.in_transaction:
+                    try:
+                        con.execute("commit")
+                    except sqlite3.Error:
+                        self._drop()
+
+    def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        with self._snapshot():
+            assert self._con is not None
             return self._con.execute(sql, args).fetchall()
+
+    def _drop(self) -> None:
+        if self._con is not None and self._pid == os.getpid():
+            try:
+                self._con.close()
+            except sqlite3.Error:
+                pass
+        self._con = None
+        self._depth = 0
 
     def close(self) -> None:
         with self._lock:
-            if self._con is not None and self._pid == os.getpid():
-                self._con.close()
-            self._con = None
+            self._drop()
 
     # -- experiments ---------------------------------------------------------------------------------------
+    @_in_snapshot
     def _experiments(self, where: str, args: tuple[Any, ...]) -> list[Experiment]:
         rows = self._rows("select experiment_id, name, artifact_location, lifecycle_stage, creation_time, "
                           f"last_update_time from experiments where workspace = ? and ({where}) "
@@ -202,16 +279,19 @@ class SqliteStoreView:
                 tags.setdefault(str(exp_id), {})[key] = value
         return [Experiment(str(r[0]), r[1], r[2], r[3], tags.get(str(r[0]), {}), r[4], r[5]) for r in rows]
 
+    @_or_client
     def get_experiment_by_name(self, name: str) -> Experiment | None:
         found = self._experiments("name = ?", (name,))
         return found[0] if found else None
 
+    @_or_client
     def get_experiment(self, experiment_id: str) -> Experiment:
         found = self._experiments("experiment_id = ?", (int(experiment_id),))
         if not found:
             return self.client.get_experiment(experiment_id)  # (MLflow's error for an unknown id)
         return found[0]
 
+    @_or_client
     def search_experiments(self, view_type: Any = None, max_results: int | None = None, filter_string: Any = None,
                            order_by: Any = None, page_token: Any = None) -> Any:
         """The active experiments (ordered by id; the harness sorts them itself); any argument but
@@ -226,6 +306,7 @@ class SqliteStoreView:
         return PagedList(found, None)
 
     # -- runs ----------------------------------------------------------------------------------------------
+    @_in_snapshot
     def _runs(self, where: str, args: tuple[Any, ...], order: str) -> list[Run]:
         rows = self._rows("select run_uuid, experiment_id, name, user_id, status, start_time, end_time, "
                           f"lifecycle_stage, artifact_uri from runs where {where} order by {order}", args)
@@ -250,6 +331,7 @@ class SqliteStoreView:
         return [Run(RunInfo(r[0], str(r[1]), r[2], r[3], r[4], r[5], r[6], r[7], r[8]),
                     RunData(metrics[r[0]], params[r[0]], tags[r[0]])) for r in rows]
 
+    @_or_client
     def search_runs(self, experiment_ids: list[str] | str, filter_string: str = "", run_view_type: Any = None,
                     max_results: int = 1000, order_by: list[str] | None = None, page_token: str | None = None) -> Any:
         """The active runs of the experiments that match ``filter_string``, in the client's order (start time
@@ -282,31 +364,43 @@ class SqliteStoreView:
                 where.append(f"{key} = ?")
                 args.append(value)
         # (start_time is never NULL in a run MLflow created; the client sorts NULLs last, as SQLite's DESC does)
-        order = f"start_time is null, start_time {direction}, run_uuid"
-        runs = self._runs(" and ".join(where), tuple(args), f"{order} limit {int(max_results) + 1} offset {offset}")
+        runs = self._runs(" and ".join(where), tuple(args),
+                          f"{run_order(direction)} limit {int(max_results) + 1} offset {offset}")
         if len(runs) > max_results:
             return PagedList(runs[:max_results], str(offset + max_results))
         return PagedList(runs, None)
 
+    @_or_client
     def get_run(self, run_id: str) -> Run:
         found = self._runs("run_uuid = ?", (run_id,), "run_uuid")
         if not found:
             return self.client.get_run(run_id)  # (MLflow's error for an unknown run)
         return found[0]
 
+    @_or_client
     def get_metric_history(self, run_id: str, key: str) -> list[Metric]:
         """Every logged value of a run's metric, in the client's order (timestamp, step, value)."""
-        rows = self._rows("select key, value, is_nan, timestamp, step from metrics where run_uuid = ? and key = ? "
-                          "order by timestamp, step, value", (run_id, key))
-        if not rows and not self._rows("select 1 from runs where run_uuid = ?", (run_id,)):
+        with self._snapshot():
+            rows = self._rows("select key, value, is_nan, timestamp, step from metrics where run_uuid = ? and "
+                              "key = ? order by timestamp, step, value", (run_id, key))
+            known = bool(rows) or bool(self._rows("select 1 from runs where run_uuid = ?", (run_id,)))
+        if not known:
             return self.client.get_metric_history(run_id, key)  # (MLflow's error for an unknown run)
         return [Metric(r[0], _value(r[1], r[2]), int(r[3]), int(r[4])) for r in rows]
 
 
+def workspaces_enabled() -> bool:
+    """Whether MLflow's workspaces are on (``MLFLOW_ENABLE_WORKSPACES``, read as MLflow reads a boolean setting):
+    the client then scopes every read to the active workspace, which the view does not know, so the client reads.
+    A value MLflow would not take as false counts as on (the client then says what is wrong with it)."""
+    value = os.environ.get("MLFLOW_ENABLE_WORKSPACES")
+    return value is not None and value.lower() not in ("false", "0")
+
+
 def store_view(uri: str, client: Callable[[], Any]) -> SqliteStoreView | None:
-    """The view of the store at ``uri`` when it is a SQLite store at :data:`SCHEMA_REVISION` (None otherwise:
-    the client reads it). ``HARNESS_STORE_VIEW=0`` turns the view off."""
-    if os.environ.get("HARNESS_STORE_VIEW", "1") == "0":
+    """The view of the store at ``uri`` when it is a SQLite store at :data:`SCHEMA_REVISION` and MLflow's
+    workspaces are off (None otherwise: the client reads it). ``HARNESS_STORE_VIEW=0`` turns the view off."""
+    if os.environ.get("HARNESS_STORE_VIEW", "1") == "0" or workspaces_enabled():
         return None
     path = sqlite_path(uri)
     if path is None or schema_revision(path) != SCHEMA_REVISION:
