@@ -19,10 +19,11 @@ PY=${PYTHON:-python3}
 VENV=${PARITY_VENV:-.venv-parity}
 LOCK=constraints-parity.txt
 TORCH="torch==2.13.0"  # first, pinned: a looser requirement pulls the CUDA build and gigabytes of wheels
-REFERENCE=(deepfocus==1.0.1 wechsel==0.0.4)
+REFERENCE=(deepfocus==1.0.1 wechsel==0.0.4 trans-tokenizers==0.1.4)
+# trans-tokenizers (Tik-to-Tok's authors) imports langcodes and regex, which it does not declare
 # their requirements without `fasttext` (deepfocus: entmax, fastdist, numba, print-on-steroids, ...; wechsel: gensim,
 # nltk, scikit-learn, ...); torch, transformers, datasets, numpy, scipy come with the harness
-REFERENCE_DEPS=(entmax fastdist numba print-on-steroids gensim nltk scikit-learn requests tqdm)
+REFERENCE_DEPS=(entmax fastdist numba print-on-steroids gensim nltk scikit-learn requests tqdm langcodes regex)
 PIP=("$VENV/bin/python" -m pip --disable-pip-version-check)
 
 lock=0
