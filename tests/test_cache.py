@@ -284,3 +284,101 @@ def test_corpora_left_by_a_killed_training_are_removed(tmp_path):
     job = _job("gg")
     cached_model(tmp_path, job.kind, job.inputs, job.settings, job.write_corpus)
     assert not old.exists() and fresh.exists()  # a fresh one may belong to a training still going on
+
+
+# -- verified once, then trusted by stat ------------------------------------------------------------------------
+def _counting(monkeypatch):
+    from harness.core import cache as cache_mod
+
+    hashed = []
+    real = cache_mod.sha256_file
+
+    def counting(path, *a, **k):
+        hashed.append(path.name)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(cache_mod, "sha256_file", counting)
+    return hashed
+
+
+def _as_a_new_process():
+    from harness.core import cache as cache_mod
+
+    cache_mod._CHECKED.clear()  # what this process checked: a later process starts without it
+
+
+def test_a_product_is_hashed_once_then_trusted_by_its_stats(tmp_path, monkeypatch):
+    """The first verification is recorded (_VERIFIED.json); a later process compares stats only; a file whose stats
+    moved (a touch, same bytes) is hashed again, and only that one."""
+    import os
+    import time
+
+    cache, build, calls, p = _built(tmp_path)
+    hashed = _counting(monkeypatch)
+    time.sleep(0.05)  # past the clock tick the build recorded in (a file changed in that tick is hashed again)
+    _as_a_new_process()
+    assert cache.lookup("init", {"m": 1}) is not None  # the build's files, racily clean, hashed once more at most
+    hashed.clear()
+    for _ in range(3):
+        _as_a_new_process()
+        assert cache.lookup("init", {"m": 1}) is not None
+    assert hashed == []  # stats only
+    weights = p.path / "model.safetensors"
+    st = weights.stat()
+    os.utime(weights, ns=(st.st_atime_ns, st.st_mtime_ns - 10**10))  # same bytes, new stats
+    time.sleep(0.05)
+    _as_a_new_process()
+    assert cache.lookup("init", {"m": 1}) is not None and hashed == ["model.safetensors"]
+    hashed.clear()
+    _as_a_new_process()
+    assert cache.lookup("init", {"m": 1}) is not None and hashed == []  # its new stats recorded
+
+
+def test_a_changed_file_is_hashed_again_and_caught(tmp_path, monkeypatch, caplog):
+    """Same size, one byte changed after the product was trusted: its stats moved, so it is hashed and found
+    damaged (and the product built again)."""
+    import time
+
+    cache, build, calls, p = _built(tmp_path)
+    time.sleep(0.05)
+    _as_a_new_process()
+    assert cache.lookup("init", {"m": 1}) is not None
+    hashed = _counting(monkeypatch)
+    weights = p.path / "model.safetensors"
+    good = weights.read_bytes()
+    with open(weights, "r+b") as f:  # in place: same inode, same size
+        f.seek(100)
+        f.write(bytes([good[100] ^ 1]))
+    _as_a_new_process()
+    with caplog.at_level("WARNING", logger="harness.core.cache"):
+        assert cache.lookup("init", {"m": 1}) is None
+    assert hashed == ["model.safetensors"] and "does not match its sha256" in caplog.text
+    assert not p.path.exists()
+
+
+def test_cache_verify_hashes_everything_again(tmp_path, monkeypatch, run_cli):
+    """A change that keeps a file's stats (bit rot under the record) passes the stat check; ``harness cache verify``
+    hashes every file and exits 2 naming the product."""
+    import json
+    import time
+
+    from harness.core.cache import VERIFIED, file_stat
+
+    home = tmp_path / "home"
+    cache, build, calls, p = _built(home)
+    sound = cache.get_or_build("init", {"m": 2}, build)
+    r = run_cli("cache", "verify", env={"HARNESS_HOME": str(home)})
+    assert r.returncode == 0 and "verified 2 product(s)" in r.stdout, r.stdout + r.stderr
+    weights = p.path / "model.safetensors"
+    good = weights.read_bytes()
+    weights.write_bytes(good[:100] + bytes([good[100] ^ 1]) + good[101:])
+    time.sleep(0.05)
+    record = json.loads((p.path / VERIFIED).read_text())  # the record rewritten to the changed file's stats
+    record["files"]["model.safetensors"] = file_stat(weights.stat())
+    (p.path / VERIFIED).write_text(json.dumps(record))
+    _as_a_new_process()
+    assert cache.lookup("init", {"m": 1}) is not None  # trusted by its stats
+    r = run_cli("cache", "verify", env={"HARNESS_HOME": str(home)})
+    assert r.returncode == 2 and f"init {p.path.name}" in r.stderr and "1 of 2 product(s)" in r.stderr, r.stderr
+    assert sound.path.name not in r.stderr and "Traceback" not in r.stderr
+    assert weights.read_bytes() != good  # verify removes nothing

@@ -299,3 +299,84 @@ def test_the_same_blocks_on_the_bible_worlds_text(tmp_path, block_size, cap):
     assert corpus.built and corpus.n_blocks > 100
     for seed in (1, 3):
         assert _items(_view(corpus, seed, tmp_path)) == cpt_blocks(tok, world, langs, block_size, cap, seed)
+
+
+# -- a corpus in use is never pruned ----------------------------------------------------------------------------
+def _reader(corpus_path: Path, folder: Path) -> subprocess.Popen:
+    """A process that reads the corpus as a CPT's loader worker does (CorpusDataset, opened lazily) and lives on."""
+    code = ("import sys, time\nfrom pathlib import Path\n"
+            "from harness.corpus import Corpus, CorpusDataset, write_order\n"
+            f"c = Corpus(Path({str(corpus_path)!r}))\n"
+            f"v = CorpusDataset(c, write_order(c, {{}}, 1, Path({str(folder)!r})))\n"
+            "v[0]\nprint('reading', flush=True)\ntime.sleep(300)\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert proc.stdout.readline().strip() == "reading"
+    return proc
+
+
+def _prune(home: Path, *flags: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "harness.cli", "cache", "prune", "--kind", "corpus", *flags],
+                          capture_output=True, text=True, env={**os.environ, "HARNESS_HOME": str(home)}, cwd=REPO,
+                          timeout=120)
+
+
+def test_a_corpus_a_process_reads_is_not_pruned_but_by_force(synthetic_world, tmp_path):
+    """A CPT's reader holds a lease on its corpus: prune beside it leaves the corpus and says so; --force removes
+    it; a reader that was killed holds nothing (the kernel dropped its lock)."""
+    import signal
+
+    tok, langs = _tokenizer(synthetic_world), _languages(synthetic_world)
+    home = tmp_path / "home"
+    corpus = ensure_corpus(tok, synthetic_world, langs, 32, None, cache=ProductCache(home))
+    from harness.core.cache import release_lease
+
+    release_lease(corpus.path)  # (this test process built it: only the reader below holds it)
+    reader = _reader(corpus.path, tmp_path)
+    try:
+        dry = _prune(home, "--dry-run")
+        assert dry.returncode == 0 and f"would skip 1 product(s) in use: corpus {corpus.path.name}" in dry.stdout
+        r = _prune(home)
+        assert r.returncode == 0, r.stderr
+        assert f"skipped 1 product(s) in use: corpus {corpus.path.name}" in r.stdout and "--force" in r.stdout
+        assert "freed 0 B in 0 item(s)" in r.stdout
+        assert (corpus.path / "tokens.bin").is_file() and (corpus.path / "_DONE.json").is_file()
+        r = _prune(home, "--force")
+        assert r.returncode == 0 and "freed" in r.stdout and "in use" not in r.stdout.split("freed")[1], r.stdout
+        assert not corpus.path.exists()
+    finally:
+        reader.kill()
+        reader.wait()
+    again = ensure_corpus(tok, synthetic_world, langs, 32, None, cache=ProductCache(home))
+    assert again.built and again.path == corpus.path
+    release_lease(again.path)
+    reader = _reader(again.path, tmp_path)
+    reader.send_signal(signal.SIGKILL)
+    reader.wait()
+    r = _prune(home)
+    assert r.returncode == 0 and "in use" not in r.stdout and not again.path.exists(), r.stdout
+    assert "removing 1 item(s)" in r.stdout  # said before it removed them
+
+
+def test_the_cpt_texts_digests_come_from_the_worlds_record(synthetic_world, monkeypatch):
+    """A cell process does not hash the CPT text again for the corpus key: the world's checksums (checked at its
+    load, by stat) give each file's sha256; a file whose stats moved is hashed."""
+    import hashlib
+
+    from harness.core import hashing
+
+    files = corpus_mod.cpt_files(synthetic_world, _languages(synthetic_world))
+    want = {lang: hashlib.sha256(p.read_bytes()).hexdigest() for lang, p in files.items()}
+    hashed = []
+    real = hashing.sha256_file
+    monkeypatch.setattr(hashing, "sha256_file", lambda p, *a: hashed.append(p) or real(p, *a))
+    monkeypatch.setattr(corpus_mod, "_DIGESTS", {})
+    assert {lang: corpus_mod.file_sha256(p) for lang, p in files.items()} == want and hashed == []
+    path = next(iter(files.values()))
+    st = path.stat()
+    same = SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns, st_ctime_ns=st.st_ctime_ns)
+    assert corpus_mod._world_recorded_sha256(path, same) == want[path.stem]
+    for moved in (SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns + 1, st_ctime_ns=st.st_ctime_ns),
+                  SimpleNamespace(st_size=st.st_size, st_mtime_ns=st.st_mtime_ns, st_ctime_ns=st.st_ctime_ns + 1),
+                  SimpleNamespace(st_size=st.st_size + 1, st_mtime_ns=st.st_mtime_ns, st_ctime_ns=st.st_ctime_ns)):
+        assert corpus_mod._world_recorded_sha256(path, moved) is None  # then file_sha256 hashes it
