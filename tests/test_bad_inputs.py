@@ -502,3 +502,47 @@ def test_the_bible_declaration_is_what_plan_and_run_check_against():
     assert described.pivot not in described.task_languages("sr-b") and len(described.task_languages("mlm")) == 24
     cfg = make_config(overrides={"world": "bible", "methods": ["random"], "tasks": ["mlm"], "dims": [383]})
     assert {c.dim for c in plan_cells(cfg, declared)[0]} == {383}
+
+
+# -- cache commands never make a home ---------------------------------------------------------------------------
+@pytest.mark.parametrize("argv, rc, words", [
+    (["cache", "du"], 0, ["no harness home"]),
+    (["cache", "du", "--json"], 0, ["no harness home"]),
+    (["cache", "prune"], 0, ["no harness home"]),
+    (["cache", "prune", "--dry-run"], 0, ["no harness home"]),
+    (["cache", "verify"], 0, ["no harness home"]),
+    (["cache", "prune", "--older-than", "7x"], 2, ["--older-than", "7d"]),
+], ids=["du", "du-json", "prune", "prune-dry-run", "verify", "prune-bad-age"])
+def test_cache_commands_without_a_home_make_none(argv, rc, words, tmp_path):
+    """``harness cache du|prune|verify`` in a home that does not exist: one line saying so (or the bad input's),
+    and no home made."""
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(home), OMP_NUM_THREADS="1")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", *argv], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=REPO)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == rc, out
+    assert all(w in out for w in words), out
+    assert len(out.strip().splitlines()) == 1 and "Traceback" not in out, out
+    assert not home.exists(), sorted(str(p) for p in home.rglob("*"))
+
+
+def test_a_bare_prune_says_what_it_removes_before_it_does(tmp_path):
+    """A bare ``harness cache prune`` names the count and size it is about to remove on its first line, before
+    the removal (the table and the bytes freed come after)."""
+    home = tmp_path / "home"
+    for key in ("a1", "b2"):
+        d = home / "products" / "init" / key
+        d.mkdir(parents=True)
+        (d / "w.bin").write_bytes(b"\0" * 2048)
+        (d / "_DONE.json").write_text('{"kind": "init", "created": 0}')
+    env = {k: v for k, v in os.environ.items() if k not in {"MLFLOW_TRACKING_URI", "HARNESS_HOME"}}
+    env.update(HARNESS_HOME=str(home), OMP_NUM_THREADS="1", COLUMNS="120")
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "cache", "prune"], capture_output=True, text=True,
+                          env=env, timeout=120, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("removing 2 item(s), 4.") and "KB" in lines[0], proc.stdout
+    assert lines[-1].startswith("freed 4.") and "in 2 item(s)" in lines[-1]
+    assert not (home / "products" / "init" / "a1").exists()
