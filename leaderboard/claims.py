@@ -31,6 +31,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from leaderboard.fmt import signed
 from leaderboard.stats import DiffInterval, diff_interval, paired_test
 
 ALPHA = 0.05
@@ -131,18 +132,39 @@ def numerics(variant: Any) -> str:
             + (f", CPU kernels {kernels}" if kernels else ""))
 
 
+def budget(variant: Any) -> str:
+    """A row's CPT budget as its runs logged it (``10 CPT steps``; "" when not logged)."""
+    import json
+
+    steps = json.loads(getattr(variant, "cpt", "{}") or "{}").get("steps")
+    return f"{steps} CPT steps" if steps is not None else ""
+
+
+def group(variant: Any, with_budget: bool = True) -> str:
+    """The rows a claim is tested within: one numerics (:func:`numerics`) and, ``with_budget``, one CPT budget."""
+    b = budget(variant) if with_budget else ""
+    return numerics(variant) + (f", {b}" if b else "")
+
+
+def _with_budget(variants: list[Any]) -> bool:
+    """Whether rows differ in their CPT budget (then it is part of each claim's group and its name)."""
+    return len({budget(v) for v in variants if v is not None}) > 1
+
+
 def _groups(board: Any) -> list[str]:
-    """The numerics of the board's rows (:func:`numerics`), each a claim's own test: rows computed differently are
-    never compared with each other."""
-    return sorted({numerics(r.variant) for r in board.rows if r.variant is not None})
+    """The groups of the board's rows (:func:`group`: one numerics and one CPT budget), each a claim's own test:
+    rows computed differently are never compared with each other."""
+    wb = _with_budget([r.variant for r in board.rows])
+    return sorted({group(r.variant, wb) for r in board.rows if r.variant is not None})
 
 
-def _row(board: Any, method: str, group: str | None = None) -> Any | None:
+def _row(board: Any, method: str, where: str | None = None) -> Any | None:
     """The method's row with its default parameters at full dimension where there is one (a variant row's label
-    names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row; of the rows
-    computed as ``group`` says (:func:`numerics`) when given."""
+    names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row; of the rows of the
+    group ``where`` (:func:`group`) when given."""
+    wb = _with_budget([r.variant for r in board.rows])
     rows = [r for r in board.rows if r.variant is not None and r.variant.method == method
-            and (group is None or numerics(r.variant) == group)]
+            and (where is None or group(r.variant, wb) == where)]
     if not rows:
         return None
     return min(rows, key=lambda r: (r.variant.dim != "full",
@@ -162,21 +184,29 @@ def _level(res: ClaimResult, lo: float, hi: float) -> None:
 
 
 def _pairwise_all(claim: Claim, board: Any) -> list[ClaimResult]:
-    """The claim on ``board``, tested once per numerics of its rows where they differ (never pooled)."""
+    """The claim on ``board``, tested once per group of its rows (one numerics, one CPT budget) where they differ,
+    never pooled. A group without both of the claim's rows is left out where another group tests the claim (one
+    "not tested" result when none does)."""
     groups = _groups(board)
     if len(groups) <= 1:
         return [_pairwise(claim, board)]
     out = []
-    for group in groups:
-        res = _pairwise(claim, board, group)
-        res.numerics = group
+    for g in groups:
+        res = _pairwise(claim, board, g)
+        res.numerics = g
         out.append(res)
-    return out
+    tested = [r for r in out if r.status != "not tested"]
+    if tested:
+        return tested
+    missing = [m for m in (claim.a, claim.b) if _row(board, m) is None]
+    return [ClaimResult(claim, board.profile, board.task, "not tested", detail=f"no {missing[0]} row" if missing
+                        else f"no group of rows (one numerics, one CPT budget) has both a {claim.a} and a "
+                             f"{claim.b} row")]
 
 
-def _pairwise(claim: Claim, board: Any, group: str | None = None) -> ClaimResult:
+def _pairwise(claim: Claim, board: Any, where: str | None = None) -> ClaimResult:
     res = ClaimResult(claim, board.profile, board.task, "not tested")
-    ra, rb = _row(board, claim.a, group), _row(board, claim.b, group)
+    ra, rb = _row(board, claim.a, where), _row(board, claim.b, where)
     if ra is None or rb is None:
         res.detail = f"no {claim.a if ra is None else claim.b} row"
         return res
@@ -232,42 +262,66 @@ def _cpt_verdict(changes: dict[str, float], rose: list[str]) -> str:
     return "holds" if all(v < 0 for v in changes.values()) else "inconclusive"
 
 
-def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> ClaimResult:
+def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> list[ClaimResult]:
+    """The CPT claim, tested within each group of rows (one numerics, one CPT budget: :func:`group`), never pooled
+    across them: on the ``mlm`` task's delta board where there is one, else on the runner's held-out diagnostic."""
     delta = next((b for b in boards if b.task == "mlm" and b.kind == "delta" and b.headline
                   and b.profile == profile), None)
     if delta is not None and delta.rows:
-        res = ClaimResult(claim, profile, "mlm", "not tested", n=len(delta.rows))
-        rows = [r for r in delta.rows if r.values()]
-        avgs = {r.label: statistics.fmean(r.values().values()) for r in rows}
-        ivs = {r.label: diff_interval({x: e.values for x, e in r.entries.items()},
-                                      {x: [0.0] for x in r.entries}, resamples=RESAMPLES,
-                                      key=("mlm", profile, claim.id, r.label)) for r in rows}
-        rose = [k for k, iv in ivs.items() if iv is not None and iv.resamples and iv.lo > 0]
-        shown = max(rose, key=lambda k: ivs[k].lo) if rose else max(avgs, key=lambda k: avgs[k])
-        res.diff, res.interval = avgs[shown], ivs[shown]
-        ps = []
+        wb = _with_budget([r.variant for r in delta.rows])
+        by: dict[str, list[Any]] = {}
         for r in delta.rows:
-            vals = r.values()
-            t = paired_test(r.label, "step 0", vals, dict.fromkeys(vals, 0.0), higher_is_better=False)
-            if t.p_value is not None:
-                ps.append(t.p_value)
-        res.p_value = max(ps) if ps else None
-        res.status = _cpt_verdict(avgs, rose)
-        res.detail = {"holds": "every row's average loss fell; largest change",
-                      "contradicted": "the loss rose: the whole interval of the change lies above 0 for",
-                      "inconclusive": "not every row's average loss fell, and no row's interval lies above 0; "
-                                      "largest change"}[res.status] + f": {shown} {avgs[shown]:+.3f}"
+            by.setdefault(group(r.variant, wb) if r.variant is not None else "", []).append(r)
+        out = [_cpt_delta(claim, profile, rows) for _, rows in sorted(by.items())]
+        if len(by) > 1:
+            for res, g in zip(out, sorted(by), strict=True):
+                res.numerics = g
+        return out
+    mine = [v for v in variants if v.profile == profile and len(v.curves.get("cpt/heldout_loss") or []) >= 2]
+    if not mine:
+        return [ClaimResult(claim, profile, "mlm", "not tested", detail="no CPT steps or no held-out MLM loss")]
+    wb = _with_budget([v.key for v in mine])
+    by = {}
+    for v in mine:
+        by.setdefault(group(v.key, wb), []).append(v)
+    out = []
+    for g, vs in sorted(by.items()):
+        changes = {v.label: v.curves["cpt/heldout_loss"][-1][1] - v.curves["cpt/heldout_loss"][0][1] for v in vs}
+        worst = max(changes, key=lambda k: changes[k])
+        out.append(ClaimResult(claim, profile, "held-out diagnostic",
+                               _cpt_verdict(changes, [k for k, v in changes.items() if v > 0]), diff=changes[worst],
+                               n=len(changes), detail=f"largest change: {worst} {signed(changes[worst])} (one "
+                               "held-out loss per row: no per-language interval without the mlm task)",
+                               numerics=g if len(by) > 1 else ""))
+    return out
+
+
+def _cpt_delta(claim: Claim, profile: str, delta_rows: list[Any]) -> ClaimResult:
+    res = ClaimResult(claim, profile, "mlm", "not tested", n=len(delta_rows))
+    rows = [r for r in delta_rows if r.values()]
+    if not rows:
+        res.detail = "no row with a change of the loss"
         return res
-    curves = {v.label: v.curves["cpt/heldout_loss"] for v in variants
-              if v.profile == profile and len(v.curves.get("cpt/heldout_loss") or []) >= 2}
-    if not curves:
-        return ClaimResult(claim, profile, "mlm", "not tested", detail="no CPT steps or no held-out MLM loss")
-    changes = {k: c[-1][1] - c[0][1] for k, c in curves.items()}
-    worst = max(changes, key=lambda k: changes[k])
-    return ClaimResult(claim, profile, "held-out diagnostic",
-                       _cpt_verdict(changes, [k for k, v in changes.items() if v > 0]), diff=changes[worst],
-                       n=len(changes), detail=f"largest change: {worst} {changes[worst]:+.3f} (one held-out loss "
-                       "per row: no per-language interval without the mlm task)")
+    avgs = {r.label: statistics.fmean(r.values().values()) for r in rows}
+    ivs = {r.label: diff_interval({x: e.values for x, e in r.entries.items()},
+                                  {x: [0.0] for x in r.entries}, resamples=RESAMPLES,
+                                  key=("mlm", profile, claim.id, r.label)) for r in rows}
+    rose = [k for k, iv in ivs.items() if iv is not None and iv.resamples and iv.lo > 0]
+    shown = max(rose, key=lambda k: ivs[k].lo) if rose else max(avgs, key=lambda k: avgs[k])
+    res.diff, res.interval = avgs[shown], ivs[shown]
+    ps = []
+    for r in delta_rows:
+        vals = r.values()
+        t = paired_test(r.label, "step 0", vals, dict.fromkeys(vals, 0.0), higher_is_better=False)
+        if t.p_value is not None:
+            ps.append(t.p_value)
+    res.p_value = max(ps) if ps else None
+    res.status = _cpt_verdict(avgs, rose)
+    res.detail = {"holds": "every row's average loss fell; largest change",
+                  "contradicted": "the loss rose: the whole interval of the change lies above 0 for",
+                  "inconclusive": "not every row's average loss fell, and no row's interval lies above 0; "
+                                  "largest change"}[res.status] + f": {shown} {signed(avgs[shown])}"
+    return res
 
 
 def evaluate_claims(boards: list[Any], variants: list[Any]) -> list[ClaimResult]:
@@ -282,7 +336,7 @@ def evaluate_claims(boards: list[Any], variants: list[Any]) -> list[ClaimResult]
                      and b.step == 0 and b.task != "mlm"]
         for claim in CLAIMS:
             if claim.kind == "cpt":
-                out.append(_cpt(claim, profile, boards, variants))
+                out += _cpt(claim, profile, boards, variants)
             else:
                 out += [r for b in sorted(step0, key=lambda b: b.task) for r in _pairwise_all(claim, b)]
     return out
@@ -329,11 +383,11 @@ def brief_rows(results: list[ClaimResult]) -> tuple[list[str], list[list[str]]]:
 
 
 def _diff(r: ClaimResult) -> str:
-    return "-" if r.diff is None else f"{r.diff:+.3f}"
+    return "-" if r.diff is None else signed(r.diff)
 
 
 def _interval(iv: DiffInterval | None) -> str:
-    return "-" if iv is None or not iv.resamples else f"[{iv.lo:+.3f}, {iv.hi:+.3f}]"
+    return "-" if iv is None or not iv.resamples else f"[{signed(iv.lo)}, {signed(iv.hi)}]"
 
 
 def _n(r: ClaimResult) -> str:

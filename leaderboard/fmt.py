@@ -15,6 +15,26 @@ def value(v: float | None, delta: bool = False) -> str:
     return f"{v:+.3f}" if delta else f"{v:.3f}"
 
 
+def signed(v: float | None, decimals: int = 3) -> str:
+    """A difference with the digits that show it: ``decimals`` places, more (up to 6) until two significant digits
+    show, so that a small change never prints as ``+0.000``."""
+    if v is None:
+        return MISSING
+    d = decimals
+    while d < 6 and v != 0 and abs(v) < 10 ** (1 - d):
+        d += 1
+    return f"{v:+.{d}f}"
+
+
+def pair(a: float, b: float, decimals: int = 2) -> tuple[str, str]:
+    """``a`` and ``b`` with as many places as it takes (at least ``decimals``, up to 6) for their printed forms to
+    differ where the numbers do: a change is never hidden by the rounding (``6.12`` to ``6.12``)."""
+    d = decimals
+    while d < 6 and a != b and f"{a:.{d}f}" == f"{b:.{d}f}":
+        d += 1
+    return f"{a:.{d}f}", f"{b:.{d}f}"
+
+
 def cell(board: Board, v: float | None) -> str:
     return value(v, board.kind == "delta")
 

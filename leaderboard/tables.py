@@ -68,12 +68,15 @@ def _variant(run: TaskRun | CellRun, parent: CellRun | None, per_seed: bool) -> 
     return VariantKey(run.method, run.dim, run.source, params, cpt, run.seed if per_seed else None, protocol)
 
 
-def variant_labels(keys: list[VariantKey],
-                   defaults: dict[str, dict[str, str]] | None = None) -> dict[VariantKey, str]:
-    """``method d=dim`` (+ ``src=`` when sources differ, + the parameters or CPT budget that tell apart two
-    variants of one method, + ``s=seed`` for per-seed rows). ``defaults``: method -> its declared parameter
-    defaults, as its cell runs were tagged with them."""
+def variant_labels(keys: list[VariantKey], defaults: dict[str, dict[str, str]] | None = None, *,
+                   cpt_defaults: dict[str, Any] | None = None) -> dict[VariantKey, str]:
+    """``method d=dim`` (+ ``src=`` when sources differ, + the parameters that tell apart two variants of one method,
+    + the qualifiers that tell apart rows of different CPT budgets, precisions, CPU kernels or CPT settings
+    (:func:`row_qualifiers`), + ``s=seed`` for per-seed rows). ``defaults``: method -> its declared parameter
+    defaults, as its cell runs were tagged with them; ``cpt_defaults``: the CPT settings a run that did not log one
+    ran with (the profile's)."""
     sources = {k.source for k in keys}
+    quals = row_qualifiers(keys, cpt_defaults)
     out = {}
     for k in keys:
         label = f"{k.method} d={k.dim}"
@@ -82,30 +85,72 @@ def variant_labels(keys: list[VariantKey],
         same = [o for o in keys if (o.method, o.dim, o.source) == (k.method, k.dim, k.source)]
         if len({o.params for o in same}) > 1:
             label += f" ({_distinguishing_params(k, same, (defaults or {}).get(k.method, {}))})"
-        label += _distinguishing_cpt(k, [o for o in same if o.params == k.params])
+        label += "".join(f" {q}" for q in quals[k])
         if k.seed is not None:
             label += f" s={k.seed}"
         out[k] = label
     return out
 
 
-def _distinguishing_cpt(k: VariantKey, same: list[VariantKey]) -> str:
-    """What tells ``k`` apart from the variants of one method with its parameters: the CPT budget (``cpt=10``),
-    any other CPT setting that differs (``cpt.precision=bf16``), the evaluation precision (``eval=bf16``); "" when
-    nothing does."""
-    out = ""
-    cpts = {o: json.loads(o.cpt) for o in same}
-    mine = cpts[k]
-    differ = sorted(a for a in {a for c in cpts.values() for a in c} if len({c.get(a) for c in cpts.values()}) > 1)
-    if "steps" in differ:
-        out += f" cpt={mine.get('steps', '?')}"
-    out += "".join(f" cpt.{a}={mine.get(a, '-')}" for a in differ if a != "steps")
-    protocols = {o: json.loads(o.protocol) for o in same}
-    if len({p.get("eval_precision") for p in protocols.values()}) > 1:
-        out += f" eval={protocols[k].get('eval_precision', DEFAULT_EVAL_PRECISION)}"
-    if len({p.get("cpu_kernels") for p in protocols.values()}) > 1:
-        out += f" kernels={protocols[k].get('cpu_kernels', PINNED_KERNELS)}"
+# the CPT settings a run logged before they existed ran with (harness.corpus's defaults)
+LATER_CPT_DEFAULTS = {"language_sampling": "shuffled", "sampling_alpha": "0.3"}
+
+
+def qualifier_values(k: VariantKey, cpt_defaults: dict[str, Any] | None = None) -> dict[str, str]:
+    """What a row was computed with beyond its method, as qualifiers name it: ``cpt`` (the CPT budget in steps),
+    ``cpt.<setting>`` (every other CPT setting), ``eval`` (the evaluation precision), ``kernels`` (the CPU
+    kernels). A setting the row's runs did not log takes its default (``cpt_defaults``, the profile's), never
+    ``-``."""
+    filled = {**LATER_CPT_DEFAULTS, **{a: str(v) for a, v in (cpt_defaults or {}).items()}}
+    cpt = json.loads(k.cpt or "{}")
+    protocol = json.loads(k.protocol or "{}")
+    out = {f"cpt.{a}" if a != "steps" else "cpt": str(cpt.get(a, filled.get(a, "default")))
+           for a in {*cpt, *filled} if a in cpt or a in filled}
+    out["eval"] = str(protocol.get("eval_precision", DEFAULT_EVAL_PRECISION))
+    out["kernels"] = str(protocol.get("cpu_kernels", PINNED_KERNELS))
     return out
+
+
+def _qualifier_order(name: str) -> tuple[int, str]:
+    """The order qualifiers are chosen in (the ones that move numbers most first): the CPT budget, the evaluation
+    precision, CPT's precision, the CPU kernels, then every other CPT setting."""
+    first = {"cpt": 0, "eval": 1, "cpt.precision": 2, "kernels": 3}
+    return first.get(name, 4), name
+
+
+def _qualifier_shown(name: str) -> tuple[int, str]:
+    """The order qualifiers are printed in: ``cpt=``, ``cpt.<setting>=``, ``eval=``, ``kernels=``."""
+    return {"cpt": 0, "eval": 2, "kernels": 3}.get(name, 1), name
+
+
+def row_qualifiers(keys: list[VariantKey], cpt_defaults: dict[str, Any] | None = None) -> dict[VariantKey, list[str]]:
+    """For each row of a board (or of every board of a profile), the qualifiers that tell it apart from the rows
+    of the same method computed otherwise (``cpt=2``, ``eval=bf16``, ``cpt.precision=fp32``,
+    ``kernels=native``), and only those: a qualifier is chosen, in :func:`_qualifier_order`, when it splits rows
+    that the ones chosen before it do not; every row then carries every chosen qualifier (its default spelled out),
+    so that a method with one variant is labelled as the other methods' rows it is comparable with. No qualifier
+    when every row was computed alike. The shared helper of every board's labels (the leaderboard, the results
+    table of ``harness run``, ``harness compare``)."""
+    values = {k: qualifier_values(k, cpt_defaults) for k in keys}
+    names = sorted({n for v in values.values() for n in v}, key=_qualifier_order)
+    groups: dict[tuple, list[VariantKey]] = {}
+    for k in keys:
+        groups.setdefault((k.method, k.dim, k.source, k.params, k.seed), []).append(k)
+    parts = list(groups.values())
+    chosen: list[str] = []
+    for name in names:
+        if any(len({values[k].get(name) for k in part}) > 1 for part in parts):
+            chosen.append(name)
+            parts = [list(sub) for part in parts for sub in _split(part, lambda k, n=name: values[k].get(n))]
+    chosen.sort(key=_qualifier_shown)
+    return {k: [f"{n}={values[k].get(n, 'default')}" for n in chosen] for k in keys}
+
+
+def _split(part: list[VariantKey], value: Any) -> list[list[VariantKey]]:
+    out: dict[Any, list[VariantKey]] = {}
+    for k in part:
+        out.setdefault(value(k), []).append(k)
+    return list(out.values())
 
 
 def _distinguishing_params(k: VariantKey, same: list[VariantKey], defaults: dict[str, str]) -> str:
@@ -447,6 +492,9 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
             attach_paper_rows(b, data)
     for b in boards:
         slice_board(b, data, langs)
+    from leaderboard.costs import attach_costs
+
+    attach_costs(boards, data)
     variants = variant_infos(data, per_seed)
     return Leaderboard(data.name, boards, variants, langs, worlds,
                        {"resamples": bootstrap, "seed": bootstrap_seed, "level": level},
@@ -466,10 +514,18 @@ def profile_labels(data: ExperimentData, per_seed: bool) -> dict[VariantKey, str
         if cell.method_defaults:
             defaults.setdefault(cell.method, cell.method_defaults)
     out: dict[VariantKey, str] = {}
-    for ks in keys.values():
+    for profile, ks in keys.items():
         out.update(variant_labels(sorted(ks, key=lambda k: (k.method, k.dim, k.source, k.params, k.cpt,
-                                                            k.protocol, str(k.seed))), defaults))
+                                                            k.protocol, str(k.seed))), defaults,
+                                  cpt_defaults=profile_cpt(profile)))
     return out
+
+
+def profile_cpt(profile: str | None) -> dict[str, Any]:
+    """The CPT settings of a profile (what a run of it that did not log a setting ran with)."""
+    from harness.core.profiles import PROFILES
+
+    return dict(PROFILES.get(profile or "", {}).get("cpt", {}))
 
 
 def variant_infos(data: ExperimentData, per_seed: bool = False) -> list[VariantInfo]:
