@@ -140,11 +140,46 @@ def stable_seed(*parts: object) -> int:
     return int.from_bytes(h[:8], "big") >> 1
 
 
+# the code that computes what the memo keeps: its syntax trees enter every key (code_version)
+INTERVAL_CODE = ("_bootstrap_ci", "SeedSample.resampled", "ItemSample.finish", "ItemSample.value", "stable_seed",
+                 "_wilcoxon")
+_CODE_VERSION: list[str] = []
+
+
+def code_version() -> str:
+    """A digest of the code that computes the board's intervals and tests (the syntax trees of
+    :data:`INTERVAL_CODE` in this module's source: a comment does not change it, any change to the computation
+    does) and of the numpy and scipy that run it (their generators and tests), once a process. Read from the files
+    (this module's source, scipy's ``version.py``): scipy.stats is not imported for it."""
+    if not _CODE_VERSION:
+        import ast
+        import importlib.util
+
+        tree = ast.parse(Path(__file__).read_text(encoding="utf-8"))
+        nodes: dict[str, ast.AST] = {}
+        for node in tree.body:
+            if isinstance(node, ast.FunctionDef | ast.ClassDef):
+                nodes[node.name] = node
+            if isinstance(node, ast.ClassDef):
+                nodes.update({f"{node.name}.{m.name}": m for m in node.body if isinstance(m, ast.FunctionDef)})
+        h = hashlib.sha256()
+        for name in INTERVAL_CODE:
+            h.update(f"{name}\n{ast.dump(nodes[name])}\n".encode())
+        h.update(f"numpy {np.__version__}\n".encode())
+        spec = importlib.util.find_spec("scipy")
+        try:
+            h.update((Path(spec.origin).parent / "version.py").read_bytes() if spec and spec.origin else b"-")
+        except OSError:
+            h.update(b"scipy ?")
+        _CODE_VERSION.append(h.hexdigest()[:16])
+    return _CODE_VERSION[0]
+
+
 class IntervalMemo:
     """Bootstrap intervals already computed, by a digest of everything that decides them (the samples' values and
-    item statistics, the resamples, the level, the seed and the key of the stream): a board whose runs did not
-    change is printed again without resampling (a main job's board draws about 1,100 intervals, seconds of
-    numpy). Kept in ``<HARNESS_HOME>/cache/boards/intervals.json`` (written whole, atomically; a lost write only
+    item statistics, the resamples, the level, the seed and the key of the stream, and the code that computes them,
+    :func:`code_version`): a board whose runs did not change is printed again without resampling (a main job's
+    board draws about 1,100 intervals, seconds of numpy); a change to the bootstrap computes them again. Kept in ``<HARNESS_HOME>/cache/boards/intervals.json`` (written whole, atomically; a lost write only
     costs a recomputation); the same inputs give the same interval, so the memo never moves a number."""
 
     CAP = 100_000  # entries kept (about 7 MB); beyond it, only those this process used
@@ -161,7 +196,8 @@ class IntervalMemo:
 
     @staticmethod
     def digest(samples: Sequence[SeedSample], resamples: int, level: float, seed: int, key: object) -> str:
-        h = hashlib.sha256(repr((int(resamples), float(level), int(seed), str(key), len(samples))).encode())
+        h = hashlib.sha256(repr((code_version(), int(resamples), float(level), int(seed), str(key),
+                                 len(samples))).encode())
         for smp in samples:
             h.update(np.float64(smp.value).tobytes())
             for coef, part in smp.parts:
@@ -298,7 +334,9 @@ def _wilcoxon(diffs: np.ndarray) -> tuple[float, float]:
     memo = _MEMO
     if memo is None:
         return compute()
-    digest = "w:" + hashlib.sha256(np.ascontiguousarray(diffs, dtype=np.float64).tobytes()).hexdigest()[:32]
+    h = hashlib.sha256(code_version().encode())
+    h.update(np.ascontiguousarray(diffs, dtype=np.float64).tobytes())
+    digest = "w:" + h.hexdigest()[:32]
     return memo.get_or_compute(digest, compute)
 
 
