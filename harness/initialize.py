@@ -293,6 +293,20 @@ def load_backbone(src_dir: Path) -> torch.nn.Module:
         return AutoModel.from_pretrained(src_dir).float().eval()
 
 
+RESOURCE_NEEDS = {"word_vectors": "word vectors", "target_text": "target-language text",
+                  "dictionary": "bilingual dictionaries", "cpt_text": "CPT text"}
+
+
+def method_costs(cls: Any, profile: str | None) -> dict[str, Any]:
+    """What a method needs (the world's resources it requires and what else it declares in ``needs``: a helper
+    model, the source model itself) and the GPU-hours ``harness plan`` estimates for one initialization; logged
+    with each cell in its init report, shown on the board's cost table (:mod:`leaderboard.costs`)."""
+    needs = [RESOURCE_NEEDS.get(r, r) for r in sorted(getattr(cls, "requires", ()))]
+    needs += [str(n) for n in getattr(cls, "needs", ())]
+    ask = getattr(cls, "cost_estimate", None)
+    return {"needs": needs, "gpu_hours_plan": float(ask(profile or "paper")) if ask is not None else None}
+
+
 def initialize_model(world: Any, source: str, method: str, *, dim: int | None, seed: int, params: dict,
                      out_dir: Path, device: str = "cpu",
                      progress: Callable[[str, int], Callable[[int], None]] | None = None,
@@ -417,6 +431,7 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         "seconds": round(time.perf_counter() - t0, 3),
         "method_seconds": round(method_seconds, 3),
         "memory": mem.as_dict(),
+        "costs": method_costs(cls, profile),
         "method_stats": result.stats,
         "artifacts": {k: str(v) for k, v in result.artifacts.items()},
         "surgery": surgery,

@@ -110,6 +110,8 @@ class Board:
     # the precision of the rows' model passes, as their cell runs logged it ("evaluation fp32, CPT fp32"; "" for
     # runs that logged none): part of the title, so every rendering's header names it
     precision: str = ""
+    # what each method of the board costs (leaderboard.costs.CostRow; the headline board at the final step only)
+    costs: list[Any] = field(default_factory=list)
 
     # -- labels ---------------------------------------------------------------------------------------------
     @property

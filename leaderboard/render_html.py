@@ -10,6 +10,7 @@ This module holds the page and its tables; the charts are drawn by :mod:`leaderb
 
 from leaderboard import fmt, references
 from leaderboard.claims import LEGEND, claim_rows, summary
+from leaderboard.costs import costs_html
 from leaderboard.html_charts import (
     INIT_PARTS,
     MAX_BAR_LANGUAGES,
@@ -173,7 +174,8 @@ def board_html(lb: Leaderboard, board: Board) -> str:
                "(hover it for what was compared and the test)." if shown else "") + "</p>"
             '<div class="wrap"><table class="board sortable" '
             f'data-board="{esc(board.id)}"><thead><tr>{"".join(heads)}</tr></thead><tbody>{body}</tbody>'
-            + (f'<tbody class="paper">{paper}</tbody>' if paper else "") + f"</table></div>{notes}")
+            + (f'<tbody class="paper">{paper}</tbody>' if paper else "") + f"</table></div>{notes}"
+            + costs_html(board))
 
 
 def slices_html(board: Board) -> str:

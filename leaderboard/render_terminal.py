@@ -19,6 +19,7 @@ from rich.text import Text
 
 from leaderboard import fmt
 from leaderboard.claims import brief_rows, summary
+from leaderboard.costs import cost_table
 from leaderboard.model import Board, Row
 
 BEST = "bold green"
@@ -299,6 +300,8 @@ def render(board: Board, console: Console, *, transpose: bool | None = None, det
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     if tie_note := fmt.ties_note(board):
         console.print(f"[yellow]note:[/yellow] {escape(tie_note)} (none is marked)")
+    if (costs := cost_table(board)) is not None:
+        console.print(costs)
     if details:
         for g in (slices_grid(board), pairs_grid(board)):
             if g is not None:

@@ -495,6 +495,9 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
     from leaderboard.costs import attach_costs
 
     attach_costs(boards, data)
+    from leaderboard.costs import attach_costs
+
+    attach_costs(boards, data)
     variants = variant_infos(data, per_seed)
     return Leaderboard(data.name, boards, variants, langs, worlds,
                        {"resamples": bootstrap, "seed": bootstrap_seed, "level": level},
