@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+
 REPO = Path(__file__).resolve().parents[1]
 
 
