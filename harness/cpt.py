@@ -1,6 +1,7 @@
 """Continued pre-training (CPT) through the HF Trainer (one GPU, several GPUs with torchrun/accelerate, or CPU).
 
-MLM with BERT masking (15 %), text concatenated and cut into blocks, blocks of all languages shuffled together
+The source's objective (:mod:`harness.core.objective`): MLM with BERT masking (15 %) for an encoder, the
+next-token loss on every position (no masking) for a decoder; text concatenated and cut into blocks, blocks of all languages shuffled together
 (each step draws from every language; ``[cpt] language_sampling = "smoothed"`` samples languages as XLM-R and
 Glot500-m), the blocks read from the world's CPT corpus, tokenized once and memory-mapped (:mod:`harness.corpus`;
 :func:`cpt_blocks` is the reference it is checked against), linear learning-rate decay, the effective batch kept at the profile's value
@@ -28,6 +29,8 @@ from harness.core import hooks
 from harness.core.cache import DONE, discard_damaged, file_digests, lease
 from harness.core.devices import EMULATE_ENV, accelerator_branches, emulating, rank_device
 from harness.core.masked_head import use_masked_only_head
+from harness.core.objective import collator as objective_collator
+from harness.core.objective import objective_of_model
 from harness.core.precision import training_attention
 from harness.corpus import CorpusDataset, ensure_corpus, sampling_settings, write_order
 from harness.cpt_batch import batch_layout
@@ -160,8 +163,9 @@ def train_cell(*, model_dir: Path, tokenizer: Any, world: Any, settings: dict[st
 
 def prepare_model(model: Any, speed: dict[str, Any], device: str) -> Any:
     """``model`` made ready for CPT: the vocabulary projection at the masked positions only (same loss, see
-    :mod:`harness.core.masked_head`), the CPU's training attention, the memory limits installed from outside."""
-    if speed["masked_head"]:
+    :mod:`harness.core.masked_head`; a masked LM's lever: a causal LM predicts every position), the CPU's training
+    attention, the memory limits installed from outside."""
+    if speed["masked_head"] and objective_of_model(model) == "mlm":
         use_masked_only_head(model)
     training_attention(model, device)
     for limit in hooks.MEMORY_LIMITS:
@@ -207,7 +211,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     if (product_dir / DONE).is_file() and not discard_damaged(product_dir, "cpt"):
         return {s: product_dir / f"step-{s}" for s in eval_steps}
 
-    from transformers import DataCollatorForLanguageModeling, Trainer, TrainerCallback, TrainingArguments
+    from transformers import Trainer, TrainerCallback, TrainingArguments
 
     work = product_dir.with_name(product_dir.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
@@ -273,7 +277,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     layout_file = work / "layout.json"
     if int(os.environ.get("RANK", "0")) == 0:  # one writer: the ranks of a torchrun CPT share the folder
         layout_file.write_text(json.dumps(layouts))
-    collator = DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(settings["mlm_probability"]))
+    collator = objective_collator(objective_of_model(model), tokenizer, float(settings["mlm_probability"]))
     if not speed["attention_mask"]:
         collator = WithoutPaddingMask(collator)
     train_log = work / "train_log.jsonl"

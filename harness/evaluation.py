@@ -13,6 +13,14 @@ from harness.core.record import Done
 from harness.core.registry import TASKS
 
 HELDOUT_TASK = "mlm"  # the task whose loss is the held-out MLM diagnostic (its ``heldout_metric``)
+HELDOUT_TASKS = {"mlm": HELDOUT_TASK, "clm": "clm"}  # the held-out diagnostic of each source objective
+
+
+def heldout_task(run: Any) -> str:
+    """The task whose loss is the cell's held-out diagnostic: the masked-LM loss for an encoder source, the
+    causal-LM loss for a decoder (:mod:`harness.core.objective`)."""
+    of = getattr(run.world, "source_objective", None)
+    return HELDOUT_TASKS[of(run.cell.source) if of is not None else "mlm"]
 
 
 def task_tags(task: Any) -> dict[str, str]:
@@ -80,10 +88,11 @@ def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, h
     from tasks.base import TaskSettings
 
     spec = run.spec
-    diagnostic = TASKS.get(HELDOUT_TASK)()
-    if heldout is None and HELDOUT_TASK in spec.plan.tasks and spec.cpt["eval_tasks"]:
+    name = heldout_task(run)
+    diagnostic = TASKS.get(name)()
+    if heldout is None and name in spec.plan.tasks and spec.cpt["eval_tasks"]:
         # the task at this step was logged before a kill: the same figure, not a second sample
-        heldout = run.record.logged_average(run.parent, HELDOUT_TASK, diagnostic.heldout_metric, step)
+        heldout = run.record.logged_average(run.parent, name, diagnostic.heldout_metric, step)
     if heldout is None:
         if model is None:
             model = load_model(model_dir, device=run.device)
@@ -91,7 +100,7 @@ def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, h
         heldout = diagnostic.heldout(model, tokenizer, run.world, list(spec.heldout_languages), TaskSettings(
             profile=spec.profile, seed=run.cell.seed, device=run.device, max_sentences=spec.heldout_max_sentences,
             precision=spec.eval_precision))
-        run.say(f"  held-out MLM loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
+        run.say(f"  held-out {name.upper()} loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
     run.record.log_heldout(run.parent, step, heldout)
 
 

@@ -117,6 +117,7 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     tasks, methods = TASKS.resolve_list(cfg.tasks), METHODS.resolve_list(cfg.methods)
     dims, seeds = cfg.dim_values(), run_seeds(cfg, world.name)
     cells, skipped = _cells(cfg, world, cfg.methods != ["all"], methods, dims, seeds)
+    tasks = objective_tasks(cfg, world, tasks, sorted({c.source for c in cells}), skipped)
     languages = {}
     for t in tasks:
         have = TASKS.get(t)().languages(world)
@@ -124,6 +125,31 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
             raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
         languages[t] = languages_within(cfg, world, have)
     return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped)
+
+
+def objective_tasks(cfg: RunConfig, world: Any, tasks: list[str], sources: list[str], skipped: list[str]) -> list[str]:
+    """The tasks that can score every source of the run (a task's ``objectives``: ``mlm`` for a masked LM,
+    ``clm`` for a causal LM; both when it declares none): a task named in ``--tasks`` that cannot is refused, one
+    that came with ``all`` is skipped."""
+    from harness.core.objective import DESCRIPTION
+
+    of = getattr(world, "source_objective", lambda s: "mlm")
+    objectives = {s: of(s) for s in sources}
+    kept = []
+    for t in tasks:
+        accepts = getattr(TASKS.get(t), "objectives", None) or frozenset(DESCRIPTION)
+        wrong = [s for s in sources if objectives[s] not in accepts]
+        if not wrong:
+            kept.append(t)
+            continue
+        s = wrong[0]
+        why = (f"task {t!r} scores a {' or '.join(DESCRIPTION[o] for o in sorted(accepts))}, and source {s!r} of "
+               f"world {world.name!r} is a {DESCRIPTION[objectives[s]]}")
+        if cfg.tasks != ["all"]:
+            raise ConfigError(f"--tasks {t}: {why}; give --tasks without it (a decoder's held-out loss is "
+                              f"'clm', an encoder's 'mlm')")
+        skipped.append(why)
+    return kept
 
 
 DEFAULT_INIT_HOURS = 0.5  # a method that declares no estimate

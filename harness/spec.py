@@ -108,7 +108,8 @@ class RunSpec:
 
 def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any]:
     kernels = {"cpu_kernels": ident["cpu_kernels"]} if "cpu_kernels" in ident else {}  # (an init computes with them)
-    return {**{k: ident[k] for k in INIT_INPUTS}, **kernels, **({"code": code} if code else {})}
+    own = {"source_identity": ident["source_identity"]} if "source_identity" in ident else {}  # (a decoder's)
+    return {**{k: ident[k] for k in INIT_INPUTS}, **kernels, **own, **({"code": code} if code else {})}
 
 
 def identity_numerics(eval_precision: str, cpu_kernels: str) -> dict[str, str]:
@@ -126,7 +127,9 @@ def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
     ident = {"world": spec_fields["world_hash"], "source": cell.source, "method": cell.method,
              "params": spec_fields["method_params"][cell.method], "dim": cell.dim, "seed": cell.seed,
              "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION}
-    return {**ident, **identity_numerics(spec_fields["eval_precision"], spec_fields["cpu_kernels"])}
+    own = spec_fields.get("source_identity", {}).get(cell.source)  # a source outside the world's hash (a decoder)
+    return {**ident, **({"source_identity": own} if own else {}),
+            **identity_numerics(spec_fields["eval_precision"], spec_fields["cpu_kernels"])}
 
 
 def product_keys(ident: dict[str, Any], code: str | None) -> tuple[str, str | None]:
@@ -157,7 +160,8 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
     cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
     fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
-              "method_params": params, "cpu_kernels": cpu_kernels()}
+              "method_params": params, "cpu_kernels": cpu_kernels(),
+              "source_identity": {s: h for s in {c.source for c in plan.cells} if (h := _source_identity(world, s))}}
     cpus = cell_cpus(prof)
     return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash,
                    device=device, eval_precision=eval_precision, cpu_kernels=fields["cpu_kernels"], cpt=cpt, fitted=fitted, plan=plan,
@@ -166,6 +170,11 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
                    heldout_max_sentences=prof.get("heldout_max_sentences"), cpt_devices=cpt.devices,
                    cpus_per_cell=cpus, cells=_cells(plan, fields, code),
                    executor=_executor(cfg, device, cpt.devices, cpus) if probe else None)
+
+
+def _source_identity(world: Any, source: str) -> str | None:
+    get = getattr(world, "source_identity", None)  # (a world object of a test may not have it)
+    return get(source) if get is not None else None
 
 
 def _cells(plan: Plan, fields: dict[str, Any], code: dict[str, dict[str, str]]) -> dict[Cell, CellKeys]:

@@ -10,6 +10,7 @@ from harness.core.registry import TASKS
 # without importing it (harness.core.declarations)
 BUILTIN: dict[str, str] = {
     "mlm": "tasks.mlm:MLMLoss",
+    "clm": "tasks.clm:CausalLMLoss",
     "sr-b": "tasks.retrieval:SentenceRetrievalBible",
     "sr-t": "tasks.retrieval:SentenceRetrievalTatoeba",
     "ner": "tasks.tagging:NamedEntityRecognition",

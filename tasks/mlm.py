@@ -64,6 +64,7 @@ class MLMLoss:
     metrics: ClassVar[tuple[str, ...]] = ("loss", "ppl")
     headline: ClassVar[str] = "loss"
     higher_is_better: ClassVar[bool] = False
+    objectives: ClassVar[frozenset[str]] = frozenset({"mlm"})  # masked LMs only (a decoder's is the clm task)
     # the held-out MLM loss, the CPT diagnostic the runner measures at every evaluated CPT step: when this task
     # runs at that step, its ``loss`` average is that figure (else :meth:`heldout` measures it on its own budget)
     heldout_metric: ClassVar[str] = "loss"

@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from harness.core.errors import ConfigError
+from harness.core.objective import POOLED_LAYER, objective_of_model, pooled_layer
 from harness.core.precision import autocast
 from harness.core.registry import TASKS
 from tasks.base import ItemStats, TaskResult, TaskSettings
@@ -183,7 +184,11 @@ class RetrievalTask:
             return TaskResult(scores={m: {} for m in self.metrics}, extras={"n_pairs": {}})
         cap = min(self.max_pairs, p["max_pairs"], settings.max_sentences or self.max_pairs)
         n_layers = num_layers(model)
-        layer = retrieval_layer(n_layers) if p["layer"] is None else int(p["layer"])
+        source_objective = objective_of_model(model)
+        if p["layer"] is not None:
+            layer = int(p["layer"])
+        else:  # an encoder's layer 8 of 12 (scaled); a decoder's middle layer (harness.core.objective)
+            layer = retrieval_layer(n_layers) if source_objective == "mlm" else pooled_layer(source_objective, n_layers)
 
         pivot_texts = read_id_texts(world.task_dir(self.name) / f"{pivot}.jsonl")
         pairs: dict[str, RetrievalPairs] = {lang: read_retrieval_pairs(world, self.name, lang, pivot_texts, cap)
@@ -226,6 +231,11 @@ class RetrievalTask:
             "seconds": round(time.perf_counter() - t0, 3),
             "seconds_search": round(search_s, 3),
         }
+        if source_objective != "mlm":  # (an encoder's extras stay as they were)
+            extras["objective"] = source_objective
+            extras["layer_rule"] = f"middle layer of a decoder: round({POOLED_LAYER[source_objective][0]}/" \
+                                   f"{POOLED_LAYER[source_objective][1]} x layers), Skean et al. 2025"
+
         return TaskResult(scores=scores, extras=extras, label_source=label_sources(world, self.name, langs),
                           items=items)
 

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 WEIGHTS = "tagger.safetensors"
 IGNORE = -100
-LABEL_SUBTOKENS = ("first-nonmarker", "first")
+LABEL_SUBTOKENS = ("first-nonmarker", "first", "last")
 # bare word-boundary markers: SentencePiece's ``▁`` and byte-level BPE's ``Ġ`` standing alone as a token
 BOUNDARY_MARKERS = frozenset({"\u2581", "\u0120"})
 
@@ -95,7 +95,8 @@ class Featurizer:
             for w, ids in zip(todo, self.tokenizer(todo, add_special_tokens=False)["input_ids"], strict=True):
                 p = list(ids)[:self.room] or list(self.unk)  # a word never vanishes
                 self._pieces[w] = p
-                self._offset[w] = next((k for k, i in enumerate(p) if i not in self.markers), 0)
+                self._offset[w] = (len(p) - 1 if self.label_subtoken == "last"
+                                   else next((k for k, i in enumerate(p) if i not in self.markers), 0))
         return [self._pieces[w] for w in words]
 
     def label_offset(self, word: str) -> int:

@@ -14,7 +14,9 @@ Protocol (spec/methods.md §3.3-3.4, §6 item 19; the Glot500/OFA ``run_tag.py``
      of the word (Japanese NER was 0.0 for every method that way). A word made only of markers keeps its label
      on the first one;
    - ``"first"``: the first sub-token of each word, the reference script's rule (Glot500/OFA ``run_tag.py``),
-     which on such tokenizers puts every label on ``▁``.
+     which on such tokenizers puts every label on ``▁``;
+   - ``"last"``: the last sub-token of each word, the default on a decoder source (a causal model's first
+     sub-token has seen only the words before it; its last one has read the whole word).
 
    A sentence longer than the maximum length is split into segments at word boundaries, so every word gets a
    prediction;
@@ -55,6 +57,7 @@ import torch
 from harness.core.cache import ProductCache
 from harness.core.errors import ConfigError
 from harness.core.hashing import sha256_file
+from harness.core.objective import label_subtoken, objective_of_model
 from harness.core.registry import TASKS
 from tasks.base import ItemStats, TaskResult, TaskSettings
 from tasks.data import (
@@ -219,6 +222,8 @@ class TaggingTask:
     def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                  settings: TaskSettings) -> TaskResult:
         hp = self.hyperparameters(settings)
+        if "label_subtoken" not in settings.params:  # the objective's rule: a decoder tags a word's last sub-token
+            hp["label_subtoken"] = label_subtoken(objective_of_model(model))
         train_lang = str(hp.pop("train_language", None) or world.pivot)
         if not languages:
             return TaskResult(scores={m: {} for m in self.metrics}, extras={"n_sentences": {}})

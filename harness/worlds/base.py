@@ -67,6 +67,25 @@ class ManifestView:
     def sources(self) -> list[str]:
         return list(self.manifest["sources"])
 
+    def source_identity(self, source: str) -> str | None:
+        """The hash of a source that carries its own identity (its manifest entry says ``own_identity``: a source
+        added to a world after the world's identity was fixed, such as a decoder), which its cells' identity holds;
+        None for a source that the world's hash covers."""
+        info = self.manifest.get("sources", {}).get(source)
+        return hash_obj(info) if isinstance(info, dict) and info.get("own_identity") else None
+
+    def source_objective(self, source: str) -> str:
+        """``mlm`` or ``clm`` as the manifest declares it (``objective``), else as the model's config says, else
+        ``mlm`` (the worlds made before decoders declare none)."""
+        info = self.manifest.get("sources", {}).get(source)
+        declared = info.get("objective") if isinstance(info, dict) else None
+        if declared:
+            return str(declared)
+        from harness.core.objective import objective_of_dir
+
+        folder = self.source_dir(source)
+        return objective_of_dir(folder) if (folder / "config.json").is_file() else "mlm"
+
     @property
     def default_source(self) -> str:
         return self.manifest.get("default_source", self.sources[0])
@@ -110,7 +129,7 @@ class World(ManifestView):
     # -- identity ------------------------------------------------------------------------------------------
     @cached_property
     def hash(self) -> str:
-        return hash_obj(self.manifest)
+        return hash_obj(world_identity(self.manifest))
 
     # -- files ---------------------------------------------------------------------------------------------
     def source_dir(self, source: str) -> Path:
@@ -173,6 +192,17 @@ class World(ManifestView):
         d = self.root / "tasks"
         return sorted(p.name for p in d.iterdir() if (p / "meta.json").is_file()) if d.is_dir() else []
 
+
+
+def world_identity(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What a world's hash covers: its manifest without the sources that carry their own identity
+    (:meth:`ManifestView.source_identity`), so that adding such a source keeps every other cell's key."""
+    sources = manifest.get("sources")
+    if not isinstance(sources, dict) or not any(isinstance(v, dict) and v.get("own_identity")
+                                                for v in sources.values()):
+        return manifest
+    return {**manifest, "sources": {k: v for k, v in sources.items()
+                                    if not (isinstance(v, dict) and v.get("own_identity"))}}
 
 
 def load_world_dir(name: str, root: Path) -> World:

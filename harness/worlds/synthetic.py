@@ -11,6 +11,10 @@ It has everything a real world has, in the same layouts, generated from one seed
 * a tiny source MLM (real ``XLMRobertaForMaskedLM``, briefly pre-trained on pivot text) with a real SentencePiece
   Unigram tokenizer, and a target tokenizer that extends its vocabulary Glot500-style with pieces learned on all
   five languages;
+* a tiny decoder source ``dec`` (a real ``LlamaForCausalLM``, tied embeddings, briefly pre-trained with the
+  next-token loss on the same pivot text, same tokenizer), built after everything else from its own seed, so every
+  other file of the world is what it was; its manifest entry carries its own identity (``own_identity``), so the
+  world's hash, and every encoder cell's key, are those of the world without it;
 * word vectors keyed ``iso3:word`` (word2vec text format, ColexNet+ keys): each word's vector is its concept's
   vector plus noise, so translations are near each other as in aligned multilingual vectors;
 * bilingual dictionaries pivot→X (TSV), monolingual and CPT text, and the data of every task.
@@ -29,8 +33,11 @@ from harness.worlds import WORLDS, CheckRow
 from harness.worlds.writer import WorldWriter, write_jsonl
 
 PIVOT = "qaa_Latn"
-SOURCE = "src"  # the one source model
-HIDDEN_SIZE = 64  # its hidden size
+SOURCE = "src"  # the encoder source model (the default)
+DECODER = "dec"  # the decoder source model
+HIDDEN_SIZE = 64  # their hidden size
+DECODER_ENTRY = {"description": "2-layer Llama causal LM pre-trained on the pivot language", "objective": "clm",
+                 "architecture": "LlamaForCausalLM", "tied": True, "licence": "Apache-2.0", "own_identity": True}
 TASK_NAMES = ("mlm", "sr-b", "sr-t", "ner", "pos")  # every task has data in every language
 
 # Per language: syllable inventory, script transliteration, word order, share of words loaned from the pivot.
@@ -173,7 +180,9 @@ class SyntheticWorld:
                                          "hidden_size": HIDDEN_SIZE,
                                          # its shape, for a plan's CPU estimate (harness.throughput): the
                                          # target vocabulary at the unigram's bound, 900 (the build keeps ~860)
-                                         "num_layers": 2, "intermediate_size": 128, "target_vocab": 900}}}
+                                         "num_layers": 2, "intermediate_size": 128, "target_vocab": 900},
+                                DECODER: {**DECODER_ENTRY, "hidden_size": HIDDEN_SIZE, "num_layers": 2,
+                                          "intermediate_size": 128, "target_vocab": 900}}}
         return WorldSketch(name=self.name, manifest=manifest, languages={lang: {} for lang in langs},
                            tasks={task: langs for task in TASK_NAMES},
                            resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
@@ -224,6 +233,7 @@ class SyntheticWorld:
                                          model_max_length=128)
             note(f"source {len(src_tok)} pieces, target {len(target)}")
         self._source_model(src_dir, src_tok, text[PIVOT])
+        self._decoder_model(out / "sources" / DECODER, src_tok, text[PIVOT])
 
         # tasks
         tasks = out / "tasks"
@@ -266,7 +276,9 @@ class SyntheticWorld:
         manifest = {
             "name": self.name, "version": self.version, "pivot_language": PIVOT,
             "sources": {"src": {"description": "2-layer XLM-R MLM pre-trained on the pivot language",
-                                "languages": [PIVOT]}},
+                                "languages": [PIVOT]},
+                        DECODER: {**DECODER_ENTRY, "languages": [PIVOT],
+                                  "sha256": _sha256(out / "sources" / DECODER / "model.safetensors")}},
             "default_source": "src",
             "inputs": [{"name": "generator", "package": "harness", "version": self.version,
                         "params": {"seed": self.seed, "n_train": self.n_train, "n_heldout": self.n_heldout,
@@ -287,6 +299,45 @@ class SyntheticWorld:
                     v = concept_vec[concept] + 0.3 * rng.standard_normal(dim)
                     lines.append(f"{iso}:{tok.lower()} " + " ".join(f"{x:.5f}" for x in v))
         path.write_text(f"{len(lines)} {dim}\n" + "\n".join(lines) + "\n", encoding="utf-8")
+
+    def _decoder_model(self, out: Path, tok, lines: list[str]) -> None:
+        """The decoder source: a 2-layer Llama with the encoder's tokenizer, next-token loss on pivot text."""
+        import torch
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        cfg = LlamaConfig(vocab_size=len(tok), hidden_size=HIDDEN_SIZE, num_hidden_layers=2, num_attention_heads=4,
+                          num_key_value_heads=2, intermediate_size=128, max_position_embeddings=128,
+                          pad_token_id=tok.pad_token_id, bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                          tie_word_embeddings=True)
+        with torch.random.fork_rng():
+            torch.manual_seed(self.seed + 1)
+            model = LlamaForCausalLM(cfg)
+            enc = tok(lines, truncation=True, max_length=32)["input_ids"]
+            opt = torch.optim.AdamW(model.parameters(), lr=3e-3)
+            gen = random.Random(self.seed + 1)
+            model.train()
+            from harness.core.progress import track
+
+            with track("world synthetic: decoder source next-token pre-training (steps)", self.pretrain_steps,
+                       transient=False) as advance:
+                for _step in range(self.pretrain_steps):
+                    rows = [enc[gen.randrange(len(enc))] for _ in range(32)]
+                    width = max(len(r) for r in rows)
+                    ids = torch.full((len(rows), width), tok.pad_token_id, dtype=torch.long)
+                    mask = torch.zeros_like(ids)
+                    for i, r in enumerate(rows):
+                        ids[i, : len(r)] = torch.tensor(r)
+                        mask[i, : len(r)] = 1
+                    loss = model(input_ids=ids, attention_mask=mask, labels=ids.masked_fill(mask == 0, -100)).loss
+                    loss.backward()
+                    opt.step()
+                    opt.zero_grad()
+                    advance(1)
+            if not math.isfinite(loss.item()):
+                raise RuntimeError("synthetic decoder pre-training diverged")
+        model.eval()
+        model.save_pretrained(out)
+        tok.save_pretrained(out)
 
     def _source_model(self, out: Path, tok, lines: list[str]) -> None:
         import torch
@@ -319,6 +370,12 @@ class SyntheticWorld:
                 raise RuntimeError("synthetic source pre-training diverged")
         model.eval()
         model.save_pretrained(out)
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 WORLDS.register("synthetic", SyntheticWorld())

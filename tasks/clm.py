@@ -1,0 +1,130 @@
+"""Held-out causal-LM loss per language, in nats a token and in bits per byte (decoder sources).
+
+Protocol ``clm-rolling-bos`` (as lm-evaluation-harness scores a text's rolling log-likelihood): each held-out
+sentence (the world's held-out text, the ``mlm`` task's files) is tokenized without special tokens and preceded by
+one beginning token (the tokenizer's BOS, else its EOS, as GPT-2's ``<|endoftext|>``); every token of the text is
+predicted from the tokens before it, so all of them are scored and none is masked. Per language:
+
+* ``loss``: the summed next-token cross-entropy over the scored tokens (nats a token, token-weighted);
+* ``bpb``: the same nats over ``ln 2`` times the sentences' UTF-8 bytes (:func:`harness.core.objective.bits_per_byte`):
+  rows whose tokenizers differ compare on this scale;
+* ``ppl``: ``exp(loss)``.
+
+A sentence longer than the model's window is cut at ``max_length`` tokens; its bytes are then those of the text the
+kept tokens decode to, so nats and bytes always describe the same text (the count of cut sentences is logged).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import torch
+
+from harness.core.objective import bits_per_byte, utf8_bytes
+from harness.core.precision import autocast
+from harness.core.registry import TASKS
+from harness.worlds.base import read_lines
+from tasks.base import ItemStats, TaskResult, TaskSettings
+from tasks.data import length_batches, max_input_length
+
+PROTOCOL = "clm-rolling-bos"
+DATA_TASK = "mlm"  # the world's held-out text per language
+PROFILES: dict[str, dict[str, Any]] = {
+    "paper": {"max_sentences": None, "max_length": 1024, "batch_size": 16},
+    "cpu": {"max_sentences": 200, "max_length": 128, "batch_size": 32},
+}
+
+
+def start_id(tokenizer: Any) -> int:
+    """The token a text is scored after: BOS, else EOS (GPT-2), else the refusal."""
+    for tid in (tokenizer.bos_token_id, tokenizer.eos_token_id):
+        if isinstance(tid, int) and tid >= 0:
+            return tid
+    raise ValueError("the tokenizer has neither a BOS nor an EOS token to score a text after")
+
+
+def scored_texts(tokenizer: Any, lines: list[str], max_length: int) -> tuple[list[list[int]], list[int], int]:
+    """(``[start] + text ids`` per sentence, the UTF-8 bytes each scores, how many were cut to ``max_length``)."""
+    first = start_id(tokenizer)
+    seqs, n_bytes, cut = [], [], 0
+    for text, ids in zip(lines, tokenizer(lines, add_special_tokens=False)["input_ids"], strict=True):
+        if len(ids) + 1 > max_length:
+            ids = ids[: max_length - 1]
+            text = tokenizer.decode(ids)
+            cut += 1
+        seqs.append([first, *ids])
+        n_bytes.append(utf8_bytes(text))
+    return seqs, n_bytes, cut
+
+
+def sentence_nats(model: Any, seqs: list[list[int]], pad_id: int, batch_size: int, device: torch.device,
+                  precision: str) -> list[float]:
+    """The summed next-token cross-entropy of each sequence's tokens after its first (nats)."""
+    out = [0.0] * len(seqs)
+    with torch.inference_mode(), autocast(device, precision):
+        for batch in length_batches([len(s) for s in seqs], batch_size):
+            width = max(len(seqs[k]) for k in batch)
+            ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+            att = torch.zeros((len(batch), width), dtype=torch.long)
+            for j, k in enumerate(batch):
+                ids[j, : len(seqs[k])] = torch.tensor(seqs[k])
+                att[j, : len(seqs[k])] = 1
+            ids, att = ids.to(device), att.to(device)
+            logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+            target = ids[:, 1:].masked_fill(att[:, 1:] == 0, -100)
+            ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none",
+                                                   ignore_index=-100)
+            for k, s in zip(batch, ce.sum(dim=1).tolist(), strict=True):
+                out[k] = s
+    return out
+
+
+@TASKS.register("clm")
+class CausalLMLoss:
+    name: ClassVar[str] = "clm"
+    description: ClassVar[str] = ("held-out causal-LM loss per language, every token scored after a BOS: nats a "
+                                  "token and bits per byte (lower is better; decoder sources)")
+    metrics: ClassVar[tuple[str, ...]] = ("bpb", "loss", "ppl")
+    headline: ClassVar[str] = "bpb"
+    higher_is_better: ClassVar[bool] = False
+    objectives: ClassVar[frozenset[str]] = frozenset({"clm"})
+    # the held-out diagnostic after CPT steps for a decoder (as the mlm task's loss is for an encoder)
+    heldout_metric: ClassVar[str] = "loss"
+
+    def languages(self, world: Any) -> list[str]:
+        return world.task_languages(DATA_TASK)
+
+    def heldout(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
+                settings: TaskSettings) -> float | None:
+        return self.evaluate(model, tokenizer, world, languages, settings).averages().get(self.heldout_metric)
+
+    def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
+                 settings: TaskSettings) -> TaskResult:
+        cfg = {**PROFILES.get(settings.profile, PROFILES["cpu"]), **settings.params}
+        if settings.max_sentences is not None:
+            cfg["max_sentences"] = settings.max_sentences
+        cfg["max_length"] = max_input_length(model, tokenizer, int(cfg["max_length"]))
+        device = torch.device(settings.device)
+        pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start_id(tokenizer)
+        model.eval()
+        scores: dict[str, dict[str, float]] = {m: {} for m in self.metrics}
+        items: dict[str, dict[str, ItemStats]] = {m: {} for m in self.metrics}
+        counts: dict[str, dict[str, int]] = {}
+        for lang in languages:
+            lines = read_lines(world.task_dir(DATA_TASK) / f"{lang}.txt")[: cfg["max_sentences"]]
+            seqs, n_bytes, cut = scored_texts(tokenizer, lines, int(cfg["max_length"]))
+            nats = sentence_nats(model, seqs, pad_id, int(cfg["batch_size"]), device, settings.precision)
+            tokens = [float(len(s) - 1) for s in seqs]
+            loss = sum(nats) / max(sum(tokens), 1.0)
+            scores["loss"][lang] = loss
+            scores["ppl"][lang] = math.exp(min(loss, 50.0))
+            scores["bpb"][lang] = bits_per_byte(sum(nats), sum(n_bytes))
+            items["loss"][lang] = ItemStats(nats, tokens)
+            items["ppl"][lang] = ItemStats(nats, tokens, transform="exp")
+            items["bpb"][lang] = ItemStats([n / math.log(2) for n in nats], [float(b) for b in n_bytes])
+            counts[lang] = {"sentences": len(lines), "tokens": int(sum(tokens)), "bytes": sum(n_bytes), "cut": cut}
+        meta = world.task_meta(DATA_TASK).get("languages", {})
+        return TaskResult(scores=scores, items=items, extras={"counts": counts, "protocol": PROTOCOL, "hyperparameters": {
+            "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"], "data": f"tasks/{DATA_TASK}"}},
+            label_source={lang: meta.get(lang, {}).get("label_source", "gold") for lang in languages})
