@@ -4,7 +4,8 @@ exactly what it skipped, only while these stay the same.
 For {cpu, paper} x {the profile's CPT, ``--cpt-steps``, ``[cpt] block_size``, ``[cpt] auto_batch = false``,
 ``--cpt-devices 2``} x {the synthetic world, the bible world as it declares itself before it is built}, and every
 method with two seeds: each cell's identity hash, its init product's inputs and key, its CPT product's key, the
-seed aggregates' group hashes, the task runs' model keys at each evaluated step, the steps a finished cell must
+seed aggregates' group hashes, the task runs' model keys at each evaluated step (as :mod:`harness.evaluation`
+hands them to the tasks), the steps a finished cell must
 have logged, and the tags and parameters its runs carry (what MLflow keeps immutable: a resumed cell logging
 another value fails). The method code's digest is held at a stand-in (an edited method is meant to build its
 products again: :mod:`harness.rerun`); the libraries' versions, the thread count and the revision are left out.
@@ -77,7 +78,7 @@ def home_keys(overrides: dict[str, Any], world: Any) -> dict[str, Any]:
             "key": key, "init_inputs": hash_obj(init_inputs(ident, CODE)), "init_product": init_key,
             "cpt_product": cpt_key, "task_steps": spec.cpt.task_steps(),
             "final_tags": {"final_step": spec.cpt.steps, "task_final_step": spec.cpt.last_task_step()},
-            "model_keys": [f"{key}:{s}" for s in spec.cpt.task_steps()],
+            "model_keys": [evaluated_model_key(spec, cell, keys, world, s) for s in spec.cpt.task_steps()],
             # the tags and parameters by their digest (the fixture stays small)
             "task_tags": hash_obj({t: {k: str(v) for k, v in task_run_tags(spec, cell, TASK_REGISTRY.get(t)()).items()}
                                    for t in spec.plan.tasks}),
@@ -87,6 +88,28 @@ def home_keys(overrides: dict[str, Any], world: Any) -> dict[str, Any]:
     for (source, method, dim), cells in seed_groups(spec.plan.cells).items():
         out["groups"][f"{source}/{method}/{dim}"] = group_key(spec, source, method, dim, cells)
     return out
+
+
+def evaluated_model_key(spec: Any, cell: Any, keys: Any, world: Any, step: int) -> str:
+    """The model key that :mod:`harness.evaluation` hands a task evaluated at ``step`` (the key of its cached
+    taggers and scores): taken from the settings its ``_evaluate`` builds for a task that records them, not spelled
+    out here."""
+    from types import SimpleNamespace
+    from unittest import mock
+
+    from harness import evaluation
+
+    seen: list[str] = []
+
+    class Recorder:
+        def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: Any, settings: Any) -> None:
+            seen.append(settings.model_key)
+
+    run = SimpleNamespace(spec=spec, cell=cell, keys=keys, world=world, device="cpu")
+    with mock.patch.object(evaluation, "harness_home", lambda: Path("/nonexistent-harness-home")):
+        evaluation._evaluate(run, Recorder(), spec.plan.tasks[0], step, None, None)
+    assert len(seen) == 1 and isinstance(seen[0], str)
+    return seen[0]
 
 
 def all_keys(synthetic_world: Any) -> dict[str, Any]:
