@@ -364,3 +364,35 @@ def test_signal_stops_the_run_cleanly(tmp_path, template, baseline, sig, code, m
 @pytest.mark.parametrize("sig,code,mode,resume", SIGNALS_SLOW, ids=[_signal_id(c) for c in SIGNALS_SLOW])
 def test_signal_stops_the_run_cleanly_slow(tmp_path, template, baseline, sig, code, mode, resume):
     _signal_case(tmp_path, template, baseline, sig, code, mode, resume)
+
+
+# -- process control (harness.core.processes, through psutil) ------------------------------------------------------
+def test_liveness_children_and_stopping_them():
+    """A child is among this process's children and alive; one that died and is not reaped yet (a zombie) is not
+    alive; stop_pids ends a child with SIGTERM, and one that ignores SIGTERM with SIGKILL after the timeout, without
+    reaping them (their Popen still gets their status)."""
+    from harness.core.processes import children, pid_alive, stop_pids
+
+    polite = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, sys, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+                                 "time.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    short = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        assert stubborn.stdout.readline().strip() == "ready"
+        assert {polite.pid, stubborn.pid} <= set(children()) and pid_alive(polite.pid) and pid_alive(os.getpid())
+        deadline = time.monotonic() + 30
+        while pid_alive(short.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not pid_alive(short.pid) and os.path.exists(f"/proc/{short.pid}")  # a zombie: dead, not reaped
+        assert short.wait(5) == 0 and not pid_alive(short.pid)
+        t0 = time.monotonic()
+        stop_pids([polite.pid, stubborn.pid], timeout=1.0)
+        took = time.monotonic() - t0
+        assert polite.wait(5) == -signal.SIGTERM and stubborn.wait(5) == -signal.SIGKILL
+        assert 1.0 <= took < 10, took
+        assert not pid_alive(polite.pid) and polite.pid not in children()
+    finally:
+        for p in (polite, stubborn, short):
+            p.kill()
+            p.wait()

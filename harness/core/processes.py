@@ -8,6 +8,10 @@ its record: methods that start processes use it too).
 * a command started as a subprocess goes through :func:`child_command`, a small trampoline that sets the same
   signal and then ``exec``\\ s the command (torchrun's launcher).
 * a stopped run stops its workers (:func:`stop_processes`, :func:`stop_children`): :mod:`harness.core.lifecycle`.
+
+Whether a process lives, its children, and signalling them go through psutil (imported at the first such call, not
+at start-up): a process is named with its start time, so a pid the system gave to another process since is never
+signalled, and the same calls hold on every platform psutil supports.
 """
 
 from __future__ import annotations
@@ -60,58 +64,67 @@ def child_command(cmd: list[str]) -> list[str]:
     return [sys.executable, "-m", "harness.core.processes", str(os.getpid()), "--", *cmd]
 
 
+def _process(pid: int) -> Any:
+    """psutil's handle of ``pid`` (it remembers the start time), or None when there is no such process."""
+    import psutil
+
+    try:
+        return psutil.Process(int(pid))
+    except (psutil.NoSuchProcess, ValueError):
+        return None
+
+
+def _running(proc: Any) -> bool:
+    """Whether the process behind ``proc`` still runs: the same process (not one that took its pid since) and not
+    a zombie (dead, not yet reaped)."""
+    import psutil
+
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+    except psutil.AccessDenied:  # another user's process: it exists
+        return True
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists and is not a zombie (dead, not yet reaped)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
+    proc = _process(pid)
+    return proc is not None and _running(proc)
 
 
 def children(pid: int | None = None) -> list[int]:
-    """The direct children of ``pid`` (default: this process), from /proc (empty where there is none)."""
-    pid = os.getpid() if pid is None else pid
-    out = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
+    """The direct children of ``pid`` (default: this process); empty where there is none."""
+    import psutil
+
+    proc = _process(os.getpid() if pid is None else pid)
+    if proc is None:
         return []
-    for e in entries:
-        if not e.isdigit():
-            continue
-        try:
-            with open(f"/proc/{e}/stat") as f:
-                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if ppid == pid:
-            out.append(int(e))
-    return out
+    try:
+        return [c.pid for c in proc.children(recursive=False)]
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return []
 
 
-def _signal_all(pids: Iterable[int], sig: int) -> None:
-    for pid in pids:
+def _signal_all(procs: Iterable[Any], sig: int) -> None:
+    import psutil
+
+    for proc in procs:
         try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
+            proc.send_signal(sig)  # (psutil refuses a pid that another process took since)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             pass
 
 
 def stop_pids(pids: Iterable[int], timeout: float = 5.0) -> None:
-    """SIGTERM to ``pids``, SIGKILL to those still alive after ``timeout`` seconds."""
-    pids = [p for p in pids if p != os.getpid()]
-    _signal_all(pids, signal.SIGTERM)
+    """SIGTERM to ``pids``, SIGKILL to those still alive after ``timeout`` seconds. (A child is not reaped here:
+    whoever started it still waits for it.)"""
+    procs = [p for p in (_process(pid) for pid in pids if pid != os.getpid()) if p is not None]
+    _signal_all(procs, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline and any(pid_alive(p) for p in pids):
+    while time.monotonic() < deadline and any(_running(p) for p in procs):
         time.sleep(0.05)
-    _signal_all([p for p in pids if pid_alive(p)], signal.SIGKILL)
+    _signal_all([p for p in procs if _running(p)], signal.SIGKILL)
 
 
 def stop_processes(procs: Iterable[Any], timeout: float = 5.0) -> None:
