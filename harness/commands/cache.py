@@ -54,19 +54,21 @@ def _check_filters(items: list[Item], world: str | None, kinds: list[str]) -> No
             raise UnknownNameError("world", world, worlds)
 
 
-def _home() -> Path | None:
-    """The harness home, or None (said in one line) when there is none yet: these commands never make one."""
+def _home(as_json: bool = False) -> Path | None:
+    """The harness home, or None (said in one line, a JSON object with ``as_json``) when there is none yet: these
+    commands never make one."""
     from harness.core.paths import home_dir
 
     home = home_dir()
     if not home.is_dir():
-        print(f"no harness home at {home} (nothing cached yet; HARNESS_HOME names another)")
+        note = f"no harness home at {home} (nothing cached yet; HARNESS_HOME names another)"
+        print(json.dumps({"home": str(home), "total_bytes": 0, "rows": [], "note": note}) if as_json else note)
         return None
     return home
 
 
 def cmd_du(args: argparse.Namespace) -> int:
-    home = _home()
+    home = _home(as_json=args.json)
     if home is None:
         return 0
     items = scan(home)
