@@ -39,7 +39,7 @@ import torch
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.paths import harness_home
 from harness.core.record import INIT_REPORT
-from harness.core.registry import dim_refusal
+from harness.core.registry import dim_refusal, untied_refusal
 from harness.core.surgery import assemble_model, save_model
 from harness.core.surgery import load_model as load_full_model
 from methods.base import InitContext, InitResult, Provenance
@@ -275,15 +275,6 @@ def untied_policy(surgery_opts: dict[str, Any], tables: Any, dim: int | None, hi
     return str(surgery_opts["untied_output"])
 
 
-def untied_refusal(method: str, cls: Any, policy: str | None) -> None:
-    """A method that declares it cannot initialize an untied output table (``serves_untied_output = False``)
-    is refused the ``recompute`` policy, before anything is written."""
-    if policy == "recompute" and not getattr(cls, "serves_untied_output", True):
-        raise ConfigError(f"method {method!r} cannot initialize the source's untied output table; give "
-                          f"[method_params.{method}] untied_output = \"method\" (the input side's rows) or "
-                          f"\"zero\", or a source with tied embeddings")
-
-
 def load_backbone(src_dir: Path) -> torch.nn.Module:
     """The source model's backbone (``AutoModel``: an encoder or a decoder without its head), for a method that
     runs the model (``InitContext.source_model``); the global RNG is left as it was (heads it lacks are drawn)."""
@@ -357,7 +348,8 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
             raise HarnessError(f"source {source!r}: {exc}") from exc
         e_s = tables.token_rows(tables.input)  # rows beyond the tokenizer (padding rows) belong to no token
         untied = untied_policy(surgery_opts, tables, dim, e_s.shape[1])
-        untied_refusal(method, cls, untied)
+        if refusal := untied_refusal(method, cls, untied):
+            raise ConfigError(refusal)
         hidden = e_s.shape[1]
 
         fact = None

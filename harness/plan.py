@@ -87,6 +87,8 @@ def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims:
             for dim in [d for d in dims if d not in refused]:
                 for seed in seeds:
                     cells.append(Cell(source, m, dim, seed))
+    cells = untied_cells(cfg, world, cells, skipped)  # what each source's objective and tables allow
+    objective_tasks(cfg, world, TASKS.resolve_list(cfg.tasks), sorted({c.source for c in cells}), skipped)
     return cells, sorted(set(skipped))
 
 
@@ -117,7 +119,7 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     tasks, methods = TASKS.resolve_list(cfg.tasks), METHODS.resolve_list(cfg.methods)
     dims, seeds = cfg.dim_values(), run_seeds(cfg, world.name)
     cells, skipped = _cells(cfg, world, cfg.methods != ["all"], methods, dims, seeds)
-    tasks = objective_tasks(cfg, world, tasks, sorted({c.source for c in cells}), skipped)
+    tasks = objective_tasks(cfg, world, tasks, sorted({c.source for c in cells}), [])  # (_cells said why)
     languages = {}
     for t in tasks:
         have = TASKS.get(t)().languages(world)
@@ -149,6 +151,27 @@ def objective_tasks(cfg: RunConfig, world: Any, tasks: list[str], sources: list[
             raise ConfigError(f"--tasks {t}: {why}; give --tasks without it (a decoder's held-out loss is "
                               f"'clm', an encoder's 'mlm')")
         skipped.append(why)
+    return kept
+
+
+def untied_cells(cfg: RunConfig, world: Any, cells: list[Cell], skipped: list[str]) -> list[Cell]:
+    """The cells whose method can initialize their source's untied output table the way the run asks (its
+    ``untied_output``, by default ``recompute``: the method computed on that table; a method declaring
+    ``serves_untied_output = False`` cannot): a method named in ``--methods`` that cannot is refused, one that
+    came with ``all`` is skipped."""
+    from harness.core.registry import untied_refusal
+
+    tied = getattr(world, "source_tied", lambda s: True)
+    kept = []
+    for c in cells:
+        policy = (cfg.method_params.get(c.method) or {}).get("untied_output", "recompute")
+        refusal = untied_refusal(c.method, METHODS.get(c.method), None if tied(c.source) else policy)
+        if refusal and cfg.methods != ["all"]:
+            raise ConfigError(f"--methods {c.method}: source {c.source!r} has an untied output table: {refusal}")
+        if refusal:
+            skipped.append(f"{refusal} (source {c.source!r})")
+        else:
+            kept.append(c)
     return kept
 
 

@@ -546,3 +546,68 @@ def test_a_bare_prune_says_what_it_removes_before_it_does(tmp_path):
     assert lines[0].startswith("removing 2 item(s), 4.") and "KB" in lines[0], proc.stdout
     assert lines[-1].startswith("freed 4.") and "in 2 item(s)" in lines[-1]
     assert not (home / "products" / "init" / "a1").exists()
+
+
+# -- decoder sources: combinations refused before anything is written ------------------------------------------
+DECODER_CASES: list[tuple[str, list[str], dict[str, str], list[str]]] = [
+    ("run-mlm-task-on-a-decoder", ["run", "--world", "synthetic", "--source", "dec", "--methods", "random",
+                                   "--tasks", "sr-t,mlm"], {}, ["--tasks mlm", "'dec'", "causal LM", "clm"]),
+    ("run-clm-task-on-an-encoder", ["run", "--world", "synthetic", "--source", "src", "--methods", "random",
+                                    "--tasks", "clm"], {}, ["--tasks clm", "'src'", "masked LM", "'mlm'"]),
+    ("run-mlm-task-on-every-source", ["run", "--world", "synthetic", "--source", "all", "--methods", "random",
+                                      "--tasks", "mlm"], {}, ["--tasks mlm", "'dec'"]),
+]
+
+
+@pytest.mark.parametrize("case", DECODER_CASES, ids=[c[0] for c in DECODER_CASES])
+def test_a_decoder_combination_is_one_line_exit_2(case, tmp_path):
+    test_bad_input_is_one_line_exit_2(case, tmp_path)
+
+
+def test_a_task_from_all_that_a_source_cannot_take_is_skipped(synthetic_world):
+    from harness.config import make_config
+    from harness.plan import make_plan
+
+    plan = make_plan(make_config(overrides={"world": "synthetic", "source": "dec", "methods": ["random"],
+                                            "tasks": ["all"]}), synthetic_world)
+    assert "clm" in plan.tasks and "mlm" not in plan.tasks and "sr-t" in plan.tasks
+    assert any("task 'mlm'" in s and "'dec'" in s for s in plan.skipped)
+    plan = make_plan(make_config(overrides={"world": "synthetic", "methods": ["random"], "tasks": ["all"]}),
+                     synthetic_world)
+    assert "mlm" in plan.tasks and "clm" not in plan.tasks
+
+
+def test_a_method_that_cannot_serve_an_untied_head_is_refused_by_the_plan(synthetic_world):
+    """An untied decoder (declared ``tied: false``) and a method declaring ``serves_untied_output = False``: named,
+    the run is refused; with ``all`` its cells are skipped; with ``untied_output = "method"`` they run."""
+    import dataclasses
+
+    from harness.config import make_config
+    from harness.core.errors import ConfigError
+    from harness.core.registry import METHODS
+    from harness.plan import make_plan
+
+    class InputOnly:
+        name, description, requires, overlap_rule = "input-only-plan", "test", frozenset(), "ofa"
+        supports_factorized, serves_untied_output = False, False
+
+    sources = {**synthetic_world.manifest["sources"], "dec": {**synthetic_world.manifest["sources"]["dec"],
+                                                              "tied": False}}
+    world = dataclasses.replace(synthetic_world, manifest={**synthetic_world.manifest, "sources": sources})
+    METHODS.register("input-only-plan", InputOnly)
+    try:
+        def plan(methods, params=None, source="dec"):
+            return make_plan(make_config(overrides={"world": "synthetic", "source": source, "methods": methods,
+                                                    "tasks": ["sr-t"], "method_params": params or {}}), world)
+
+        with pytest.raises(ConfigError, match="--methods input-only-plan: source 'dec' has an untied output"):
+            plan(["random", "input-only-plan"])
+        assert [c.method for c in plan(["random", "input-only-plan"],
+                                       {"input-only-plan": {"untied_output": "method"}}).cells] == \
+            ["random", "input-only-plan"]
+        everything = plan(["all"])
+        assert "input-only-plan" not in {c.method for c in everything.cells}
+        assert any("input-only-plan" in s for s in everything.skipped)
+        assert "input-only-plan" in {c.method for c in plan(["all"], source="src").cells}  # a tied source
+    finally:
+        METHODS.unregister("input-only-plan")

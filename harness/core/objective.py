@@ -26,12 +26,13 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from harness.core.errors import ConfigError
+
+if TYPE_CHECKING:  # (torch is imported where a model is handled: a plan's checks import this module without it)
+    import torch
+    from torch import nn
 
 OBJECTIVES = ("mlm", "clm")
 DESCRIPTION = {"mlm": "masked LM (encoder)", "clm": "causal LM (decoder-only)"}
@@ -150,6 +151,8 @@ def is_tied(model: nn.Module) -> bool:
 
 def output_bias(model: nn.Module) -> torch.Tensor | None:
     out = output_layer(model)
+    import torch
+
     bias = getattr(out, "bias", None) if out is not None else None
     return bias if isinstance(bias, torch.Tensor) else None
 
@@ -202,6 +205,8 @@ class CausalCollator:
     data-loader workers receive it by pickle."""
 
     def __call__(self, examples: list[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        import torch
+
         ids = torch.stack([torch.as_tensor(e["input_ids"], dtype=torch.long) for e in examples])
         return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "labels": ids.clone()}
 

@@ -162,6 +162,17 @@ def dim_refusal(name: str, cls: Any, dim: int | None) -> str | None:
     return None
 
 
+def untied_refusal(name: str, cls: Any, policy: str | None) -> str | None:
+    """Why a method cannot initialize a source's untied output table under ``policy`` (None: it can, or there is
+    no untied table): ``recompute`` (the method computed on the output table) needs a method that does not declare
+    ``serves_untied_output = False``."""
+    if policy == "recompute" and not getattr(cls, "serves_untied_output", True):
+        return (f"method {name!r} cannot initialize the source's untied output table; give "
+                f"[method_params.{name}] untied_output = \"method\" (the input side's rows) or \"zero\", or a "
+                f"source with tied embeddings")
+    return None
+
+
 METHODS: Registry = Registry("method", "harness.methods", builtin_modules=("methods",),
                              listing_fields=("description", "requires", "overlap_rule", "supports_factorized"))
 TASKS: Registry = Registry("task", "harness.tasks", builtin_modules=("tasks",),

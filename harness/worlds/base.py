@@ -74,6 +74,17 @@ class ManifestView:
         info = self.manifest.get("sources", {}).get(source)
         return hash_obj(info) if isinstance(info, dict) and info.get("own_identity") else None
 
+    def source_tied(self, source: str) -> bool:
+        """Whether the source ties its output table to its input table, as its manifest declares (``tied``),
+        else as its config says (``tie_word_embeddings``, true unless given)."""
+        info = self.manifest.get("sources", {}).get(source)
+        if isinstance(info, dict) and isinstance(info.get("tied"), bool):
+            return info["tied"]
+        config = self.source_dir(source) / "config.json"
+        if config.is_file():
+            return bool(json.loads(config.read_text(encoding="utf-8")).get("tie_word_embeddings", True))
+        return True
+
     def source_objective(self, source: str) -> str:
         """``mlm`` or ``clm`` as the manifest declares it (``objective``), else as the model's config says, else
         ``mlm`` (the worlds made before decoders declare none)."""
