@@ -17,7 +17,14 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from harness.core.store_view import SCHEMA_REVISION, SqliteStoreView, Unsupported, parse_filter, store_view
+from harness.core.store_view import (
+    SCHEMA_REVISION,
+    SqliteStoreView,
+    Unsupported,
+    parse_filter,
+    run_order,
+    store_view,
+)
 from harness.core.tracking import Tracker, ensure_sqlite_store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -190,3 +197,54 @@ def test_a_tracker_reads_without_importing_mlflow_and_writes_through_it(store):
     want = len(store["client"].search_runs([store["one"]], "tags.`harness.kind` = 'cell'"))
     assert out[:2] == [f"{want} False", "True yes"]  # read with sqlite3 alone; the write made the client
     assert isinstance(Tracker(store["uri"]).reader, SqliteStoreView)
+
+
+def test_the_views_order_breaks_ties_of_start_time_by_run_id(store, tmp_path):
+    """The order the view's SQL uses (read from the code: :func:`run_order`), applied to rows stored so that the
+    file's own order is the reverse of the run ids' among runs started in the same millisecond: the runs come out
+    in the client's order (start time, then run id) only through the tie-break. Drop ``run_uuid`` from it and
+    SQLite returns the tied runs in the file's order, and this fails."""
+    con = sqlite3.connect(":memory:")
+    con.execute("create table runs (run_uuid text, start_time integer)")
+    tied = sorted(f"{i:02x}{'ab' * 15}" for i in range(12))
+    con.executemany("insert into runs values (?, ?)", [(rid, T0) for rid in reversed(tied)] + [("ff", T0 + 1)])
+    for direction, want in (("asc", [*tied, "ff"]), ("desc", ["ff", *tied])):
+        got = [r[0] for r in con.execute(f"select run_uuid from runs order by {run_order(direction)}")]
+        assert got == want
+    con.close()
+
+
+NOT_MLFLOWS = ["attributes.lifecycle_stage = 'active'", "TAGS.`a` = 'b'", "Tags.`a` = 'b'", "ATTRIBUTES.status = 'x'",
+               "tags.a-b = 'x'", "attributes.nope = 'x'"]
+MLFLOWS = FILTERS + ["tag.`a` = 'b'", "run.status = 'RUNNING'", "attr.user_id = 'u'", "attribute.artifact_uri = 'x'",
+                     "tags.`a`='b'and tags.`c`='d'", "tags.`a b` = 'c'", "tags.x_1.y = 'z'", "tags.`a` = ''"]
+
+
+@pytest.mark.parametrize("flt", NOT_MLFLOWS + MLFLOWS)
+def test_the_view_parses_a_filter_only_as_mlflows_parser_does(flt):
+    """What the view answers itself, MLflow's parser (SearchUtils, which the client and a tracking server use)
+    reads the same way: same clauses, keys and values; a form MLflow refuses is never answered by the view."""
+    from mlflow.exceptions import MlflowException
+    from mlflow.utils.search_utils import SearchUtils
+
+    try:
+        theirs = [(c["type"], c["key"], c["comparator"], c["value"]) for c in SearchUtils.parse_search_filter(flt)]
+    except MlflowException:
+        theirs = None
+    try:
+        ours = parse_filter(flt)
+    except Unsupported:
+        ours = None
+    if flt in NOT_MLFLOWS:
+        assert theirs is None and ours is None
+    if ours is not None:
+        columns = {"status": "status", "run_uuid": "run_id", "name": "run_name", "user_id": "user_id",
+                   "artifact_uri": "artifact_uri"}
+        assert theirs == [(kind, key if kind == "tag" else columns[key], "=", value) for kind, key, value in ours]
+
+
+def test_workspaces_on_leave_the_reads_to_the_client(store, monkeypatch):
+    monkeypatch.setenv("MLFLOW_ENABLE_WORKSPACES", "true")
+    assert store_view(store["uri"], lambda: None) is None
+    monkeypatch.setenv("MLFLOW_ENABLE_WORKSPACES", "false")
+    assert store_view(store["uri"], lambda: None) is not None

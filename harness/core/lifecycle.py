@@ -54,7 +54,10 @@ def stopping() -> None:
 def mark_stopped_runs(tracker: Any, experiment_ids: list[str], why: str) -> int:
     """The MLflow runs of the cells this process (or its workers, now stopped) left unfinished become KILLED:
     runs still RUNNING whose process is this one or gone, and runs this process marked FAILED on the interrupt
-    itself. Returns how many."""
+    itself. Returns how many. A worker killed in the middle of a write leaves a journal that the store view's
+    read-only connection cannot roll back: its reads then go to MLflow's client, which recovers the store
+    (:mod:`harness.core.store_view`); a store that cannot be written raises
+    :class:`harness.core.tracking.StoreUnavailable`."""
     import socket
 
     from harness.core.record import tag
@@ -94,10 +97,16 @@ def clean_stop(stop: Stopped, runner: Any | None) -> int:
     quiet_threads()
     helpers = multiprocessing_helpers()
     stop_pids([pid for pid in children() if pid not in helpers])
-    n = 0
+    marked = "no unfinished MLflow run to mark"
     if runner is not None:
-        n = mark_stopped_runs(runner.tracker, runner.experiment_ids(), f"stopped by {stop.name}")
-    sys.stderr.write(f"stopped by {stop.name}: workers stopped, {n} unfinished MLflow run(s) marked KILLED; "
+        from harness.core.errors import HarnessError
+
+        try:
+            n = mark_stopped_runs(runner.tracker, runner.experiment_ids(), f"stopped by {stop.name}")
+            marked = f"{n} unfinished MLflow run(s) marked KILLED"
+        except HarnessError as exc:  # the store cannot be written now (held, full): the next start marks them
+            marked = f"the unfinished MLflow runs are marked KILLED by the next start ({exc})"
+    sys.stderr.write(f"stopped by {stop.name}: workers stopped, {marked}; "
                      f"finished products are kept, run the same command to resume\n")
     sys.stderr.flush()
     return stop.exit_code
