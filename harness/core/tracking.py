@@ -467,6 +467,10 @@ def describe_store_error(path: Path, err: Any, doing: str = "") -> str:
     if name.startswith("SQLITE_FULL") or "disk is full" in str(err):
         return (f"tracking store {path}: the disk is full{at} ({said}); the write was rolled back and nothing "
                 f"logged before is lost: free space, then run the same command again to resume")
+    if name.startswith("SQLITE_IOERR"):
+        return (f"tracking store {path} could not be written{at} ({said}: the disk is full, a file-size limit "
+                f"was reached or the disk fails); SQLite rolls the write back and nothing logged before is lost: "
+                f"free space or fix the disk, then run the same command again to resume")
     if name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB")):
         return (f"tracking store {path} is damaged ({said}); the harness changes nothing in it: keep a copy, then "
                 f"recover it (`sqlite3 {path.name} .recover`) or restore a backup")
