@@ -116,14 +116,13 @@ def cell_params(spec: Any, cell: Cell) -> dict[str, Any]:
     the source model, the libraries' versions."""
     import torch
 
-    from harness.core import kernels
     from harness.core.registry import METHODS
     from harness.core.versions import git_commit, library_versions
 
     params = spec.method_params[cell.method]
     return {"method": cell.method, "source": cell.source, "dim": "full" if cell.dim is None else str(cell.dim),
             "seed": cell.seed, "profile": spec.profile, "world": spec.world, "world_hash": spec.world_hash,
-            "device": spec.device, "eval_precision": spec.eval_precision, "cpu_kernels": kernels.label(),
+            "device": spec.device, "eval_precision": spec.eval_precision, "cpu_kernels": spec.cpu_kernels,
             "torch_threads": int(torch.get_num_threads()),  # results can differ in the last digits between counts
             "git_revision": git_commit() or "not a checkout",
             **{f"method.{k}": v for k, v in {**getattr(METHODS.get(cell.method), "defaults", {}), **params}.items()},
@@ -250,8 +249,9 @@ class CellRun:
         from harness.core.kernels import cpu_kernels
         from harness.evaluation import convergence, evaluate_step
 
-        if cpu_kernels() != self.spec.cpu_kernels:  # (a worker that loaded torch or numpy before the harness)
-            raise HarnessError(f"this process computes with {cpu_kernels()} CPU kernels, the run with "
+        if cpu_kernels(self.spec.cpu_bf16) != self.spec.cpu_kernels:  # (measured here: a worker that loaded torch
+            # or numpy before the harness, or another machine of a cluster)
+            raise HarnessError(f"this process computes with {cpu_kernels(self.spec.cpu_bf16)} CPU kernels, the run with "
                                f"{self.spec.cpu_kernels} (harness.core.kernels): its numbers would not be the cell's")
         cpt = self.spec.cpt
         self.tracker.log_params(self.parent, cell_params(self.spec, self.cell))

@@ -29,8 +29,9 @@ from harness.plan import Cell, Plan
 INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
 # overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
 # and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
-# DEFAULT_EVAL_PRECISION (fp32) and NATIVE_KERNELS (the libraries' own CPU kernels, as every cell computed before
-# they were pinned) are absent from a cell's identity: the homes made before either was part of it keep their keys
+# DEFAULT_EVAL_PRECISION (fp32) and NATIVE_KERNELS (the label of no kernels: every cell computed before the kernels
+# entered the identity) are absent from a cell's identity: the homes made before either was part of it keep their
+# keys. A process labels its kernels by measuring them (harness.core.kernels: avx2, or native:<fingerprint>)
 INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
 @dataclass(frozen=True)
 class CellKeys:
@@ -51,7 +52,7 @@ class RunSpec:
     world_hash: str
     device: str  # resolved: ``auto`` is cpu or cuda here (a plan: cuda)
     eval_precision: str
-    cpu_kernels: str  # what the cells' CPU kernels are (harness.core.kernels): ``avx2`` or ``native``
+    cpu_kernels: str  # the cells' CPU kernels, measured (harness.core.kernels): ``avx2`` or ``native:<8 hex>``
     cpt: CptSpec
     fitted: dict[str, str]
     plan: Plan
@@ -75,6 +76,12 @@ class RunSpec:
 
     def experiments(self) -> list[str]:
         return sorted({self.experiment(c.source) for c in self.plan.cells})
+
+    @property
+    def cpu_bf16(self) -> bool:
+        """Whether the cells compute in bf16 on the CPU (:func:`cpu_bf16`): their kernels' label then holds the
+        bf16 kernels'."""
+        return cpu_bf16(self.device, self.eval_precision, str(self.cpt.get("precision", "fp32")))
 
     @property
     def numerics(self) -> dict[str, str]:
@@ -112,18 +119,25 @@ def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any
     return {**{k: ident[k] for k in INIT_INPUTS}, **kernels, **own, **({"code": code} if code else {})}
 
 
+def cpu_bf16(device: str, *precisions: str) -> bool:
+    """Whether a run on ``device`` with its resolved ``precisions`` (evaluation, CPT) computes in bf16 on the CPU
+    (a CPU device, the accelerator's emulation included): its oneDNN bf16 kernels are then part of its kernels'
+    label (:func:`harness.core.kernels.cpu_kernels`)."""
+    return not str(device).startswith(("cuda", "mps")) and "bf16" in precisions
+
+
 def identity_numerics(eval_precision: str, cpu_kernels: str) -> dict[str, str]:
     """What a cell's numbers were computed with, as its identity (and its seed aggregate's group) holds it: the
-    evaluation precision away from fp32, the CPU kernels (:mod:`harness.core.kernels`) away from native, so the
-    homes made before either was part of it keep their keys."""
+    evaluation precision away from fp32, the CPU kernels' measured label (:mod:`harness.core.kernels`: ``avx2``,
+    ``native:<fingerprint>``), so the homes made before either was part of it keep their keys."""
     return {**({"eval_precision": eval_precision} if eval_precision != DEFAULT_EVAL_PRECISION else {}),
             **({"cpu_kernels": cpu_kernels} if cpu_kernels != NATIVE_KERNELS else {})}
 
 
 def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
     """A cell's identity: what its numbers depend on. The evaluation precision enters it only away from fp32, the
-    CPU kernels (:mod:`harness.core.kernels`) only away from native, so the homes made before either was part of it
-    keep their keys."""
+    CPU kernels' measured label (:mod:`harness.core.kernels`) always, so the homes made before either was part of
+    it keep their keys (the pinned set's label, ``avx2``, is the one they carry)."""
     ident = {"world": spec_fields["world_hash"], "source": cell.source, "method": cell.method,
              "params": spec_fields["method_params"][cell.method], "dim": cell.dim, "seed": cell.seed,
              "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION}
@@ -160,7 +174,8 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
     cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
     fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
-              "method_params": params, "cpu_kernels": cpu_kernels(),
+              "method_params": params,
+              "cpu_kernels": cpu_kernels(cpu_bf16(device, eval_precision, str(settings.get("precision", "fp32")))),
               "source_identity": {s: h for s in {c.source for c in plan.cells} if (h := _source_identity(world, s))}}
     cpus = cell_cpus(prof)
     return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash,

@@ -129,11 +129,13 @@ def plain_cpu(monkeypatch):
 
 @pytest.fixture
 def kernels_of(monkeypatch):
-    """Compute as if this process's CPU kernels were ``state`` (``native`` or ``avx2``)."""
+    """Compute as if this process's CPU kernels were labelled ``state`` (``avx2``, or ``native``: the cells computed
+    before the kernels entered the identity; a process measures its label, harness.core.kernels)."""
     from harness.core import kernels
 
     def _as(state: str) -> None:
         monkeypatch.setattr(kernels, "_state", state)
+        monkeypatch.setattr(kernels, "_labels", {False: state, True: state})
 
     return _as
 

@@ -1,42 +1,70 @@
 """The CPU kernels every harness process computes with: one fixed set on every x86-64 machine, so that a number does
-not depend on the CPU's instruction set.
+not depend on the CPU's instruction set; and the label a cell's numbers carry, measured, not assumed.
 
-torch computes an fp32 matrix product with MKL and its elementwise and reduction kernels with ATen's vectorized
-code; numpy and scipy call OpenBLAS. Each library picks its kernels by the CPU it finds: on a machine with AVX-512,
-MKL's AVX-512 GEMM and ATen's 16-wide reductions (softmax, log-softmax) round differently from the AVX2 ones an
+torch computes an fp32 matrix product with MKL, its elementwise and reduction kernels with ATen's vectorized code,
+GELU and every bf16 matrix product on a CPU with oneDNN; numpy and scipy call OpenBLAS. Each library picks its
+kernels by the CPU it finds: on a machine with AVX-512 or AMX, MKL's AVX-512 GEMM, ATen's 16-wide reductions
+(softmax, log-softmax), oneDNN's AVX-512 GELU and its AMX bf16 tiles round differently from the AVX2 ones an
 AVX2-only machine or MKL on an AMD CPU runs, and training carries the difference into every number downstream
 (HyperOFA's rows moved in the printed digits between two machines). The harness therefore pins, before torch or
 numpy is loaded, the AVX2 kernel set that every x86-64 CPU of the last decade has:
 
-- ``MKL_CBWR=AVX2``: MKL's conditional numerical reproducibility on its AVX2 code path, which computes what MKL
-  computes natively on a CPU whose best is AVX2 (tested); a cell computes on one thread
-  (:func:`harness.runner.cell_threads`), so MKL's strict mode, which also fixes the bits across thread counts (and
-  rounds otherwise), is not needed;
+- ``MKL_CBWR=AVX2``: MKL's conditional numerical reproducibility on its AVX2 code path (a cell computes on one
+  thread, :func:`harness.runner.cell_threads`, so MKL's strict mode, which also fixes the bits across thread
+  counts, is not needed);
 - ``ATEN_CPU_CAPABILITY=avx2``: ATen's AVX2 kernels;
 - ``OPENBLAS_CORETYPE=Haswell``: OpenBLAS's AVX2 kernels (numpy's and scipy's; WECHSEL's alignment pins its own,
-  :mod:`methods.pinned_blas`).
+  :mod:`methods.pinned_blas`);
+- ``ONEDNN_MAX_CPU_ISA=AVX2``: oneDNN's AVX2 kernels (torch's fp32 GELU and, under ``--precision bf16`` on a CPU,
+  every autocast matrix product: natively an AMX CPU computes them on its tiles, in another order).
 
-``HARNESS_CPU_KERNELS=native`` keeps each library's own choice (the harness before the pin; faster on AVX-512, and
-machine-dependent). A CPU without AVX2 and FMA, or another architecture, computes natively. What a process computes
-with (:func:`cpu_kernels`: ``avx2`` or ``native``) is part of every cell's identity (away from ``native``, so homes
-made before keep their keys), logged with each cell run, and named on the board; ``benchmarks/bench_ner_flops.py``
-measures what the pin costs.
+A variable the user set to another value is kept, and named (:func:`kept_by_user`): ``MKL_CBWR=COMPATIBLE`` is
+the user's choice, and the label below says what it computes.
+
+**The label is measured.** What a pin promises (the same bits as an AVX2 machine) is not taken on trust: MKL does
+not honour ``MKL_CBWR=AVX2`` on every CPU, a library loaded before the pin keeps its own kernels, another version of
+torch may compute otherwise. Once a process, after the pins, :func:`fingerprint` computes a small fixed-input
+workload of the kernels a cell uses -- an fp32 GEMM and Linear (MKL), ``exp``, softmax, log-softmax, layer norm,
+GELU (ATen, oneDNN), a numpy product (OpenBLAS) and, where the run computes in bf16 on the CPU, a bf16 autocast
+Linear and matmul (oneDNN) whose inputs put each output on a rounding boundary, so that the order of the
+accumulation shows in the bf16 result -- on one thread, and hashes the bits. A cell is labelled ``avx2`` only when
+that fingerprint equals the golden one of the pinned set (:data:`GOLDEN`, taken under the AVX2 emulation of
+:func:`avx2_emulation`: ``python -m harness.core.kernels --write-golden``); otherwise ``native:<8 hex of the
+fingerprint>``. The label (:func:`cpu_kernels`) is part of every cell's identity, of its init product's, of
+HyperOFA's hypernetwork product's and of the seed aggregates' groups, logged with each cell run (``cpu_kernels``)
+and named on the board: cells computed with other kernels (ARM, an x86 without AVX2, ``HARNESS_CPU_KERNELS=native``
+on AVX-512, AMX bf16) are never another cell's, nor pooled with it. Cells computed before the kernels entered the
+identity carry none (:data:`NATIVE`, which no process gives now).
+
+``HARNESS_CPU_KERNELS=native`` keeps each library's own choice (faster on AVX-512 and AMX, and machine-dependent);
+``benchmarks/bench_ner_flops.py`` measures what the pin costs. The fingerprint costs milliseconds once the libraries
+are loaded (``python -m harness.core.kernels`` prints it and its time) and is computed once a process, in memory.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import platform
 import sys
+from pathlib import Path
+from typing import Any
 
 ENV = "HARNESS_CPU_KERNELS"
 PINNED = "avx2"
-NATIVE = "native"
-PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell"}
+NATIVE = "native"  # the cells computed before the kernels entered the identity (no process labels its cells so now)
+PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+PINNED_ENV = "HARNESS_CPU_KERNELS_PINNED"  # set by the process that pinned: the processes it starts inherit the pins
 # the libraries that read those variables when they load (or at their first kernel): pinned before any of them
 LOADERS = ("torch", "numpy", "scipy")
+# the golden fingerprints of the pinned set (fp32 alone; fp32 and bf16 on the CPU), taken under avx2_emulation()
+GOLDEN = Path(__file__).with_name("kernels_golden.json")
 
-_state: str | None = None  # what this process computes with, fixed by the first pin()
+_state: str | None = None  # whether this process runs pinned (PINNED) or not (NATIVE), fixed by the first pin()
+_kept: dict[str, str] = {}  # the pin variables the user had set to values of their own, kept
+_fingerprints: dict[bool, dict[str, str]] = {}  # this process's fingerprint (by bf16 on the CPU), computed once
+_labels: dict[bool, str] = {}  # this process's label (by bf16 on the CPU), computed once
 
 
 def cpu_flags() -> set[str]:
@@ -72,8 +100,10 @@ def can_pin(flags: set[str] | None = None) -> bool:
 
 def pin() -> str:
     """Pin the kernels in this process's environment (and so in every process it starts), once, before torch,
-    numpy or scipy is loaded; returns what the process computes with. A library loaded before the first call, a
-    machine that cannot run the set, or ``HARNESS_CPU_KERNELS=native``: ``native``, and nothing is set."""
+    numpy or scipy is loaded; returns whether the process runs pinned (``avx2``) or not (``native``). A variable the
+    user set to a value of their own is kept (:func:`kept_by_user`); a library loaded before the first call, a
+    machine that cannot run the set, or ``HARNESS_CPU_KERNELS=native``: ``native``, and nothing is set. What the
+    process then computes with is measured (:func:`cpu_kernels`), whatever this returns."""
     global _state
     if _state is not None:
         return _state
@@ -82,26 +112,131 @@ def pin() -> str:
     except Exception:  # noqa: BLE001 - a bad value is refused where the run's inputs are checked
         asked = NATIVE
     loaded = [m for m in LOADERS if m in sys.modules]
+    own = {k: v for k in PINS if (v := (os.environ.get(k) or "").strip()) and v != PINS[k]}
     if asked == PINNED and not loaded and can_pin():
-        os.environ.update(PINS)
+        _kept.update(own)  # the user's (or, inherited, the user's of the process that started this one): named
+        os.environ.update({k: v for k, v in PINS.items() if k not in own})
+        os.environ[PINNED_ENV] = "1"
         _state = PINNED
-    elif asked == PINNED and loaded and all(os.environ.get(k) == v for k, v in PINS.items()) and can_pin():
+    elif asked == PINNED and loaded and can_pin() and (
+            os.environ.get(PINNED_ENV) == "1" or all(os.environ.get(k) == v for k, v in PINS.items())):
+        _kept.update(own)
         _state = PINNED  # pinned by the process that started this one, before it loaded them
     else:
         _state = NATIVE
     return _state
 
 
-def cpu_kernels() -> str:
-    """What this process computes with: ``avx2`` (pinned) or ``native``."""
-    return pin()
+def kept_by_user() -> dict[str, str]:
+    """The pin variables the user had set to values of their own, which the pin kept (``{"MKL_CBWR": "COMPATIBLE"}``)."""
+    pin()
+    return dict(_kept)
 
 
-def identity() -> dict[str, str]:
-    """What a product computed in this process is keyed by, of its kernels: ``{"cpu_kernels": "avx2"}`` when pinned,
-    nothing when native (the keys of the products made before the pin stay theirs)."""
-    state = cpu_kernels()
-    return {} if state == NATIVE else {"cpu_kernels": state}
+# -- the fingerprint -------------------------------------------------------------------------------------------
+def _values(torch: Any, n: int, seed: int, scale: float = 1.0) -> Any:
+    """``n`` fixed fp32 values in [-scale/2, scale/2), exact on every machine (integer arithmetic, 16-bit steps)."""
+    i = torch.arange(n, dtype=torch.int64)
+    return (((i * 2654435761 + seed * 40503) % 65536).to(torch.float32) / 65536.0 - 0.5) * scale
+
+
+def _bf16_probe(torch: Any, m: int = 64, k: int = 256, n: int = 32) -> tuple[Any, Any]:
+    """(a, b) whose product puts each output on a bf16 rounding boundary (1 + 2**-8) plus small terms of both
+    signs (2**-20 .. 2**-29) that an fp32 accumulator absorbs or keeps depending on the order it adds them in: the
+    bf16 result shows the kernel's accumulation order (AMX tiles, AVX-512 BF16 pairs and AVX2 FMAs differ)."""
+    h = (torch.arange(m * k, dtype=torch.int64).view(m, k) * 2654435761 + 12345) % 1000003
+    a = torch.where(h % 2 == 0, 1.0, -1.0) * torch.pow(2.0, -(20 + (h // 2) % 10).to(torch.float32))
+    row = torch.arange(m)
+    a[row, (row * 97 + 3) % k] = 1.0
+    a[row, (row * 41 + 11) % k] = 2.0 ** -8
+    b = torch.ones(k, n)
+    b[:, 1::2] = 0.5
+    return a, b
+
+
+def _workload(bf16: bool) -> dict[str, Any]:
+    """The results (tensors or arrays) of the fingerprint's workload, by kernel."""
+    import numpy as np
+    import torch
+
+    f = torch.nn.functional
+    out: dict[str, Any] = {}
+    a, b = _values(torch, 64 * 96, 1).view(64, 96), _values(torch, 96 * 80, 2).view(96, 80)
+    w, bias = _values(torch, 80 * 96, 3).view(80, 96), _values(torch, 80, 4)
+    out["gemm"] = torch.matmul(a, b)  # MKL
+    out["linear"] = f.linear(a, w, bias)
+    out["exp"] = torch.exp(_values(torch, 4099, 5, 16.0))  # ATen
+    x = _values(torch, 32 * 257, 6, 12.0).view(32, 257)
+    out["softmax"] = torch.softmax(x, -1)
+    out["log_softmax"] = torch.log_softmax(x, -1)
+    y = _values(torch, 32 * 96, 7, 6.0).view(32, 96)
+    out["layer_norm"] = f.layer_norm(y, (96,), _values(torch, 96, 8) + 1.0, _values(torch, 96, 9))
+    out["gelu"] = f.gelu(_values(torch, 4099, 10, 8.0))  # oneDNN (fp32)
+    na, nb = _values(torch, 48 * 80, 11).view(48, 80).numpy(), _values(torch, 80 * 32, 12).view(80, 32).numpy()
+    out["numpy_gemm"] = np.ascontiguousarray(na @ nb)  # OpenBLAS
+    if bf16:
+        pa, pb = _bf16_probe(torch)
+        with torch.autocast("cpu", dtype=torch.bfloat16):  # oneDNN (bf16)
+            out["bf16_linear"] = f.linear(pa, pb.t().contiguous(), None)
+            out["bf16_matmul"] = torch.matmul(pa, pb)
+            out["bf16_gelu"] = f.gelu(_values(torch, 4099, 13, 8.0).to(torch.bfloat16))
+    return out
+
+
+def _digest(value: Any) -> str:
+    import numpy as np
+
+    arr = value if isinstance(value, np.ndarray) else value.detach().float().contiguous().numpy()
+    return hashlib.sha256(np.ascontiguousarray(arr).tobytes()).hexdigest()
+
+
+def fingerprint(bf16: bool = False) -> dict[str, str]:
+    """This process's kernels as they compute, measured once (on one thread, as a cell computes): ``{"digest":
+    sha256 of every part, "<kernel>": its result's sha256, ...}``; ``bf16``: with the bf16 autocast kernels a run
+    that computes in bf16 on the CPU uses."""
+    bf16 = bool(bf16)
+    if bf16 not in _fingerprints:
+        pin()
+        import torch
+
+        threads = torch.get_num_threads()
+        if threads != 1:
+            torch.set_num_threads(1)
+        try:
+            parts = {k: _digest(v) for k, v in _workload(bf16).items()}
+        finally:
+            if threads != 1:
+                torch.set_num_threads(threads)
+        parts["digest"] = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+        _fingerprints[bf16] = parts
+    return dict(_fingerprints[bf16])
+
+
+def golden(bf16: bool = False) -> dict[str, str] | None:
+    """The pinned set's golden fingerprint (:data:`GOLDEN`), or None where the file holds none."""
+    try:
+        data = json.loads(GOLDEN.read_text())
+    except (OSError, ValueError):
+        return None
+    return data.get("bf16" if bf16 else "fp32")
+
+
+def cpu_kernels(bf16: bool = False) -> str:
+    """What this process computes with, measured: ``avx2`` when its :func:`fingerprint` is the pinned set's golden
+    one, else ``native:<8 hex of the fingerprint>``; ``bf16``: the run computes in bf16 on the CPU (its bf16 kernels
+    are then part of the fingerprint)."""
+    bf16 = bool(bf16)
+    if bf16 not in _labels:
+        mine, want = fingerprint(bf16), golden(bf16)
+        _labels[bf16] = PINNED if want is not None and mine["digest"] == want.get("digest") else \
+            f"{NATIVE}:{mine['digest'][:8]}"
+    return _labels[bf16]
+
+
+def identity(bf16: bool = False) -> dict[str, str]:
+    """What a product computed in this process is keyed by, of its kernels: ``{"cpu_kernels": <label>}``."""
+    label = cpu_kernels(bf16)
+    return {} if label == NATIVE else {"cpu_kernels": label}
 
 
 def check() -> None:
@@ -109,19 +244,96 @@ def check() -> None:
     machine that has it but got another (a library loaded first): its numbers would differ from its identity's."""
     from harness.core.errors import HarnessError
 
-    if wanted() == PINNED and can_pin() and cpu_kernels() != PINNED:
+    if wanted() == PINNED and can_pin() and pin() != PINNED:
         raise HarnessError(f"the CPU kernels could not be pinned: {', '.join(m for m in LOADERS if m in sys.modules)}"
                            f" was loaded before the harness; import harness first, or set {ENV}=native")
 
 
-def label() -> str:
-    """What the kernels are, for the run's record: ``avx2`` or ``native (AVX512)`` (ATen's choice)."""
-    state = cpu_kernels()
-    if state == PINNED:
-        return PINNED
-    try:
-        import torch
+def label(bf16: bool = False) -> str:
+    """What the kernels are, for the run's record: :func:`cpu_kernels`."""
+    return cpu_kernels(bf16)
 
-        return f"{NATIVE} ({torch.backends.cpu.get_cpu_capability()})"
-    except Exception:  # noqa: BLE001
-        return NATIVE
+
+def describe(bf16: bool = False) -> str:
+    """The kernels in words, for a run's header: ``avx2`` or ``native:1a2b3c4d (HARNESS_CPU_KERNELS=native; ATen's
+    AVX512)``, with the pin variables the user set to values of their own."""
+    text = cpu_kernels(bf16)
+    why = []
+    if pin() != PINNED:
+        why.append(f"{ENV}=native" if os.environ.get(ENV, "").strip().lower() == NATIVE else "not pinned")
+    why += [f"{k}={v} (the user's, kept)" for k, v in kept_by_user().items()]
+    if text != PINNED:
+        try:
+            import torch
+
+            why.append(f"ATen's {torch.backends.cpu.get_cpu_capability()}")
+        except Exception:  # noqa: BLE001
+            pass
+    return text + (f" ({'; '.join(why)})" if why else "")
+
+
+# -- the golden fingerprint --------------------------------------------------------------------------------------
+def avx2_emulation() -> dict[str, str]:
+    """The environment of a process that computes as an AVX2-only x86-64 machine does, each library left to its
+    own choice but capped at AVX2 (MKL's ``MKL_ENABLE_INSTRUCTIONS``, ATen's, OpenBLAS's and oneDNN's caps): where
+    the golden fingerprint is taken."""
+    return {ENV: NATIVE, "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2",
+            "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"}
+
+
+def measure_in_child(env: dict[str, str], bf16: bool = True, first: str = "") -> dict[str, Any]:
+    """The fingerprint and label of a fresh process started with ``env`` over this one's environment without the
+    pins (``first``: a module it imports before the harness)."""
+    import subprocess
+
+    clean = {k: v for k, v in os.environ.items()
+             if k not in (*PINS, ENV, PINNED_ENV, "MKL_ENABLE_INSTRUCTIONS")}
+    code = (f"import sys, json\n{'import ' + first if first else ''}\nfrom harness.core import kernels\n"
+            f"print(json.dumps({{'fp32': kernels.fingerprint(False), 'bf16': kernels.fingerprint(True) if {bf16} "
+            f"else None, 'label': kernels.cpu_kernels(False), 'label_bf16': kernels.cpu_kernels(True) if {bf16} "
+            f"else None, 'state': kernels.pin(), 'kept': kernels.kept_by_user()}}))")
+    root = str(Path(__file__).resolve().parents[2])
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**clean, "OMP_NUM_THREADS": "1", "PYTHONPATH": root, **env})
+    if proc.returncode != 0:
+        raise RuntimeError(proc.stderr[-2000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def write_golden() -> dict[str, Any]:
+    """Take the golden fingerprints under :func:`avx2_emulation` and write them to :data:`GOLDEN`."""
+    import torch  # (the versions the fingerprints were taken with, for the record)
+
+    got = measure_in_child(avx2_emulation())
+    import numpy
+
+    data = {"fp32": got["fp32"], "bf16": got["bf16"],
+            "taken": {"environment": avx2_emulation(), "torch": torch.__version__, "numpy": numpy.__version__,
+                      "machine": platform.machine()}}
+    GOLDEN.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    return data
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.core.kernels [--bf16] [--write-golden]``: this process's label, fingerprint and its
+    cost; ``--write-golden`` takes the golden fingerprints anew (a change of torch, numpy or the workload)."""
+    import time
+
+    args = sys.argv[1:] if argv is None else argv
+    if "--write-golden" in args:
+        print(json.dumps(write_golden(), indent=1))
+        return 0
+    bf16 = "--bf16" in args
+    pin()
+    import numpy  # noqa: F401 - loaded first: the time below is the fingerprint's own
+    import torch  # noqa: F401
+
+    t = time.perf_counter()
+    fp = fingerprint(bf16)
+    ms = (time.perf_counter() - t) * 1e3
+    print(f"label {describe(bf16)}; fingerprint {fp['digest'][:16]} in {ms:.1f} ms (bf16 on the CPU: {bf16})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
