@@ -44,6 +44,7 @@ def evaluate_step(run: Any, step: int, model_dir: Path, tokenizer: Any, tasks: l
 
     spec, record, model = run.spec, run.record, None
     heldout: float | None = None
+    shown_lm = False
     for task_name in spec.plan.tasks if tasks is None else tasks:
         task = TASKS.get(task_name)()
         trun = record.open_task(run.exp, run.keys.key, task_name, run.parent, task_run_tags(spec, run.cell, task))
@@ -60,13 +61,14 @@ def evaluate_step(run: Any, step: int, model_dir: Path, tokenizer: Any, tasks: l
         shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
         run.say(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
         metric = getattr(task, "heldout_metric", None)
+        shown_lm = shown_lm or bool(metric)  # a language-model loss printed at this step
         if metric and spec.cpt["eval_tasks"]:
             heldout = res.averages().get(metric)  # the diagnostic's figure (not when only it runs after CPT)
         if step == spec.cpt.last_task_step():
             run.tracker.finish(trun)
     if spec.cpt.steps <= 0 or record.done(run.parent, Done.heldout(step)):
         return
-    _heldout(run, step, model_dir, tokenizer, model, heldout)
+    _heldout(run, step, model_dir, tokenizer, model, heldout, quiet=shown_lm)
 
 
 def _evaluate(run: Any, task: Any, task_name: str, step: int, model: Any, tokenizer: Any) -> tuple[Any, float]:
@@ -82,8 +84,10 @@ def _evaluate(run: Any, task: Any, task_name: str, step: int, model: Any, tokeni
     return res, time.time() - t0
 
 
-def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, heldout: float | None) -> None:
-    """The held-out MLM loss at ``step`` (the CPT diagnostic), logged once."""
+def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, heldout: float | None,
+             quiet: bool = False) -> None:
+    """The held-out MLM loss at ``step`` (the CPT diagnostic, ``cpt/heldout_loss``), logged once; printed (after
+    CPT with its step-0 value) unless the step printed a task's language-model loss: one such number a step."""
     from harness.initialize import load_model
     from tasks.base import TaskSettings
 
@@ -100,7 +104,10 @@ def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, h
         heldout = diagnostic.heldout(model, tokenizer, run.world, list(spec.heldout_languages), TaskSettings(
             profile=spec.profile, seed=run.cell.seed, device=run.device, max_sentences=spec.heldout_max_sentences,
             precision=spec.eval_precision))
-        run.say(f"  held-out {name.upper()} loss @ step {step}: {heldout:.4f} ({time.time() - t_h:.1f}s)")
+        if not quiet:
+            first = next((v for s, v in run.record.heldout_curve(run.parent) if s == 0), None) if step else None
+            run.say(f"  CPT diagnostic (held-out {name.upper()} loss) @ step {step}: {heldout:.4f}"
+                    + (f" (step 0: {first:.4f})" if first is not None else "") + f" ({time.time() - t_h:.1f}s)")
     run.record.log_heldout(run.parent, step, heldout)
 
 
