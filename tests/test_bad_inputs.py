@@ -611,3 +611,58 @@ def test_a_method_that_cannot_serve_an_untied_head_is_refused_by_the_plan(synthe
         assert "input-only-plan" in {c.method for c in plan(["all"], source="src").cells}  # a tied source
     finally:
         METHODS.unregister("input-only-plan")
+
+
+class _FakeFetcher:
+    """Pins of the decoders' packages, extracted from folders written by the test (no download)."""
+
+    def __init__(self, root, members: dict[str, bytes]):
+        from harness.worlds.bible.fetch import PINS
+
+        self.root, self.pins = root, dict(PINS)
+        for member, data in members.items():
+            (root / member).parent.mkdir(parents=True, exist_ok=True)
+            (root / member).write_bytes(data)
+
+    def extract(self, name, patterns):
+        return self.root
+
+
+@pytest.mark.parametrize("decoder", ["smollm2", "gemma3"])
+def test_a_converted_source_whose_sha256_is_not_its_packages_is_refused(decoder, tmp_path):
+    """The GGUF a decoder is converted from is checked against the sha256 its package states (Gemma's SHA256SUMS,
+    the SmolLM2 wheel's RECORD) before anything is converted or written: one line naming the decoder, both digests
+    and what to do; the world's source folder is not made and the work folder is left empty."""
+    import base64
+    import hashlib
+
+    from harness.core.errors import MissingResourceError
+    from harness.worlds.bible.decoders import DECODERS, build_decoder
+
+    d = DECODERS[decoder]
+    chunks = {member: f"chunk {i} of {d.gguf}".encode() for i, (_, member) in enumerate(d.chunks)}
+    whole = b"".join(chunks.values())
+
+    def statement(data: bytes) -> bytes:
+        digest = hashlib.sha256(data).digest()
+        if d.stated_by[1].endswith("RECORD"):
+            b64 = base64.urlsafe_b64encode(digest).decode().rstrip("=")
+            return f"{d.chunks[0][1]},sha256={b64},{len(data)}\nother,,\n".encode()
+        return f"{digest.hex()}  {d.gguf}\n".encode()
+
+    # the package states the digest of other bytes: refused
+    fetcher = _FakeFetcher(tmp_path / "pkg", {**chunks, d.stated_by[1]: statement(whole + b"x")})
+    out, work = tmp_path / "world" / "sources" / decoder, tmp_path / "world" / ".decoders-work"
+    with pytest.raises(MissingResourceError) as err:
+        build_decoder(d, fetcher, out, work)
+    msg = str(err.value)
+    assert f"decoder {decoder}" in msg and hashlib.sha256(whole).hexdigest() in msg
+    assert hashlib.sha256(whole + b"x").hexdigest() in msg and "download cache" in msg and "\n" not in msg
+    assert not out.exists() and not any(work.rglob("*.gguf"))
+    # the stated digest of the same bytes passes the check (the conversion then reads the file as a GGUF)
+    (tmp_path / "pkg" / d.stated_by[1]).write_bytes(statement(whole))
+    from harness.worlds.bible.decoders import assemble
+
+    gguf, digest = assemble(d, [tmp_path / "pkg" / m for m in chunks], tmp_path / "pkg" / d.stated_by[1],
+                            tmp_path / "w2")
+    assert gguf.read_bytes() == whole and digest == hashlib.sha256(whole).hexdigest()

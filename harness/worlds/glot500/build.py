@@ -17,7 +17,7 @@ from typing import Any
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.worlds.glot500 import langcodes as lc
 from harness.worlds.glot500 import loaders as ld
-from harness.worlds.glot500.spec import TASKS, _ref, _spec_hash
+from harness.worlds.glot500.spec import TASKS, _ref, _spec_hash, decoders
 from harness.worlds.writer import WorldWriter, write_jsonl
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,29 @@ class _Build:
             self.inputs[f"source:{src.name}"] = self._record(src.ref, folder, src.licence)
             self.stats.setdefault("sources", {})[src.name] = {"vocab_size": len(tok),
                                                               "layers": getattr(cfg, "num_hidden_layers", None)}
+        self.decoder_entries = {d.name: self.decoder(d) for d in decoders(self.spec) if d.build}
+
+    def decoder(self, d: Any) -> dict[str, Any]:
+        """A declared hub decoder copied from the Hub cache (its config, weights and tokenizer), checked to load
+        as a causal LM with a tokenizer that fits its table; its manifest entry (its own identity: the files'
+        sha256), outside the world's inputs."""
+        from harness.core.objective import objective_of_dir
+
+        folder = ld.resolve_repo(d.ref)
+        if folder is None:
+            raise MissingResourceError(f"decoder {d.name}: {d.ref.hub_id} is not in the Hub cache; "
+                                       f"`hf download {d.ref.hub_id}` provides it, or set decoders.{d.name}.build = "
+                                       f"false")
+        dest = self.out / "sources" / d.name
+        files = ld.source_model_files(folder)
+        for f in files:
+            if f.name in ("config.json", "model.safetensors.index.json") or f.suffix == ".safetensors":
+                ld.link_or_copy(f, dest / f.name)
+        tok = _load_source_tokenizer(folder)
+        tok.save_pretrained(dest)
+        if objective_of_dir(dest) != "clm":
+            raise ld.SchemaError(f"decoder {d.name}: {folder}/config.json is not a causal LM's")
+        return {**d.entry(), "files": {f.name: ld.file_sha256(f) for f in sorted(files)}, "vocab_size": len(tok)}
 
     def target_tokenizer(self) -> None:
         t = self.spec["target_tokenizer"]
@@ -371,8 +394,8 @@ class _Build:
             "name": self.world.name,
             "version": self.world.version,
             "pivot_language": self.pivot,
-            "sources": {s.name: {"description": s.description, "hub_id": s.ref.hub_id, "revision": s.ref.revision,
-                                 "languages": s.seen} for s in self.source_specs},
+            "sources": {**{s.name: {"description": s.description, "hub_id": s.ref.hub_id, "revision": s.ref.revision,
+                                    "languages": s.seen} for s in self.source_specs}, **self.decoder_entries},
             "default_source": self.spec["world"].get("default_source", self.source_specs[0].name),
             "inputs": [self.inputs[k] for k in sorted(self.inputs)],
             "language_sets": {t: self.needs.tasks[t] for t in TASKS},

@@ -92,6 +92,46 @@ def _ref(section: dict[str, Any], default_type: str) -> ld.HubRef:
 
 
 def _spec_hash(spec: dict[str, Any]) -> str:
+    """The hash of the spec without its decoders (each built decoder carries its own identity)."""
     from harness.core.hashing import hash_obj
 
-    return hash_obj(spec, length=16)
+    return hash_obj({k: v for k, v in spec.items() if k != "decoders"}, length=16)
+
+
+@dataclass
+class DecoderSpec:
+    """A hub decoder the world declares: where it is, how it loads, whether this world builds it."""
+
+    name: str
+    ref: ld.HubRef
+    files: list[str]
+    seen: list[str]
+    licence: str
+    loader: str
+    architecture: str
+    tied: bool
+    build: bool
+    description: str = ""
+    size: str = ""
+
+    def entry(self) -> dict[str, Any]:
+        """Its manifest entry (a source with its own identity)."""
+        return {"description": self.description, "objective": "clm", "hub_id": self.ref.hub_id,
+                "revision": self.ref.revision, "loader": self.loader, "architecture": self.architecture,
+                "tied": self.tied, "licence": self.licence, "languages": self.seen, "own_identity": True}
+
+
+LOADERS = ("AutoModelForCausalLM",)
+
+
+def decoders(spec: dict[str, Any]) -> list[DecoderSpec]:
+    """The spec's ``[decoders.*]`` sections."""
+    out = []
+    for name, d in spec.get("decoders", {}).items():
+        if d.get("loader", "AutoModelForCausalLM") not in LOADERS:
+            raise ConfigError(f"world spec: decoders.{name}.loader must be one of {', '.join(LOADERS)}")
+        out.append(DecoderSpec(name, _ref(d, "model"), list(d.get("files", [])), list(d.get("seen", [])),
+                               d.get("licence", ""), d.get("loader", "AutoModelForCausalLM"),
+                               d.get("architecture", ""), bool(d.get("tied", True)), bool(d.get("build", False)),
+                               d.get("description", ""), d.get("size", "")))
+    return out
