@@ -19,7 +19,8 @@ The harness's path, the paper's (``paper/apply_embedding_init.py`` with ``init_m
    decay), a linear schedule with warm-up over half the steps, ``batch_size`` 16, one epoch, the last incomplete
    batch dropped (:func:`distill`). Only the new rows are parameters: the source rows cannot change.
 4. Tokens with fewer than ``snippets`` full windows, those beyond the budget (``max_tokens``, the most frequent
-   first) and those the source spells as one piece keep their FVT row; each is reported (``method_stats.routes``
+   first), those the source spells as one piece and those merged in no step (another pattern swallows theirs)
+   keep their FVT row; each is reported (``method_stats.routes``
    and ``artifacts/tokdist_routes.jsonl``: every non-copied token with its route and snippet count), none dropped.
 
 Deviations from the reference, each named: the model runs in eval mode (no dropout; the reference's
@@ -358,9 +359,16 @@ class TokenDistillationInit(Method):
             train_s = time.perf_counter() - t1
             if not torch.isfinite(rows).all():
                 raise HarnessError("tokdist: the distilled rows are not finite; lower lr")
+            # a token merged in no step (a pattern another one always swallows, greedy from the left, or whose
+            # snippets fell in the dropped last batch) had no gradient: its row is FVT's, and it is said so
+            seen = {t for b in batches for i in b for t in samples[i]["merged_seq"] if t >= n_rows}
             for j, pat in enumerate(chosen):
-                matrix[patterns[pat]] = rows[j].float().cpu()
-                routes[patterns[pat]]["route"] = "distilled"
+                tid = patterns[pat]
+                if n_rows + j in seen:
+                    matrix[tid] = rows[j].float().cpu()
+                    routes[tid]["route"] = "distilled"
+                else:
+                    routes[tid]["route"] = "fvt_never_merged"
             del model
 
         route_counts: dict[str, int] = {}
@@ -379,7 +387,7 @@ class TokenDistillationInit(Method):
                                        ensure_ascii=False) + "\n")
             artifacts["routes"] = path
         stats = {**base.stats, "routes": dict(sorted(route_counts.items())),
-                 "distilled": len(chosen), "budget": {"max_tokens": budget, "snippets": int(p["snippets"]),
+                 "distilled": route_counts.get("distilled", 0), "chosen": len(chosen), "budget": {"max_tokens": budget, "snippets": int(p["snippets"]),
                                                       "snippet_len": int(p["snippet_len"])},
                  "steps": n_steps, "loss_first": losses[0] if losses else None,
                  "loss_last": losses[-1] if losses else None,

@@ -100,7 +100,8 @@ def _rows(folder):
 def test_tokdist_on_the_synthetic_world(tokdist_runs):
     d, rep = tokdist_runs["a"]
     stats = rep["method_stats"]
-    assert stats["distilled"] == 20 and stats["routes"]["distilled"] == 20
+    assert stats["chosen"] == 20 and stats["distilled"] + stats["routes"].get("fvt_never_merged", 0) == 20
+    assert stats["distilled"] == stats["routes"]["distilled"] > 15
     assert stats["routes"].get("fvt_over_budget", 0) > 0 and stats["steps"] == 20 * 4 // 16
     routes = [json.loads(line) for line in (d / "artifacts" / "tokdist_routes.jsonl").read_text().splitlines()]
     assert sum(stats["routes"].values()) == len(routes)
@@ -108,8 +109,10 @@ def test_tokdist_on_the_synthetic_world(tokdist_runs):
     few = [r for r in routes if r["route"] == "fvt_too_few_snippets"]
     assert all(r["snippets"] < 4 for r in few)
     distilled = [r for r in routes if r["route"] == "distilled"]
-    occ = sorted((r["occurrences"] for r in routes if r["route"] in ("distilled", "fvt_over_budget")), reverse=True)
-    assert sorted((r["occurrences"] for r in distilled), reverse=True) == occ[:20]  # the most frequent first
+    chosen = [r for r in routes if r["route"] in ("distilled", "fvt_never_merged")]
+    occ = sorted((r["occurrences"] for r in chosen + [r for r in routes if r["route"] == "fvt_over_budget"]),
+                 reverse=True)
+    assert sorted((r["occurrences"] for r in chosen), reverse=True) == occ[:20]  # the most frequent first
     prov = np.load(d / "provenance.npy")
     fvt_dir, fvt_rep = tokdist_runs["fvt"]
     assert rep["counts"] == fvt_rep["counts"]  # the provenance of FVT: distilled rows are the method's
@@ -141,3 +144,27 @@ def test_tokdist_declares_and_refuses(synthetic_world):
         cls().initialize(ctx)
     with pytest.raises(ConfigError, match="max_tokens"):
         cls().initialize(InitContext(**{**ctx.__dict__, "params": {"max_tokens": 0}}))
+
+
+def test_tokdist_on_the_decoder_source(synthetic_world, tmp_path):
+    """The same method on the world's decoder source (a causal LM): the backbone's last hidden states, the
+    distilled rows moved from FVT's, every other row FVT's."""
+    from harness.initialize import initialize_model
+
+    if "dec" not in synthetic_world.sources:
+        pytest.skip("the synthetic world has no decoder source")
+    rep = initialize_model(synthetic_world, "dec", "tokdist", dim=None, seed=1, out_dir=tmp_path / "td",
+                           compact=False, params={"max_tokens": 40, "snippets": 4})
+    fvt = initialize_model(synthetic_world, "dec", "fvt", dim=None, seed=1, params={}, out_dir=tmp_path / "fvt",
+                           compact=False)
+    stats = rep["method_stats"]
+    assert rep["surgery"]["objective"] == "clm" and stats["chosen"] == 40
+    assert stats["distilled"] + stats["routes"].get("fvt_never_merged", 0) == 40 and stats["distilled"] > 30
+    routes = [json.loads(x) for x in (tmp_path / "td" / "artifacts" / "tokdist_routes.jsonl").read_text().split("\n")
+              if x]
+    ids = [r["id"] for r in routes if r["route"] == "distilled"]
+    rows, fvt_rows = _rows(tmp_path / "td"), _rows(tmp_path / "fvt")
+    assert all(not torch.equal(rows[i], fvt_rows[i]) for i in ids)
+    keep = torch.ones(len(rows), dtype=torch.bool)
+    keep[ids] = False
+    assert torch.equal(rows[keep], fvt_rows[keep]) and rep["counts"] == fvt["counts"]
