@@ -248,3 +248,37 @@ def test_workspaces_on_leave_the_reads_to_the_client(store, monkeypatch):
     assert store_view(store["uri"], lambda: None) is None
     monkeypatch.setenv("MLFLOW_ENABLE_WORKSPACES", "false")
     assert store_view(store["uri"], lambda: None) is not None
+
+
+def test_a_run_is_read_in_one_snapshot(store, tmp_path):
+    """The statements that answer one read (the runs, then their metrics, params and tags) see one state of the
+    store: a writer that tries to commit between two of them waits for the read to end (SQLite's shared lock of
+    the view's one read transaction) instead of mixing its commit into the answer."""
+    db = tmp_path / "mlflow.db"
+    shutil.copyfile(store["path"], db)
+    view = SqliteStoreView(db, lambda: None)
+    rid = store["runs"][0]
+    before = view.get_run(rid).data.metrics
+    real, seen = view._rows, []
+
+    def rows_then_write(sql, args=()):
+        out = real(sql, args)
+        if sql.lstrip().startswith("select run_uuid, experiment_id") and not seen:
+            con = sqlite3.connect(db, timeout=0.2, isolation_level=None)
+            try:
+                con.execute("update latest_metrics set value = value + 100 where run_uuid = ?", (rid,))
+                seen.append("committed")
+            except sqlite3.OperationalError as exc:
+                seen.append(str(exc))
+            finally:
+                con.close()
+        return out
+
+    view._rows = rows_then_write
+    try:
+        got = view.get_run(rid).data.metrics
+    finally:
+        view._rows = real
+        view.close()
+    assert seen == ["database is locked"]  # the writer waited for the read
+    assert got == before
