@@ -19,7 +19,9 @@ PY=${PYTHON:-python3}
 VENV=${PARITY_VENV:-.venv-parity}
 LOCK=constraints-parity.txt
 TORCH="torch==2.13.0"  # first, pinned: a looser requirement pulls the CUDA build and gigabytes of wheels
-REFERENCE=(deepfocus==1.0.1 wechsel==0.0.4 trans-tokenizers==0.1.4)
+REFERENCE=(deepfocus==1.0.1 wechsel==0.0.4 trans-tokenizers==0.1.4 mergekit==0.1.5)
+# mergekit (LGPL-3.0; the oracle of `omp`, never copied): the test loads tokensurgeon/omp.py by file, which needs torch
+# alone, so none of its requirements (peft, immutables, pydantic, ...) is installed for it
 # trans-tokenizers (Tik-to-Tok's authors) imports langcodes and regex, which it does not declare
 # their requirements without `fasttext` (deepfocus: entmax, fastdist, numba, print-on-steroids, ...; wechsel: gensim,
 # nltk, scikit-learn, ...); torch, transformers, datasets, numpy, scipy come with the harness
