@@ -382,3 +382,19 @@ def test_cache_verify_hashes_everything_again(tmp_path, monkeypatch, run_cli):
     assert r.returncode == 2 and f"init {p.path.name}" in r.stderr and "1 of 2 product(s)" in r.stderr, r.stderr
     assert sound.path.name not in r.stderr and "Traceback" not in r.stderr
     assert weights.read_bytes() != good  # verify removes nothing
+
+
+def test_a_product_found_or_built_is_leased_by_this_process(tmp_path):
+    """The process that builds or finds a product holds its lease (so a prune elsewhere leaves it) until it drops
+    it; a lease held elsewhere is seen through its own open of the file, as another process's is."""
+    from harness.cache_admin import in_use, product_item
+    from harness.core.cache import lease_file, release_lease
+
+    cache, build, calls, p = _built(tmp_path)
+    item = product_item(p.path, "init")
+    assert lease_file(p.path).is_file() and in_use(item, tmp_path)
+    release_lease(p.path)
+    assert not in_use(item, tmp_path)
+    assert cache.lookup("init", {"m": 1}) is not None and in_use(item, tmp_path)
+    release_lease(p.path)
+    assert not in_use(item, tmp_path)

@@ -113,9 +113,15 @@ class ProductCache:
             if found is not None:
                 log.info("%s %s: built by another process, at %s", kind, found.key, found.path)
                 return found
-            product = self._build(kind, inputs, key, path, build)
-            lease(path)
-            return product
+            lease(path)  # before it is in place: no prune can take it between its rename and its first use
+            try:
+                return self._build(kind, inputs, key, path, build)
+            except BaseException:
+                held = claim(path)  # (drops this process's lease; nobody else leases a product not yet built)
+                if held is not None:
+                    lease_file(path).unlink(missing_ok=True)
+                    os.close(held)
+                raise
 
     def _build(self, kind: str, inputs: Any, key: str, path: Path, build: Callable[[Path], dict | None]) -> Product:
         tmp = path.parent / f".tmp-{key}-{uuid.uuid4().hex[:8]}"
