@@ -276,8 +276,10 @@ class TikToTokInit(Method):
         "cpu": {"dim": 32, "epochs": 1, "bucket": 200_000, "max_lines": None, "max_pairs": None}}
     init_hours: ClassVar[float] = 0.3
     reference: ClassVar[Reference] = Reference(
-        None, "the authors' code not run against it; tested by hand: every route and weight of a hand-computed "
-              "example, invariants and determinism on the synthetic world", ("tests/test_tiktotok.py",))
+        "trans-tokenizers 0.1.4", "where the algorithms coincide (docs/methods/tiktotok.md): rows from the same "
+        "pairs by remap_model (one source bit for bit, all to 1e-6), the copied rows by map_tokens; tested by hand: "
+        "every route and weight of a hand-computed example (tests/test_tiktotok.py)",
+        ("tests/parity/test_tiktotok_parity.py",))
 
     def resolve_params(self, ctx: InitContext) -> dict[str, Any]:
         p = super().resolve_params(ctx)
