@@ -46,7 +46,6 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
-from harness.core.errors import MissingResourceError
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference
 from methods.helper_model import (
@@ -173,10 +172,7 @@ class OMPInit(Method):
             donor = tables.input
             has = np.ones(n_t, dtype=bool)
             donor_info: dict[str, Any] = {"space": "helper input table", **tables.info}
-        else:
-            if not ctx.world.has_resource("target_text"):
-                raise MissingResourceError("method 'omp' with donor='fasttext' needs the world's target-language "
-                                           "text (FOCUS's fastText model is trained on it)")
+        else:  # (focus_vectors refuses a world without target-language text)
             donor, has, info = focus_vectors(ctx)
             donor_info = {"space": "FOCUS fastText vectors", **info}
         donor_info.update(dim=int(donor.shape[1]), digest=table_digest(donor))

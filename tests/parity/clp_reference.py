@@ -1,0 +1,162 @@
+"""Regenerate the CLP / CLP+ / OMP parity fixture (``tests/parity/fixtures/clp_synthetic*``) from a checkout of
+``gucci-j/llm-cva`` (MIT; not on PyPI, and never copied here: its initializers are imported from the path given).
+
+    PYTHONHASHSEED=0 python tests/parity/clp_reference.py --llm-cva /path/to/llm-cva [--out tests/parity/fixtures]
+        [--inputs tests/parity/fixtures/clp_synthetic.npz]   (llm-cva again on the fixture's own inputs)
+
+Needs, besides the harness: ``entmax`` and ``scikit-learn`` (llm-cva's imports; both in the parity environment).
+
+What it does: builds the synthetic world in a temporary harness home; takes its source input table, its two
+tokenizers, the helper model of ``clp`` under the ``cpu`` profile (trained here, on the world's CPT text) and FOCUS's
+token-level fastText vectors of the target tokens (the ``cpu`` profile's, OMP's other donor space); runs llm-cva's
+``CLPEmbeddingInitializer`` and ``CLPPlusEmbeddingInitializer`` (``copy_special_tokens=False``, seed 42) with stub
+models whose ``get_input_embeddings()`` are those tables in float64, and writes
+
+    clp_synthetic/source, clp_synthetic/target   the two tokenizers (what the test rebuilds the overlap from)
+    clp_synthetic.npz   source (|V_s| x d), helper (|V_t| x d_h), fasttext (|V_t| x d_f), fasttext_has (|V_t|),
+                        overlap_target / overlap_source (llm-cva's overlapping tokens' ids),
+                        new_target (the other target ids), clp / clp_plus (llm-cva's rows of those ids, float64)
+
+Run with ``PYTHONHASHSEED=0`` (llm-cva sums over ``list(set)``, whose order follows string hashing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+HERE = Path(__file__).resolve().parent
+
+
+class _Stub(torch.nn.Module):
+    """What llm-cva reads of a model: ``get_input_embeddings().weight`` (and, to assemble the result,
+    ``resize_token_embeddings`` / ``tie_weights`` / ``config.tie_word_embeddings``)."""
+
+    def __init__(self, table: np.ndarray):
+        super().__init__()
+        self.emb = torch.nn.Embedding(*table.shape)
+        self.emb.weight.data = torch.from_numpy(np.array(table))
+
+        class _Config:
+            tie_word_embeddings = True
+
+        self.config = _Config()
+
+    def get_input_embeddings(self) -> torch.nn.Embedding:
+        return self.emb
+
+    def get_output_embeddings(self) -> None:
+        return None
+
+    def resize_token_embeddings(self, n: int, pad_to_multiple_of: int | None = None) -> None:
+        pass
+
+    def tie_weights(self) -> None:
+        pass
+
+
+def _load(path: Path, name: str) -> object:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def synthetic_inputs(home: Path) -> tuple:
+    """The synthetic world's source table and tokenizers, the cpu profile's helper table and FOCUS's cpu
+    fastText vectors (built in the harness home ``home``)."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    import methods  # noqa: F401 - registers the methods
+    from harness.worlds import get_world
+    from methods.base import InitContext
+    from methods.clp import CLPInit
+    from methods.helper_model import focus_vectors, helper_tables
+    from methods.overlap import mapping_cache
+    from methods.params import resolve
+
+    world = get_world("synthetic")
+    st = AutoTokenizer.from_pretrained(world.source_dir("src"))
+    tt = AutoTokenizer.from_pretrained(world.target_tokenizer_dir)
+    e_s = AutoModelForMaskedLM.from_pretrained(world.source_dir("src")).get_input_embeddings().weight
+    e_s = e_s.detach()[:len(st)].float().clone()
+    ctx = InitContext(source_matrix=e_s, source_tokenizer=st, target_tokenizer=tt,
+                      mapping_for=mapping_cache(st, tt, None), world=world, seed=1, profile="cpu",
+                      cache_dir=home / "cache" / "methods" / "clp")
+    p = resolve("clp", CLPInit.params, CLPInit.profile_defaults("cpu"))
+    helper = helper_tables(ctx, p, who="clp").input
+    ft, ft_has, _ = focus_vectors(ctx)
+    return e_s.numpy(), helper, ft, ft_has, st, tt
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--llm-cva", required=True, type=Path, help="a checkout of gucci-j/llm-cva")
+    ap.add_argument("--out", type=Path, default=HERE / "fixtures")
+    ap.add_argument("--inputs", type=Path, default=None,
+                    help="reuse the tables and tokenizers of this fixture (its .npz) instead of building them")
+    args = ap.parse_args()
+    if os.environ.get("PYTHONHASHSEED") != "0":
+        sys.exit("run with PYTHONHASHSEED=0 (llm-cva sums in list(set) order)")
+    core = args.llm_cva / "adaptation" / "src"
+    if not (core / "core" / "clp_init.py").is_file():
+        sys.exit(f"--llm-cva: {args.llm_cva} is not a checkout of gucci-j/llm-cva (no adaptation/src/core/clp_init.py)")
+    # the two modules by file (the package's __init__ imports every initializer, and their other dependencies)
+    clp_init = _load(core / "core" / "clp_init.py", "llm_cva_clp_init")
+    clp_plus_init = _load(core / "core" / "clp_plus_init.py", "llm_cva_clp_plus_init")
+    CLPEmbeddingInitializer = clp_init.CLPEmbeddingInitializer  # noqa: N806
+    CLPPlusEmbeddingInitializer = clp_plus_init.CLPPlusEmbeddingInitializer  # noqa: N806
+
+    from transformers import AutoTokenizer
+
+    home = None
+    if args.inputs is not None:  # the tables and tokenizers of an earlier fixture: llm-cva run again on them
+        z = np.load(args.inputs)
+        source, helper, ft, ft_has = z["source"], z["helper"], z["fasttext"], z["fasttext_has"]
+        folder = args.inputs.with_suffix("")
+        st = AutoTokenizer.from_pretrained(folder / "source")
+        tt = AutoTokenizer.from_pretrained(folder / "target")
+    else:
+        home = Path(tempfile.mkdtemp(prefix="clp-fixture-"))
+        os.environ["HARNESS_HOME"] = str(home)
+        source, helper, ft, ft_has, st, tt = synthetic_inputs(home)
+
+    # float64 inputs, as our methods compute: sklearn's cosines then run in float64 too (in the helper's float32
+    # they carry float32 rounding, which CLP's weights s / sum(s) magnify where the cosines nearly cancel)
+    out = {}
+    for name, cls in (("clp", CLPEmbeddingInitializer), ("clp_plus", CLPPlusEmbeddingInitializer)):
+        model = cls(_Stub(source.astype(np.float64)), _Stub(helper.astype(np.float64)), st, tt,
+                    copy_special_tokens=False, seed=42)()
+        out[name] = model.get_input_embeddings().weight.detach().numpy()[:len(tt)].astype(np.float64)
+    tv, sv = tt.get_vocab(), st.get_vocab()
+    shared = sorted(set(tv) & set(sv), key=lambda t: tv[t])
+    target = args.out / "clp_synthetic"
+    for side, tok in (("source", st), ("target", tt)):
+        if args.inputs is not None and args.out.resolve() == args.inputs.parent.resolve():
+            break  # the same folder: the tokenizers are already there
+        if (target / side).exists():
+            shutil.rmtree(target / side)
+        tok.save_pretrained(target / side)
+    overlap_target = np.array([tv[t] for t in shared])
+    new = np.setdiff1d(np.arange(len(tt)), overlap_target)  # the copied rows are the source's: kept out
+    np.savez_compressed(args.out / "clp_synthetic.npz", source=source, helper=helper, fasttext=ft,
+                        fasttext_has=ft_has, overlap_target=overlap_target,
+                        overlap_source=np.array([sv[t] for t in shared]), new_target=new,
+                        **{name: rows[new] for name, rows in out.items()})
+    if home is not None:
+        shutil.rmtree(home, ignore_errors=True)
+    print(f"wrote {args.out / 'clp_synthetic.npz'}: |V_s| {len(st)}, |V_t| {len(tt)}, overlap {len(shared)}, "
+          f"helper {helper.shape}, fastText {ft.shape} ({int(ft_has.sum())} with a vector)")
+
+
+if __name__ == "__main__":
+    main()
