@@ -117,6 +117,7 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
     spec = resolve(cfg, world)  # every setting, once; what only the built world says (task data) included
     if not spec.plan.cells:
         raise HarnessError(no_cell_left(spec.plan.skipped))
+    _say_kernels(spec)
     runner = Runner(spec, world)
     runners.append(runner)
     runner.on_partial = lambda done, total: results_table(spec, runner.tracker, partial=(done, total))
@@ -139,6 +140,16 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
                   "; ".join(f"{f['cell']}: {f['error']}" for f in res["failed"]))
         return 1
     return 0
+
+
+def _say_kernels(spec: Any) -> None:
+    """The CPU kernels the cells compute with, said where they are not the pinned set's (a pin variable the user
+    set, a library's own choice, another CPU): the label the cells carry, and why (:mod:`harness.core.kernels`)."""
+    from harness.core import kernels
+
+    if spec.cpu_kernels != kernels.PINNED or kernels.kept_by_user():
+        err.print(f"[yellow]CPU kernels:[/yellow] {kernels.describe(spec.cpu_bf16)}; the cells are labelled "
+                  f"{spec.cpu_kernels} (in their identity and on the board)", soft_wrap=True, highlight=False)
 
 
 def _load_world(name: str) -> Any:
