@@ -396,3 +396,23 @@ def test_liveness_children_and_stopping_them():
         for p in (polite, stubborn, short):
             p.kill()
             p.wait()
+
+
+def test_fault_hooks_live_only_in_the_faults_module():
+    """No production step kills its own process or reads a fault's variable: the faults wrap it from outside
+    (harness.core.faults). Only the faults module and the parent-death watchdog (harness.core.processes) end their
+    own process."""
+    import re
+
+    allowed = {REPO / "harness" / "core" / "faults.py", REPO / "harness" / "core" / "processes.py"}
+    own_kill = re.compile(r"os\.kill\(\s*os\.getpid\(\)")
+    fault_env = re.compile(r"environ[^\n]*\b(HARNESS_FAULT_\w+|\w*KILL_AFTER\w*)|getenv\([^)]*FAULT")
+    found = []
+    for package in ("harness", "methods", "tasks", "leaderboard"):
+        for path in (REPO / package).rglob("*.py"):
+            if path in allowed:
+                continue
+            text = path.read_text(encoding="utf-8")
+            found += [f"{path.relative_to(REPO)}: {m.group(0)}" for m in (*own_kill.finditer(text),
+                                                                         *fault_env.finditer(text))]
+    assert not found, found
