@@ -98,6 +98,11 @@ def lead_note(board: Any) -> str | None:
         return None
     ranked.sort(key=lambda r: r.avg, reverse=board.higher_is_better)
     a, b = ranked[0], ranked[1]
+    if a.avg == b.avg:  # a tie at the top: the cheapest of the best
+        best = [r for r in ranked if r.avg == a.avg]
+        cheap = min((r for r in best if r.seconds is not None), key=lambda r: r.seconds, default=None)
+        return (f"{', '.join(r.method for r in best)} share the best average ({fmt.cell(board, a.avg)})"
+                + (f"; the cheapest of them is {cheap.method} ({_num(cheap.seconds)} s)" if cheap else ""))
     lead = abs(a.avg - b.avg)
     cost = (f"at {a.seconds / b.seconds:,.1f}x its init time ({_num(a.seconds)} s vs {_num(b.seconds)} s)"
             if a.seconds and b.seconds else "(init times not logged)")

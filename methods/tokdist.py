@@ -249,7 +249,7 @@ class TokenDistillationInit(Method):
     # an untied output table is not distilled (the loss never reaches it): the paper zeroes its new rows
     # (untied_output = "zero"), "method" gives them the input side's rows
     serves_untied_output: ClassVar[bool] = False
-    needs: ClassVar[tuple[str, ...]] = ("the source model (run on CPT snippets)",)
+    needs: ClassVar[tuple[str, ...]] = ("the source model",)  # run on CPT snippets, not only its table
     params = (
         Param("snippets", 25, "snippets per token (fewer full windows in the text: the token keeps its FVT row)",
               "int", low=1),

@@ -12,7 +12,7 @@ from mlflow.tracking import MlflowClient
 from tests._leaderboard_runs import _build, _log_json, make_cell
 
 COSTS = {"alpha": {"needs": ["word vectors"], "gpu_hours_plan": 0.05},
-         "beta": {"needs": ["CPT text", "the source model (run on CPT snippets)"], "gpu_hours_plan": 0.2}}
+         "beta": {"needs": ["CPT text", "the source model"], "gpu_hours_plan": 0.2}}
 SECONDS = {("alpha", 1): 2.0, ("alpha", 2): 3.0, ("beta", 1): 250.0, ("beta", 2): 350.0}
 PEAK = {("alpha", 1): 300.0, ("alpha", 2): 320.0, ("beta", 1): 900.0, ("beta", 2): 950.0}
 
@@ -70,12 +70,26 @@ def test_cost_table_on_the_html_page(costed):
     assert "beta leads alpha by" in page and "120.0x its init time" in page
 
 
+def test_a_tie_at_the_top_names_the_cheapest(costed):
+    from leaderboard.costs import lead_note
+
+    board = _headline(costed)
+    rows = {r.method: r for r in board.costs}
+    saved = rows["alpha"].avg
+    rows["alpha"].avg = rows["beta"].avg
+    try:
+        assert lead_note(board) == (f"beta, alpha share the best average ({rows['beta'].avg:.3f}); the cheapest of "
+                                    "them is alpha (2.5 s)")
+    finally:
+        rows["alpha"].avg = saved
+
+
 def test_initialize_model_logs_what_the_method_needs():
     from harness.core.registry import METHODS
     from harness.initialize import method_costs
 
     assert method_costs(METHODS.get("tokdist"), "cpu") == {
-        "needs": ["CPT text", "the source model (run on CPT snippets)"], "gpu_hours_plan": 0.2}
+        "needs": ["CPT text", "the source model"], "gpu_hours_plan": 0.2}
     assert method_costs(METHODS.get("fvt"), "cpu")["needs"] == []
     wechsel = method_costs(METHODS.get("wechsel"), "paper")
     assert "word vectors" in wechsel["needs"] or "bilingual dictionaries" in wechsel["needs"]
