@@ -66,21 +66,22 @@ def find_windows(docs: Sequence[Sequence[int]], patterns: dict[tuple[int, ...], 
     corpus order), and each pattern's number of occurrences. ``patterns``: pattern -> key. Every occurrence
     counts, overlapping ones and those inside longer matches included (the reference's overlapping
     Aho-Corasick)."""
-    by_first: dict[int, list[tuple[tuple[int, ...], int]]] = {}
+    by_len: dict[int, dict[tuple[int, ...], int]] = {}
     for pat, key in patterns.items():
-        by_first.setdefault(pat[0], []).append((pat, key))
+        by_len.setdefault(len(pat), {})[tuple(pat)] = key
+    lengths = sorted(by_len)
+    firsts = {pat[0] for pat in patterns}
     windows: dict[int, list[list[int]]] = {key: [] for key in patterns.values()}
     counts: dict[int, int] = dict.fromkeys(patterns.values(), 0)
     for doc in docs:
         doc = list(doc)
         size = len(doc)
         for start, tok in enumerate(doc):
-            cands = by_first.get(tok)
-            if not cands:
+            if tok not in firsts:
                 continue
-            for pat, key in cands:
-                n = len(pat)
-                if tuple(doc[start:start + n]) != pat:
+            for n in lengths:  # one look-up per pattern length, however many patterns share the first id
+                key = by_len[n].get(tuple(doc[start:start + n]))
+                if key is None:
                     continue
                 counts[key] += 1
                 if len(windows[key]) >= wanted:
