@@ -63,3 +63,72 @@ def test_a_flag_reaches_its_key_and_wins_over_the_file(name, tmp_path):
     assert getattr(config_from_flags(args), name) == expected
     from_file = config_from_flags(_parse("--config", str(tmp_path / "c.toml")))
     assert getattr(from_file, name) == make_config({name: file_value}).__getattribute__(name)
+
+
+# -- small things a new user meets first -------------------------------------------------------------------------
+def test_harness_version_names_the_harness_and_its_libraries():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import torch
+
+    import harness
+
+    proc = subprocess.run([sys.executable, "-m", "harness.cli", "--version"], capture_output=True, text=True,
+                          timeout=120, cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr
+    first, libraries = proc.stdout.splitlines()[:2]
+    assert first.startswith(f"harness {harness.__version__}")
+    assert f"torch {torch.__version__}" in libraries and "mlflow " in libraries and "transformers " in libraries
+
+
+def test_the_experiment_kind_is_one_the_installed_mlflow_knows_and_the_readme_names_it():
+    """MLflow's UI opens an experiment on the page of its kind; the harness tags its experiments with the kind of
+    model development (the UI's "Machine learning", its model-training workflow), and the README says which."""
+    import re
+    from pathlib import Path
+
+    import mlflow
+
+    from harness.core.tracking import EXPERIMENT_KIND
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    assert f"`{EXPERIMENT_KIND}`" in readme
+    bundles = sorted(Path(mlflow.__file__).parent.glob("server/js/build/static/js/main.*.js"))
+    if not bundles:
+        pytest.skip("this MLflow ships no UI bundle to read its experiment kinds from")
+    kinds = set(re.findall(r'\.[A-Z_]+="([a-z_]+_development[a-z_]*|finetuning|forecasting|automl)"',
+                           bundles[0].read_text(errors="replace")))
+    assert EXPERIMENT_KIND in kinds and not EXPERIMENT_KIND.startswith("genai"), kinds
+
+
+def test_the_emulated_accelerators_run_header_says_what_it_emulates(synthetic_world, monkeypatch):
+    """Under HARNESS_EMULATE_ACCELERATOR the run header names the emulation, not a bare ``device cpu``."""
+    import io
+
+    from rich.console import Console
+
+    import harness.runner as runner_mod
+    from harness.core.cache import ProductCache
+    from harness.runner import Runner
+    from harness.spec import resolve
+
+    out = io.StringIO()
+    monkeypatch.setattr(runner_mod, "console", Console(file=out, width=300))
+
+    class Header(Exception):
+        pass
+
+    def stop(self):
+        raise Header
+
+    monkeypatch.setattr(ProductCache, "clean_stale", stop)  # the header is printed: stop there
+    for emulate, words in (("1", "device cpu emulating 2 GPUs (HARNESS_EMULATE_ACCELERATOR)"), ("", "device cpu:")):
+        monkeypatch.setenv("HARNESS_EMULATE_ACCELERATOR", emulate)
+        monkeypatch.setenv("HARNESS_EMULATE_GPUS", "2")
+        cfg = make_config(overrides={"world": "synthetic", "methods": ["random"], "tasks": ["sr-t"], "device": "cpu"})
+        out.truncate(0)
+        with pytest.raises(Header):
+            Runner(resolve(cfg, synthetic_world), synthetic_world, tracker=object()).run()
+        assert words in out.getvalue(), out.getvalue()
