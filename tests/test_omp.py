@@ -199,6 +199,7 @@ def test_bad_parameters_refused_by_name(synthetic_world, cache):
 
 
 # -- end to end ---------------------------------------------------------------------------------------------------
+@pytest.mark.slow  # three cells and a world in a subprocess, twice: 1 to 5 minutes of CPU
 def test_harness_run_omp_clp_clp_plus_on_the_synthetic_world(run_cli, tmp_path, harness_home):
     """The three methods through ``harness run`` (a tiny helper from the config file), each with its init report's
     counts, then rerun: every cell skipped."""
