@@ -33,7 +33,8 @@ _ENV_KEYS = ("HARNESS_HOME", "MLFLOW_TRACKING_URI", "HF_HOME", "HF_HUB_OFFLINE",
              "HARNESS_MAIN_PID", "TOKENIZERS_PARALLELISM", "PYTHONPATH", "HARNESS_EMULATE_ACCELERATOR",
              "HARNESS_EMULATE_GPUS", "HARNESS_SIMULATED_MEMORY",
              # the CPU kernels (harness.core.kernels): a Ray worker loads numpy before the harness can pin them
-             "HARNESS_CPU_KERNELS", "MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE")
+             "HARNESS_CPU_KERNELS", "MKL_CBWR", "ATEN_CPU_CAPABILITY", "OPENBLAS_CORETYPE", "ONEDNN_MAX_CPU_ISA",
+             "HARNESS_CPU_KERNELS_PINNED")
 
 
 def _worker_env(tracking_uri: str) -> dict[str, str]:
