@@ -207,7 +207,6 @@ class ProcessExecutor:
 
         from harness.core import processes
         from harness.core.errors import HarnessError
-        from harness.plan import longest_first
 
         _precreate_experiments(runner, cells)
         done, failed = [], []
@@ -220,21 +219,23 @@ class ProcessExecutor:
         futures: dict[Any, Any] = {}
         pending: set[Any] = set()
         try:
-            futures = {pool.submit(_run_cell_in_worker, runner.spec, c, self.threads, True): c
-                       for c in longest_first(cells)}
+            # in the order given (the runner's: harness.plan.run_order), each worker taking the next when free
+            futures = {pool.submit(_run_cell_in_worker, runner.spec, c, self.threads, True): c for c in cells}
             pending = set(futures)
             while pending:
                 ready, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in ready:
                     cell = futures[fut]
+                    bad = False
                     try:
                         done.append(fut.result())
                     except HarnessError:
                         raise
                     except Exception as exc:  # the cell's own error, or its worker died
                         failed.append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
+                        bad = True
                     if on_done:
-                        on_done(cell)
+                        on_done(cell, bad)
             pool.shutdown(wait=True)
         except BaseException:
             # stopped (SIGINT/SIGTERM) or a harness error: the workers stop now, not after their current cell. The
@@ -291,13 +292,15 @@ class RayExecutor:
         while pending:
             ready, pending = ray.wait(pending, num_returns=1)
             cell = refs[ready[0]]
+            bad = False
             try:
                 done.append(ray.get(ready[0]))
             except Exception as exc:  # the task's own exception, or retries exhausted
                 cause = getattr(exc, "cause", None) or exc
                 failed.append({"cell": cell.label, "error": f"{type(cause).__name__}: {cause}"})
+                bad = True
             if on_done:
-                on_done(cell)
+                on_done(cell, bad)
         return done, failed
 
     def shutdown(self) -> None:

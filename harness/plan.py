@@ -230,21 +230,66 @@ def _product_family(method: str) -> str:
         return method
 
 
-def longest_first(cells: list[Any]) -> list[Any]:
-    """The order in which cells are submitted: first one cell of every product family (the cells whose method
-    builds what its other seeds, dimensions and variants reuse: fastText models, hypernetworks, word vectors), the
-    costliest initializations first; then the others, costliest first (stable otherwise). Workers that take the
-    next cell when free then build different shared products side by side instead of one of them waiting on the
-    lock of the product the other is building, and the cheap cells fill the gaps at the end."""
-    init = PAPER_ESTIMATES["init"]
-    seen: set[tuple[str, str]] = set()
-    first, rest = [], []
+def family_leaders(cells: list[Any]) -> set[Any]:
+    """The cell of each (source, product family) that builds what the family's other cells reuse: the lowest seed
+    of the method the family is named after where the run has it (``wechsel`` for ``wechsel+overlap``), else the
+    family's first cell."""
+    leaders: dict[tuple[str, str], Any] = {}
     for c in cells:
-        family = (c.source, _product_family(c.method))
-        (rest if family in seen else first).append(c)
-        seen.add(family)
-    cost = {m: init.get(m, init["default"]) for m in {c.method for c in cells}}
-    return sorted(first, key=lambda c: -cost[c.method]) + sorted(rest, key=lambda c: -cost[c.method])
+        family = _product_family(c.method)
+        key = (c.source, family)
+        have = leaders.get(key)
+        if have is None or ((c.method == family, -c.seed) > (have.method == family, -have.seed)):
+            leaders[key] = c
+    return set(leaders.values())
+
+
+def init_cost(profile: str, figures: dict[str, Any] | None = None) -> Any:
+    """``cost(method, first) -> seconds`` of one initialization, to order cells by: on the ``cpu`` profile the
+    seconds this code took on a CPU (``harness/throughput.json``: a family's first cell trains the fastText models
+    and word sets its later cells reuse); on another profile the method's own GPU-hour estimate."""
+    if profile == "cpu":
+        from harness.throughput import cpu_figures
+
+        f = figures or cpu_figures()["reference"]["seconds"]
+        return lambda method, first: float(f["init_first"].get(method, f["init_other"]) if first
+                                           else f["init_other"])
+    init = PAPER_ESTIMATES["init"]
+    return lambda method, first: 3600.0 * init.get(method, init["default"])
+
+
+def run_order(cells: list[Any], cost: Any = None) -> list[Any]:
+    """The order in which cells are handed to the workers: every (source, method, dim)'s first seed before any
+    second seed, and so on; within the first seeds the cheapest initializations first (``cost(method, first)``,
+    :func:`init_cost`; ties keep the given order), so that a partial board holds as many methods as early as
+    possible, and a family's other cells (``wechsel+overlap`` reads ``wechsel``'s fastText models) after every
+    family's first, so that no worker starts by waiting on the lock of a product another is building; within the
+    later seeds the costliest first, so that the cheap cells fill the gaps at the end."""
+    cost = cost or init_cost("cpu")
+    seeds: dict[tuple[str, str, int | None], list[int]] = {}
+    for c in cells:
+        seeds.setdefault((c.source, c.method, c.dim), []).append(c.seed)
+    rank = {c: sorted(set(seeds[(c.source, c.method, c.dim)])).index(c.seed) for c in cells}
+    leaders = family_leaders(cells)
+    first = [c for c in cells if rank[c] == 0]
+    built = sorted((c for c in first if c in leaders), key=lambda c: cost(c.method, True))
+    reuse = sorted((c for c in first if c not in leaders), key=lambda c: cost(c.method, False))
+    later = sorted((c for c in cells if rank[c] > 0), key=lambda c: (rank[c], -cost(c.method, c in leaders)))
+    return built + reuse + later
+
+
+def schedule(order: list[Any], seconds: dict[Any, float], workers: int) -> dict[Any, float]:
+    """When each cell of ``order`` ends if ``workers`` workers each take the next cell when free (as the local
+    executor hands them out) and cell ``c`` takes ``seconds[c]``: ``{cell: seconds from the cells' start}``."""
+    import heapq
+
+    free = [0.0] * max(1, int(workers))
+    ends = {}
+    for c in order:
+        t = heapq.heappop(free) + seconds[c]
+        ends[c] = t
+        heapq.heappush(free, t)
+    return ends
 
 
 def world_for_planning(name: str) -> Any:
@@ -299,3 +344,60 @@ def estimate_rows(spec: Any, estimates: dict[str, Any] | None = None,
                      "init_h": init_h, "cpt_h": cpt_h, "eval_h": eval_h, "total_h": init_h + cpt_h + eval_h,
                      "gpu": rate.gpu, "tokens_per_s": rate.tokens_per_s})
     return rows
+
+
+def on_cpu(cfg: Any) -> bool:
+    """Whether a plan speaks of a CPU run: the ``cpu`` profile on a device that is not a GPU."""
+    return cfg.profile == "cpu" and not str(cfg.device).startswith("cuda")
+
+
+def cpu_workers(cfg: Any, spec: Any) -> int:
+    """The cells a CPU run of ``spec`` runs side by side on this machine (as ``harness run`` chooses them)."""
+    from harness.executors import choose
+
+    return choose(cfg, "cpu", 1, spec.cpus_per_cell).workers_for(len(spec.plan.cells))
+
+
+def cpu_rows(spec: Any, workers: int, figures: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """One row of seconds per cell of the resolved run ``spec`` on a CPU, in the order the cells are handed out
+    (:func:`run_order`): its initialization, its tasks at each step they are evaluated, its CPT and what every
+    cell pays (:class:`harness.throughput.CpuCost`, from the world's declared model shape: the same whether the
+    world is built or not), and when it ends with ``workers`` cells side by side (:func:`schedule`)."""
+    from harness.throughput import cpu_cost
+
+    plan, cpt = spec.plan, spec.cpt
+    costs = {s: cpu_cost(spec.world, s, figures) for s in {c.source for c in plan.cells}}
+    order = run_order(plan.cells, init_cost("cpu", figures and figures["reference"]["seconds"]))
+    leaders = family_leaders(plan.cells)
+    seconds, rows = {}, []
+    for cell in order:
+        cost = costs[cell.source]
+        init_s = cost.init(cell.method, cell in leaders)
+        eval_s = cpt.evaluations() * sum(cost.task(t) for t in plan.tasks)
+        cpt_s = cost.cpt(cpt.steps, int(cpt["effective_batch"]), int(cpt["block_size"]))
+        total = cost.cell() + init_s + eval_s + cpt_s
+        seconds[cell] = total
+        rows.append({"cell": cell.label, "method": cell.method, "cpus": spec.cpus_per_cell, "init_s": init_s,
+                     "eval_s": eval_s, "cpt_s": cpt_s, "total_s": total, "_cell": cell})
+    ends = schedule(order, seconds, workers)
+    for r in rows:
+        r["ends_s"] = ends[r.pop("_cell")]
+    return rows
+
+
+def first_board_s(rows: list[dict[str, Any]], interval: float | None = None) -> float | None:
+    """When the run's first partial board comes (:class:`harness.runner.PartialBoards`) if its cells end as
+    ``rows`` (:func:`cpu_rows`) say; None if none comes before the last cell."""
+    from harness.runner import PARTIAL_EVERY_S, PartialBoards
+
+    now = [0.0]
+    boards = PartialBoards([r["method"] for r in rows], PARTIAL_EVERY_S if interval is None else interval,
+                           clock=lambda: now[0])
+    done: set[str] = set()
+    ended = sorted(rows, key=lambda r: r["ends_s"])
+    for i, r in enumerate(ended):
+        now[0] = r["ends_s"]
+        done.add(r["method"])
+        if boards.due(done, computing=i < len(ended) - 1) is not None:
+            return now[0]
+    return None

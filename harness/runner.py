@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from harness.core.errors import DeviceFault, HarnessError, is_device_fault
@@ -37,6 +38,41 @@ def cell_threads(cpus_per_cell: int) -> Iterator[int]:
         torch.set_num_threads(before)
 
 
+PARTIAL_EVERY_S = 600.0  # a run's partial boards come at most this often
+
+
+class PartialBoards:
+    """When a run still computing shows the board so far. A board is due when a cell ends, cells are left to
+    compute, and some method has a cell done that the last board did not show; and then only if the last partial
+    board (or, before the first, the cells' start) is at least ``interval`` seconds old -- except the first board
+    that holds every method, which does not wait when no partial board came before it. ``clock`` is injectable
+    (tests)."""
+
+    def __init__(self, methods: list[str], interval: float = PARTIAL_EVERY_S,
+                 clock: Callable[[], float] = time.monotonic):
+        self.methods = list(dict.fromkeys(methods))
+        self.interval = float(interval)
+        self.clock = clock
+        self.start = clock()
+        self.last: float | None = None
+        self.shown: set[str] = set()
+
+    def due(self, done_methods: set[str], computing: bool) -> list[str] | None:
+        """The methods still to come (none of their cells done) when a board is due now, else None."""
+        if not computing or not (set(done_methods) - self.shown):
+            return None
+        now = self.clock()
+        every = set(self.methods) <= set(done_methods)
+        if (now - (self.start if self.last is None else self.last) < self.interval
+                and not (every and self.last is None)):
+            return None
+        self.last, self.shown = now, set(done_methods)
+        return [m for m in self.methods if m not in done_methods]
+
+    def minutes(self) -> float:
+        return (self.clock() - self.start) / 60
+
+
 class Runner:
     """The cells of the resolved run ``spec`` (:func:`harness.spec.resolve`) on ``world``."""
 
@@ -50,10 +86,25 @@ class Runner:
                 tracker = Tracker(self.spec.cfg.tracking_uri)
         self.tracker = tracker
         self.prefix = ""  # put before each line this runner prints (cells side by side)
-        self.on_partial: Any = None  # called once, (cells done, cells), when one cell of every method is done
+        # called (cells done, cells, methods still to come, minutes of cells) when a partial board is due
+        self.on_partial: Any = None
+        self.partial_clock: Callable[[], float] = time.monotonic  # (tests: an injectable clock)
+        self.partial_every: float = PARTIAL_EVERY_S
         self.todo: set[Any] | None = None  # the cells with work left (None: every cell may have)
         self.finished: dict[Any, Any] = {}  # the finished runs of the others, found before the cells start
         self._done: list[Any] = []
+        self._partial: PartialBoards | None = None
+        self._status: Any = None
+
+    def order(self) -> list[Any]:
+        """The cells in the order they are handed out (:func:`harness.plan.run_order`)."""
+        from harness.plan import init_cost, run_order
+
+        return run_order(self.spec.plan.cells, init_cost(self.spec.profile))
+
+    def start_partials(self, cells: list[Any]) -> None:
+        """The cells start now: the partial boards' clock starts (:class:`PartialBoards`)."""
+        self._partial = PartialBoards([c.method for c in cells], self.partial_every, self.partial_clock)
 
     def say(self, message: str) -> None:
         from rich.markup import escape
@@ -61,11 +112,8 @@ class Runner:
         console.print(escape(self.prefix) + message if self.prefix else message)
 
     def run(self, executor: Any = None) -> dict[str, Any]:
-        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
-
         from harness.core.cache import ProductCache
         from harness.core.devices import describe
-        from harness.core.progress import Progress
 
         spec = self.spec
         for s in spec.plan.skipped:
@@ -79,14 +127,15 @@ class Runner:
         self.mark_orphans()
         results: dict[str, Any] = {"cells": [], "failed": []}
         self._done = []
-        # rich bars on a terminal, plain progress lines when the output is piped
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console, transient=False) as prog:
-            bar = prog.add_task("cells", total=len(spec.plan.cells))
-            if executor is not None:
-                self.on_executor(executor, prog, bar, results)
-            else:
-                self.here(prog, bar, results)
+        cells = self.order()
+        self.start_partials(cells)
+        from harness.run_status import StatusFile
+
+        self._status = StatusFile(cells, lambda c: spec.experiment(c.source), self.tracker.uri)
+        try:
+            self._cells(cells, executor, results)
+        finally:
+            self._status.close()
         self.aggregate()
         from harness.cell import stale_report
 
@@ -94,26 +143,46 @@ class Runner:
             console.print(stale_report(results["cells"]))
         return results
 
-    def advance(self, prog: Any, bar: Any, cell: Any) -> None:
-        """A cell is done: the bar moves; the first time one cell of every method is, with cells still to run,
-        ``on_partial`` shows what is logged so far."""
+    def _cells(self, cells: list[Any], executor: Any, results: dict[str, Any]) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
+
+        from harness.core.progress import Progress
+
+        spec = self.spec
+        # rich bars on a terminal, plain progress lines when the output is piped
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console, transient=False) as prog:
+            bar = prog.add_task("cells", total=len(spec.plan.cells))
+            if executor is not None:
+                self.on_executor(executor, cells, prog, bar, results)
+            else:
+                self.here(cells, prog, bar, results)
+
+    def advance(self, prog: Any, bar: Any, cell: Any, failed: bool = False) -> None:
+        """A cell has ended: the bar moves, the status file says so, and where a partial board is due
+        (:class:`PartialBoards`), ``on_partial`` shows what is logged so far."""
         prog.advance(bar)
+        if self._status is not None:
+            self._status.ended(cell, failed)
+        if failed:
+            return
         self._done.append(cell)
         cells = self.spec.plan.cells
-        methods = {c.method for c in self._done}
         todo = self.todo if self.todo is not None else set(cells)
         computing = bool(todo - set(self._done))  # (a run with nothing left to compute shows its board once)
-        if self.on_partial and computing and methods == {c.method for c in cells} \
-                and len({c.method for c in self._done[:-1]}) < len(methods):
-            self.on_partial(len(self._done), len(cells))
+        if self._partial is None:
+            self.start_partials(self.order())
+        to_come = self._partial.due({c.method for c in self._done}, computing)
+        if self.on_partial and to_come is not None:
+            self.on_partial(len(self._done), len(cells), to_come, self._partial.minutes())
 
-    def on_executor(self, executor: Any, prog: Any, bar: Any, results: dict[str, Any]) -> None:
+    def on_executor(self, executor: Any, cells: list[Any], prog: Any, bar: Any, results: dict[str, Any]) -> None:
         prog.update(bar, description=f"cells on {type(executor).__name__}")
         workers = getattr(executor, "workers", None)
         console.print(f"cells: {f'{workers} worker process(es)' if workers else 'workers'} starting (each "
                       f"loads torch, the world and the MLflow store before its first cell)")
         try:
-            done, failed = executor.run(self, self.spec.plan.cells, on_done=lambda c: self.advance(prog, bar, c))
+            done, failed = executor.run(self, cells, on_done=lambda c, bad=False: self.advance(prog, bar, c, bad))
         finally:
             executor.shutdown()
         results["cells"].extend(done)
@@ -121,10 +190,10 @@ class Runner:
         for f in failed:
             console.print(f"[red]cell {f['cell']} failed:[/red] {f['error']}")
 
-    def here(self, prog: Any, bar: Any, results: dict[str, Any]) -> None:
+    def here(self, cells: list[Any], prog: Any, bar: Any, results: dict[str, Any]) -> None:
         """The cells one after the other in this process; a failed device stops them (every later cell here
         would fail with it)."""
-        for cell in self.spec.plan.cells:
+        for cell in cells:
             prog.update(bar, description=f"cell {cell.label}")
             try:
                 results["cells"].append(self.run_cell(cell, prog))
@@ -142,6 +211,8 @@ class Runner:
                 console.print(f"[red]cell {cell.label} failed:[/red] {type(exc).__name__}: {exc}")
                 if self.spec.cfg.fail_fast or isinstance(exc, HarnessError):
                     raise
+                self.advance(prog, bar, cell, failed=True)
+                continue
             self.advance(prog, bar, cell)
 
     def run_cell(self, cell: Any, prog: Any = None) -> dict[str, Any]:

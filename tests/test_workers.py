@@ -65,28 +65,3 @@ def test_local_workers_rule(monkeypatch):
     assert local_workers(make_config(overrides={"world": "synthetic", "workers": 3}), "cuda", 10) == 3
     with pytest.raises(Exception, match="workers"):
         local_workers(make_config(overrides={"world": "synthetic", "workers": 0}), "cpu", 10)
-
-
-def test_longest_first_order():
-    from harness.plan import Cell, longest_first
-
-    cells = [Cell("mono", m, None, 1) for m in ("random", "focus", "ofa", "hyperofa", "wechsel", "my-method")]
-    order = [c.method for c in longest_first(cells)]
-    assert order[0] == "hyperofa" and order[-1] == "random"
-    assert order.index("focus") < order.index("wechsel") < order.index("ofa")  # ties keep the given order
-    assert sorted(order) == sorted(c.method for c in cells)
-
-
-def test_first_cell_of_each_product_family_goes_first():
-    """Seeds 2 and 3 of a method and a variant reading its products (wechsel+overlap reads wechsel's fastText
-    models) come after one cell of every family, so two workers never start by waiting on one product's lock."""
-    from harness.plan import Cell, longest_first
-
-    methods = ("random", "focus", "wechsel", "wechsel+overlap", "hyperofa")
-    cells = [Cell("mono", m, None, seed) for m in methods for seed in (1, 2, 3)]
-    order = [(c.method, c.seed) for c in longest_first(cells)]
-    assert order[:4] == [("hyperofa", 1), ("focus", 1), ("wechsel", 1), ("random", 1)]
-    later = order[4:]
-    assert ("wechsel+overlap", 1) in later and later[-1][0] == "random"
-    assert later.index(("hyperofa", 2)) < later.index(("wechsel+overlap", 1)) < later.index(("random", 2))
-    assert sorted(order) == sorted((c.method, c.seed) for c in cells)

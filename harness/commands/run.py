@@ -111,6 +111,7 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
     from harness.cell import pending
     from harness.executors import make_executor
     from harness.plan import no_cell_left
+    from harness.run_status import partial_line
     from harness.runner import Runner
     from harness.spec import resolve
 
@@ -120,7 +121,8 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
     _say_kernels(spec)
     runner = Runner(spec, world)
     runners.append(runner)
-    runner.on_partial = lambda done, total: results_table(spec, runner.tracker, partial=(done, total))
+    runner.on_partial = lambda done, total, to_come, minutes: results_table(
+        spec, runner.tracker, partial=partial_line(done, total, to_come, minutes=minutes))
     # cells already finished are passed over here: a run with nothing left to do starts no worker
     from harness.core.progress import STARTUP_HEARTBEAT_S, still_running
 
@@ -164,17 +166,16 @@ def _load_world(name: str) -> Any:
         return get_world(name)
 
 
-def results_table(spec: Any, tracker: Any, partial: tuple[int, int] | None = None) -> None:
+def results_table(spec: Any, tracker: Any, partial: str | None = None) -> None:
     """The run's results on stdout (progress and logs go to stderr): per task, each row's headline average ±
     its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``).
-    ``partial``: (cells done, cells) of a run still going, whose board is said to be partial."""
+    ``partial``: the line that says the board of a run still going is partial (:func:`harness.run_status.
+    partial_line`)."""
     from harness.commands.common import console
     from harness.core.progress import STARTUP_HEARTBEAT_S, stage
 
     if partial is not None:
-        console.print(f"\n[bold]partial board[/bold]: {partial[0]} of {partial[1]} cells done (one seed of every "
-                      f"method at least; seeds still running are missing, so spreads and claims are provisional); "
-                      f"the full board follows when the run ends")
+        console.print(f"\n[bold]{partial}[/bold]; the full board follows when the run ends", highlight=False)
 
     for name in spec.experiments():
         tables = []
