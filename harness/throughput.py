@@ -161,3 +161,103 @@ def model_parameters(world: Any, source: str, dim: int | None, data: dict[str, A
     if dim is not None and dim < hidden:
         n += vocab * dim + dim * hidden - vocab * hidden
     return n, "the measured model's shape: the world is not built here"
+
+
+# -- a CPU run: seconds of this code, measured, scaled by the world's declared model shape ----------------------
+# Each stage of a cell costs a + b x work: ``a`` the stage's seconds on the synthetic world, where the model's work
+# is nil (process, Trainer, fastText and logging overheads), and ``a + b`` the seconds the same stage took on the
+# reference model (the bible world's main job); ``work`` is the ratio of the model's FLOPs to the reference's
+# (token_flops: the tasks' and CPT's passes) or of its embedding (V x h: initialization, loading and writing a
+# model). Both figures are in the data file's ``cpu`` section with the command that measured them.
+def cpu_figures(data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``cpu`` section of the data file: ``reference`` (the seconds of each stage of a cell of the bible
+    world's main job, and that model's shape) and ``fixed`` (the same stages on the synthetic world)."""
+    return (data or load())["cpu"]
+
+
+SHAPE_KEYS = ("hidden_size", "num_layers", "intermediate_size", "target_vocab")
+
+
+def declared_shape(world_name: str, source: str | None = None, data: dict[str, Any] | None = None
+                   ) -> tuple[dict[str, int], str]:
+    """The model shape a world's builder declares for ``source`` (default: its default source) -- what its
+    ``describe()`` or ``declare()`` says, never the built files, so that a plan says the same before and after the
+    build -- completed with the reference model's shape where it declares less; and in words where it comes from."""
+    from harness.worlds import WORLDS
+
+    ref = cpu_figures(data)["reference"]
+    declared: dict[str, Any] = {}
+    builder = WORLDS.get(world_name)
+    for ask in ("describe", "declare"):
+        sketch = getattr(builder, ask, None)
+        if callable(sketch):
+            manifest = sketch().manifest
+            src = source or manifest.get("default_source") or next(iter(manifest.get("sources") or {}), None)
+            info = (manifest.get("sources") or {}).get(src)
+            declared = {k: v for k, v in (info or {}).items() if k in SHAPE_KEYS and isinstance(v, int)}
+            break
+    shape = {k: int(declared.get(k, ref["shape"][k])) for k in SHAPE_KEYS}
+    taken = [k for k in SHAPE_KEYS if k not in declared]
+    why = (f"declared by world {world_name!r}: {', '.join(k for k in SHAPE_KEYS if k in declared) or 'nothing'}"
+           + (f"; {', '.join(taken)} of the reference model ({ref['model']})" if taken else ""))
+    return shape, why
+
+
+def token_flops(shape: dict[str, int], head: bool) -> float:
+    """Forward FLOPs per token of an encoder of ``shape``: each layer's four attention projections (4 h^2) and
+    its feed-forward block (2 h i), two FLOPs a multiply-add; with ``head`` the MLM head's projection onto the
+    vocabulary (h V) too, which continued pre-training computes and the tasks do not."""
+    h, n_layers, ffn, vocab = (shape[k] for k in SHAPE_KEYS)
+    return 2.0 * (n_layers * (4 * h * h + 2 * h * ffn) + (h * vocab if head else 0))
+
+
+@dataclass(frozen=True)
+class CpuCost:
+    """Seconds of each stage of a cell on one thread of the measured CPU, for a model of ``shape``."""
+
+    shape: dict[str, int]
+    shape_from: str
+    figures: dict[str, Any]
+
+    def _ratio(self, what: str) -> float:
+        ref = {k: int(self.figures["reference"]["shape"][k]) for k in SHAPE_KEYS}
+        if what == "embedding":
+            return self.shape["target_vocab"] * self.shape["hidden_size"] / (ref["target_vocab"] * ref["hidden_size"])
+        return token_flops(self.shape, what == "cpt") / token_flops(ref, what == "cpt")
+
+    def _stage(self, fixed: float, reference: float, ratio: float) -> float:
+        return float(fixed) + max(0.0, float(reference) - float(fixed)) * ratio
+
+    def cell(self) -> float:
+        """What every cell pays whatever it computes: loading and writing its model, the held-out loss, logging."""
+        f = self.figures
+        return self._stage(f["fixed"]["cell"], f["reference"]["seconds"]["cell"], self._ratio("embedding"))
+
+    def init(self, method: str, first: bool) -> float:
+        """One initialization: the first cell of a method's product family trains what its later cells reuse
+        (fastText models, word sets, hypernetworks); the others' work scales with the embedding (V x h)."""
+        fx, ref = self.figures["fixed"], self.figures["reference"]["seconds"]
+        if first and method in ref["init_first"]:
+            return self._stage(fx["init_first"].get(method, fx["init_other"]), ref["init_first"][method],
+                               self._ratio("embedding"))
+        return self._stage(fx["init_other"], ref["init_other"], self._ratio("embedding"))
+
+    def task(self, task: str) -> float:
+        """One evaluation of ``task`` (a task the figures do not hold is taken as the one ``tasks_as`` names)."""
+        fx, ref = self.figures["fixed"], self.figures["reference"]["seconds"]
+        name = task if task in ref["task"] else self.figures["tasks_as"].get(task, "ner")
+        return self._stage(fx["task"][name], ref["task"][name], self._ratio("tasks"))
+
+    def cpt(self, steps: int, effective_batch: int, block_size: int) -> float:
+        """``steps`` CPT steps of ``effective_batch`` x ``block_size`` tokens (no step: nothing)."""
+        if steps <= 0:
+            return 0.0
+        fx, ref = self.figures["fixed"], self.figures["reference"]
+        per_step = (float(ref["seconds"]["cpt"]) - float(fx["cpt"])) / int(ref["cpt_steps"])
+        tokens = effective_batch * block_size / float(ref["cpt_tokens_per_step"])
+        return float(fx["cpt"]) + steps * max(0.0, per_step) * tokens * self._ratio("cpt")
+
+
+def cpu_cost(world_name: str, source: str | None = None, data: dict[str, Any] | None = None) -> CpuCost:
+    shape, why = declared_shape(world_name, source, data)
+    return CpuCost(shape, why, cpu_figures(data))

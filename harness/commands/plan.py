@@ -1,4 +1,5 @@
-"""``harness plan``: the cells of a run, their resource requests and a GPU-hour estimate."""
+"""``harness plan``: the cells of a run, their resource requests and an estimate of their cost: on the ``cpu``
+profile the wall time and core-hours on this kind of machine, otherwise GPU-hours."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from harness.commands.common import (
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from harness.plan import PAPER_GRID, cpt_rates, estimate_rows, world_for_planning
+    from harness.plan import PAPER_GRID, cpt_rates, estimate_rows, on_cpu, world_for_planning
     from harness.spec import resolve
 
     if args.grid == "paper":
@@ -30,6 +31,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     world = world_for_planning(cfg.world)
     spec = resolve(cfg, world, probe=False)  # nothing asked of this machine: a plan is for a cluster
     plan = spec.plan
+    if on_cpu(cfg):
+        return _cpu_plan(cfg, spec)
     rates = cpt_rates(plan, world, args.gpu)
     rows = estimate_rows(spec, rates=rates)
     t = Table(title=f"plan: world {cfg.world}, profile {cfg.profile}, tasks {', '.join(plan.tasks)}")
@@ -58,8 +61,52 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cpu_plan(cfg: Any, spec: Any) -> int:
+    """A CPU run's plan: each cell's seconds on this kind of machine, the wall time over the workers the run
+    will use, the core-hours, and what the run evaluates (:func:`harness.plan.cpu_rows`)."""
+    from harness.plan import cpu_rows, cpu_workers, first_board_s
+    from harness.throughput import cpu_cost, cpu_figures
+
+    plan, cpt = spec.plan, spec.cpt
+    workers = cpu_workers(cfg, spec)
+    rows = cpu_rows(spec, workers)
+    t = Table(title=f"plan: world {cfg.world}, profile {cfg.profile} (CPU), tasks {', '.join(plan.tasks)}, "
+                    f"in the order the cells run")
+    for col in ("cell", "CPUs", "init s", "eval s", "CPT s", "total s", "ends at min"):
+        t.add_column(col, justify="left" if col == "cell" else "right")
+    for r in rows:
+        t.add_row(r["cell"], f"{r['cpus']:g}", f"{r['init_s']:,.0f}", f"{r['eval_s']:,.0f}", f"{r['cpt_s']:,.0f}",
+                  f"{r['total_s']:,.0f}", f"{r['ends_s'] / 60:,.1f}")
+    console.print(t)
+    for s in plan.skipped:
+        console.print(f"[yellow]skipped:[/yellow] {s}")
+    for task in plan.tasks:
+        langs = plan.languages[task]
+        console.print(f"{task}: {len(langs)} language(s): {', '.join(langs)}", highlight=False, soft_wrap=True)
+    console.print(f"CPT: {cpt.steps} step(s) of {cpt['effective_batch']} x {cpt['block_size']} tokens; tasks "
+                  f"evaluated at step(s) {', '.join(map(str, cpt.task_steps()))}; held-out MLM loss at step(s) "
+                  f"{', '.join(map(str, cpt.heldout_steps())) or 'none (no CPT)'}", highlight=False, soft_wrap=True)
+    ref = cpu_figures()["reference"]
+    for source in sorted({c.source for c in plan.cells}):
+        cost = cpu_cost(cfg.world, source)
+        shape = ", ".join(f"{k} {v:,}" for k, v in cost.shape.items())
+        console.print(f"model {source}: {shape} ({cost.shape_from})", highlight=False, soft_wrap=True)
+    wall = max((r["ends_s"] for r in rows), default=0.0)
+    core_h = sum(r["total_s"] * r["cpus"] for r in rows) / 3600
+    first = first_board_s(rows)
+    board = f"; first partial board at about {first / 60:,.0f} min" if first is not None else ""
+    console.print(f"{len(rows)} cells, {workers} side by side ({spec.cpus_per_cell} CPU each): about "
+                  f"[bold]{wall / 60:,.0f} min[/bold] of cells ({core_h:,.2f} core-hours){board}; the world's "
+                  f"build and the workers' start are not counted. Seconds of this code measured on "
+                  f"{ref['machine']} ({ref['date']}: `{ref['command']}`) and on the synthetic world, scaled by "
+                  f"the model's shape (harness/throughput.json); a loaded machine takes longer", highlight=False,
+                  soft_wrap=True)
+    return 0
+
+
 def add_parser(sub: Any) -> None:
-    pl = sub.add_parser("plan", help="the cells of a run, their resource requests and a GPU-hour estimate")
+    pl = sub.add_parser("plan", help="the cells of a run, their resource requests and an estimate: wall time and "
+                                     "core-hours on the cpu profile, GPU-hours on a GPU")
     add_run_args(pl)
     pl.add_argument("--grid", choices=["paper"], help="the papers' full grid (flags given still override it)")
     pl.add_argument("--gpu", default=None,
