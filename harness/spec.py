@@ -160,7 +160,7 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     """The run's :class:`RunSpec` on ``world`` (built, or a declaration when ``probe`` is False: ``harness plan``
     asks nothing of the machine, and ``auto`` plans for a GPU)."""
     from harness.config import resolve_device
-    from harness.core.kernels import cpu_kernels
+    from harness.core.kernels import cpu_kernels, planned_kernels
     from harness.core.precision import run_precisions
     from harness.core.registry import method_code
     from harness.plan import make_plan
@@ -175,7 +175,9 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
     fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
               "method_params": params,
-              "cpu_kernels": cpu_kernels(cpu_bf16(device, eval_precision, str(settings.get("precision", "fp32")))),
+              # measured where the cells run; a plan (for a cluster, maybe) asks nothing of this machine
+              "cpu_kernels": cpu_kernels(cpu_bf16(device, eval_precision, str(settings.get("precision", "fp32"))))
+              if probe else planned_kernels(),
               "source_identity": {s: h for s in {c.source for c in plan.cells} if (h := _source_identity(world, s))}}
     cpus = cell_cpus(prof)
     return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash,

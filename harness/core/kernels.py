@@ -233,6 +233,12 @@ def cpu_kernels(bf16: bool = False) -> str:
     return _labels[bf16]
 
 
+def planned_kernels() -> str:
+    """The label a plan assumes without measuring (``harness plan`` asks nothing of the machine it plans from,
+    and loads no torch): the pinned set's where this process pins, else ``native``."""
+    return PINNED if pin() == PINNED else NATIVE
+
+
 def identity(bf16: bool = False) -> dict[str, str]:
     """What a product computed in this process is keyed by, of its kernels: ``{"cpu_kernels": <label>}``."""
     label = cpu_kernels(bf16)
