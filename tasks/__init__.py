@@ -11,6 +11,7 @@ from harness.core.registry import TASKS
 BUILTIN: dict[str, str] = {
     "mlm": "tasks.mlm:MLMLoss",
     "clm": "tasks.clm:CausalLMLoss",
+    "mlm-bpb": "tasks.mlm_bpb:MaskedLMBitsPerByte",
     "sr-b": "tasks.retrieval:SentenceRetrievalBible",
     "sr-t": "tasks.retrieval:SentenceRetrievalTatoeba",
     "ner": "tasks.tagging:NamedEntityRecognition",

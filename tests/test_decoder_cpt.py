@@ -151,3 +151,32 @@ def test_retrieval_and_tagging_name_their_decoder_protocol(synthetic_world):
     word = "Kamalosa"
     pieces = feat.pieces([word])[0]
     assert len(pieces) > 1 and feat.label_offset(word) == len(pieces) - 1
+
+
+def test_mlm_bits_per_byte_equals_a_hand_computation(synthetic_world):
+    """The encoder's bits per byte: every token masked in turn, its negative log-likelihood summed, over ln 2 x the
+    text's bytes, recomputed here with the full forward one masked copy at a time."""
+    from transformers import AutoTokenizer
+
+    from harness.core.registry import TASKS
+    from harness.worlds.base import read_lines
+
+    src = synthetic_world.source_dir("src")
+    tok = AutoTokenizer.from_pretrained(src)
+    model = objective.load_pretrained(src).eval()
+    lang = "qad_Cyrl"
+    res = TASKS.get("mlm-bpb")().evaluate(model, tok, synthetic_world, [lang], TaskSettings(max_sentences=2))
+    nats, n_bytes, n_tokens = 0.0, 0, 0
+    for text in read_lines(synthetic_world.task_dir("mlm") / f"{lang}.txt")[:2]:
+        ids = tok(text)["input_ids"]
+        n_bytes += len(text.encode("utf-8"))
+        for p in range(1, len(ids) - 1):  # every token between <s> and </s>
+            masked = list(ids)
+            masked[p] = tok.mask_token_id
+            with torch.no_grad():
+                logp = torch.log_softmax(model(input_ids=torch.tensor([masked])).logits[0, p].double(), dim=-1)
+            nats -= float(logp[ids[p]])
+            n_tokens += 1
+    assert res.scores["bpb"][lang] == pytest.approx(nats / (math.log(2) * n_bytes), rel=1e-5)
+    assert res.scores["loss"][lang] == pytest.approx(nats / n_tokens, rel=1e-5)
+    assert res.extras["protocol"] == "mlm-pll" and res.extras["counts"][lang]["bytes"] == n_bytes
