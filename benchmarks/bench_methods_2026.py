@@ -1,6 +1,9 @@
 """The methods of 2024-2026 (issue 51), timed at two vocabulary sizes; one section per method.
 
-    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_methods_2026.py [--only tokdist] [--steps 20]
+    OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_methods_2026.py [--only tokdist|omp_clp] [--steps 20]
+
+omp_clp: OMP token transplantation, CLP and CLP+ (methods.omp.transplant, methods.clp.clp_rows) and their helper
+model's training step, at two target vocabularies (see bench_omp_clp).
 
 tokdist: Token Distillation's training loop (methods.tokdist.distill) on a random model of the bible world's
 source shape (all-MiniLM-L6-v2: BERT, 6 layers, 384 wide, 30,522 tokens; no weights are downloaded), batches of
@@ -93,11 +96,85 @@ def bench_tokdist(args: argparse.Namespace) -> None:
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
 
 
+# -- omp, clp, clp+ --------------------------------------------------------------------------------------------------
+class _Tok:
+    """What the helper's model and masking read of a tokenizer (ids of an XLM-R-style vocabulary of ``n``)."""
+
+    def __init__(self, n: int):
+        self.n = n
+        self.pad_token_id, self.bos_token_id, self.eos_token_id, self.unk_token_id, self.mask_token_id = 1, 0, 2, 3, n - 1
+        self.all_special_ids = [0, 1, 2, 3, n - 1]
+
+    def __len__(self) -> int:
+        return self.n
+
+
+@section
+def bench_omp_clp(args: argparse.Namespace) -> None:
+    """OMP (k = 64), CLP and CLP+ on random tables of the bible world's shapes (source rows of 384 dimensions, the
+    cpu profile's 128-dimensional helper), at two target vocabularies: 10,000 tokens (5,000 shared) and 120,000
+    (30,000 shared, 90,000 new; the bible world's target has about 123,000). Timed on a slice of the new tokens
+    (``--omp-rows`` for OMP, 4,096 for CLP) and extrapolated; the helper's training step (the cpu profile's 2 x 128
+    model, 32 x 64 tokens, the vocabulary projection at the masked positions) at the same vocabularies, times the
+    profile's 400 steps."""
+    from methods.clp import clp_rows
+    from methods.helper_model import HELPER_CPU, build_helper, mask_tokens, masked_loss
+    from methods.omp import transplant
+
+    g = torch.Generator().manual_seed(0)
+    hidden, d_h = 384, int(HELPER_CPU["helper_hidden"])
+    print(f"omp / clp / clp+: {os.environ.get('OMP_NUM_THREADS', '?')} thread(s), source rows {hidden} wide, "
+          f"helper {d_h} wide")
+    print(f"{'|V_t|':>8} {'shared':>7} {'new':>7} {'what':>26} {'timed rows':>10} {'s':>8} {'total s':>9} "
+          f"{'peak MB':>8}")
+    for n_t, shared in ((10_000, 5_000), (120_000, 30_000)):
+        n_new = n_t - shared
+        helper = torch.randn(n_t, d_h, generator=g)
+        source = torch.randn(shared, hidden, generator=g) * 0.05
+        rows = min(args.omp_rows, n_new)
+        t0 = time.perf_counter()
+        transplant(helper[shared:shared + rows], helper[:shared], source, 64)
+        secs = time.perf_counter() - t0
+        print(f"{n_t:>8,} {shared:>7,} {n_new:>7,} {'omp k=64 (helper donor)':>26} {rows:>10,} {secs:>8.2f} "
+              f"{secs * n_new / rows:>9,.0f}* {_peak_mb():>8,.0f}")
+        for plus in (False, True):
+            rows = min(4096, n_new)
+            t0 = time.perf_counter()
+            clp_rows(helper[shared:shared + rows].numpy(), helper[:shared].numpy(), source.double().numpy(),
+                     plus=plus)
+            secs = time.perf_counter() - t0
+            print(f"{n_t:>8,} {shared:>7,} {n_new:>7,} {'clp+' if plus else 'clp':>26} {rows:>10,} {secs:>8.2f} "
+                  f"{secs * n_new / rows:>9,.0f}* {_peak_mb():>8,.0f}")
+        tok = _Tok(n_t)
+        settings = {"objective": "mlm", "hidden": d_h, "layers": int(HELPER_CPU["helper_layers"]),
+                    "heads": int(HELPER_CPU["helper_heads"]), "seq_len": int(HELPER_CPU["helper_seq_len"])}
+        torch.manual_seed(0)
+        model = build_helper(tok, settings)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        batch = torch.randint(4, n_t - 1, (int(HELPER_CPU["helper_batch"]), settings["seq_len"]), generator=g)
+        steps = 5
+        for i in range(steps + 1):
+            if i == 1:
+                t0 = time.perf_counter()  # the first step (allocations) is not timed
+            inputs, labels = mask_tokens(batch, tok, g)
+            masked_loss(model, inputs, labels).loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        per = (time.perf_counter() - t0) / steps
+        total = per * int(HELPER_CPU["helper_steps"])
+        print(f"{n_t:>8,} {shared:>7,} {n_new:>7,} {'helper step (cpu profile)':>26} {steps:>10} {per:>8.2f} "
+              f"{total:>9,.0f}* {_peak_mb():>8,.0f}")
+    print(f"* extrapolated (OMP and CLP: to every new token; helper: to the cpu profile's "
+          f"{HELPER_CPU['helper_steps']} steps); load average at the end: {os.getloadavg()[0]:.1f} on "
+          f"{os.cpu_count()} CPUs")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", choices=sorted(SECTIONS), help="one section")
     ap.add_argument("--steps", type=int, default=10, help="optimizer steps timed (the totals are extrapolated)")
     ap.add_argument("--full", action="store_true", help="run the cpu budget in full instead of extrapolating")
+    ap.add_argument("--omp-rows", type=int, default=512, help="new tokens OMP is timed on (extrapolated to all)")
     args = ap.parse_args()
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     for name, fn in SECTIONS.items():
