@@ -112,3 +112,42 @@ def test_a_config_without_seeds_survives_the_round_trip_to_a_worker():
     cfg = make_config()
     again = make_config(config_to_dict(cfg))  # what a worker process rebuilds from the parent's config
     assert again.seeds is None and again == cfg
+
+
+def test_a_bad_value_is_named_as_it_was_given():
+    """A flag's value is refused naming the flag (``--precision``), a config file's naming its key."""
+    with pytest.raises(ConfigError, match=r"^--precision: expected one of fp32, bf16, fp16, auto, got 'banana'"):
+        make_config(overrides={"precision": "banana"})
+    with pytest.raises(ConfigError, match=r"^config key 'precision': expected one of"):
+        make_config({"precision": "banana"})
+    with pytest.raises(ConfigError, match=r"^--cpt-steps: expected a non-negative integer"):
+        make_config(overrides={"cpt_steps": -3})
+    with pytest.raises(ConfigError, match=r"^config key 'cpt_steps'"):
+        make_config({"cpt_steps": -3})
+
+
+def test_seeds_are_unsigned_32_bit_integers():
+    assert make_config({"seeds": [0, 2**32 - 1]}).seeds == [0, 2**32 - 1]
+    for bad in ([-1], [2**32], [1, -7]):
+        with pytest.raises(ConfigError, match=r"0 to 4294967295"):
+            make_config(overrides={"seeds": bad})
+
+
+@pytest.mark.parametrize("key, good, bad", [
+    ("language_sampling", ["shuffled", "smoothed"], ["smoothd", "", None, 1]),
+    ("sampling_alpha", [0.3, 1, 1.0], [0, 1.5, -0.1, "0.3", True, float("nan")]),
+    ("lr", [1e-4, 1], [0, -1e-4, "fast"]),
+    ("mlm_probability", [0.15], [0, 1, 1.2]),
+    ("steps", [0, 10], [-1, 2.5, "10"]),
+    ("per_device_batch", [1, 32], [0, True]),
+    ("checkpoints", [[], [5, 10]], [[0], "5", [1.5]]),
+    ("max_sentences_per_language", [None, 100], [0]),
+    ("eval_tasks", [True, False], ["yes", 1]),
+    ("precision", ["bf16", "FP32"], ["fp8", 16]),
+])
+def test_every_cpt_value_is_checked(key, good, bad):
+    from harness.spec import cpt_value_problem
+
+    assert all(cpt_value_problem(key, v) is None for v in good), key
+    assert all(cpt_value_problem(key, v) for v in bad), key
+    assert cpt_value_problem("a_setting_without_a_rule", object()) is None
