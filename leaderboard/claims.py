@@ -378,8 +378,15 @@ def brief_rows(results: list[ClaimResult]) -> tuple[list[str], list[list[str]]]:
     task names its profile where the claims span several."""
     several = len({r.profile for r in results}) > 1
     head = ["claim", "task", "verdict", "diff", "95% interval", "n"]
-    return head, [[r.claim.statement, f"{r.where} ({r.profile})" if several else r.where, r.status, _diff(r),
-                   _interval(r.interval), _n(r)] for r in results]
+    return head, [[r.claim.statement, f"{_brief(r.where)} ({r.profile})" if several else _brief(r.where), r.status,
+                   _diff(r), _interval(r.interval), _n(r)] for r in results]
+
+
+def _brief(where: str) -> str:
+    """A claim's task and group in the terminal's words: ``sr-t (eval bf16, CPT fp32, 10 steps)``."""
+    for long, short in (("evaluation ", "eval "), (" CPT steps", " steps"), ("CPU kernels ", "kernels ")):
+        where = where.replace(long, short)
+    return where
 
 
 def _diff(r: ClaimResult) -> str:

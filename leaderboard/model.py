@@ -13,6 +13,7 @@ from typing import Any
 
 from leaderboard.stats import PairTest, mean_ranks, pairwise_tests
 
+GUESS = "guess"  # the kind of a loss board's row of a uniform guess over the target vocabulary (ln |V|)
 INIT_COLUMNS = (("init/copied", "copied"), ("init/method", "method"), ("init/random", "random"),
                 ("init/seconds", "init s"), ("init/val_cosine", "val cos"))
 
@@ -56,13 +57,14 @@ class Entry:
 class Row:
     label: str
     entries: dict[str, Entry]
-    kind: str = "ours"  # "ours" or "paper"
+    kind: str = "ours"  # "ours", "paper" or GUESS
     variant: VariantKey | None = None
     seeds: list[str] = field(default_factory=list)
     init: dict[str, float] = field(default_factory=dict)
     avg: float | None = None
     avg_common: float | None = None
     mean_rank: float | None = None
+    steps: list[int] = field(default_factory=list)  # the CPT step(s) its values are from (of a final board)
 
     def value(self, lang: str) -> float | None:
         e = self.entries.get(lang)
@@ -116,14 +118,29 @@ class Board:
     # -- labels ---------------------------------------------------------------------------------------------
     @property
     def step_label(self) -> str:
+        """The step each row shows: ``step 10 (final)``; ``step 0, before CPT`` where the cells ran CPT but the
+        tasks were evaluated at step 0 only; ``each row's final step (0, 2)`` where rows differ (then
+        :meth:`mixed_steps` and a step column say which)."""
         if self.kind == "delta":
-            fin = f"step {self.step}" if self.step is not None else "final"
+            fin = f"step {self.step}" if self.step is not None else "each row's final step"
             return f"delta {fin} - step 0"
         if self.kind == "final":
             if self.step is not None:
+                if self.step == 0 and any(s > 0 for s in self.cpt_steps):
+                    return "step 0, before CPT"
                 return f"step {self.step} (final)"
-            return "final (steps " + ", ".join(str(s) for s in self.final_steps) + ")"
+            return "each row's final step (" + ", ".join(str(s) for s in self.final_steps) + ")"
         return f"step {self.step}"
+
+    @property
+    def mixed_steps(self) -> bool:
+        """Whether the rows show values of different steps (a final board of rows that stopped at different
+        steps): every rendering then says each row's step."""
+        return self.kind == "final" and self.step is None and len(self.final_steps) > 1
+
+    @staticmethod
+    def row_step(row: Row) -> str:
+        return "/".join(str(s) for s in row.steps) if row.steps else ""
 
     @property
     def title(self) -> str:
@@ -219,10 +236,11 @@ def board_dict(b: Board) -> dict[str, Any]:
     """A board as plain data (the JSON artifact and the HTML page's numbers come from here)."""
 
     def row(r: Row) -> dict[str, Any]:
-        return {"label": r.label, "kind": r.kind, "seeds": r.seeds, "avg": r.avg, "avg_common": r.avg_common,
+        return {"label": r.label, "kind": r.kind, "seeds": r.seeds, "steps": r.steps, "avg": r.avg,
+                "avg_common": r.avg_common,
                 "mean_rank": r.mean_rank, "init": r.init,
                 "values": {lang: {"mean": e.mean, "std": e.std, "n": e.n, "ci": list(e.ci) if e.ci else None,
-                                  "seeds": dict(zip(e.seeds, e.values, strict=True))}
+                                  "seeds": dict(zip(e.seeds, e.values, strict=True)) if e.seeds else {}}
                            for lang, e in sorted(r.entries.items())}}
 
     return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,

@@ -463,12 +463,18 @@ def publish(tracker: Tracker, lb: Leaderboard, out_dir: Path, *, log_run: bool =
 def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = None, task: str | None = None,
                     step: str = "final", world: str | None = None, *, metric: str | None = None,
                     per_seed: bool = False, out: Path | None = None, log_run: bool = True, write: bool = True,
-                    bootstrap: int = 1000, bootstrap_seed: int = 0, console: Console | None = None) -> int:
+                    bootstrap: int = 1000, bootstrap_seed: int = 0, console: Console | None = None,
+                    langs: bool | None = None, claims: bool = False) -> int:
+    """Read, build, print, write and log the leaderboard of each experiment. What is printed: by default one
+    screen (:func:`leaderboard.render_terminal.render_overview`: the claims once, each row's headline average per
+    task, the notes once, where the rest is); ``langs`` (or any of ``task``, ``metric``, ``per_seed``, a ``step``
+    other than final, which ask for particular tables): the per-language boards with their slices and paired tests;
+    ``claims``: every claim with its numbers and note. The files always hold everything."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
 
     from harness.core.progress import Progress, log_console  # plain progress lines when stderr is piped
     from leaderboard.collect import collect_experiment, experiments
-    from leaderboard.render_terminal import render, render_claims
+    from leaderboard.render_terminal import render, render_claims, render_claims_detail, render_overview
 
     # piped output (a file, a test) gets the full table instead of wrapped columns
     console = console or Console(width=None if sys.stdout.isatty() else 400)
@@ -490,9 +496,26 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
         where = f" in experiment {experiment!r}" if experiment else ""
         console.print(f"no results yet{where}: run `harness run ...` first")
         return 0
+    if langs is None:
+        langs = bool(task or metric or per_seed or step != "final")
     shown = 0
+    several = len(results) > 1
+    # where each experiment's page is written (after the tables are printed)
+    pages = {lb.experiment: out_dir_for(lb.experiment, out, several) / "leaderboard.html"
+             for lb, _ in results} if write else {}
     for lb, per in results:
-        render_claims([c for c in lb.claims if task is None or c.task in (task, "held-out diagnostic")], console)
+        mine = [c for c in lb.claims if task is None or c.task in (task, "held-out diagnostic")]
+        if claims:
+            render_claims_detail(mine, console)
+            shown += 1
+        if not langs:
+            if not claims:
+                render_overview(lb, console, tasks=[task] if task else None,
+                                html=str(pages[lb.experiment]) if lb.experiment in pages else None)
+                shown += 1
+            continue
+        if not claims:
+            render_claims(mine, console)
         boards = select_boards((per or lb).boards, task=task, step=step, metric=metric)
         for b in boards:
             render(b, console)
@@ -501,7 +524,6 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
         console.print(f"no table for task={task or 'any'} step={step} metric={metric or 'headline'}; "
                       "`--step all --metric all` lists every table")
     if write:
-        several = len(results) > 1
         for lb, _ in results:
             pub = publish(tracker, lb, out_dir_for(lb.experiment, out, several), log_run=log_run)
             err.print(f"[bold]{lb.experiment}[/bold]: {len(lb.boards)} tables written to {pub.out_dir}")

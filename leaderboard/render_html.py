@@ -22,7 +22,7 @@ from leaderboard.html_charts import (
     line_chart,
     random_delta_chart,
 )
-from leaderboard.model import Board, Leaderboard, Row, VariantInfo
+from leaderboard.model import GUESS, Board, Leaderboard, Row, VariantInfo
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}
@@ -123,6 +123,9 @@ def board_html(lb: Leaderboard, board: Board) -> str:
     show_common = board.common != board.languages
     inits = board.init_columns()
     heads = ['<th title="model variant (method, factorized dim); mean over seeds">row</th>']
+    step = board.mixed_steps  # rows of different steps: each row's step in a column
+    if step:
+        heads.append('<th title="the CPT step of the row\'s values">step</th>')
     heads += [f'<th title="{esc(_lang_title(lb, board, lang))}">{esc(lang)}</th>' for lang in board.languages]
     heads.append('<th title="mean over all languages; only rows with every language">avg</th>')
     if show_common:
@@ -138,7 +141,9 @@ def board_html(lb: Leaderboard, board: Board) -> str:
 
     def tr(r: Row) -> str:
         ours = r.kind == "ours"
-        seeds = f"seeds {', '.join(r.seeds)}" if r.seeds else "published figure"
+        seeds = f"seeds {', '.join(r.seeds)}" if r.seeds else (
+            "a uniform guess over the target vocabulary: what a model that learned nothing scores"
+            if r.kind == GUESS else "published figure")
         line = refs.get(r.label) if ours else None
         if line is None:
             cells = [_td(esc(r.label), r.label, "label", seeds)]
@@ -147,6 +152,8 @@ def board_html(lb: Leaderboard, board: Board) -> str:
             mark = (f'<span class="ref ref-{k}" title="{esc(references.SETTING)}: {esc(line)}">'
                     f"{references.MARKS[k]}</span>")
             cells = [_td(esc(r.label) + mark, r.label, "label", f"{seeds} · {references.SETTING}: {line}")]
+        if step:
+            cells.append(_td(esc(board.row_step(r)), board.row_step(r)))
         cells += [_value_td(board, r, lang) for lang in board.languages]
         if r.avg is None:
             cells.append(_td("gaps" if ours else fmt.MISSING, "", "gap", "missing languages: no average"))

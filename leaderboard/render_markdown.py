@@ -39,7 +39,8 @@ def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
     show_common = board.common != board.languages
     inits = board.init_columns()
     checked = refs is not None and any(r.label in refs for r in board.rows)
-    head = ["row", *(["checked against"] if checked else []), *board.languages, "avg",
+    step = board.mixed_steps  # rows of different steps: each row's step in a column
+    head = ["row", *(["checked against"] if checked else []), *(["step"] if step else []), *board.languages, "avg",
             *(["avg∩"] if show_common else []), "rank", *[n for _, n in inits]]
     best_avg = board.best_of([r.avg for r in board.rows])
     best_common = board.best_of([r.avg_common for r in board.rows])
@@ -53,6 +54,8 @@ def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
             line = refs.get(r.label) if ours else None
             cells.append(f"{references.MARKS[references.kind(line)]} {_esc(references.short(line))}" if line
                          else fmt.MISSING)
+        if step:
+            cells.append(board.row_step(r))
         cells += [_cell(board, r, lang) for lang in board.languages]
         cells.append(_bold(fmt.cell(board, r.avg), ours and r.avg is not None and r.avg == best_avg)
                      if r.avg is not None else ("gaps" if ours else fmt.MISSING))
@@ -65,7 +68,7 @@ def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
     out = [f"#### {_esc(board.title)}", "", f"*{fmt.direction(board)}; mean ± std over seeds; "
            f"avg only for rows with every language; rank = mean rank over the {len(board.common)} languages "
            f"every row has (ties share their average rank).*", ""]
-    out += _table(head, rows, 2 if checked else 1)
+    out += _table(head, rows, (2 if checked else 1) + (1 if step else 0))
     out += [f"> note: {n}" for n in board.notes]
     if tie_note := fmt.ties_note(board):
         out.append(f"> note: {tie_note} (none is bold)")

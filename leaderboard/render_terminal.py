@@ -67,7 +67,7 @@ def _summary_headers(board: Board) -> list[str]:
 
 # -- tables that fit the width ------------------------------------------------------------------------------
 NUMBER_HEADER_CAP = 12  # a number column's header wraps at words beyond this many cells
-TEXT_CAP = 30  # a text column (row names, claims, details) wraps beyond this many cells
+TEXT_CAP = 60  # a text column (row names with their qualifiers, claims, details) wraps beyond this many cells
 UNLIMITED = 10**6
 
 
@@ -178,7 +178,9 @@ def fit(grid: Grid, width: int | None) -> list[Any]:
     repeating the key column and titled with the part it holds; wide texts wrap, nothing is cut or dropped."""
     limit = width is not None
     width = UNLIMITED if width is None else max(int(width), 20)
-    key_w = _want(grid.key, [k for k, _ in grid.rows], limit)
+    # the key column (row names) whole on one line where a third of the width holds it: a row's qualifiers do not
+    # wrap it over lines
+    key_w = _want(grid.key, [k for k, _ in grid.rows], False)
     widths = [_want(c, [r[1][i] for r in grid.rows], limit) for i, c in enumerate(grid.cols)]
     if limit:
         # a key column never takes more than a third of the width, and each part holds at least one column
@@ -224,17 +226,21 @@ def board_grid(board: Board, transpose: bool | None = None) -> Grid:
     transpose = len(board.languages) > TRANSPOSE_ABOVE if transpose is None else transpose
     title = f"{board.title} ({fmt.direction(board)})"
     rows = board.rows + board.paper_rows
+    step = board.mixed_steps  # rows of different steps: each row's step in a column of its own
     if not transpose:
-        g = Grid(title, Col("row", "left", text=True),
-                 [Col(lang) for lang in board.languages] + [Col(h) for h in _summary_headers(board)])
+        g = Grid(title, Col("row", "left", text=True), ([Col("step")] if step else [])
+                 + [Col(lang) for lang in board.languages] + [Col(h) for h in _summary_headers(board)])
         for i, r in enumerate(rows):
             label = r.label if r.kind == "ours" else f"[italic]{r.label}[/italic]"
-            g.add(label, [*[_cell(board, r, lang) for lang in board.languages], *_summary(board, r)],
-                  section=r.kind == "paper" and (i == 0 or rows[i - 1].kind != "paper"))
+            g.add(label, [*([board.row_step(r)] if step else []), *[_cell(board, r, lang) for lang in board.languages],
+                          *_summary(board, r)],
+                  section=r.kind != "ours" and (i == 0 or rows[i - 1].kind == "ours"))
         return g
     g = Grid(title, Col("language", "left"), [Col(r.label) for r in rows])
+    if step:
+        g.add("step", [board.row_step(r) for r in rows])
     for lang in board.languages:
-        g.add(lang, [_cell(board, r, lang) for r in rows])
+        g.add(lang, [_cell(board, r, lang) for r in rows], section=step and lang == board.languages[0])
     sums = [_summary(board, r) for r in rows]
     for i, h in enumerate(_summary_headers(board)):
         g.add(h, [s[i] for s in sums], section=i == 0)
@@ -324,7 +330,9 @@ def claims_table(head: list[str], rows: list[list[str]], width: int | None) -> T
         for r in rows:
             table.add_row(*[Text(c, style=style.get(c, "dim") if i == 2 else "") for i, c in enumerate(r)])
         return table
-    task_w = min(nat[1], max(12, max((cell_len(w) for r in rows for w in r[1].split()), default=1)))
+    # the task (and its group) whole where the claims keep their width beside it, else what the claims leave
+    task_word = max((cell_len(w) for r in rows for w in r[1].split()), default=1)
+    task_w = min(nat[1], max(12, task_word, width - _table_width([nat[0], 0, *nat[2:]])))
     rest = [task_w, *nat[2:]]
     room = width - _table_width([0, *rest])
     if room >= max(16, max(words, default=1)):
@@ -344,18 +352,82 @@ def claims_table(head: list[str], rows: list[list[str]], width: int | None) -> T
     return table
 
 
-def render_claims(claims: list, console: Console, *, split: bool = True) -> None:
+def render_claims(claims: list, console: Console, *, split: bool = True, details_hint: bool = True) -> None:
     """The papers' claims on this run: one sentence, then one table (claim, task, verdict, difference, interval,
     n) and the notes on what the design cannot show; the p-values, averages and every claim's note are in the
     Markdown and HTML boards (nothing when there are no claims)."""
     if not claims:
         return
-    head, rows = brief_rows(claims)
+    tested = [c for c in claims if c.status != "not tested"]
     console.print(f"[bold]{escape(summary(claims))}[/bold]")
-    console.print(claims_table(head, rows, _width(console, split)))
+    if tested:
+        head, rows = brief_rows(tested)
+        console.print(claims_table(head, rows, _width(console, split)))
+    untested = list(dict.fromkeys(f"{c.claim.statement} ({c.where})" for c in claims if c.status == "not tested"))
+    if untested:  # one line, not a row each: the rows they need are not on the board
+        console.print(escape("not tested (a row they need is not on the board): " + "; ".join(untested)))
     for note in dict.fromkeys(c.design for c in claims if c.design):
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
-    console.print("[dim]p-values, averages and a note per claim: leaderboard.md and leaderboard.html[/dim]")
+    if details_hint:
+        console.print("[dim]p-values, averages and a note per claim: `harness leaderboard --claims`, leaderboard.md "
+                      "and leaderboard.html[/dim]")
+    console.print()
+
+
+def render_claims_detail(claims: list, console: Console, *, split: bool = True) -> None:
+    """Every claim with its numbers (both averages, the difference and its interval, the p-value, n) and the note
+    that says why its verdict (``harness leaderboard --claims``)."""
+    if not claims:
+        console.print("no claim of the papers could be tested on these runs")
+        return
+    from leaderboard.claims import LEGEND, claim_rows
+
+    head, rows = claim_rows(claims)
+    keep = [i for i, h in enumerate(head) if h not in ("paper", "profile")] if len({c.profile for c in claims}) == 1 \
+        else [i for i, h in enumerate(head) if h != "paper"]
+    g = Grid("the papers' claims on this run", Col(head[0], "left", text=True),
+             [Col(head[i], "left" if head[i] in ("task", "profile", "verdict", "note") else "right",
+                  text=head[i] in ("task", "note")) for i in keep[1:]])
+    for r in rows:
+        g.add(r[0], [r[i] for i in keep[1:]])
+    console.print(f"[bold]{escape(summary(claims))}[/bold]")
+    for t in fit(g, _width(console, split)):
+        console.print(t)
+    console.print(f"[dim]{escape(LEGEND)}[/dim]")
+    console.print()
+
+
+def overview_notes(boards: list[Board]) -> list[str]:
+    """The notes of the overview (each once): what the headline boards say about how their rows compare, without
+    the settings every row shares (those are on the per-language boards)."""
+    out: list[str] = []
+    for b in boards:
+        for n in b.notes:
+            if n.startswith(f"{b.task} protocol: "):
+                continue
+            if n not in out:
+                out.append(n)
+    return out
+
+
+def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None, html: str | None = None) -> None:
+    """What ``harness leaderboard`` prints by default, on one screen for the main job: the papers' claims once,
+    one table of every task's headline average per row (the results table of ``harness run``), the notes once,
+    and where the per-language tables, the claims' details and the page are."""
+    from leaderboard.summary import render as render_summary
+    from leaderboard.summary import summaries
+
+    render_claims([c for c in lb.claims if tasks is None or c.task in (*tasks, "held-out diagnostic")], console,
+                  details_hint=False)
+    heads = [b for b in lb.headline_boards() if tasks is None or b.task in tasks]
+    for table in summaries(lb, tasks):
+        table.claims = ""  # the claims are above, once
+        render_summary(table, console)
+    for note in overview_notes(heads):
+        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+    page = f"the HTML page {html}" if html else "the HTML page (leaderboard.html, unless --no-write)"
+    console.print(escape(f"more: `harness leaderboard --langs` (per-language tables, slices, paired tests; --task T "
+                         f"for one task), `--claims` (each claim's numbers and note), {page}"))
     console.print()
 
 

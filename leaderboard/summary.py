@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from leaderboard.model import Board, Leaderboard, Row
+from leaderboard.model import GUESS, Board, Leaderboard, Row
 
 
 @dataclass
@@ -90,7 +90,8 @@ def _cell(board: Board, row: Row) -> str:
         return "incomplete"
     sd, n = seed_spread(row, board.common or board.languages)
     text = f"{row.avg:.3f}"
-    return text + (f" ± {sd:.3f}" if sd is not None else "") + (f" ({n} seeds)" if n > 1 else "")
+    text += (f" ± {sd:.3f}" if sd is not None else "") + (f" ({n} seeds)" if n > 1 else "")
+    return text + (f" @ step {board.row_step(row)}" if board.mixed_steps and row.steps else "")
 
 
 def summaries(lb: Leaderboard, tasks: list[str] | None = None,
@@ -113,6 +114,13 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                 if label not in table.rows:
                     table.rows.append(label)
                 table.cells[(label, b.task)] = _cell(b, r)
+        for b in boards:  # a uniform guess beside the losses (ln |V|), below the rows
+            for r in b.paper_rows:
+                if r.kind == GUESS and r.avg is not None:
+                    label = r.label.split(" (")[0] + " (ln |V|)" if b.metric == "loss" else r.label
+                    if label not in table.rows:
+                        table.rows.append(label)
+                    table.cells[(label, b.task)] = f"{r.avg:.3f}"
         table.notes = _notes([o for (p, _), o in (origins or {}).items() if p == profile], table.rows)
         from leaderboard.claims import summary
 

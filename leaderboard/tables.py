@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import statistics
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ from harness.core.precision import DEFAULT_EVAL_PRECISION
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
 from leaderboard.claims import evaluate_claims
 from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
+from leaderboard.fmt import pair as fmt_pair
 from leaderboard.model import (
+    GUESS,
     INIT_COLUMNS,
     Board,
     Entry,
@@ -165,7 +168,7 @@ def _distinguishing_params(k: VariantKey, same: list[VariantKey], defaults: dict
     mine = filled[k]
     if differ and len({tuple(f.get(a) for a in differ) for f in filled.values()}) == len(filled):
         shown = [a for a in differ if a not in defaults or mine.get(a) != defaults[a]]
-        return ", ".join(f"{a}={mine.get(a, '-')}" for a in shown) or "defaults"
+        return ", ".join(f"{a}={mine.get(a, 'default')}" for a in shown) or "defaults"
     return ", ".join(f"{a}={b}" for a, b in json.loads(k.params).items()) or "defaults"
 
 
@@ -217,8 +220,11 @@ class _Builder:
         for key, runs in groups.items():
             entries: dict[str, Entry] = {}
             per_lang: dict[str, tuple[list[float], list[str], list[SeedSample]]] = {}
+            row_steps: set[int] = set()
             for run in sorted(runs, key=lambda r: _seed_order(r.seed)):
                 fin = data.final_step(run)
+                if kind == "final" and fin is not None:
+                    row_steps.add(fin)
                 langs = set()
                 for st in {fin, 0, step} - {None}:
                     langs |= set(run.scores.get(st, {}).get(metric, {}))  # type: ignore[arg-type]
@@ -248,16 +254,22 @@ class _Builder:
             if not entries:
                 continue
             seeds_all = sorted({r.seed for r in runs}, key=_seed_order)
-            rows.append(Row(labels[key], entries, "ours", key, seeds_all, self.init_of(runs)))
+            rows.append(Row(labels[key], entries, "ours", key, seeds_all, self.init_of(runs),
+                            steps=sorted(row_steps)))
         b = Board(data.name, task, metric, profile, hib, kind, step if kind == "step" else
                   (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals)
         b.precision = precision_label([p for runs in groups.values() for r in runs
                                        if (p := data.parent(r)) is not None])
+        b.cpt_steps = sorted({p.final_step for runs in groups.values() for r in runs
+                              if (p := data.parent(r)) is not None and p.final_step is not None})
+        board_cells = list({id(p): p for runs in groups.values() for r in runs
+                            if (p := data.parent(r)) is not None}.values())
+        if kind != "delta" and (row := guess_row(task, metric, b.languages or sorted(
+                {lang for r in rows for lang in r.entries}), board_cells)) is not None:
+            b.paper_rows.append(row)
         finish_board(b)
         if kind in ("final", "delta") and len(finals) > 1:
             b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
-        board_cells = list({id(p): p for runs in groups.values() for r in runs
-                            if (p := data.parent(r)) is not None}.values())
         if kind in ("final", "delta") and any(f > 0 for f in finals) and (
                 note := cpt_note(profile, groups, board_cells, data)):
             b.notes.append(note)
@@ -269,7 +281,7 @@ class _Builder:
                    "the run set `[cpt] eval_tasks = false`; `[cpt] eval_tasks = true` evaluates them")
             b.notes.append(f"the tasks were evaluated at step 0 only: after CPT ({', '.join(map(str, cpt_only))} "
                            f"steps) only the held-out MLM loss was measured ({why})")
-            if note := cpt_note(profile, groups, board_cells, data):
+            if (note := cpt_note(profile, groups, board_cells, data)) and note not in b.notes:
                 b.notes.append(note)
         b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
         fitted = sorted({f"{k[len('fitted.'):]} {v}" for runs in groups.values() for r in runs
@@ -358,19 +370,62 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
     budget = f"{steps} CPT steps" + (f" of {batch} x {block} tokens" if batch and block else "") if steps else "CPT"
     if not profile_budget(profile, cells):
         note = own_budget_note(profile, budget, cells)
-    before, after = [], []
+    by_steps: dict[str, tuple[list[float], list[float]]] = {}  # a budget -> each row's loss before and after
     for runs in groups.values():
-        curves = [c for r in runs if (p := data.parent(r)) is not None
+        curves = [(p.params.get("cpt.steps") or "?", c) for r in runs if (p := data.parent(r)) is not None
                   and len(c := sorted(p.curves.get("cpt/heldout_loss") or [])) > 1]
         if curves:
-            before.append(statistics.fmean(c[0][1] for c in curves))
-            after.append(statistics.fmean(c[-1][1] for c in curves))
-    if not before:
+            before, after = by_steps.setdefault(curves[0][0], ([], []))
+            before.append(statistics.fmean(c[0][1] for _, c in curves))
+            after.append(statistics.fmean(c[-1][1] for _, c in curves))
+    if not by_steps:
         return f"{note} (this board's cells ran {budget}; they logged no held-out MLM loss)"
-    lower = sum(a < b for a, b in zip(after, before, strict=True))
-    return (f"{note}; on this board, {budget} took the held-out MLM loss from {statistics.fmean(before):.2f} to "
-            f"{statistics.fmean(after):.2f} nats (mean over its {len(before)} row(s); lower for {lower} of "
-            f"{len(before)})")
+    parts = []
+    for steps_of, (before, after) in sorted(by_steps.items(), key=lambda kv: _seed_order(kv[0])):
+        lower = sum(a < b for a, b in zip(after, before, strict=True))
+        a, b = fmt_pair(statistics.fmean(before), statistics.fmean(after))
+        what = f"{steps_of} CPT steps" if len(by_steps) > 1 else budget
+        parts.append(f"{what} took the held-out MLM loss (the CPT diagnostic) from {a} to {b} nats (mean over "
+                     f"{len(before)} row(s); lower for {lower} of {len(before)})")
+    guess = uniform_guess(cells)
+    if guess is not None:
+        parts[-1] += f"; a uniform guess over the {guess[0]:,}-token target vocabulary scores ln |V| = {guess[1]:.2f}"
+    return f"{note}; on this board, " + "; ".join(parts)
+
+
+LM_LOSS_TASKS = ("mlm", "clm")  # tasks whose loss is a cross-entropy over the target vocabulary
+
+
+def guess_row(task: str, metric: str, languages: list[str], cells: list[CellRun]) -> Row | None:
+    """The row of a uniform guess over the target vocabulary on a language-model loss board: ln |V| nats in every
+    language for ``loss``, |V| for ``ppl`` (a row beside which a model that does worse than guessing shows it).
+    It takes no part in averages of the common set, ranks or tests, as the papers' rows."""
+    if task not in LM_LOSS_TASKS or metric not in ("loss", "ppl") or not languages:
+        return None
+    guess = uniform_guess(cells)
+    if guess is None:
+        return None
+    value = guess[1] if metric == "loss" else float(guess[0])
+    return Row(f"uniform guess (|V| = {guess[0]:,})", {lang: Entry([value], []) for lang in languages},
+               kind=GUESS)
+
+
+def uniform_guess(cells: list[CellRun]) -> tuple[int, float] | None:
+    """The target vocabulary's size |V| and the MLM loss of a uniform guess over it, ln |V| (nats): what a model
+    that learned nothing scores. From the cells' init reports (``target_vocab_size``, else the sum of the
+    provenance counts); None when they do not say, or name several sizes."""
+    sizes = set()
+    for c in cells:
+        rep = c.init_report or {}
+        v = rep.get("target_vocab_size")
+        if v is None and isinstance(rep.get("counts"), dict):
+            v = sum(int(x) for x in rep["counts"].values() if isinstance(x, int | float)) or None
+        if v:
+            sizes.add(int(v))
+    if len(sizes) != 1:
+        return None
+    size = sizes.pop()
+    return size, math.log(size)
 
 
 _BUDGET_KEYS = ("steps", "effective_batch", "block_size")
@@ -492,9 +547,6 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
             attach_paper_rows(b, data)
     for b in boards:
         slice_board(b, data, langs)
-    from leaderboard.costs import attach_costs
-
-    attach_costs(boards, data)
     from leaderboard.costs import attach_costs
 
     attach_costs(boards, data)

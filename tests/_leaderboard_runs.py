@@ -55,36 +55,33 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
               hits: dict | None = None, tables: bool = True, items: bool = True, init: dict | None = None,
               final: int = FINAL, params: dict | None = None,
               versions: dict | None = None, task_params: dict | None = None,
-              cpt: dict | None = None) -> tuple[str, str]:
+              cpt: dict | None = None, parent: str | None = None, task_tags: dict | None = None,
+              cell_params: dict | None = None, task_final: int | None = None,
+              cpt_steps: int | None = None) -> tuple[str, str]:
     """One parent run and its task run, as harness.runner writes them (``cpt``: more CPT settings logged beside
-    ``cpt.steps``). Scores at step 0 are half the final ones."""
+    ``cpt.steps``; ``parent``: a cell run made before, to which this adds a task run; ``task_tags``: the task's
+    ``harness.task.*`` tags; ``cell_params``: more params of the cell, e.g. ``eval_precision``; ``cpt_steps``:
+    the CPT steps the cell ran when the tasks were evaluated at ``final`` = 0 only). Scores at step 0 are half the
+    final ones."""
     from mlflow.entities import Metric, Param
 
+    ran = final if cpt_steps is None else cpt_steps
     tags = {"harness.kind": "cell", "harness.method": method, "harness.source": source, "harness.dim": dim,
             "harness.seed": str(seed), "harness.profile": profile, "harness.world": world,
-            "harness.final_step": str(final), "harness.cell": f"{method}-{seed}-{profile}-{source}-{dim}"}
-    parent = client.create_run(exp_id, tags=tags, run_name=f"{method}-{dim}-s{seed}").info.run_id
-    ps = {"method": method, "seed": str(seed), "world_hash": "abc123", "cpt.steps": str(final), "cpt.lr": "5e-5",
-          **{f"method.{k}": str(v) for k, v in (params or {}).items()},
-          **{f"cpt.{k}": str(v) for k, v in (cpt or {}).items()},
-          **{f"version.{k}": str(v) for k, v in (versions or {}).items()}}
-    client.log_batch(parent, params=[Param(k, v) for k, v in ps.items()])
-    init = init or {"copied": 100, "method": 50, "random": 10, "unk": 0, "seconds": 1.0 + seed}
-    ms = [Metric(f"init/{k}", float(v), 0, 0) for k, v in init.items()]
-    ms += [Metric("cpt/train_loss", 5.0 - 0.1 * s - 0.01 * seed, 0, s) for s in range(1, final + 1)]
-    ms += [Metric("cpt/heldout_loss", 5.0 - 0.05 * s, 0, s) for s in (0, final)]
-    client.log_batch(parent, metrics=ms)
-    _log_json(client, parent, {"method": method, "overlap_rule": "ofa", "counts": init,
-                               "surgery": {"mode": "extension", "bias_policy": "remap"}}, "init_report.json")
-    _log_json(client, parent, LANG_META, "languages.json")
-    ttags = {k: v for k, v in tags.items() if k not in ("harness.kind", "harness.final_step")}
+            "harness.final_step": str(ran), "harness.task_final_step": str(final),
+            "harness.cell": f"{method}-{seed}-{profile}-{source}-{dim}"}
+    if parent is None:
+        parent = _make_parent(client, exp_id, tags, method, seed, dim, final=ran, params=params, cpt=cpt,
+                              versions=versions, init=init, cell_params=cell_params)
+    ttags = {k: v for k, v in tags.items() if k not in ("harness.kind", "harness.final_step",
+                                                          "harness.task_final_step")}
     ttags.update({"harness.kind": "task", "harness.task": task, "harness.parent": parent,
-                  "mlflow.parentRunId": parent})
+                  "mlflow.parentRunId": parent, **{f"harness.task.{k}": v for k, v in (task_tags or {}).items()}})
     trun = client.create_run(exp_id, tags=ttags, run_name=task).info.run_id
     if task_params:  # the task's resolved settings, as the runner logs them
         client.log_batch(trun, params=[Param(f"{task}.{k}", str(v)) for k, v in task_params.items()])
     hits = hits if hits is not None else HITS[(method, seed)]
-    for step in (0, final):
+    for step in sorted({0, final}):
         scores: dict[str, dict[str, float]] = {"acc@10": {}, "acc@1": {}}
         its: dict[str, dict[str, dict]] = {"acc@10": {}, "acc@1": {}}
         for lang, h in hits.items():
@@ -110,6 +107,84 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
     client.set_terminated(trun)
     client.set_terminated(parent)
     return parent, trun
+
+
+def _make_parent(client: MlflowClient, exp_id: str, tags: dict, method: str, seed: int, dim: str, *, final: int,
+                 params: dict | None, cpt: dict | None, versions: dict | None, init: dict | None,
+                 cell_params: dict | None) -> str:
+    from mlflow.entities import Metric, Param
+
+    parent = client.create_run(exp_id, tags=tags, run_name=f"{method}-{dim}-s{seed}").info.run_id
+    ps = {"method": method, "seed": str(seed), "world_hash": "abc123", "cpt.steps": str(final), "cpt.lr": "5e-5",
+          **{f"method.{k}": str(v) for k, v in (params or {}).items()},
+          **{f"cpt.{k}": str(v) for k, v in (cpt or {}).items()},
+          **{f"version.{k}": str(v) for k, v in (versions or {}).items()},
+          **{k: str(v) for k, v in (cell_params or {}).items()}}
+    client.log_batch(parent, params=[Param(k, v) for k, v in ps.items()])
+    init = init or {"copied": 100, "method": 50, "random": 10, "unk": 0, "seconds": 1.0 + seed}
+    ms = [Metric(f"init/{k}", float(v), 0, 0) for k, v in init.items()]
+    ms += [Metric("cpt/train_loss", 5.0 - 0.1 * s - 0.01 * seed, 0, s) for s in range(1, final + 1)]
+    ms += [Metric("cpt/heldout_loss", 5.0 - 0.05 * s, 0, s) for s in (0, final)]
+    client.log_batch(parent, metrics=ms)
+    _log_json(client, parent, {"method": method, "overlap_rule": "ofa", "counts": init, "target_vocab_size": 860,
+                               "surgery": {"mode": "extension", "bias_policy": "remap"}}, "init_report.json")
+    _log_json(client, parent, LANG_META, "languages.json")
+    return parent
+
+
+# the main job's shape (README command 1): ten methods, three seeds, two tasks, the cpu profile (tasks at step 0,
+# ten CPT steps), with the task tags the runner writes
+MAIN_METHODS = ("ofa", "wechsel", "hyperofa", "tiktotok", "wechsel+overlap", "random", "fvt", "mean-cov",
+                "random-map", "focus")
+MAIN_LANGS = [f"l{j}{k}_Latn" for j, k in zip("abcdefgh", "abcdefgh", strict=True)]
+TASK_TAGS = {"sr-t": {"headline": "acc@10", "higher_is_better": "true", "metrics": "acc@10,acc@1"},
+             "ner": {"headline": "acc@10", "higher_is_better": "true", "metrics": "acc@10,acc@1"}}
+
+
+def main_job_experiment(tracking_uri: str, name: str = "main-shaped") -> str:
+    """An experiment shaped like the main job: 10 methods x 3 seeds x 2 tasks on 8 languages, one cell run per
+    method and seed with its two task runs, the tasks evaluated at step 0 after 10 CPT steps, fp32, pinned
+    kernels (as the runner logs them)."""
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment(name)
+    for i, method in enumerate(MAIN_METHODS):
+        for seed in (1, 2, 3):
+            parent = None
+            for task in ("sr-t", "ner"):
+                hits = {lang: 10 + (3 * i + 5 * j + seed + (7 if task == "ner" else 0)) % 35
+                        for j, lang in enumerate(MAIN_LANGS)}
+                parent, _ = make_cell(client, exp_id, method, seed, task=task, hits=hits, items=False, tables=False,
+                                      parent=parent, task_tags=TASK_TAGS[task], final=0, cpt_steps=10,
+                                      cell_params={"eval_precision": "fp32", "cpt.precision": "fp32",
+                                                   "cpu_kernels": "avx2"},
+                                      cpt={"eval_tasks": "False"})
+    return name
+
+
+# the runs of a mixed home: an fp32 run, a run with `[cpt] precision = "fp32"` and `--precision bf16`, a bf16 run,
+# and a `--cpt-steps 2` run beside the profile's 10 (its tasks evaluated after CPT), each as the runner logs it
+MIXED = {
+    "fp32": ({"eval_precision": "fp32", "cpt.precision": "fp32", "cpu_kernels": "avx2"}, 10, 0),
+    "eval-bf16": ({"eval_precision": "bf16", "cpt.precision": "fp32", "cpu_kernels": "avx2"}, 10, 0),
+    "bf16": ({"eval_precision": "bf16", "cpt.precision": "bf16", "cpu_kernels": "avx2"}, 10, 0),
+    "cpt-2": ({"eval_precision": "fp32", "cpt.precision": "fp32", "cpu_kernels": "avx2"}, 2, 2),
+}
+
+
+def mixed_experiment(tracking_uri: str, name: str = "mixed") -> str:
+    """``random`` in each of :data:`MIXED`'s variants and ``ofa`` in fp32, on sr-t, one seed each."""
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment(name)
+    for method, variants in (("random", list(MIXED)), ("ofa", ["fp32"])):
+        for v in variants:
+            params, ran, final = MIXED[v]
+            cpt = {"eval_tasks": str(final > 0), "precision": params["cpt.precision"]}
+            hits = {lang: (30 if method == "ofa" else 20) + j + (1 if v == "bf16" else 0)
+                    for j, lang in enumerate(LANGS)}
+            make_cell(client, exp_id, method, 1, hits=hits, task_tags=TASK_TAGS["sr-t"], final=final,
+                      cpt_steps=ran, cell_params={k: val for k, val in params.items() if k != "cpt.precision"},
+                      cpt=cpt)
+    return name
 
 
 def fake_experiment(tracking_uri: str) -> str:

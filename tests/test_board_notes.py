@@ -17,6 +17,8 @@ def test_the_cpt_note_gives_the_boards_own_heldout_losses(fake_exp, tracking_uri
     from leaderboard.collect import collect_experiment
 
     b = _board(_build(tracking_uri, fake_exp, bootstrap=0))  # the cpu profile's final board: its rows ran CPT
+    from leaderboard import fmt
+
     note = next(n for n in b.notes if n.startswith("post-CPT results of the cpu profile"))
     client = MlflowClient(tracking_uri)
     data = collect_experiment(client, client.get_experiment_by_name(fake_exp))
@@ -28,7 +30,8 @@ def test_the_cpt_note_gives_the_boards_own_heldout_losses(fake_exp, tracking_uri
     after = statistics.fmean(statistics.fmean(c[-1][1] for c in cs) for cs in rows.values())
     steps = {c.params["cpt.steps"] for c in data.cells.values() if c.profile == "cpu"}
     assert f"{steps.pop()} CPT steps" in note
-    assert f"from {before:.2f} to {after:.2f} nats (mean over its {len(rows)} row(s)" in note
+    a, b = fmt.pair(before, after)  # with the digits that show the change
+    assert f"from {a} to {b} nats (mean over {len(rows)} row(s)" in note
     assert "17.2" not in note and "15.6" not in note  # the bible world's numbers, once written into the profile
 
 

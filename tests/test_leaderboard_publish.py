@@ -65,7 +65,7 @@ def test_leaderboard_command_prints_writes_and_logs(fake_exp, tracking_uri, tmp_
     from leaderboard.publish import run_leaderboard
 
     con = Console(width=400, record=True, file=io.StringIO())
-    assert run_leaderboard(tracking_uri, fake_exp, out=tmp_path / "o", bootstrap=50, console=con) == 0
+    assert run_leaderboard(tracking_uri, fake_exp, out=tmp_path / "o", bootstrap=50, console=con, langs=True) == 0
     out = con.export_text()
     assert "lb-fake · sr-t · acc@10 · step 10 (final) · profile cpu" in out
     assert "lb-fake · sr-t · acc@10 · step 10 (final) · profile paper" in out
@@ -75,6 +75,12 @@ def test_leaderboard_command_prints_writes_and_logs(fake_exp, tracking_uri, tmp_
     run_leaderboard(tracking_uri, fake_exp, step="0", metric="acc@1", per_seed=True, write=False, console=con)
     out = con.export_text()
     assert "acc@1 · step 0 ·" in out and "alpha d=full s=2" in out and "HTML:" not in out
+    # by default one screen: the claims, each row's average per task (both profiles), where the rest is
+    con = Console(width=400, record=True, file=io.StringIO())
+    run_leaderboard(tracking_uri, fake_exp, write=False, bootstrap=0, console=con)
+    out = con.export_text()
+    assert "lb-fake · profile cpu" in out and "lb-fake · profile paper" in out and "--langs" in out
+    assert "slices ·" not in out and "paired Wilcoxon" not in out and "lb-fake · sr-t · acc@10" not in out
     con = Console(width=400, record=True, file=io.StringIO())
     run_leaderboard(tracking_uri, "no-such-experiment", console=con)
     assert "no results yet" in con.export_text()
@@ -90,7 +96,8 @@ def test_the_leaderboard_command_imports_no_task_method_or_torch(fake_exp, track
     from tests.test_registry import TORCH_FREE
 
     env = {**os.environ, "HARNESS_HOME": str(harness_home), "PYTHONPATH": str(REPO), "COLUMNS": "200"}
-    proc = subprocess.run([sys.executable, "-c", TORCH_FREE, "leaderboard", "--experiment", fake_exp, "--no-write",
+    proc = subprocess.run([sys.executable, "-c", TORCH_FREE, "leaderboard", "--langs", "--experiment", fake_exp,
+                           "--no-write",
                            "--bootstrap", "20", "--tracking-uri", tracking_uri], capture_output=True, text=True,
                           env=env, cwd=REPO, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -103,7 +110,7 @@ def test_cli_on_a_real_run(run_cli, tracking_uri, tmp_path):
     run_cli("run", "--world", "synthetic", "--methods", "random", "--tasks", "mlm", "--seeds", "1,2",
             "--cpt-steps", "2", "--experiment", exp, check=True)
     out = tmp_path / "board"
-    r = run_cli("leaderboard", "--experiment", exp, "--out", str(out), "--bootstrap", "100", check=True)
+    r = run_cli("leaderboard", "--experiment", exp, "--langs", "--out", str(out), "--bootstrap", "100", check=True)
     langs = ["qaa_Latn", "qab_Latn", "qac_Latn", "qad_Cyrl", "qae_Grek"]
     assert all(lang in r.stdout for lang in langs) and "random d=full" in r.stdout
     assert "step 2 (final)" in r.stdout and "slices" in r.stdout

@@ -204,8 +204,8 @@ def test_piped_leaderboard_fits_100_columns_and_keeps_every_language(run_cli, wi
     table cut at a border, every language column and every row shown; the files keep the whole tables."""
     out = tmp_path / "o"
     env = {"COLUMNS": columns} if columns else {}
-    proc = run_cli("leaderboard", "--experiment", wide_exp, "--out", str(out), "--no-log", "--bootstrap", "0",
-                   env=env, check=True)
+    proc = run_cli("leaderboard", "--experiment", wide_exp, "--langs", "--out", str(out), "--no-log", "--bootstrap",
+                   "0", env=env, check=True)
     text = proc.stdout
     _check_fits(text, 100)
     board = text[text.index("lb-wide · sr-t · acc@10 · step 10 (final)"):text.index("slices ·")]

@@ -37,7 +37,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
                            step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
                            out=args.out, log_run=not args.no_log, write=not args.no_write,
                            bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
-                           console=_board_console())
+                           console=_board_console(), langs=True if args.langs else None, claims=args.claims)
 
 
 # -- the filters, checked against what the store holds ---------------------------------------------------------
@@ -174,6 +174,12 @@ def add_parser(sub: Any) -> None:
                     help="print this CPT step: 0, N, final (default), delta (final - step 0) or all")
     lb.add_argument("--metric", help="print this metric (default: the task's headline; 'all' for every one)")
     lb.add_argument("--per-seed", action="store_true", help="print one row per seed instead of seed means")
+    lb.add_argument("--langs", action="store_true",
+                    help="print the per-language tables with their slices and paired tests (default: one screen: "
+                         "the claims, each row's average per task, the notes; --task, --step, --metric and "
+                         "--per-seed print per-language tables too)")
+    lb.add_argument("--claims", action="store_true",
+                    help="print every claim of the papers with its averages, interval, p-value and note")
     lb.add_argument("--out", type=Path,
                     help="folder for html/md/csv (default: <HARNESS_HOME>/leaderboards/<experiment>/)")
     lb.add_argument("--bootstrap", type=int, default=1000,
