@@ -431,6 +431,9 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
+    from harness.tokstats import tokenizer_stats
+
+    report["tokenizer_stats"] = tokenizer_stats(world, source_tokenizer, target_tokenizer, result.provenance)
     if fact is not None:
         report["factorization"] = {"dim": fact.dim, "discarded_energy": fact.discarded_energy,
                                    "kept_energy_share": fact.kept_energy_share}
