@@ -331,6 +331,10 @@ class TokenDistillationInit(Method):
         n_steps = 0
         if chosen:
             model = ctx.source_model()
+            layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+            if layers and not -(layers + 1) <= int(p["target_layer"]) <= layers:
+                raise ConfigError(f"tokdist: target_layer {p['target_layer']} is outside the source model's hidden "
+                                  f"states (-{layers + 1} to {layers}); give one in that range, or -1 (the last)")
             n_rows = int(model.get_input_embeddings().weight.shape[0])
             new_id = {pat: n_rows + j for j, pat in enumerate(chosen)}
             pad = st.pad_token_id if st.pad_token_id is not None else st.eos_token_id

@@ -144,6 +144,12 @@ def test_tokdist_declares_and_refuses(synthetic_world):
         cls().initialize(ctx)
     with pytest.raises(ConfigError, match="max_tokens"):
         cls().initialize(InitContext(**{**ctx.__dict__, "params": {"max_tokens": 0}}))
+    from harness.initialize import load_backbone
+
+    ctx.source_model = lambda: load_backbone(synthetic_world.source_dir("src"))
+    ctx.params = {"target_layer": 7, "max_tokens": 2, "snippets": 2}
+    with pytest.raises(ConfigError, match="target_layer 7 is outside"):
+        cls().initialize(ctx)
 
 
 def test_tokdist_on_the_decoder_source(synthetic_world, tmp_path):
