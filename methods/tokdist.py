@@ -275,7 +275,7 @@ class TokenDistillationInit(Method):
     reference: ClassVar[Reference] = Reference(
         "konstantinjdobler/token-distillation@ac9ef2c",
         "transform_input_token_format identical on hand-made snippets; train_embeddings on a tiny random Llama: "
-        "first-step loss 1e-6, new rows after every step 1e-5, original rows bit for bit",
+        "every step's loss to 1e-6, the new rows after the last step to 1e-5, original rows bit for bit",
         ("tests/parity/test_tokdist_parity.py",))
 
     def initialize(self, ctx: InitContext) -> InitResult:
