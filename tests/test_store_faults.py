@@ -511,6 +511,12 @@ import sys
 from harness.core.tracking import Tracker
 
 tracker = Tracker(sys.argv[1])
+if sys.argv[2] == "spill":  # SQLite writes dirty pages into the file before the commit (a kill leaves a hot journal)
+    from sqlalchemy import event
+
+    engine = tracker.client._client._tracking_client.store.engine
+    engine.dispose()
+    event.listen(engine, "connect", lambda con, _record: con.execute("pragma cache_size = 1"))
 exp = tracker.experiment("probe")
 tracker.mark_orphans_killed([exp])  # what a command does first: runs of a dead process become KILLED
 for c in range(6):
@@ -528,8 +534,9 @@ for c in range(6):
 """
 
 
-def _probe_writer(home: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", PROBE_WRITER, _uri(home / "mlflow.db")], cwd=REPO,
+def _probe_writer(home: Path, spill: bool = False) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", PROBE_WRITER, _uri(home / "mlflow.db"),
+                             "spill" if spill else "cache"], cwd=REPO,
                             env=_env(home), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
@@ -550,10 +557,15 @@ def _probe_check(db: Path) -> None:
 def test_probe_twenty_kills_inside_store_writes(tmp_path):
     """The kill tests' pattern at the store: a writer doing what a cell does with the store (its run found or
     made by its identity, params, metrics per evaluated step marked done, FINISHED) is SIGKILLed the moment
-    SQLite's journal appears (a write transaction is open) -- 20 times, each followed by the same writer
+    SQLite's journal appears (a write transaction is open; every other writer has SQLite spill its pages into the
+    file before the commit, as a large transaction does, so a kill can leave a hot journal) -- 20 times, each
+    followed by the same writer
     resuming in the same home; then no cell's run is lost, doubled or left RUNNING, and every metric holds one
     value per step."""
-    kills = inside = 0
+    import random
+
+    rng = random.Random(48)
+    kills = inside = hot = 0
     homes = 0
     home = None
     while kills < 20:
@@ -562,10 +574,11 @@ def test_probe_twenty_kills_inside_store_writes(tmp_path):
             home = tmp_path / f"home{homes}"
             home.mkdir()
         journal = home / "mlflow.db-journal"
-        proc = _probe_writer(home)
+        proc = _probe_writer(home, spill=kills % 2 == 1)
         killed = False
         while proc.poll() is None:
-            if journal.exists():
+            if journal.exists():  # a write is open: the kill lands a moment into it (its first page .. its commit)
+                time.sleep(rng.uniform(0, 0.03))
                 proc.send_signal(signal.SIGKILL)
                 killed = True
                 break
@@ -574,6 +587,7 @@ def test_probe_twenty_kills_inside_store_writes(tmp_path):
         if killed:
             kills += 1
             inside += journal.exists()  # the kill landed inside the write: its journal is left
+            hot += journal.exists() and _hot(home / "mlflow.db")  # ... with pages to roll back
         else:
             assert proc.returncode == 0, proc.stderr.read().decode()[-3000:]
             _probe_check(home / "mlflow.db")
@@ -582,6 +596,6 @@ def test_probe_twenty_kills_inside_store_writes(tmp_path):
         proc = _probe_writer(home)
         assert proc.wait(timeout=300) == 0, proc.stderr.read().decode()[-3000:]
         _probe_check(home / "mlflow.db")
-    print(f"probe: {kills} SIGKILLs, {inside} left a journal behind, {homes} home(s); nothing lost, doubled or "
-          "left RUNNING")
-    assert inside >= 10
+    print(f"probe: {kills} SIGKILLs, {inside} left a journal behind ({hot} a hot one), {homes} home(s); nothing "
+          "lost, doubled or left RUNNING")
+    assert inside >= 10 and hot >= 1
