@@ -45,7 +45,7 @@ from methods.shared import tokenizer_fingerprint
 
 log = logging.getLogger(__name__)
 
-HELPER_VERSION = 1  # bump when the helper's training changes: cached helpers are then trained again
+HELPER_VERSION = 2  # bump when the helper's training changes: cached helpers are then trained again
 HELPER_KIND = "helper-model"  # the product kind under <home>/cache/methods/helper/products/
 
 
@@ -319,12 +319,18 @@ def masked_loss(model: Any, inputs: torch.Tensor, labels: torch.Tensor) -> _Loss
 def train_helper(tok: Any, texts: dict[str, Path], settings: dict[str, Any], *, progress: Any = None,
                  log_metric: Any = None) -> tuple[Any, list[list[float]], dict[str, Any]]:
     """Train the helper from scratch; returns ``(model, [[step, loss], ...], meta)``."""
+    # the model's initialization and its dropout draw from the global RNG: seeded here, restored after
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(settings["seed"])
+        return _train_helper(tok, texts, settings, progress=progress, log_metric=log_metric)
+
+
+def _train_helper(tok: Any, texts: dict[str, Path], settings: dict[str, Any], *, progress: Any = None,
+                  log_metric: Any = None) -> tuple[Any, list[list[float]], dict[str, Any]]:
     t0 = time.perf_counter()
     rows = _sequences(tok, texts, settings)
     gen = torch.Generator().manual_seed(settings["seed"])
-    with torch.random.fork_rng():  # the model's own initialization draws from the global RNG: seed it, then restore
-        torch.manual_seed(settings["seed"])
-        model = build_helper(tok, settings)
+    model = build_helper(tok, settings)
     opt = torch.optim.AdamW(model.parameters(), lr=settings["lr"], weight_decay=0.01)
     steps = settings["steps"]
     warm = max(1, steps // 20)

@@ -33,6 +33,10 @@ for colliding special tokens and for ids beyond the donor matrix do not exist he
 the first atom's norm is clamped like the others (mergekit divides by the clamped norm but stores the raw one, which
 only matters for an all-zero anchor).
 
+The rows depend on no seed (the donor tables are the run seed's neither): they are computed once and kept in the
+method's cache (``<home>/cache/methods/omp/rows/``), keyed by digests of the source table, the donor table, the
+anchors, the new tokens and ``k``; the other seeds' cells read them.
+
 Parameters: ``k`` (64), ``donor`` ("helper" or "fasttext"), ``batch_size`` (512 new tokens per OMP batch; rows are
 independent, the batching changes no row), the helper's (:data:`methods.helper_model.HELPER_PARAMS`), and
 ``save_weights`` (write every new token's anchors and coefficients to ``ctx.workdir/omp_weights.npz``).
@@ -46,6 +50,8 @@ from typing import Any, ClassVar
 import numpy as np
 import torch
 
+from harness.core.cache import cached_arrays
+from harness.core.hashing import hash_obj
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference
 from methods.helper_model import (
@@ -61,6 +67,7 @@ from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_sta
 
 EPS = 1e-8  # Gram-Schmidt norms are clamped here
 REORTHOGONALIZE = 256  # a Householder QR of the basis every this many atoms
+ROWS_VERSION = 1  # bump when the rows' computation changes: cached rows are then computed again
 
 
 def omp(targets: torch.Tensor, atoms: torch.Tensor, k: int, *, eps: float = EPS,
@@ -186,10 +193,26 @@ class OMPInit(Method):
             new = np.zeros(0, dtype=np.int64)
         d_all = torch.from_numpy(np.ascontiguousarray(donor, dtype=np.float32))
         source_ids = torch.tensor([mapping.copy[int(t)] for t in anchors], dtype=torch.long)
-        advance = self.bar(ctx, "OMP: new tokens", len(new))
-        rows, picked, coeff, residual = transplant(
-            d_all[torch.from_numpy(new)], d_all[torch.from_numpy(anchors)], src[source_ids], max(k_used, 1),
-            batch_size=int(p["batch_size"]), progress=advance)
+        def compute() -> dict[str, np.ndarray]:
+            advance = self.bar(ctx, "OMP: new tokens", len(new))
+            rows, picked, coeff, residual = transplant(
+                d_all[torch.from_numpy(new)], d_all[torch.from_numpy(anchors)], src[source_ids], max(k_used, 1),
+                batch_size=int(p["batch_size"]), progress=advance)
+            return {"rows": rows.numpy(), "picked": picked.numpy(), "coeff": coeff.numpy(),
+                    "residual": np.array(residual)}
+
+        # the rows depend on no seed: computed once for every run seed (the bible world's 90k new tokens take
+        # tens of minutes of a core), kept by their inputs in the method's cache
+        inputs = {"v": ROWS_VERSION, "source": table_digest(src.numpy()), "donor": donor_info["digest"],
+                  "anchors": table_digest(anchors), "sources": table_digest(source_ids.numpy()),
+                  "new": table_digest(new), "k": int(k_used), "batch": int(p["batch_size"])}
+        if ctx.cache_dir is None:
+            z = compute()
+        else:
+            z = cached_arrays(Path(ctx.cache_dir) / "rows" / f"omp-{hash_obj(inputs)}.npz", compute,
+                              waiting="OMP: another process computes these rows, waiting for it")
+        rows, picked, coeff = (torch.from_numpy(z[k]) for k in ("rows", "picked", "coeff"))
+        residual = float(z["residual"])
         if len(new):
             matrix[torch.from_numpy(new)] = rows.to(matrix.dtype)
             provenance[new] = Provenance.METHOD

@@ -144,10 +144,18 @@ def test_counts_copies_and_rows_recomputed_in_the_helper_space(helper_run):
 
 
 def test_same_seed_same_matrix_bit_for_bit_and_the_helper_is_shared_across_seeds(synthetic_world, cache,
-                                                                                   helper_run):
+                                                                                   helper_run, tmp_path,
+                                                                                   monkeypatch):
     _, first = helper_run
-    again = OMPInit().initialize(ctx_for(synthetic_world, cache, k=8))
+    fresh = tmp_path / "methods" / "omp"  # the helper and the rows computed again, in a cache of their own
+    again = OMPInit().initialize(ctx_for(synthetic_world, fresh, k=8))
     assert torch.equal(first.matrix, again.matrix) and np.array_equal(first.provenance, again.provenance)
+    assert len(list((fresh / "rows").glob("omp-*.npz"))) == 1
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("OMP computed again for another run seed")
+
+    monkeypatch.setattr("methods.omp.transplant", refuse)  # the other seeds read the rows the first one kept
     other_seed = OMPInit().initialize(ctx_for(synthetic_world, cache, seed=2, k=8))
     assert torch.equal(first.matrix, other_seed.matrix)  # no random row; helper_seed 0 serves every run seed
 
