@@ -87,3 +87,31 @@ def test_a_bf16_run_after_an_fp32_one_adds_rows_and_the_fp32_cells_resume(run_cl
     again = run_cli(*cmd, check=True)
     assert "finished, every evaluation logged: random" in again.stderr
     assert "init random" not in again.stderr
+
+
+def test_bf16_cells_of_oneDNN_pinned_and_of_the_cpus_own_kernels_are_never_one_cell(run_cli):
+    """``--precision bf16`` on a CPU with AVX-512 / AMX: the pinned run (oneDNN capped at AVX2) and a native one
+    (oneDNN's AMX or AVX-512 BF16 kernels) measure other kernels, so the second computes its cells (it is not passed
+    over as finished), and the board shows two rows labelled apart (``kernels=avx2``, ``kernels=native:<hex>``),
+    never pooled; the pinned command again passes over its cells."""
+    import pytest
+
+    from harness.core import kernels
+
+    if not kernels.can_pin() or not kernels.cpu_flags() & {"avx512f", "amx_bf16", "avx512_bf16"}:
+        pytest.skip("needs an x86-64 CPU whose own kernels are not the AVX2 ones")
+    cmd = ["run", "--world", "synthetic", "--methods", "random", "--tasks", "sr-t", "--experiment", "kernels",
+           "--precision", "bf16", "--device", "cpu"]
+    first = run_cli(*cmd, check=True)
+    assert "CPU kernels:" not in first.stderr  # pinned: nothing to say
+    # (the test process pinned itself: its pins are in the environment a child inherits, and a child with them
+    # computes, and is measured as, the pinned set; the CPU's own kernels are a clean environment's)
+    native = run_cli(*cmd, env={"HARNESS_CPU_KERNELS": "native", **{k: "" for k in (*kernels.PINS,
+                                                                                   kernels.PINNED_ENV)}}, check=True)
+    assert "finished, every evaluation logged" not in native.stderr, native.stderr[-2000:]
+    label = re.search(r"the cells are labelled (native:[0-9a-f]{8})", native.stderr)
+    assert label, native.stderr[-2000:]
+    assert re.search(r"random d=full kernels=avx2", native.stdout), native.stdout
+    assert f"random d=full kernels={label.group(1)}" in native.stdout, native.stdout
+    again = run_cli(*cmd, check=True)
+    assert "finished, every evaluation logged: random" in again.stderr and "init random" not in again.stderr
