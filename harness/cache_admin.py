@@ -284,7 +284,8 @@ def scan(home: Path) -> list[Item]:
                 continue  # a world's build lock and its lease go with the world
             items.append(Item("world", p, tree_size(p), _mtime(p), re.sub(r"-v\d+$", "", p.name),
                               extra=_beside(p)))
-    for name in ("mlflow.db", "mlflow.db-wal", "mlflow.db-shm", "mlartifacts", "mlruns"):
+    for name in ("mlflow.db", "mlflow.db-journal", "mlflow.db-wal", "mlflow.db-shm", ".mlflow.db.runs.lock",
+                 "mlartifacts", "mlruns"):  # (a journal holds the pages a killed writer's rollback restores)
         p = home / name
         if p.exists():
             items.append(Item("tracking", p, tree_size(p), _mtime(p)))
@@ -292,7 +293,7 @@ def scan(home: Path) -> list[Item]:
         for p in sorted((home / "leaderboards").iterdir()):
             items.append(Item("leaderboards", p, tree_size(p), _mtime(p), p.name))
     known = {"products", "cache", "downloads", "build-envs", "worlds", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm",
-             "mlartifacts", "mlruns", "leaderboards"}
+             "mlflow.db-journal", ".mlflow.db.runs.lock", "mlartifacts", "mlruns", "leaderboards"}
     for p in sorted(home.iterdir()) if home.is_dir() else []:
         if p.name not in known:
             items.append(Item("other", p, tree_size(p), _mtime(p)))
