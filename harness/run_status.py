@@ -132,3 +132,28 @@ def partial_line(done: int, total: int, to_come: list[str], running_now: list[st
     if running_now:
         line += f"; running: {', '.join(running_now)}"
     return line + "; seeds still running or pending are missing, so spreads and claims are provisional"
+
+
+def partial_note(reader: Any, tracking_uri: str, experiment: Any) -> str | None:
+    """The line that marks ``experiment``'s board partial while a live run still computes cells of it (None when
+    none does): the cells done, the methods to come, the cells running now (the cell runs the store holds as
+    RUNNING) and how many are pending."""
+    from harness.core.record import Kind, kind_filter, own_tags, search_runs
+
+    statuses = running(tracking_uri, experiment.name)
+    if not statuses:
+        return None
+    st = statuses[0]
+    mine = [c for c in st.cells if c["experiment"] == experiment.name]
+    labels = {c["label"] for c in mine}
+    done = [lab for lab in st.done if lab in labels]
+    now = []
+    for run in search_runs(reader, experiment.experiment_id, kind_filter(Kind.CELL)):
+        if run.info.status == "RUNNING" and run.info.start_time / 1000 >= st.started - 60:
+            tags = own_tags(run)
+            now.append(f"{tags.get('method', '?')}-{tags.get('dim', 'full')}-s{tags.get('seed', '?')}")
+    ended = set(st.done) | set(st.failed)
+    pending = len([c for c in mine if c["label"] not in ended]) - len(now)
+    line = partial_line(len(done), len(mine), st.to_come(), sorted(now), (time.time() - st.started) / 60)
+    return line.replace("partial board", f"partial board (run of process {st.pid} still computing)", 1) + (
+        f"; {max(0, pending)} cell(s) pending" if pending > 0 else "")

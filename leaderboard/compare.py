@@ -4,7 +4,11 @@ Each side is resolved, in this order, to
   * a **leaderboard folder** (a folder holding the ``leaderboard.json`` that ``harness leaderboard`` writes, or that
     file itself): the per-seed values it stores;
   * an **MLflow run** (a 32-hex run id): a cell run with its task runs, or a task run with its cell;
-  * an **MLflow experiment** by name: every cell in it.
+  * an **MLflow experiment** by name: every cell in it;
+  * a **method name or row label** (``ofa``, ``"ofa d=100"``): the rows of that method, or the row of that label,
+    on the current experiment (``--experiment``; default: the experiment of the latest cell run in the store).
+    Two such sides on one experiment are paired variant by variant (``ofa d=100`` with ``random d=100``), and
+    their cells seed by seed (below).
 
 Both sides are read back, never recomputed, into rows (a model variant, labelled as on the leaderboard) of per-language
 values per seed. A row of A meets the row of B with the same label, or the one row of B of the same method and dim
@@ -15,6 +19,9 @@ it is significant (the interval excludes 0), with a two-sided bootstrap p-value:
 
   * **items, paired**: one seed a side, the same world and the same number of test items (the same sentences in the
     same order): the items are drawn with replacement, the same indices for both sides;
+  * **seeds, paired** (**seeds + items, paired**): the same seeds on both sides, two or more, in the same world:
+    the seeds are drawn with replacement, the same seeds for both sides, and within each drawn seed its items,
+    the same indices for both sides, where both logged them;
   * **seeds + items** / **seeds**: otherwise, each side's mean over seeds is resampled on its own, seeds with
     replacement and, within each drawn seed, its items when the run logged them (:mod:`leaderboard.stats`);
   * no interval when a side has neither items nor two seeds (a single run read from a leaderboard folder).
@@ -53,6 +60,8 @@ class SideRow:
     world: str = ""
     values: dict[str, list[float]] = field(default_factory=dict)
     items: dict[str, list[ItemSample | None]] = field(default_factory=dict)
+    seeds: dict[str, list[str]] = field(default_factory=dict)  # the seed of each value ([] where unknown)
+    runs: dict[str, str] = field(default_factory=dict)  # the cell runs the row's values come from: id -> name
 
     def mean(self, lang: str) -> float:
         return statistics.fmean(self.values[lang])
@@ -72,17 +81,20 @@ class SideTable:
 @dataclass
 class Side:
     name: str
-    kind: str  # "experiment", "run" or "folder"
+    kind: str  # "experiment", "run", "folder" or "rows" (a method name or a row label)
     tables: dict[tuple[str, str, str, str], SideTable] = field(default_factory=dict)
+    experiment: str = ""  # where the rows are (a folder: none)
 
     @property
     def title(self) -> str:
-        return f"{self.name} ({self.kind})"
+        where = f" of experiment {self.experiment}" if self.experiment and self.kind in ("rows", "run") else ""
+        return f"{self.name} ({self.kind}{where})"
 
 
 # -- reading a side -------------------------------------------------------------------------------------------
-def resolve(spec: str, client: Any = None) -> Side:
-    """A leaderboard folder, an MLflow run id or an experiment name (see the module's docstring)."""
+def resolve(spec: str, client: Any = None, experiment: str | None = None) -> Side:
+    """A leaderboard folder, an MLflow run id, an experiment name, or a method name or row label on ``experiment``
+    (default: the current one, :func:`current_experiment`); see the module's docstring."""
     p = Path(spec).expanduser()
     if p.is_file() and p.name.endswith(".json"):
         return from_folder(p.parent, p)
@@ -104,9 +116,60 @@ def resolve(spec: str, client: Any = None) -> Side:
     exp = client.get_experiment_by_name(spec)
     if exp is not None and exp.lifecycle_stage == "active":
         return from_experiment(client, exp)
-    names = sorted(e.name for e in client.search_experiments())
-    raise HarnessError(f"{spec!r} is neither a leaderboard folder, a run id nor an experiment "
-                       f"(experiments: {', '.join(names) or 'none'}); see `harness compare --help`")
+    return from_rows(client, spec, experiment)
+
+
+def current_experiment(client: Any) -> Any:
+    """The experiment of the latest cell run in the store (None: the store holds no cell run)."""
+    from harness.core.record import Kind, kind_filter
+    from leaderboard.collect import experiments
+
+    exps = experiments(client)
+    if not exps:
+        return None
+    runs = client.search_runs([e.experiment_id for e in exps], filter_string=kind_filter(Kind.CELL),
+                              order_by=["attributes.start_time DESC"], max_results=1)
+    if not runs:
+        return None
+    return next(e for e in exps if e.experiment_id == runs[0].info.experiment_id)
+
+
+def from_rows(client: Any, spec: str, experiment: str | None = None) -> Side:
+    """The rows of method ``spec``, or the row labelled ``spec``, of ``experiment`` (default: the current one)."""
+    from leaderboard.collect import collect_experiment
+
+    if experiment is not None:
+        exp = client.get_experiment_by_name(experiment)
+        if exp is None or exp.lifecycle_stage != "active":
+            names = sorted(e.name for e in client.search_experiments())
+            raise HarnessError(f"--experiment {experiment!r}: no such experiment in the tracking store "
+                               f"(experiments: {', '.join(names) or 'none'})")
+    else:
+        exp = current_experiment(client)
+        if exp is None:
+            names = sorted(e.name for e in client.search_experiments())
+            raise HarnessError(f"{spec!r} is neither a leaderboard folder, a run id nor an experiment "
+                               f"(experiments: {', '.join(names) or 'none'}), and the store holds no cell run to "
+                               f"look for a method or row of that name in; see `harness compare --help`")
+    side = _from_data(exp.name, "experiment", collect_experiment(client, exp))
+    picked = Side(spec, "rows", experiment=exp.name)
+    labels: set[str] = set()
+    for key, table in side.tables.items():
+        labels |= set(table.rows)
+        rows = {lab: r for lab, r in table.rows.items() if lab == spec or _method_dim(lab)[0] == spec}
+        if spec in rows:
+            rows = {spec: rows[spec]}
+        if rows:
+            picked.tables[key] = SideTable(table.task, table.metric, table.profile, table.step,
+                                           table.higher_is_better, table.headline, rows)
+    if not picked.tables:
+        methods = sorted({_method_dim(lab)[0] for lab in labels})
+        names = sorted(e.name for e in client.search_experiments())
+        raise HarnessError(f"{spec!r} is neither a leaderboard folder, a run id nor an experiment (experiments: "
+                           f"{', '.join(names)}), nor a method or row label of experiment {exp.name!r} (methods: "
+                           f"{', '.join(methods) or 'none'}; rows: {', '.join(sorted(labels)) or 'none'}); give "
+                           f"--experiment to look in another one")
+    return picked
 
 
 def _step_key(kind: str, step: int | None) -> str | None:
@@ -121,7 +184,7 @@ def _from_data(name: str, kind: str, data: Any) -> Side:
     """Rows of every board of the runs in ``data`` (an ``ExperimentData``), with each seed's items."""
     from leaderboard.tables import _variant, build_leaderboard
 
-    side = Side(name, kind)
+    side = Side(name, kind, experiment=data.name)
     if not data.tasks:
         return side
     lb = build_leaderboard(data, bootstrap=0, papers=False)
@@ -135,8 +198,13 @@ def _from_data(name: str, kind: str, data: Any) -> Side:
             runs = [t for t in data.tasks if t.task == b.task and t.profile == b.profile
                     and _variant(t, data.parent(t), False) == r.variant]
             row = SideRow(r.label, world=runs[0].world if runs else "")
+            for t in runs:
+                cell = data.parent(t)
+                if cell is not None:
+                    row.runs[cell.run_id] = f"{cell.method}-{cell.dim}-s{cell.seed}"
             for lang, e in r.entries.items():
                 row.values[lang] = list(e.values)
+                row.seeds[lang] = [str(x) for x in e.seeds]
                 its: list[ItemSample | None] = []
                 for seed in e.seeds:
                     run = next((t for t in runs if t.seed == seed), None)
@@ -176,7 +244,9 @@ def from_run(client: Any, run: Any) -> Side:
     tasks = [t for t in (read_task_run(client, r) for r in task_runs) if t is not None and t.scores]
     data = ExperimentData(name=client.get_experiment(exp_id).name, experiment_id=exp_id,
                           cells={cell.info.run_id: read_cell_run(client, cell)}, tasks=tasks, client=client)
-    return _from_data(run.info.run_id, "run", data)
+    side = _from_data(run.info.run_id, "run", data)
+    side.experiment = data.name
+    return side
 
 
 def from_folder(folder: Path, path: Path) -> Side:
@@ -281,6 +351,32 @@ def _paired_replicates(a: ItemSample, b: ItemSample, rng: np.random.Generator, m
     return out
 
 
+def _seed_paired_replicates(va: list[float], vb: list[float], ia: list[ItemSample | None],
+                            ib: list[ItemSample | None], rng: np.random.Generator, m: int) -> np.ndarray:
+    """``m`` replicates of the mean over seeds of ``a_s - b_s`` (``va``, ``vb`` aligned seed by seed): the seeds
+    drawn with replacement, the same for both sides, and within a seed whose items both sides logged (the same
+    number), its items, the same indices for both."""
+    k = len(va)
+    per_seed = np.empty((m, k))
+    for s in range(k):
+        a, b = ia[s], ib[s]
+        if a is not None and b is not None and len(a) == len(b):
+            per_seed[:, s] = _paired_replicates(a, b, rng, m)
+        else:
+            per_seed[:, s] = va[s] - vb[s]
+    drawn = rng.integers(0, k, size=(m, k))
+    return np.take_along_axis(per_seed, drawn, axis=1).mean(axis=1)
+
+
+def _same_seeds(ra: SideRow, rb: SideRow, lang: str) -> list[tuple[int, int]] | None:
+    """Where both rows hold the same two or more seeds in the same world: the positions of each seed in A's and
+    B's values; else None."""
+    sa, sb = ra.seeds.get(lang) or [], rb.seeds.get(lang) or []
+    if len(sa) < 2 or sorted(sa) != sorted(sb) or len(set(sa)) != len(sa) or not ra.world or ra.world != rb.world:
+        return None
+    return [(sa.index(s), sb.index(s)) for s in sorted(sa)]
+
+
 def _varies(values: list[float], items: list[ItemSample | None]) -> bool:
     return len(values) > 1 or (len(values) == 1 and items[0] is not None)
 
@@ -294,10 +390,16 @@ def lang_diff(lang: str, ra: SideRow, rb: SideRow, *, resamples: int, seed: int,
     if resamples <= 0 or not (_varies(va, ia) and _varies(vb, ib)):
         return d
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFF, stable_seed(key)])
+    pairs = _same_seeds(ra, rb, lang)
     if (len(va) == len(vb) == 1 and ia[0] is not None and ib[0] is not None and len(ia[0]) == len(ib[0])
             and ra.world and ra.world == rb.world):
         reps = _paired_replicates(ia[0], ib[0], rng, resamples)
         d.resampled = "items, paired"
+    elif pairs is not None:
+        reps = _seed_paired_replicates([va[i] for i, _ in pairs], [vb[j] for _, j in pairs],
+                                       [ia[i] for i, _ in pairs], [ib[j] for _, j in pairs], rng, resamples)
+        with_items = any(ia[i] is not None and ib[j] is not None for i, j in pairs)
+        d.resampled = "seeds + items, paired" if with_items else "seeds, paired"
     else:
         reps = _mean_replicates(va, ia, rng, resamples) - _mean_replicates(vb, ib, rng, resamples)
         with_items = any(x is not None for x in ia + ib)
@@ -332,7 +434,17 @@ def match_rows(ta: SideTable, tb: SideTable) -> list[tuple[SideRow, SideRow]]:
         same_b = [r for r in rest_b if _method_dim(r.label) == key]
         if len(same_a) == 1 and len(same_b) == 1:
             pairs.append((ra, same_b[0]))
+    if not pairs:  # two methods (or rows) of one experiment: variant by variant, the method's name aside
+        for ra in rest_a:
+            same_b = [r for r in rest_b if _variant_rest(r.label) == _variant_rest(ra.label)]
+            if len(same_b) == 1 and sum(_variant_rest(r.label) == _variant_rest(ra.label) for r in rest_a) == 1:
+                pairs.append((ra, same_b[0]))
     return pairs
+
+
+def _variant_rest(label: str) -> str:
+    """A row label without its method: ``d=100 (cpt=2)`` of ``ofa d=100 (cpt=2)``."""
+    return label.partition(" ")[2]
 
 
 def compare(a: Side, b: Side, *, task: str | None = None, metric: str | None = None, step: str = "final",
@@ -392,7 +504,36 @@ def _step_title(step: str) -> str:
     return "final step" if step == "final" else f"step {step}"
 
 
-def to_markdown(a: Side, b: Side, comps: list[Comparison], *, resamples: int) -> str:
+def where_rows_are(side: Side, labels: set[str], ids: bool = False) -> str:
+    """One line naming the experiment and the cell runs (with ``ids``, their run ids) of ``side``'s rows
+    ``labels``."""
+    runs: dict[str, str] = {}
+    for table in side.tables.values():
+        for lab, row in table.rows.items():
+            if lab in labels:
+                runs.update(row.runs)
+    names = sorted(runs.items(), key=lambda kv: kv[1])
+    shown = ", ".join(f"{n} ({i})" if ids else n for i, n in names)
+    where = f"experiment {side.experiment}" if side.experiment else f"folder {side.name}"
+    return f"{where}" + (f", runs {shown}" if shown else "")
+
+
+def runs_footer(experiment: str, cells: Any, ids: bool = False) -> str:
+    """The line under a board that names where its rows are: the experiment and its cell runs (by name, seeds
+    folded: ``ofa-full-s1,2,3``; with ``ids`` each run by name and id)."""
+    cells = list(cells)
+    if ids:
+        shown = ", ".join(f"{c.method}-{c.dim}-s{c.seed} ({c.run_id})"
+                          for c in sorted(cells, key=lambda c: (c.method, c.dim, str(c.seed))))
+    else:
+        seeds: dict[str, list[str]] = {}
+        for c in cells:
+            seeds.setdefault(f"{c.method}-{c.dim}-s", []).append(str(c.seed))
+        shown = ", ".join(k + ",".join(sorted(v, key=lambda x: (len(x), x))) for k, v in sorted(seeds.items()))
+    return f"rows from experiment {experiment}: {len(cells)} cell run(s) {shown}" + ("" if ids else " (ids: --ids)")
+
+
+def to_markdown(a: Side, b: Side, comps: list[Comparison], *, resamples: int, ids: bool = False) -> str:
     out = [f"# {a.name} vs {b.name}", "",
            f"A = {a.title}, B = {b.title}. Per task and language: means over seeds, `A - B`, its "
            f"{int(LEVEL * 100)} % bootstrap interval ({resamples} resamples; what is resampled in the last column) "
@@ -415,6 +556,9 @@ def to_markdown(a: Side, b: Side, comps: list[Comparison], *, resamples: int) ->
             out.append(f"| {name} | {_v(d.a)} | {_v(d.b)} | {_v(d.diff, True)} | {iv} | {_sig(d)} | {p} | "
                        f"{c.better(d)} | {d.seeds_a}/{d.seeds_b} | {d.resampled or 'none'} |")
         out.append("")
+    rows_a, rows_b = {c.row_a for c in comps}, {c.row_b for c in comps}
+    out += ["---", "", f"A's rows: {where_rows_are(a, rows_a, ids)}", "",
+            f"B's rows: {where_rows_are(b, rows_b, ids)}" + ("" if ids else " (run ids: --ids)"), ""]
     return "\n".join(out)
 
 
@@ -441,7 +585,7 @@ def to_csv(comps: list[Comparison]) -> str:
 
 def run_compare(a: str, b: str, *, tracking_uri: str | None = None, task: str | None = None,
                 metric: str | None = None, step: str = "final", fmt: str = "md", out: Path | None = None,
-                resamples: int = 1000, seed: int = 0) -> int:
+                resamples: int = 1000, seed: int = 0, experiment: str | None = None, ids: bool = False) -> int:
     """``harness compare``: print (or write to ``out``) the comparison of ``a`` and ``b``."""
     import sys
 
@@ -454,9 +598,9 @@ def run_compare(a: str, b: str, *, tracking_uri: str | None = None, task: str | 
     client = None
     if not all(Path(x).expanduser().exists() for x in (a, b)):
         client = Tracker(tracking_uri).reader
-    side_a, side_b = resolve(a, client), resolve(b, client)
+    side_a, side_b = resolve(a, client, experiment), resolve(b, client, experiment)
     comps = compare(side_a, side_b, task=task, metric=metric, step=step, resamples=resamples, seed=seed)
-    text = to_csv(comps) if fmt == "csv" else to_markdown(side_a, side_b, comps, resamples=resamples)
+    text = to_csv(comps) if fmt == "csv" else to_markdown(side_a, side_b, comps, resamples=resamples, ids=ids)
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)

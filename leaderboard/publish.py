@@ -464,7 +464,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                     step: str = "final", world: str | None = None, *, metric: str | None = None,
                     per_seed: bool = False, out: Path | None = None, log_run: bool = True, write: bool = True,
                     bootstrap: int = 1000, bootstrap_seed: int = 0, console: Console | None = None,
-                    langs: bool | None = None, claims: bool = False) -> int:
+                    langs: bool | None = None, claims: bool = False, ids: bool = False) -> int:
     """Read, build, print, write and log the leaderboard of each experiment. What is printed: by default one
     screen (:func:`leaderboard.render_terminal.render_overview`: the claims once, each row's headline average per
     task, the notes once, where the rest is); ``langs`` (or any of ``task``, ``metric``, ``per_seed``, a ``step``
@@ -482,6 +482,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
     tracker = Tracker(tracking_uri)
     exps = experiments(tracker.reader, experiment)
     results: list[tuple[Leaderboard, Leaderboard | None]] = []
+    where: dict[str, tuple[str | None, str]] = {}  # experiment -> (partial note, footer naming its runs)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), console=err,
                   transient=True) as prog:
         for exp in exps:
@@ -492,6 +493,11 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                                    progress=prog)
             per = build_leaderboard(data, per_seed=True, bootstrap=0) if per_seed else None
             results.append((lb, per))
+            from harness.run_status import partial_note
+            from leaderboard.compare import runs_footer
+
+            where[lb.experiment] = (partial_note(tracker.reader, tracker.uri, exp),
+                                    runs_footer(exp.name, data.cells.values(), ids))
     if not results:
         where = f" in experiment {experiment!r}" if experiment else ""
         console.print(f"no results yet{where}: run `harness run ...` first")
@@ -504,6 +510,9 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
     pages = {lb.experiment: out_dir_for(lb.experiment, out, several) / "leaderboard.html"
              for lb, _ in results} if write else {}
     for lb, per in results:
+        note, footer = where.get(lb.experiment, (None, ""))
+        if note:  # a run still computing cells of this experiment
+            console.print(note, style="bold", highlight=False, soft_wrap=True)
         mine = [c for c in lb.claims if task is None or c.task in (task, "held-out diagnostic")]
         if claims:
             render_claims_detail(mine, console)
@@ -513,6 +522,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                 render_overview(lb, console, tasks=[task] if task else None,
                                 html=str(pages[lb.experiment]) if lb.experiment in pages else None)
                 shown += 1
+            console.print(footer, highlight=False, soft_wrap=True)
             continue
         if not claims:
             render_claims(mine, console)
@@ -520,6 +530,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
         for b in boards:
             render(b, console)
         shown += len(boards)
+        console.print(footer, highlight=False, soft_wrap=True)
     if shown == 0:
         console.print(f"no table for task={task or 'any'} step={step} metric={metric or 'headline'}; "
                       "`--step all --metric all` lists every table")

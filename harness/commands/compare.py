@@ -1,4 +1,4 @@
-"""``harness compare A B``: two experiments, runs or leaderboard folders side by side."""
+"""``harness compare A B``: two methods or rows, experiments, runs or leaderboard folders side by side."""
 
 from __future__ import annotations
 
@@ -29,14 +29,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         check_tracking_reachable(args.tracking_uri)
     return run_compare(args.a, args.b, tracking_uri=args.tracking_uri, task=args.task, metric=args.metric,
                        step=args.step, fmt=args.format, out=args.out, resamples=args.bootstrap,
-                       seed=args.bootstrap_seed)
+                       seed=args.bootstrap_seed, experiment=args.experiment, ids=args.ids)
 
 
 def add_parser(sub: Any) -> None:
-    c = sub.add_parser("compare", help="two experiments, runs or leaderboard folders side by side, per task and "
+    c = sub.add_parser("compare", help="two methods or rows, experiments, runs or leaderboard folders side by side, per task and "
                                         "language, with the difference, its interval and its significance")
-    c.add_argument("a", help="an experiment name, an MLflow run id, or a folder written by `harness leaderboard`")
+    c.add_argument("a", help="a method name or row label (ofa, 'ofa d=100') of the current experiment, an "
+                             "experiment name, an MLflow run id, or a folder written by `harness leaderboard`")
     c.add_argument("b", help="the same kinds as A; the difference is A - B")
+    c.add_argument("--experiment", help="where method names and row labels are looked for (default: the "
+                                        "experiment of the latest cell run)")
+    c.add_argument("--ids", action="store_true", help="name the MLflow run id of every cell run the rows come from")
     c.add_argument("--tracking-uri")
     c.add_argument("--task", help="only this task")
     c.add_argument("--metric", help="this metric (default: the task's headline; 'all' for every one)")

@@ -37,7 +37,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
                            step=args.step, world=args.world, metric=args.metric, per_seed=args.per_seed,
                            out=args.out, log_run=not args.no_log, write=not args.no_write,
                            bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed,
-                           console=_board_console(), langs=True if args.langs else None, claims=args.claims)
+                           console=_board_console(), langs=True if args.langs else None, claims=args.claims,
+                           ids=args.ids)
 
 
 # -- the filters, checked against what the store holds ---------------------------------------------------------
@@ -187,4 +188,5 @@ def add_parser(sub: Any) -> None:
     lb.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     lb.add_argument("--no-log", action="store_true", help="write the files but do not log them to MLflow")
     lb.add_argument("--no-write", action="store_true", help="only print (no files, no MLflow run)")
+    lb.add_argument("--ids", action="store_true", help="name the MLflow run id of every cell run under a board")
     lb.set_defaults(func=cmd_leaderboard)
