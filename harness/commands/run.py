@@ -192,11 +192,16 @@ def results_table(spec: Any, tracker: Any, partial: str | None = None) -> None:
                 if data.tasks:  # rows of earlier runs and of older method code are marked
                     origins = row_origins(data, ours, older)
                     tables += summaries(build_leaderboard(data), spec.plan.tasks, origins)
+                    from leaderboard.compare import runs_footer
+
+                    footer = runs_footer(exp.name, data.cells.values())
         from leaderboard.summary import render
 
         for table in tables:
             console.print()
             render(table, console)
+        if tables:  # where the rows are
+            console.print(footer, highlight=False, soft_wrap=True)
 
 
 def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], dict[str, list[str]]]:
