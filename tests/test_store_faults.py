@@ -599,3 +599,18 @@ def test_probe_twenty_kills_inside_store_writes(tmp_path):
     print(f"probe: {kills} SIGKILLs, {inside} left a journal behind ({hot} a hot one), {homes} home(s); nothing "
           "lost, doubled or left RUNNING")
     assert inside >= 10 and hot >= 1
+
+
+def test_harness_cache_never_selects_the_stores_journal(base, tmp_path):
+    """``harness cache prune --kind other`` removes what the home holds beside its known kinds: a hot journal is
+    the store's (kind ``tracking``, never pruned), not "other"."""
+    from harness.cache_admin import scan, select
+
+    home = tmp_path / "home"
+    db = _copy(base, home)
+    _raw_killed_writer(db)
+    items = scan(home)
+    journal = [i for i in items if i.path.name == "mlflow.db-journal"]
+    assert [i.kind for i in journal] == ["tracking"]
+    assert not [i for i in select(items, ["other"], None, None) if i.path.name.startswith("mlflow.db")]
+    assert not [i for i in select(items, None, None, None) if i.path.name.startswith("mlflow.db")]
