@@ -201,13 +201,45 @@ def task_param_names(cls: Any) -> list[str] | None:
     return sorted({k for v in profiles.values() for k in v} | set(getattr(module, "EXTRA_PARAMS", ())))
 
 
+def task_param_kind(cls: Any, name: str) -> str | None:
+    """What a task's parameter ``name`` takes, read from the values its module's ``PROFILES`` give it: ``bool``
+    (every profile a switch), ``count`` (integers >= 0), ``number`` (numbers >= 0), ``str``; None where the profiles
+    say nothing of one kind (a table, a parameter of no profile)."""
+    import sys
+
+    profiles = getattr(sys.modules.get(getattr(cls, "__module__", "")), "PROFILES", None)
+    if not isinstance(profiles, dict):
+        return None
+    values = [p[name] for p in profiles.values() if isinstance(p, dict) and p.get(name) is not None]
+    if not values:
+        return None
+    if all(isinstance(v, bool) for v in values):
+        return "bool"
+    if any(isinstance(v, bool) for v in values):
+        return None
+    if all(isinstance(v, int) for v in values):
+        return "count"
+    if all(isinstance(v, int | float) for v in values):
+        return "number"
+    return "str" if all(isinstance(v, str) for v in values) else None
+
+
+_TASK_KINDS = {"bool": ("true or false", lambda v: isinstance(v, bool)),
+               "count": ("an integer >= 0", lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0),
+               "number": ("a number >= 0", lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+                          and v == v and v >= 0),
+               "str": ("a string", lambda v: isinstance(v, str))}
+
+
 def check_task_params(task: str, given: dict[str, Any]) -> None:
-    """``[task_params.<task>]``: the task must exist, and the names must be ones it declares (where it does; the
-    values are checked by the task when it evaluates)."""
+    """``[task_params.<task>]``: the task must exist, the names must be ones it declares (where it does), and each
+    value of the kind its profiles give the parameter (:func:`task_param_kind`; ``null`` keeps the default where a
+    profile's is none); the rest of a value's checks are the task's, when it evaluates."""
     from harness.core.errors import ConfigError
     from harness.core.registry import TASKS
 
-    names = task_param_names(_named(TASKS, "task_params", task))
+    cls = _named(TASKS, "task_params", task)
+    names = task_param_names(cls)
     if names is None:
         return
     unknown = sorted(set(given) - set(names))
@@ -215,3 +247,11 @@ def check_task_params(task: str, given: dict[str, Any]) -> None:
         raise ConfigError(f"config key 'task_params.{task}': unknown parameter "
                           f"{', '.join(repr(u) + _did_you_mean(u, names) for u in unknown)}; {task} takes "
                           f"{', '.join(names)}")
+    for name, value in given.items():
+        kind = task_param_kind(cls, name)
+        if kind is None or value is None:
+            continue
+        what, ok = _TASK_KINDS[kind]
+        if not ok(value):
+            raise ConfigError(f"config key 'task_params.{task}.{name}': expected {what}, got {value!r}; fix it in "
+                              f"the [task_params.{task}] table of the config file")
