@@ -161,3 +161,28 @@ def test_helper_kind_follows_the_source(synthetic_world):
     clm = build_helper(AutoTokenizer.from_pretrained(synthetic_world.target_tokenizer_dir),
                        {"objective": "clm", "hidden": 32, "layers": 1, "heads": 2, "seq_len": 16})
     assert "CausalLM" in type(clm).__name__ and clm.get_output_embeddings().weight is clm.get_input_embeddings().weight
+
+
+def test_on_a_decoder_source_the_helper_is_a_causal_lm(synthetic_world, cache):
+    """A method sees tables: on the synthetic world's decoder source (where the world declares one) the helper is
+    a decoder, and the rows are computed as on the encoder."""
+    if "dec" not in synthetic_world.sources:
+        pytest.skip("this synthetic world has no decoder source")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from methods.base import InitContext
+    from methods.overlap import mapping_cache
+
+    st = AutoTokenizer.from_pretrained(synthetic_world.source_dir("dec"))
+    tt = AutoTokenizer.from_pretrained(synthetic_world.target_tokenizer_dir)
+    e = AutoModelForCausalLM.from_pretrained(synthetic_world.source_dir("dec")).get_input_embeddings().weight
+    ctx = InitContext(source_matrix=e.detach()[:len(st)].float().clone(), source_tokenizer=st, target_tokenizer=tt,
+                      mapping_for=mapping_cache(st, tt, None), world=synthetic_world, seed=1, params=dict(TINY),
+                      cache_dir=cache)
+    res = CLPPlusInit().initialize(ctx)
+    assert res.stats["helper"]["settings"]["objective"] == "clm"
+    mapping = build_mapping(st, tt, "exact", specials="string")
+    assert res.counts() == {"copied": len(mapping.copy), "method": len(tt) - len(mapping.copy), "random": 0,
+                            "unk": 0}
+    for tid, sid in mapping.copy.items():
+        assert torch.equal(res.matrix[tid], ctx.source_matrix[sid])
