@@ -66,9 +66,10 @@ def candidates(effective: int, per_device_max: int, n_devices: int) -> list[int]
 
 def probe_step(model: torch.nn.Module, batch: int, block_size: int, device: str, precision: str,
                held_bytes: int) -> None:
-    """One training step's memory: forward and backward on ``batch`` random blocks (15 % of positions masked),
-    with ``held_bytes`` held aside for what a training step keeps beside it (:func:`held_state_bytes`);
-    gradients are dropped after it."""
+    """One training step's memory: forward and backward on ``batch`` random blocks (15 % of positions masked for
+    a masked LM, every position a target for a causal LM: the step CPT takes), with ``held_bytes`` held aside for
+    what a training step keeps beside it (:func:`held_state_bytes`); gradients are dropped after it."""
+    from harness.core.objective import objective_of_model
     from harness.core.precision import autocast
 
     vocab = int(model.get_input_embeddings().weight.shape[0])
@@ -76,6 +77,8 @@ def probe_step(model: torch.nn.Module, batch: int, block_size: int, device: str,
     ids = torch.randint(5, max(vocab, 6), (batch, block_size), generator=g)
     labels = torch.where(torch.rand((batch, block_size), generator=g) < 0.15, ids, torch.full_like(ids, -100))
     labels[:, 0] = ids[:, 0]  # at least one position per row
+    if objective_of_model(model) == "clm":
+        labels = ids.clone()
     reserve = (torch.empty(held_bytes, dtype=torch.uint8, device=device)
                if held_bytes and str(device).startswith("cuda") else None)
     was_training = model.training

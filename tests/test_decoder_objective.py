@@ -83,3 +83,26 @@ def test_bits_per_byte_by_hand():
     assert objective.bits_per_byte(16.0 * math.log(2), 8) == pytest.approx(2.0)
     with pytest.raises(ValueError):
         objective.bits_per_byte(1.0, 0)
+
+
+def test_the_batch_search_probes_a_decoder_with_its_own_step():
+    """The batch search's probe step (harness.cpt_batch.probe_step) trains a decoder on every position, as causal
+    CPT does; an encoder on 15 % of them."""
+    from harness.cpt_batch import probe_step
+
+    seen = []
+
+    def spy(model):
+        forward = model.forward
+
+        def wrapped(*args, **kwargs):
+            seen.append(kwargs["labels"])
+            return forward(*args, **kwargs)
+
+        model.forward = wrapped
+        return model
+
+    probe_step(spy(tiny_decoder("llama", 40, tie=True)), 2, 16, "cpu", "fp32", 0)
+    assert (seen[-1] != -100).all()
+    probe_step(spy(tiny_xlmr(len(xlmr_source_tokenizer()))), 2, 16, "cpu", "fp32", 0)
+    assert 0 < float((seen[-1] != -100).float().mean()) < 0.5
