@@ -149,7 +149,7 @@ def _say_kernels(spec: Any) -> None:
     set, a library's own choice, another CPU): the label the cells carry, and why (:mod:`harness.core.kernels`)."""
     from harness.core import kernels
 
-    if spec.cpu_kernels != kernels.PINNED or kernels.kept_by_user():
+    if spec.cpu_kernels not in (kernels.PINNED, kernels.PINNED_BF16) or kernels.kept_by_user():
         err.print(f"[yellow]CPU kernels:[/yellow] {kernels.describe(spec.cpu_bf16)}; the cells are labelled "
                   f"{spec.cpu_kernels} (in their identity and on the board)", soft_wrap=True, highlight=False)
 
