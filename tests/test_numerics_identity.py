@@ -92,7 +92,7 @@ def test_a_bf16_run_after_an_fp32_one_adds_rows_and_the_fp32_cells_resume(run_cl
 def test_bf16_cells_of_oneDNN_pinned_and_of_the_cpus_own_kernels_are_never_one_cell(run_cli):
     """``--precision bf16`` on a CPU with AVX-512 / AMX: the pinned run (oneDNN capped at AVX2) and a native one
     (oneDNN's AMX or AVX-512 BF16 kernels) measure other kernels, so the second computes its cells (it is not passed
-    over as finished), and the board shows two rows labelled apart (``kernels=avx2``, ``kernels=native:<hex>``),
+    over as finished), and the board shows two rows labelled apart (``kernels=avx2-onednn``, ``native:<hex>``),
     never pooled; the pinned command again passes over its cells."""
     import pytest
 
@@ -111,7 +111,7 @@ def test_bf16_cells_of_oneDNN_pinned_and_of_the_cpus_own_kernels_are_never_one_c
     assert "finished, every evaluation logged" not in native.stderr, native.stderr[-2000:]
     label = re.search(r"the cells are labelled (native:[0-9a-f]{8})", native.stderr)
     assert label, native.stderr[-2000:]
-    assert re.search(r"random d=full kernels=avx2", native.stdout), native.stdout
+    assert re.search(r"random d=full kernels=avx2-onednn", native.stdout), native.stdout
     assert f"random d=full kernels={label.group(1)}" in native.stdout, native.stdout
     again = run_cli(*cmd, check=True)
     assert "finished, every evaluation logged: random" in again.stderr and "init random" not in again.stderr

@@ -27,11 +27,12 @@ torch may compute otherwise. Once a process, after the pins, :func:`fingerprint`
 workload of the kernels a cell uses -- an fp32 GEMM and Linear (MKL), ``exp``, softmax, log-softmax, layer norm,
 GELU (ATen, oneDNN), a numpy product (OpenBLAS) and, where the run computes in bf16 on the CPU, a bf16 autocast
 Linear and matmul (oneDNN) whose inputs put each output on a rounding boundary, so that the order of the
-accumulation shows in the bf16 result -- on one thread, and hashes the bits. A cell is labelled ``avx2`` only when
-that fingerprint equals the golden one of the pinned set (:data:`GOLDEN`, taken under the AVX2 emulation of
-:func:`avx2_emulation`: ``python -m harness.core.kernels --write-golden``); otherwise ``native:<8 hex of the
-fingerprint>``. The label (:func:`cpu_kernels`) is part of every cell's identity, of its init product's, of
-HyperOFA's hypernetwork product's and of the seed aggregates' groups, logged with each cell run (``cpu_kernels``)
+accumulation shows in the bf16 result -- on one thread, and hashes the bits. A cell is labelled ``avx2`` (in bf16
+on the CPU ``avx2-onednn``: cells labelled ``avx2`` before oneDNN was pinned computed bf16 with the CPU's own
+kernels) only when that fingerprint equals the golden one of the pinned set (:data:`GOLDEN`, taken under the AVX2
+emulation of :func:`avx2_emulation`: ``python -m harness.core.kernels --write-golden``); otherwise
+``native:<8 hex of the fingerprint>``. The label (:func:`cpu_kernels`) is part of every cell's identity, of its
+init product's, of HyperOFA's hypernetwork product's and of the seed aggregates' groups, logged with each cell run (``cpu_kernels``)
 and named on the board: cells computed with other kernels (ARM, an x86 without AVX2, ``HARNESS_CPU_KERNELS=native``
 on AVX-512, AMX bf16) are never another cell's, nor pooled with it. Cells computed before the kernels entered the
 identity carry none (:data:`NATIVE`, which no process gives now).
@@ -53,6 +54,9 @@ from typing import Any
 
 ENV = "HARNESS_CPU_KERNELS"
 PINNED = "avx2"
+# the pinned set's label where the run computes in bf16 on the CPU (oneDNN's AVX2 bf16 kernels included): cells
+# labelled avx2 before oneDNN was pinned computed bf16 with the CPU's own (AMX) kernels, and are other cells
+PINNED_BF16 = "avx2-onednn"
 NATIVE = "native"  # the cells computed before the kernels entered the identity (no process labels its cells so now)
 PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 PINNED_ENV = "HARNESS_CPU_KERNELS_PINNED"  # set by the process that pinned: the processes it starts inherit the pins
@@ -224,11 +228,12 @@ def golden(bf16: bool = False) -> dict[str, str] | None:
 def cpu_kernels(bf16: bool = False) -> str:
     """What this process computes with, measured: ``avx2`` when its :func:`fingerprint` is the pinned set's golden
     one, else ``native:<8 hex of the fingerprint>``; ``bf16``: the run computes in bf16 on the CPU (its bf16 kernels
-    are then part of the fingerprint)."""
+    are then part of the fingerprint, and the pinned set's label is :data:`PINNED_BF16`)."""
     bf16 = bool(bf16)
     if bf16 not in _labels:
         mine, want = fingerprint(bf16), golden(bf16)
-        _labels[bf16] = PINNED if want is not None and mine["digest"] == want.get("digest") else \
+        pinned = PINNED_BF16 if bf16 else PINNED
+        _labels[bf16] = pinned if want is not None and mine["digest"] == want.get("digest") else \
             f"{NATIVE}:{mine['digest'][:8]}"
     return _labels[bf16]
 
@@ -268,7 +273,7 @@ def describe(bf16: bool = False) -> str:
     if pin() != PINNED:
         why.append(f"{ENV}=native" if os.environ.get(ENV, "").strip().lower() == NATIVE else "not pinned")
     why += [f"{k}={v} (the user's, kept)" for k, v in kept_by_user().items()]
-    if text != PINNED:
+    if text not in (PINNED, PINNED_BF16):
         try:
             import torch
 
