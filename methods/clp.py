@@ -132,6 +132,13 @@ class _CLPBase(Method):
             np.savez_compressed(path, target_ids=new, overlap_target_ids=overlap_t, rows=r_idx.numpy(),
                                 support=c_idx.numpy(), weights=w[r_idx, c_idx].numpy())
             artifacts["weights"] = path
+        # CLP's weights s / sum(s) explode for a token whose cosines nearly cancel (spec §2.5): say how many rows
+        # came out of the source table's scale
+        norms = matrix[torch.from_numpy(done)].norm(dim=1) if len(done) else torch.zeros(0)
+        typical = float(src.norm(dim=1).median())
+        stats.update(off_scale_rows=int((norms > 10 * typical).sum()),
+                     largest_row_norm=round(float(norms.max()), 4) if len(norms) else None,
+                     source_median_row_norm=round(typical, 4))
         info = {**tables.info, "dim": int(h.shape[1]), "digest": table_digest(h)}
         out_stats = {"overlap": overlap_stats(mapping), "helper": info, "anchors": int(len(overlap_t)),
                      "new": int(len(new)), "weights": "sparsemax" if self.plus else "cosine / sum of cosines",

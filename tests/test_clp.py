@@ -78,6 +78,8 @@ def test_rows_recomputed_by_hand_from_the_helper_table(runs, plus):
         cos = np.array([h[tid] @ h[o] / (np.linalg.norm(h[tid]) * np.linalg.norm(h[o])) for o in overlap])
         w = sparsemax_by_hand(cos) if plus else cos / cos.sum()
         np.testing.assert_allclose(res.matrix[tid].double().numpy(), w @ e, rtol=1e-5, atol=1e-6)
+    norms = res.matrix[torch.tensor(new)].norm(dim=1)
+    assert res.stats["off_scale_rows"] == int((norms > 10 * ctx.source_matrix.norm(dim=1).median()).sum())
     if plus:
         assert 1 <= res.stats["mean_support"] < len(overlap)  # sparse, unlike CLP's dense weights
     else:
