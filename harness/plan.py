@@ -88,6 +88,7 @@ def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims:
                 for seed in seeds:
                     cells.append(Cell(source, m, dim, seed))
     cells = untied_cells(cfg, world, cells, skipped)  # what each source's objective and tables allow
+    cells = objective_cells(cfg, world, cells, skipped)
     objective_tasks(cfg, world, TASKS.resolve_list(cfg.tasks), sorted({c.source for c in cells}), skipped)
     return cells, sorted(set(skipped))
 
@@ -129,28 +130,54 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped)
 
 
-def objective_tasks(cfg: RunConfig, world: Any, tasks: list[str], sources: list[str], skipped: list[str]) -> list[str]:
-    """The tasks that can score every source of the run (a task's ``objectives``: ``mlm`` for a masked LM,
-    ``clm`` for a causal LM; both when it declares none): a task named in ``--tasks`` that cannot is refused, one
-    that came with ``all`` is skipped."""
+def _objective_refusal(world: Any, task: str, source: str, objective: str) -> str | None:
+    """Why ``task`` cannot score ``source`` (a task's ``objectives``: ``mlm`` for a masked LM, ``clm`` for a causal
+    LM; both when it declares none), or None."""
     from harness.core.objective import DESCRIPTION
 
+    accepts = getattr(TASKS.get(task), "objectives", None) or frozenset(DESCRIPTION)
+    if objective in accepts:
+        return None
+    return (f"task {task!r} scores a {' or '.join(DESCRIPTION[o] for o in sorted(accepts))}, and source {source!r} "
+            f"of world {world.name!r} is a {DESCRIPTION[objective]}")
+
+
+def objective_tasks(cfg: RunConfig, world: Any, tasks: list[str], sources: list[str], skipped: list[str]) -> list[str]:
+    """The tasks of ``--tasks all`` that can score every source of the run (the others skipped); named tasks
+    as given (:func:`objective_cells` checks them)."""
+    if cfg.tasks != ["all"]:
+        return tasks
     of = getattr(world, "source_objective", lambda s: "mlm")
-    objectives = {s: of(s) for s in sources}
     kept = []
     for t in tasks:
-        accepts = getattr(TASKS.get(t), "objectives", None) or frozenset(DESCRIPTION)
-        wrong = [s for s in sources if objectives[s] not in accepts]
-        if not wrong:
+        why = next((w for s in sources if (w := _objective_refusal(world, t, s, of(s)))), None)
+        if why:
+            skipped.append(why)
+        else:
             kept.append(t)
-            continue
-        s = wrong[0]
-        why = (f"task {t!r} scores a {' or '.join(DESCRIPTION[o] for o in sorted(accepts))}, and source {s!r} of "
-               f"world {world.name!r} is a {DESCRIPTION[objectives[s]]}")
-        if cfg.tasks != ["all"]:
-            raise ConfigError(f"--tasks {t}: {why}; give --tasks without it (a decoder's held-out loss is "
-                              f"'clm', an encoder's 'mlm')")
-        skipped.append(why)
+    return kept
+
+
+def objective_cells(cfg: RunConfig, world: Any, cells: list[Cell], skipped: list[str]) -> list[Cell]:
+    """The cells whose source every task named in ``--tasks`` can score: a source that one of them cannot is
+    skipped (``--source all`` on a world with encoders and decoders), and a run left with no cell that way is
+    refused (``--tasks mlm`` on a decoder, ``--tasks clm`` on an encoder)."""
+    if cfg.tasks == ["all"] or not cells:
+        return cells
+    of = getattr(world, "source_objective", lambda s: "mlm")
+    tasks = TASKS.resolve_list(cfg.tasks)
+    bad: dict[str, tuple[str, str]] = {}
+    for s in dict.fromkeys(c.source for c in cells):
+        for t in tasks:
+            if why := _objective_refusal(world, t, s, of(s)):
+                bad[s] = (t, why)
+                break
+    kept = [c for c in cells if c.source not in bad]
+    if not kept:
+        t, why = next(iter(bad.values()))
+        raise ConfigError(f"--tasks {t}: {why}; give --tasks without it (a decoder's held-out loss is 'clm', an "
+                          f"encoder's 'mlm')")
+    skipped.extend(f"source {s!r} skipped: {why}" for s, (_, why) in bad.items())
     return kept
 
 

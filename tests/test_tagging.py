@@ -106,7 +106,7 @@ def test_labels_sit_on_the_first_non_marker_sub_token(tok):
     assert seg.labels == [IGNORE, 1, 0, IGNORE, IGNORE, IGNORE, 2, IGNORE]
     assert first.label_positions(seg, sent, 0) == [1, 2, 6]
     with pytest.raises(ConfigError, match="label_subtoken"):
-        Featurizer(tok, 64, "last")
+        Featurizer(tok, 64, "middle")
 
 
 CJK_LINES = ["東京は日本の首都です。", "南アフリカ共和国の大統領が来日した。", "山田さんは大阪に住んでいます。",
