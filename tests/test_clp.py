@@ -1,6 +1,7 @@
 """CLP-Transfer and CLP+ (``clp``, ``clp+``) on the synthetic world: rows recomputed by hand from the helper's table,
 the copies, the counts, determinism, the zero-sum edge case; and the helper model (a cached product with its own
-key, trained once, its masked loss the model's own, the source's kind)."""
+key, trained once, its masked loss the model's own, the source's kind). The rows against the references themselves
+(gucci-j/llm-cva's CLPEmbeddingInitializer and CLPPlusEmbeddingInitializer): tests/parity/test_omp_clp.py."""
 
 from __future__ import annotations
 

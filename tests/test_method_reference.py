@@ -44,7 +44,8 @@ def test_every_test_a_reference_names_exists(name):
 
 
 # reference code run where the fixture was made (not in CI): repository -> the fixture that names its commit
-FIXTURE_REFERENCES = {"konstantinjdobler/token-distillation": "tests/parity/fixtures/tokdist.json"}
+FIXTURE_REFERENCES = {"konstantinjdobler/token-distillation": "tests/parity/fixtures/tokdist.json",
+                      "gucci-j/llm-cva": "tests/parity/fixtures/clp_synthetic.json"}
 
 
 def test_the_declared_versions_are_the_ones_compared():

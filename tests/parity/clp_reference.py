@@ -1,7 +1,8 @@
 """Regenerate the CLP / CLP+ / OMP parity fixture (``tests/parity/fixtures/clp_synthetic*``) from a checkout of
 ``gucci-j/llm-cva`` (MIT; not on PyPI, and never copied here: its initializers are imported from the path given).
 
-    PYTHONHASHSEED=0 python tests/parity/clp_reference.py --llm-cva /path/to/llm-cva [--out tests/parity/fixtures]
+    PYTHONHASHSEED=0 python tests/parity/clp_reference.py --llm-cva /path/to/llm-cva --commit 4faf142
+        [--out tests/parity/fixtures]
         [--inputs tests/parity/fixtures/clp_synthetic.npz]   (llm-cva again on the fixture's own inputs)
 
 Needs, besides the harness: ``entmax`` and ``scikit-learn`` (llm-cva's imports; both in the parity environment).
@@ -13,6 +14,7 @@ token-level fastText vectors of the target tokens (the ``cpu`` profile's, OMP's 
 models whose ``get_input_embeddings()`` are those tables in float64, and writes
 
     clp_synthetic/source, clp_synthetic/target   the two tokenizers (what the test rebuilds the overlap from)
+    clp_synthetic.json  the llm-cva commit (``--commit``) and the settings
     clp_synthetic.npz   source (|V_s| x d), helper (|V_t| x d_h), fasttext (|V_t| x d_f), fasttext_has (|V_t|),
                         overlap_target / overlap_source (llm-cva's overlapping tokens' ids),
                         new_target (the other target ids), clp / clp_plus (llm-cva's rows of those ids, float64)
@@ -23,6 +25,7 @@ Run with ``PYTHONHASHSEED=0`` (llm-cva sums over ``list(set)``, whose order foll
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import sys
@@ -102,6 +105,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--llm-cva", required=True, type=Path, help="a checkout of gucci-j/llm-cva")
     ap.add_argument("--out", type=Path, default=HERE / "fixtures")
+    ap.add_argument("--commit", required=True, help="the llm-cva commit of the checkout (recorded in the fixture)")
     ap.add_argument("--inputs", type=Path, default=None,
                     help="reuse the tables and tokenizers of this fixture (its .npz) instead of building them")
     args = ap.parse_args()
@@ -152,6 +156,11 @@ def main() -> None:
                         fasttext_has=ft_has, overlap_target=overlap_target,
                         overlap_source=np.array([sv[t] for t in shared]), new_target=new,
                         **{name: rows[new] for name, rows in out.items()})
+    (args.out / "clp_synthetic.json").write_text(json.dumps({
+        "reference": f"gucci-j/llm-cva {args.commit[:7]} (git archive): adaptation/src/core/clp_init.py, "
+                     "clp_plus_init.py",
+        "inputs": "the synthetic world: source table and tokenizers, the cpu profile's helper table (float64 to "
+                  "llm-cva)", "seed": 42, "copy_special_tokens": False, "PYTHONHASHSEED": 0}, indent=1) + "\n")
     if home is not None:
         shutil.rmtree(home, ignore_errors=True)
     print(f"wrote {args.out / 'clp_synthetic.npz'}: |V_s| {len(st)}, |V_t| {len(tt)}, overlap {len(shared)}, "
