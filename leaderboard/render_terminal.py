@@ -375,24 +375,30 @@ def render_claims(claims: list, console: Console, *, split: bool = True, details
 
 
 def render_claims_detail(claims: list, console: Console, *, split: bool = True) -> None:
-    """Every claim with its numbers (both averages, the difference and its interval, the p-value, n) and the note
-    that says why its verdict (``harness leaderboard --claims``)."""
+    """Every claim with its numbers (both averages, the difference and its interval, the p-value, n) in one table
+    whose claim and task wrap at words to meet the console's width, then the note that says why each verdict
+    (``harness leaderboard --claims``)."""
     if not claims:
         console.print("no claim of the papers could be tested on these runs")
         return
     from leaderboard.claims import LEGEND, claim_rows
 
     head, rows = claim_rows(claims)
-    keep = [i for i, h in enumerate(head) if h not in ("paper", "profile")] if len({c.profile for c in claims}) == 1 \
-        else [i for i, h in enumerate(head) if h != "paper"]
-    g = Grid("the papers' claims on this run", Col(head[0], "left", text=True),
-             [Col(head[i], "left" if head[i] in ("task", "profile", "verdict", "note") else "right",
-                  text=head[i] in ("task", "note")) for i in keep[1:]])
+    keep = [i for i, h in enumerate(head) if h not in ("paper", "note")
+            and (h != "profile" or len({c.profile for c in claims}) > 1)]
+    style = {"holds": "green", "contradicted": "red", "inconclusive": "yellow"}
+    table = Table(title="the papers' claims on this run", title_justify="left",
+                  width=None if not split else min(console.width, UNLIMITED))
+    for i in keep:
+        words = head[i] in ("claim", "task")
+        table.add_column(head[i], justify="left" if i < 5 else "right", no_wrap=not words,
+                         overflow="fold", ratio=(2 if head[i] == "claim" else 1) if words else None)
     for r in rows:
-        g.add(r[0], [r[i] for i in keep[1:]])
+        table.add_row(*[Text(r[i], style=style.get(r[i], "") if head[i] == "verdict" else "") for i in keep])
     console.print(f"[bold]{escape(summary(claims))}[/bold]")
-    for t in fit(g, _width(console, split)):
-        console.print(t)
+    console.print(table)
+    for r in rows:
+        console.print(escape(f"{r[0]} · {r[2]}: {r[-1]}"))
     console.print(f"[dim]{escape(LEGEND)}[/dim]")
     console.print()
 
@@ -423,6 +429,9 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
     for table in summaries(lb, tasks):
         table.claims = ""  # the claims are above, once
         render_summary(table, console)
+    costs = next((cost_table(b) for b in heads if b.costs), None)  # what each method costs, once
+    if costs is not None:
+        console.print(costs)
     for note in overview_notes(heads):
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     page = f"the HTML page {html}" if html else "the HTML page (leaderboard.html, unless --no-write)"
