@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import statistics
 
 import numpy as np
 import pytest
@@ -198,3 +199,39 @@ def test_rows_meet_by_label_then_by_method_and_dim():
     assert got == {("random d=full", "random d=full"), ("hyperofa d=full (epochs=60, patience=5)", "hyperofa d=full")}
     assert {(x.label, y.label) for x, y in match_rows(table("fvt d=full"), table("random d=full"))} == {
         ("fvt d=full", "random d=full")}  # two runs: their single rows
+
+
+def test_compare_methods_and_row_labels_of_an_experiment_paired_by_seed(run_cli, two_experiments, tracking_uri):
+    """Method names and row labels are looked for in the current experiment (the latest cell run's: B, two seeds)
+    or in --experiment; two methods of one experiment meet variant by variant, their cells seed by seed and item
+    by item; the footer names the experiment and the cell runs, with their ids under --ids."""
+    a, b = two_experiments
+    rows = _csv(run_cli("compare", "fvt", "random", "--format", "csv", "--task", "sr-t", check=True).stdout)
+    assert rows and {(r["row_a"], r["row_b"]) for r in rows} == {("fvt d=full", "random d=full")}
+    langs = [r for r in rows if not r["language"].startswith("avg")]
+    assert all(r["seeds_a"] == r["seeds_b"] == "2" for r in langs)  # experiment B: seeds 2 and 3
+    assert {r["resampled"] for r in langs} == {"seeds + items, paired"}
+    client = MlflowClient(tracking_uri)
+    lang = langs[0]["language"]
+    diff = statistics.fmean(_metric(client, b, "fvt", s, f"sr-t/acc_at_10/{lang}") -
+                            _metric(client, b, "random", s, f"sr-t/acc_at_10/{lang}") for s in ("2", "3"))
+    assert float(langs[0]["diff"]) == pytest.approx(diff)
+    # a row label on the other experiment: one seed a side, its items paired
+    one = _csv(run_cli("compare", "fvt d=full", "random d=full", "--experiment", a, "--format", "csv", "--task",
+                       "sr-t", check=True).stdout)
+    assert {r["seeds_a"] for r in one if not r["language"].startswith("avg")} == {"1"}
+    assert {r["resampled"] for r in one if not r["language"].startswith("avg")} == {"items, paired"}
+    # where the rows are: the experiment and the cell runs; with --ids their run ids; a run id still works
+    md = run_cli("compare", "fvt", "random d=full", "--task", "sr-t", "--bootstrap", "0", check=True).stdout
+    assert f"A's rows: experiment {b}, runs fvt-full-s2, fvt-full-s3" in md
+    assert f"B's rows: experiment {b}, runs random-full-s2, random-full-s3 (run ids: --ids)" in md
+    eid = client.get_experiment_by_name(b).experiment_id
+    cell = client.search_runs([eid], filter_string="tags.`harness.kind` = 'cell' and tags.`harness.method` = 'fvt' "
+                                                   "and tags.`harness.seed` = '2'")[0]
+    md = run_cli("compare", "fvt", "random", "--task", "sr-t", "--bootstrap", "0", "--ids", check=True).stdout
+    assert f"fvt-full-s2 ({cell.info.run_id})" in md
+    by_id = run_cli("compare", cell.info.run_id, "random", "--task", "sr-t", "--bootstrap", "0", check=True).stdout
+    assert f"A's rows: experiment {b}, runs fvt-full-s2" in by_id and "random-full-s3" in by_id
+    proc = run_cli("compare", "fvtt", "random")
+    assert proc.returncode == 2 and f"nor a method or row label of experiment {b!r} (methods: fvt, random" \
+        in proc.stderr

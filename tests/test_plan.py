@@ -117,3 +117,79 @@ def test_plan_describes_the_glot500_world_without_its_inputs():
     assert all(r["cpt_h"] == pytest.approx(2.03, abs=0.01) for r in rows if "dim full" in r["cell"])
     assert all(r["cpt_h"] < 2.03 for r in rows if "dim full" not in r["cell"])  # a factorized embedding: fewer N
     assert sum(r["total_h"] for r in rows) > 200
+
+
+CPU_PLAN = ("plan", "--world", "synthetic", "--methods", "all", "--tasks", "sr-t,ner")
+
+
+def test_cpu_plan_is_the_same_before_and_after_the_world_is_built(run_cli, synthetic_world, tmp_path):
+    """On the cpu profile the estimate comes from the shape the world's builder declares, so a plan of the
+    synthetic world says the same in a home where it is not built as in one where it is, to the digit."""
+    import os
+    import subprocess
+    import sys
+
+    from harness.plan import cpu_rows
+    from harness.worlds import WORLDS
+    from tests.conftest import REPO
+
+    cfg = make_config({"world": "synthetic", "methods": "all", "tasks": "sr-t,ner"})
+    sketch = WORLDS.get("synthetic").describe()
+    before = cpu_rows(resolve(cfg, sketch, probe=False), 2)
+    after = cpu_rows(resolve(cfg, synthetic_world, probe=False), 2)
+    assert before == after and len(before) >= 10
+    built = run_cli(*CPU_PLAN, check=True).stdout
+    env = {**os.environ, "HARNESS_HOME": str(tmp_path / "fresh"), "OMP_NUM_THREADS": "1"}
+    fresh = subprocess.run([sys.executable, "-m", "harness.cli", *CPU_PLAN], capture_output=True, text=True,
+                           env=env, cwd=REPO, timeout=300)
+    assert fresh.returncode == 0, fresh.stderr
+    assert not (tmp_path / "fresh" / "worlds").exists()  # nothing was built
+    assert fresh.stdout == built
+    # it speaks of the machine: minutes and core-hours, no GPU-hours; languages, CPT steps, evaluated steps
+    assert "GPU" not in built and "min of cells" in built and "core-hours" in built
+    assert "sr-t: 4 language(s): qab_Latn" in built and "ner: 5 language(s)" in built
+    assert "CPT: 10 step(s) of 8 x 64 tokens; tasks evaluated at step(s) 0; held-out MLM loss at step(s) 0, 10" \
+        in built
+    assert "target_vocab 900 (declared by world 'synthetic'" in built
+
+
+def test_cpu_estimates_scale_with_the_declared_shape_from_the_measured_figures():
+    """The bible world's mono source is the reference model: its cells cost what the main job measured; the
+    synthetic world's model is nil beside it: its cells cost what the synthetic run measured."""
+    from harness.throughput import cpu_cost, cpu_figures
+
+    ref = cpu_figures()["reference"]["seconds"]
+    fixed = cpu_figures()["fixed"]
+    bible = cpu_cost("bible", "mono")
+    assert bible.shape == cpu_figures()["reference"]["shape"]
+    assert bible.task("ner") == pytest.approx(ref["task"]["ner"]) and bible.cpt(10, 8, 64) == pytest.approx(ref["cpt"])
+    assert bible.init("focus", True) == pytest.approx(522) and bible.init("focus", False) == pytest.approx(32.4)
+    assert bible.task("pos") == bible.task("ner") and bible.cpt(0, 8, 64) == 0
+    assert bible.cpt(20, 8, 64) - bible.cpt(10, 8, 64) == pytest.approx(ref["cpt"] - fixed["cpt"])
+    synthetic = cpu_cost("synthetic")
+    assert fixed["task"]["ner"] < synthetic.task("ner") < 1.01 * fixed["task"]["ner"]
+    assert synthetic.init("wechsel", True) == pytest.approx(fixed["init_first"]["wechsel"], rel=0.01)
+
+
+@pytest.mark.slow
+def test_cpu_estimate_is_within_2x_of_a_measured_synthetic_run(run_cli, synthetic_world, tracking_uri):
+    """The synthetic world's main job, run here: the sum of its cells' wall times as the runs recorded them, and
+    their span from the first start to the last end, against the plan's core-seconds and wall time."""
+    from mlflow.tracking import MlflowClient
+
+    from harness.plan import cpu_rows
+
+    run_cli("run", "--world", "synthetic", "--methods", "all", "--tasks", "sr-t,ner", "--experiment",
+            "plan-vs-run", check=True)
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name("plan-vs-run")
+    cells = [r for r in client.search_runs([exp.experiment_id]) if r.data.tags.get("harness.kind") == "cell"]
+    spans = [(r.info.start_time / 1000, r.info.end_time / 1000) for r in cells]
+    measured_sum = sum(e - s for s, e in spans)
+    measured_wall = max(e for _, e in spans) - min(s for s, _ in spans)
+    cfg = make_config({"world": "synthetic", "methods": "all", "tasks": "sr-t,ner"})
+    rows = cpu_rows(resolve(cfg, synthetic_world, probe=False), 2)
+    assert len(rows) == len(cells)
+    est_sum, est_wall = sum(r["total_s"] for r in rows), max(r["ends_s"] for r in rows)
+    assert 0.5 < est_sum / measured_sum < 2, (est_sum, measured_sum)
+    assert 0.5 < est_wall / measured_wall < 2, (est_wall, measured_wall)
