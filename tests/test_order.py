@@ -139,3 +139,38 @@ def test_a_status_file_of_a_dead_process_is_passed_over_and_removed_by_the_next_
     assert running("u", experiment="other", folder=folder) == [] and running("v", folder=folder) == []
     live.close()
     assert not any(folder.iterdir())
+
+
+def test_a_second_terminal_marks_the_board_partial_naming_the_cells_running_and_to_come(tmp_path):
+    """``harness leaderboard`` during a run: the live run's status file and the cell runs the store holds as
+    RUNNING give the line over the experiment's board."""
+    import time
+
+    from mlflow.tracking import MlflowClient
+
+    from harness.run_status import StatusFile, partial_note
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.get_experiment(client.create_experiment("synthetic/src"))
+    other = client.get_experiment(client.create_experiment("other"))
+    cells = run_order(_cells(("random", "ofa", "focus"), (1, 2)), init_cost("cpu"))
+    status = StatusFile(cells, lambda c: "synthetic/src", uri, folder=tmp_path / "runs")
+    import harness.run_status as rs
+
+    real_dir = rs.status_dir
+    rs.status_dir = lambda: tmp_path / "runs"
+    try:
+        status.ended(cells[0])  # random s1
+        run = client.create_run(exp.experiment_id, tags={"harness.kind": "cell", "harness.method": "ofa",
+                                                         "harness.dim": "full", "harness.seed": "1"},
+                                start_time=int(time.time() * 1000))
+        assert run.info.status == "RUNNING"
+        note = partial_note(client, uri, exp)
+        assert note.startswith("partial board (run of process ") and "1 of 6 cells done" in note, note
+        assert "still to come: ofa, focus" in note and "running: ofa-full-s1" in note and "4 cell(s) pending" in note
+        assert partial_note(client, uri, other) is None  # a board of an experiment the run does not touch
+        status.close()
+        assert partial_note(client, uri, exp) is None  # the run has ended: the board is whole
+    finally:
+        rs.status_dir = real_dir
