@@ -128,7 +128,8 @@ def cost_table(board: Any) -> Any:
         return None
     from rich.table import Table
 
-    t = Table(title="what each method costs (initialization, median over its cells)", title_justify="left")
+    t = Table(title=f"what each method costs (initialization, median over its cells; best avg: {board.task} "
+                    f"{board.metric})", title_justify="left", box=None, show_edge=False, pad_edge=False)
     for i, h in enumerate(HEAD):
         t.add_column(h, justify="left" if i in (0, 5) else "right", no_wrap=True, overflow="ellipsis",
                      max_width=36 if i == 5 else None)

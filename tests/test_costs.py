@@ -51,10 +51,26 @@ def test_cost_table_on_the_terminal_board(costed):
 
     text = render_text([_headline(costed)], width=160)
     assert "what each method costs" in text
-    lines = {ln.split()[1]: ln for ln in text.splitlines() if re.match(r"^\W*(alpha|beta)\s.*x\s*\W*$", ln)}
+    lines = {m.group(1): ln for ln in text.splitlines() if (m := re.match(r"^\W*(alpha|beta)\s.*x\s*\W*$", ln))}
     assert re.search(r"alpha\s.*\b2\s.*\b2\.5\s.*\b320\s.*0\.05\s.*word vectors.*1\.0x", lines["alpha"])
     assert re.search(r"beta\s.*\b2\s.*\b300\s.*\b950\s.*0\.20\s.*CPT text.*120x", lines["beta"])
     assert re.search(r"cost: beta leads alpha by \S+ at 120\.0x its init time \(300 s vs 2\.5 s\)", text)
+
+
+def test_cost_table_on_the_default_terminal_leaderboard(costed, tracking_uri):
+    """`harness leaderboard` without flags prints the overview: the cost table once, under the averages."""
+    import io
+
+    from rich.console import Console
+
+    from leaderboard.publish import run_leaderboard
+
+    con = Console(width=160, record=True, file=io.StringIO())
+    assert run_leaderboard(tracking_uri, "lb-costs", console=con, write=False, bootstrap=0) == 0
+    text = con.export_text()
+    assert text.count("what each method costs") == 1
+    assert re.search(r"beta\s.*\b300\s.*\b950\s.*0\.20\s.*CPT text.*120x", text)
+    assert text.index("average over languages") < text.index("what each method costs")
 
 
 def test_cost_table_on_the_html_page(costed):
