@@ -432,9 +432,6 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
     costs = next((cost_table(b) for b in heads if b.costs), None)  # what each method costs, once
     if costs is not None:
         console.print(costs)
-    costs = next((cost_table(b) for b in heads if b.costs), None)  # what each method costs, once
-    if costs is not None:
-        console.print(costs)
     for note in overview_notes(heads):
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     page = f"the HTML page {html}" if html else "the HTML page (leaderboard.html, unless --no-write)"
