@@ -22,6 +22,8 @@ def test_objective_of_configs():
     assert objective.objective_of({"model_type": "bert"}) == "mlm"
     with pytest.raises(ConfigError, match="architectures"):
         objective.objective_of({"model_type": "t5-like"})
+    with pytest.raises(ConfigError, match="architectures"):  # an encoder-decoder is neither
+        objective.objective_of({"architectures": ["T5ForConditionalGeneration"], "model_type": "t5"})
     with pytest.raises(ConfigError, match="objective must be"):
         objective.auto_class("seq2seq")
 

@@ -61,7 +61,7 @@ def objective_of(config: Any) -> str:
     for arch in get("architectures", None) or []:
         if arch.endswith("ForMaskedLM"):
             return "mlm"
-        if arch.endswith(("ForCausalLM", "LMHeadModel", "ForConditionalGeneration")):
+        if arch.endswith(("ForCausalLM", "LMHeadModel")):
             return "clm"
     mtype = str(get("model_type", "") or "")
     if mtype in _CAUSAL_TYPES or get("is_decoder", False):
