@@ -434,10 +434,9 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
         console.print(costs)
     for note in overview_notes(heads):
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
-    page = f"the HTML page {html}" if html else "the HTML page (leaderboard.html, unless --no-write)"
-    console.print(escape(f"more: `harness leaderboard --langs` (per-language tables, slices, paired tests; --task T "
-                         f"for one task), `--claims` (each claim's numbers and note), {page}"))
-    console.print()
+    page = "the HTML page (its path below)" if html else "the HTML page (leaderboard.html, unless --no-write)"
+    console.print(escape(f"more: `harness leaderboard --langs` (per-language tables, slices, paired tests; --task T: "
+                         f"one task), `--claims` (each claim's numbers and note), {page}"))
 
 
 def render_text(boards: list[Board], width: int = 400, claims: list | None = None) -> str:

@@ -54,8 +54,9 @@ def test_the_main_jobs_leaderboard_fits_a_screen(main_shaped, tracking_uri):
     and a line naming --langs, --claims and the HTML page; --langs prints the per-language tables."""
     text = _printed(tracking_uri, main_shaped)
     lines = text.splitlines()
-    assert len(lines) <= 60, f"{len(lines)} lines:\n{text}"
-    assert max(len(line.rstrip()) for line in lines) <= 160
+    shown = sum(max(1, -(-len(line.rstrip()) // 160)) for line in lines)  # a longer line takes more than one
+    assert shown <= 60, f"{shown} lines:\n{text}"
+    assert max(len(line.rstrip()) for line in lines if line[:1] in "┏┃┡│└") <= 160  # every table meets the width
     assert text.count("the papers' claims on this run") == 1
     for statement in ("OFA > random at step 0", "FOCUS > random at step 0"):
         claim_rows = [line for line in lines if statement in line]
