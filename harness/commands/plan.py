@@ -31,7 +31,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     world = world_for_planning(cfg.world)
     spec = resolve(cfg, world, probe=False)  # nothing asked of this machine: a plan is for a cluster
     plan = spec.plan
-    if on_cpu(cfg):
+    if on_cpu(cfg) and args.gpu is None:  # (--gpu: the same cells sized for that GPU)
         return _cpu_plan(cfg, spec)
     rates = cpt_rates(plan, world, args.gpu)
     rows = estimate_rows(spec, rates=rates)
@@ -110,7 +110,8 @@ def add_parser(sub: Any) -> None:
     add_run_args(pl)
     pl.add_argument("--grid", choices=["paper"], help="the papers' full grid (flags given still override it)")
     pl.add_argument("--gpu", default=None,
-                    help="the GPU kind the CPT hours assume, e.g. h100, a100, l4 (default: the kind measured last, "
+                    help="size the run for this GPU kind, e.g. h100, a100, l4, in GPU-hours (the default on a GPU "
+                         "profile or device: the kind measured last, "
                          "harness/throughput.json; a card never measured is sized from its bf16 peak at the "
                          "measured MFU)")
     pl.set_defaults(func=cmd_plan)
