@@ -126,5 +126,6 @@ class CausalLMLoss:
             counts[lang] = {"sentences": len(lines), "tokens": int(sum(tokens)), "bytes": sum(n_bytes), "cut": cut}
         meta = world.task_meta(DATA_TASK).get("languages", {})
         return TaskResult(scores=scores, items=items, extras={"counts": counts, "protocol": PROTOCOL, "hyperparameters": {
-            "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"], "data": f"tasks/{DATA_TASK}"}},
+            "protocol": PROTOCOL, "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"],
+            "data": f"tasks/{DATA_TASK}"}},
             label_source={lang: meta.get(lang, {}).get("label_source", "gold") for lang in languages})

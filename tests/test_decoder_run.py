@@ -45,6 +45,11 @@ def test_a_decoder_cell_runs_init_cpt_and_its_tasks(run_cli, tracking_uri, harne
     out = run_cli(*BASE, "--methods", "fvt", "--tasks", "clm,sr-t,ner", "--experiment", exp, check=True)
     assert "held-out CLM loss" in out.stderr or "clm @ step 2" in out.stderr
     _check_cells(tracking_uri, harness_home, exp, ["fvt"], ["clm", "sr-t", "ner"])
+    params = {}
+    for run in _cells(tracking_uri, exp, "task"):
+        params.update(run.data.params)
+    # each protocol named in the task runs' parameters: the causal LM's scoring, the decoder's tagged sub-token
+    assert params["clm.protocol"] == "clm-rolling-bos" and params["ner.label_subtoken"] == "last"
 
 
 @pytest.mark.slow
