@@ -168,7 +168,7 @@ def test_cpu_estimates_scale_with_the_declared_shape_from_the_measured_figures()
     assert bible.cpt(20, 8, 64) - bible.cpt(10, 8, 64) == pytest.approx(ref["cpt"] - fixed["cpt"])
     synthetic = cpu_cost("synthetic")
     assert fixed["task"]["ner"] < synthetic.task("ner") < 1.1 * fixed["task"]["ner"]  # its model: 0.3 % of the work
-    assert synthetic.init("wechsel", True) == pytest.approx(fixed["init_first"]["wechsel"], rel=0.01)
+    assert synthetic.init("wechsel", True) == pytest.approx(fixed["init_first"]["wechsel"], rel=0.02)
 
 
 @pytest.mark.slow
