@@ -1,7 +1,7 @@
 """The SQLite tracking store survives a kill at any moment: it is created under a temporary name and linked into
 place; only a store that provably never completed (no table, or the harness's creation marker in it) is recreated,
 saying so; any other store is never deleted, and one the harness cannot use is refused in one line, unchanged.
-(The faults of a store in use -- killed writers, locks, full disks -- are tests/test_store_faults.py.)"""
+(The faults of a store in use -- killed writers, locks, full disks -- are tests/test_store_faults*.py.)"""
 
 from __future__ import annotations
 
