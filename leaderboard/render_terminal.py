@@ -21,6 +21,7 @@ from leaderboard import fmt
 from leaderboard.claims import brief_rows, summary
 from leaderboard.costs import cost_table
 from leaderboard.model import Board, Row
+from leaderboard.titles import NullWriter, title_atoms, title_text
 
 BEST = "bold green"
 TRANSPOSE_ABOVE = 16  # languages
@@ -132,45 +133,6 @@ def _parts(key_w: int, widths: list[int], width: int) -> list[list[int]]:
     if cur or not parts:
         parts.append(cur)
     return parts
-
-
-def title_atoms(title: str) -> list[str]:
-    """A title's names, each kept whole on a line: the parts between its `` · `` separators (the separator stays
-    at the end of the name before it)."""
-    parts = title.split(" · ")
-    return [p + " ·" for p in parts[:-1]] + parts[-1:]
-
-
-def title_lines(atoms: list[str], width: int | None) -> list[str]:
-    """``atoms`` (names) joined by spaces in lines of at most ``width`` terminal cells (None: one line), broken
-    only between names: never inside a language code, a row label or a column name. A name wider than ``width``
-    alone is broken at its spaces, and a word wider than that at ``width`` (nothing is cut)."""
-    if width is None:
-        return [" ".join(atoms)]
-    width = max(int(width), 1)
-    lines: list[str] = []
-    cur = ""
-    for atom in atoms:
-        joined = f"{cur} {atom}" if cur else atom
-        if cur and cell_len(joined) > width:
-            lines.append(cur)
-            cur = atom
-        else:
-            cur = joined
-    lines.append(cur)
-    out: list[str] = []
-    for line in lines:
-        if cell_len(line) <= width:
-            out.append(line)
-            continue
-        text = Text(line)
-        out.extend(part.plain.rstrip() for part in text.wrap(Console(width=width, file=_Null()), width))
-    return out
-
-
-def title_text(atoms: list[str], width: int | None) -> Text:
-    """The title as one renderable whose lines already meet ``width`` (rich wraps nothing further)."""
-    return Text("\n".join(title_lines(atoms, width)), no_wrap=True, overflow="ignore")
 
 
 def fit(grid: Grid, width: int | None) -> list[Any]:
@@ -441,16 +403,8 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
 
 def render_text(boards: list[Board], width: int = 400, claims: list | None = None) -> str:
     """The terminal rendering as plain text (the ``leaderboard.txt`` artifact)."""
-    console = Console(width=width, record=True, color_system=None, file=_Null())
+    console = Console(width=width, record=True, color_system=None, file=NullWriter())
     render_claims(claims or [], console, split=False)
     for b in boards:
         render(b, console, split=False)
     return console.export_text()
-
-
-class _Null:
-    def write(self, s: str) -> int:
-        return len(s)
-
-    def flush(self) -> None:
-        pass

@@ -52,7 +52,7 @@ def row_origins(data: Any, ours: set[str], older_code: dict[str, list[str]]) -> 
     ExperimentData`) whose numbers are not all the command's own with its method's current code: ``ours``: the ids
     of the command's cell runs; ``older_code``: cell run id -> the files of its method that changed since it ran
     (runs with the current code, or whose code was not recorded, absent)."""
-    from leaderboard.tables import _variant
+    from leaderboard.labels import _variant
 
     groups: dict[tuple[str, Any], list[Any]] = {}
     for cell in data.cells.values():
@@ -155,7 +155,7 @@ def render(table: SummaryTable, console: Any) -> None:
     from rich.markup import escape
     from rich.table import Table
 
-    from leaderboard.render_terminal import title_text
+    from leaderboard.titles import title_text
 
     precision = [f"{table.precision} ·"] if table.precision else []
     # the title on lines of its own at the console's width, broken between its names (not at the table's width)
