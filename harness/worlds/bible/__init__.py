@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.worlds import CheckRow
 from harness.worlds.bible.builder import BUILDER_VERSION, BuildSettings, build_bible_world
-from harness.worlds.bible.fetch import SPACY_REQUIREMENT, Fetcher
+from harness.worlds.bible.fetch import PINS, SPACY_REQUIREMENT, Fetcher
 from harness.worlds.bible.languages import LANGS
 
 # the hidden sizes of the sources the build makes, as the pinned packages' model configs give them (all-MiniLM-L6-v2
@@ -95,8 +95,8 @@ class BibleWorldBuilder:
         from harness.worlds.bible.decoders import DECODERS, declared_entry
 
         sources = {name: ({"hidden_size": SOURCE_HIDDEN[name]} if name in SOURCE_HIDDEN else {}) for name in s.sources}
-        sources.update({name: declared_entry(d) for name, d in DECODERS.items()
-                        if all(p in self.fetcher.pins for p in d.pins)})
+        pins = self._fetcher.pins if self._fetcher is not None else PINS  # no Fetcher: it makes the download cache
+        sources.update({name: declared_entry(d) for name, d in DECODERS.items() if all(p in pins for p in d.pins)})
         manifest = {"name": self.name, "version": self.version, "pivot_language": PIVOT, "sources": sources,
                     "default_source": s.default_source if s.default_source in s.sources else s.sources[0]}
         return WorldSketch(name=self.name, manifest=manifest, languages={c: {} for c in self._codes()},
