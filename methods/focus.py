@@ -116,6 +116,27 @@ def token_strings(tokenizer: Any, lines: list[str]) -> list[list[str]]:
     return [tokenizer.tokenize(line) for line in lines]
 
 
+def token_corpus(tokenizer: Any, texts: dict[str, Any], max_lines: Any) -> tuple[dict[str, Any], Any]:
+    """``(inputs, write_corpus)`` of the token-level fastText corpus of ``texts`` (``{lang: path}``): the inputs that
+    key its cached model, and the writer of its lines (each text line as the tokenizer's pieces, space-joined),
+    which returns how many lines it wrote. FOCUS trains on it; OMP's fastText donor space reads FOCUS's model."""
+    inputs = {"tokenizer": tokenizer_fingerprint(tokenizer), "max_lines": max_lines,
+              "texts": [[lang, sha256_of(path)] for lang, path in sorted(texts.items())], "recipe": CORPUS_RECIPE}
+
+    def write_corpus(f: Any) -> int:
+        n = 0
+        for _lang, path in sorted(texts.items()):
+            lines = list(read_text_lines(path, max_lines))
+            for start in range(0, len(lines), 2000):
+                for tokens in token_strings(tokenizer, lines[start:start + 2000]):
+                    if tokens:
+                        f.write(" ".join(tokens) + "\n")
+                        n += 1
+        return n
+
+    return inputs, write_corpus
+
+
 def focus_combine(new_vectors: torch.Tensor, anchor_vectors: torch.Tensor, anchor_rows: torch.Tensor, *,
                   block_size: int = 1024, sparsemax_k: int = 256, device: str = "cpu",
                   progress: Any = None) -> tuple[torch.Tensor, list[np.ndarray], list[np.ndarray]]:
@@ -202,21 +223,7 @@ class FocusInit(Method):
             model = load_model(p["fasttext_model"])
             ft_info: dict[str, Any] = {"path": str(p["fasttext_model"]), "trained": False}
         else:
-            inputs = {"tokenizer": tokenizer_fingerprint(tok), "max_lines": p["max_lines"],
-                      "texts": [[lang, sha256_of(path)] for lang, path in sorted(texts.items())],
-                      "recipe": CORPUS_RECIPE}
-
-            def write_corpus(f: Any) -> int:
-                n = 0
-                for _lang, path in sorted(texts.items()):
-                    lines = list(read_text_lines(path, p["max_lines"]))
-                    for start in range(0, len(lines), 2000):
-                        for tokens in token_strings(tok, lines[start:start + 2000]):
-                            if tokens:
-                                f.write(" ".join(tokens) + "\n")
-                                n += 1
-                return n
-
+            inputs, write_corpus = token_corpus(tok, texts, p["max_lines"])
             cm = cached_model(ctx.cache_dir, "focus-tokens", inputs, settings, write_corpus)
             model = cm.model
             ft_info = {"path": str(cm.path) if cm.path else None, "cached": cm.cached, "key": cm.key,

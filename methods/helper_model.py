@@ -380,7 +380,7 @@ def focus_vectors(ctx: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     profile, taken from (or trained into) FOCUS's own cache: ``(vectors |V_t| x d, has_vector, info)``. A token
     has a vector when it reached minCount and its vector is not zero (FOCUS's rule)."""
     from methods.fasttext_util import cached_model, in_vocabulary, word_vectors
-    from methods.focus import CORPUS_RECIPE, FocusInit, token_strings
+    from methods.focus import FocusInit, token_corpus
     from methods.multilang import text_files, world_languages
     from methods.params import resolve
 
@@ -393,20 +393,7 @@ def focus_vectors(ctx: Any) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     if not texts:
         raise MissingResourceError("the donor space 'fasttext' is FOCUS's fastText model, trained on the world's "
                                    "target-language text, and the world has none")
-    inputs = {"tokenizer": tokenizer_fingerprint(tok), "max_lines": p["max_lines"],
-              "texts": [[lang, sha256_of(path)] for lang, path in sorted(texts.items())], "recipe": CORPUS_RECIPE}
-
-    def write_corpus(f: Any) -> int:
-        n = 0
-        for _lang, path in sorted(texts.items()):
-            lines = list(read_text_lines(path, p["max_lines"]))
-            for start in range(0, len(lines), 2000):
-                for tokens in token_strings(tok, lines[start:start + 2000]):
-                    if tokens:
-                        f.write(" ".join(tokens) + "\n")
-                        n += 1
-        return n
-
+    inputs, write_corpus = token_corpus(tok, texts, p["max_lines"])
     focus_cache = None if ctx.cache_dir is None else Path(ctx.cache_dir).parent / "focus"
     cm = cached_model(focus_cache, "focus-tokens", inputs, FocusInit().fasttext_settings(p, ctx.seed), write_corpus)
     native = tok.convert_ids_to_tokens(list(range(len(tok))))
