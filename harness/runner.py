@@ -129,7 +129,7 @@ class Runner:
         self._done = []
         cells = self.order()
         self.start_partials(cells)
-        from harness.run_status import StatusFile
+        from harness.core.run_status import StatusFile
 
         self._status = StatusFile(cells, lambda c: spec.experiment(c.source), self.tracker.uri)
         try:

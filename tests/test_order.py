@@ -78,7 +78,7 @@ def test_the_runner_hands_out_the_order_and_prints_partial_boards_by_its_clock(s
     """The runner of a real run spec on the synthetic world: its order, and the boards its ``advance`` asks for
     as cells end on a clock that the test moves (no cell is computed)."""
     from harness.config import make_config
-    from harness.run_status import running
+    from harness.core.run_status import running
     from harness.runner import Runner
     from harness.spec import resolve
 
@@ -105,7 +105,7 @@ def test_the_runner_hands_out_the_order_and_prints_partial_boards_by_its_clock(s
         def advance(self, bar):
             pass
 
-    from harness.run_status import StatusFile
+    from harness.core.run_status import StatusFile
 
     runner._status = StatusFile(order, lambda c: spec.experiment(c.source), Tracker.uri)
     runner.start_partials(order)  # at 0 s
@@ -126,7 +126,7 @@ def test_the_runner_hands_out_the_order_and_prints_partial_boards_by_its_clock(s
 def test_a_status_file_of_a_dead_process_is_passed_over_and_removed_by_the_next_run(tmp_path):
     import json
 
-    from harness.run_status import StatusFile, running
+    from harness.core.run_status import StatusFile, running
 
     folder = tmp_path / "runs"
     folder.mkdir()
@@ -148,7 +148,7 @@ def test_a_second_terminal_marks_the_board_partial_naming_the_cells_running_and_
 
     from mlflow.tracking import MlflowClient
 
-    from harness.run_status import StatusFile, partial_note
+    from harness.core.run_status import StatusFile, partial_note
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
@@ -156,7 +156,7 @@ def test_a_second_terminal_marks_the_board_partial_naming_the_cells_running_and_
     other = client.get_experiment(client.create_experiment("other"))
     cells = run_order(_cells(("random", "ofa", "focus"), (1, 2)), init_cost("cpu"))
     status = StatusFile(cells, lambda c: "synthetic/src", uri, folder=tmp_path / "runs")
-    import harness.run_status as rs
+    import harness.core.run_status as rs
 
     real_dir = rs.status_dir
     rs.status_dir = lambda: tmp_path / "runs"

@@ -109,9 +109,9 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
     """The stages of a run on its loaded ``world``: resolve every setting once, skip what is finished, run the
     cells, write the seed aggregates, print the results table."""
     from harness.cell import pending
+    from harness.core.run_status import partial_line
     from harness.executors import make_executor
     from harness.plan import no_cell_left
-    from harness.run_status import partial_line
     from harness.runner import Runner
     from harness.spec import resolve
 
@@ -169,7 +169,7 @@ def _load_world(name: str) -> Any:
 def results_table(spec: Any, tracker: Any, partial: str | None = None) -> None:
     """The run's results on stdout (progress and logs go to stderr): per task, each row's headline average ±
     its spread over seeds at the task's final step, and the claims' one-line summary (``leaderboard.summary``).
-    ``partial``: the line that says the board of a run still going is partial (:func:`harness.run_status.
+    ``partial``: the line that says the board of a run still going is partial (:func:`harness.core.run_status.
     partial_line`)."""
     from harness.commands.common import console
     from harness.core.progress import STARTUP_HEARTBEAT_S, stage
@@ -192,7 +192,7 @@ def results_table(spec: Any, tracker: Any, partial: str | None = None) -> None:
                 if data.tasks:  # rows of earlier runs and of older method code are marked
                     origins = row_origins(data, ours, older)
                     tables += summaries(build_leaderboard(data), spec.plan.tasks, origins)
-                    from leaderboard.compare import runs_footer
+                    from leaderboard.where_rows import runs_footer
 
                     footer = runs_footer(exp.name, data.cells.values())
         from leaderboard.summary import render
