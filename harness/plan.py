@@ -378,13 +378,6 @@ def on_cpu(cfg: Any) -> bool:
     return cfg.profile == "cpu" and not str(cfg.device).startswith("cuda")
 
 
-def cpu_workers(cfg: Any, spec: Any) -> int:
-    """The cells a CPU run of ``spec`` runs side by side on this machine (as ``harness run`` chooses them)."""
-    from harness.executors import choose
-
-    return choose(cfg, "cpu", 1, spec.cpus_per_cell).workers_for(len(spec.plan.cells))
-
-
 def cpu_rows(spec: Any, workers: int, figures: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row of seconds per cell of the resolved run ``spec`` on a CPU, in the order the cells are handed out
     (:func:`run_order`): its initialization, its tasks at each step they are evaluated, its CPT and what every
@@ -410,21 +403,3 @@ def cpu_rows(spec: Any, workers: int, figures: dict[str, Any] | None = None) -> 
     for r in rows:
         r["ends_s"] = ends[r.pop("_cell")]
     return rows
-
-
-def first_board_s(rows: list[dict[str, Any]], interval: float | None = None) -> float | None:
-    """When the run's first partial board comes (:class:`harness.runner.PartialBoards`) if its cells end as
-    ``rows`` (:func:`cpu_rows`) say; None if none comes before the last cell."""
-    from harness.runner import PARTIAL_EVERY_S, PartialBoards
-
-    now = [0.0]
-    boards = PartialBoards([r["method"] for r in rows], PARTIAL_EVERY_S if interval is None else interval,
-                           clock=lambda: now[0])
-    done: set[str] = set()
-    ended = sorted(rows, key=lambda r: r["ends_s"])
-    for i, r in enumerate(ended):
-        now[0] = r["ends_s"]
-        done.add(r["method"])
-        if boards.due(done, computing=i < len(ended) - 1) is not None:
-            return now[0]
-    return None

@@ -64,7 +64,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _cpu_plan(cfg: Any, spec: Any) -> int:
     """A CPU run's plan: each cell's seconds on this kind of machine, the wall time over the workers the run
     will use, the core-hours, and what the run evaluates (:func:`harness.plan.cpu_rows`)."""
-    from harness.plan import cpu_rows, cpu_workers, first_board_s
+    from harness.plan import cpu_rows
     from harness.throughput import cpu_cost, cpu_figures
 
     plan, cpt = spec.plan, spec.cpt
@@ -115,3 +115,28 @@ def add_parser(sub: Any) -> None:
                          "harness/throughput.json; a card never measured is sized from its bf16 peak at the "
                          "measured MFU)")
     pl.set_defaults(func=cmd_plan)
+
+
+def cpu_workers(cfg: Any, spec: Any) -> int:
+    """The cells a CPU run of ``spec`` runs side by side on this machine (as ``harness run`` chooses them)."""
+    from harness.executors import choose
+
+    return choose(cfg, "cpu", 1, spec.cpus_per_cell).workers_for(len(spec.plan.cells))
+
+
+def first_board_s(rows: list[dict[str, Any]], interval: float | None = None) -> float | None:
+    """When the run's first partial board comes (:class:`harness.runner.PartialBoards`) if its cells end as
+    ``rows`` (:func:`harness.plan.cpu_rows`) say; None if none comes before the last cell."""
+    from harness.runner import PARTIAL_EVERY_S, PartialBoards
+
+    now = [0.0]
+    boards = PartialBoards([r["method"] for r in rows], PARTIAL_EVERY_S if interval is None else interval,
+                           clock=lambda: now[0])
+    done: set[str] = set()
+    ended = sorted(rows, key=lambda r: r["ends_s"])
+    for i, r in enumerate(ended):
+        now[0] = r["ends_s"]
+        done.add(r["method"])
+        if boards.due(done, computing=i < len(ended) - 1) is not None:
+            return now[0]
+    return None
