@@ -46,6 +46,7 @@ import numpy as np
 
 from harness.core.errors import HarnessError
 from leaderboard.stats import ItemSample, SeedSample, diff_interval, stable_seed
+from leaderboard.where_rows import where_rows_are
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
 LEVEL = 0.95
@@ -502,35 +503,6 @@ def _sig(d: LangDiff) -> str:
 
 def _step_title(step: str) -> str:
     return "final step" if step == "final" else f"step {step}"
-
-
-def where_rows_are(side: Side, labels: set[str], ids: bool = False) -> str:
-    """One line naming the experiment and the cell runs (with ``ids``, their run ids) of ``side``'s rows
-    ``labels``."""
-    runs: dict[str, str] = {}
-    for table in side.tables.values():
-        for lab, row in table.rows.items():
-            if lab in labels:
-                runs.update(row.runs)
-    names = sorted(runs.items(), key=lambda kv: kv[1])
-    shown = ", ".join(f"{n} ({i})" if ids else n for i, n in names)
-    where = f"experiment {side.experiment}" if side.experiment else f"folder {side.name}"
-    return f"{where}" + (f", runs {shown}" if shown else "")
-
-
-def runs_footer(experiment: str, cells: Any, ids: bool = False) -> str:
-    """The line under a board that names where its rows are: the experiment and its cell runs (by name, seeds
-    folded: ``ofa-full-s1,2,3``; with ``ids`` each run by name and id)."""
-    cells = list(cells)
-    if ids:
-        shown = ", ".join(f"{c.method}-{c.dim}-s{c.seed} ({c.run_id})"
-                          for c in sorted(cells, key=lambda c: (c.method, c.dim, str(c.seed))))
-    else:
-        seeds: dict[str, list[str]] = {}
-        for c in cells:
-            seeds.setdefault(f"{c.method}-{c.dim}-s", []).append(str(c.seed))
-        shown = ", ".join(k + ",".join(sorted(v, key=lambda x: (len(x), x))) for k, v in sorted(seeds.items()))
-    return f"rows from experiment {experiment}: {len(cells)} cell run(s) {shown}" + ("" if ids else " (ids: --ids)")
 
 
 def to_markdown(a: Side, b: Side, comps: list[Comparison], *, resamples: int, ids: bool = False) -> str:

@@ -493,8 +493,8 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                                    progress=prog)
             per = build_leaderboard(data, per_seed=True, bootstrap=0) if per_seed else None
             results.append((lb, per))
-            from harness.run_status import partial_note
-            from leaderboard.compare import runs_footer
+            from harness.core.run_status import partial_note
+            from leaderboard.where_rows import runs_footer
 
             where[lb.experiment] = (partial_note(tracker.reader, tracker.uri, exp),
                                     runs_footer(exp.name, data.cells.values(), ids))
@@ -522,7 +522,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
                 render_overview(lb, console, tasks=[task] if task else None,
                                 html=str(pages[lb.experiment]) if lb.experiment in pages else None)
                 shown += 1
-            console.print(footer, highlight=False, soft_wrap=True)
+            console.print(footer, highlight=False)  # folded at words to the console's width
             continue
         if not claims:
             render_claims(mine, console)
@@ -530,7 +530,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
         for b in boards:
             render(b, console)
         shown += len(boards)
-        console.print(footer, highlight=False, soft_wrap=True)
+        console.print(footer, highlight=False)  # folded at words to the console's width
     if shown == 0:
         console.print(f"no table for task={task or 'any'} step={step} metric={metric or 'headline'}; "
                       "`--step all --metric all` lists every table")
