@@ -247,6 +247,12 @@ class BiLSTMHypernetwork(nn.Module):
 
     def forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """``x`` (B, L, I) padded word vectors, ``lengths`` (B,) >= 1 -> (B, D')."""
+        # oneDNN's bf16 LSTM needs AVX-512, which the pinned CPU kernels (ONEDNN_MAX_CPU_ISA=AVX2) rule out: under
+        # CPU autocast the LSTMs take ATen's own kernels, on every CPU alike
+        with torch.backends.mkldnn.flags(enabled=not (x.device.type == "cpu" and torch.is_autocast_enabled("cpu"))):
+            return self._forward(x, lengths)
+
+    def _forward(self, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         lengths = lengths.to(x.device)
         last = (lengths - 1).clamp_min(0)[:, None, None].expand(-1, 1, self.cfg.hidden)
         h = x
