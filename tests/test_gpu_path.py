@@ -43,13 +43,22 @@ def _metric(db: Path, experiment: str, key: str) -> dict[str, float]:
             (experiment, key)).fetchall())
 
 
-PAPER_METHODS = ["focus", "fvt", "hyperofa", "mean-cov", "ofa", "random", "random-map", "tiktotok", "wechsel",
-                 "wechsel+overlap"]
+PAPER_METHODS = ["clp", "clp+", "focus", "fvt", "hyperofa", "mean-cov", "ofa", "omp", "random", "random-map",
+                 "tiktotok", "tokdist", "wechsel", "wechsel+overlap"]
 
 
 # the methods' own training made small (a one-layer hypernetwork of width 32 for one epoch, no control network;
-# one epoch of each fastText model, 16-d vectors): what this test checks is the run around them, at the paper's
-# CPT and evaluation settings (the paper-size hypernetwork takes minutes on a CPU: bench_glot500_init.py)
+# one epoch of each fastText model, 16-d vectors; the helper model of CLP, CLP+ and OMP one layer of 32 for 20 steps,
+# shared by the three): what this test checks is the run around them, at the paper's CPT and evaluation settings (the
+# paper-size hypernetwork takes minutes on a CPU: bench_glot500_init.py; the paper-size helper, hours)
+LIGHT_HELPER = """helper_hidden = 32
+helper_layers = 1
+helper_heads = 2
+helper_steps = 20
+helper_batch = 8
+helper_seq_len = 32
+helper_max_lines = 2000
+"""
 LIGHT_METHODS = """
 [method_params.hyperofa]
 epochs = 1
@@ -68,7 +77,7 @@ dim = 16
 [method_params.tiktotok]
 epochs = 1
 dim = 16
-"""
+""" + "".join(f"[method_params.{json.dumps(m)}]\n{LIGHT_HELPER}" for m in ("clp", "clp+", "omp"))
 
 
 def test_paper_profile_finishes_on_the_synthetic_world(run_cli, harness_home, synthetic_world, tmp_path):
