@@ -48,6 +48,9 @@ class Claim:
     kind: str  # "beats", "level" or "cpt"
     a: str = ""
     b: str = ""
+    # the kinds of source model the paper made it on (harness.core.objective): the papers measured encoders, so
+    # their claims are tested on encoder rows only; a decoder's rows answer the open question instead
+    objectives: frozenset[str] = frozenset({"mlm"})
 
 
 CLAIMS: tuple[Claim, ...] = (
@@ -151,20 +154,33 @@ def _with_budget(variants: list[Any]) -> bool:
     return len({budget(v) for v in variants if v is not None}) > 1
 
 
-def _groups(board: Any) -> list[str]:
-    """The groups of the board's rows (:func:`group`: one numerics and one CPT budget), each a claim's own test:
-    rows computed differently are never compared with each other."""
+def objective_of(board: Any, variant: Any) -> str:
+    """The objective of a row's source (the board's ``sources``; ``mlm`` where a board names none)."""
+    return (getattr(board, "sources", None) or {}).get(variant.source, "mlm")
+
+
+def _group_of(board: Any, variant: Any, with_budget: bool) -> str:
+    """A row's group on ``board``: :func:`group`, and its source where the board's rows extend several."""
+    several = len({r.variant.source for r in board.rows if r.variant is not None}) > 1
+    return group(variant, with_budget) + (f", source {variant.source}" if several else "")
+
+
+def _groups(board: Any, objectives: frozenset[str] | None = None) -> list[str]:
+    """The groups of the board's rows (:func:`_group_of`: one numerics, one CPT budget, one source), each a claim's
+    own test: rows computed differently, or of different source models, are never compared with each other; only
+    those of sources whose objective is in ``objectives`` when given."""
     wb = _with_budget([r.variant for r in board.rows])
-    return sorted({group(r.variant, wb) for r in board.rows if r.variant is not None})
+    return sorted({_group_of(board, r.variant, wb) for r in board.rows if r.variant is not None
+                   and (objectives is None or objective_of(board, r.variant) in objectives)})
 
 
 def _row(board: Any, method: str, where: str | None = None) -> Any | None:
     """The method's row with its default parameters at full dimension where there is one (a variant row's label
     names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row; of the rows of the
-    group ``where`` (:func:`group`) when given."""
+    group ``where`` (:func:`_group_of`) when given."""
     wb = _with_budget([r.variant for r in board.rows])
     rows = [r for r in board.rows if r.variant is not None and r.variant.method == method
-            and (where is None or group(r.variant, wb) == where)]
+            and (where is None or _group_of(board, r.variant, wb) == where)]
     if not rows:
         return None
     return min(rows, key=lambda r: (r.variant.dim != "full",
@@ -186,9 +202,12 @@ def _level(res: ClaimResult, lo: float, hi: float) -> None:
 def _pairwise_all(claim: Claim, board: Any) -> list[ClaimResult]:
     """The claim on ``board``, tested once per group of its rows (one numerics, one CPT budget) where they differ,
     never pooled. A group without both of the claim's rows is left out where another group tests the claim (one
-    "not tested" result when none does)."""
-    groups = _groups(board)
-    if len(groups) <= 1:
+    "not tested" result when none does). Rows of a source of another kind than the paper's (a decoder's, for a
+    claim made on encoders) are not the claim's: a board of such rows only gives no result."""
+    groups = _groups(board, claim.objectives)
+    if not groups:
+        return []
+    if len(_groups(board)) <= 1:
         return [_pairwise(claim, board)]
     out = []
     for g in groups:
@@ -265,25 +284,37 @@ def _cpt_verdict(changes: dict[str, float], rose: list[str]) -> str:
 def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> list[ClaimResult]:
     """The CPT claim, tested within each group of rows (one numerics, one CPT budget: :func:`group`), never pooled
     across them: on the ``mlm`` task's delta board where there is one, else on the runner's held-out diagnostic."""
+    kinds = {k: v for b in boards for k, v in (getattr(b, "sources", None) or {}).items()}
+
+    def mine(key: Any) -> bool:  # a row of a source of the kind the claim was made on
+        return key is None or kinds.get(key.source, "mlm") in claim.objectives
+
+    several = len({k.source for k in (r.variant for b in boards for r in b.rows) if k is not None and mine(k)}) > 1
+
+    def where(key: Any, wb: bool) -> str:
+        return group(key, wb) + (f", source {key.source}" if several else "")
+
     delta = next((b for b in boards if b.task == "mlm" and b.kind == "delta" and b.headline
                   and b.profile == profile), None)
     if delta is not None and delta.rows:
         wb = _with_budget([r.variant for r in delta.rows])
         by: dict[str, list[Any]] = {}
         for r in delta.rows:
-            by.setdefault(group(r.variant, wb) if r.variant is not None else "", []).append(r)
+            if mine(r.variant):
+                by.setdefault(where(r.variant, wb) if r.variant is not None else "", []).append(r)
         out = [_cpt_delta(claim, profile, rows) for _, rows in sorted(by.items())]
         if len(by) > 1:
             for res, g in zip(out, sorted(by), strict=True):
                 res.numerics = g
         return out
-    mine = [v for v in variants if v.profile == profile and len(v.curves.get("cpt/heldout_loss") or []) >= 2]
-    if not mine:
+    rows = [v for v in variants if v.profile == profile and len(v.curves.get("cpt/heldout_loss") or []) >= 2
+            and mine(v.key)]
+    if not rows:
         return [ClaimResult(claim, profile, "mlm", "not tested", detail="no CPT steps or no held-out MLM loss")]
-    wb = _with_budget([v.key for v in mine])
+    wb = _with_budget([v.key for v in rows])
     by = {}
-    for v in mine:
-        by.setdefault(group(v.key, wb), []).append(v)
+    for v in rows:
+        by.setdefault(where(v.key, wb), []).append(v)
     out = []
     for g, vs in sorted(by.items()):
         changes = {v.label: v.curves["cpt/heldout_loss"][-1][1] - v.curves["cpt/heldout_loss"][0][1] for v in vs}
@@ -324,22 +355,83 @@ def _cpt_delta(claim: Claim, profile: str, delta_rows: list[Any]) -> ClaimResult
     return res
 
 
+def _step0_boards(boards: list[Any], profile: str) -> list[Any]:
+    """The profile's headline boards at step 0 (the final boards where there was no CPT), the mlm task's aside."""
+    step0 = [b for b in boards if b.profile == profile and b.headline and b.kind == "step" and b.step == 0
+             and b.task != "mlm"]
+    if not step0:  # every step-0 board is the final one (no CPT): the final board is step 0
+        step0 = [b for b in boards if b.profile == profile and b.headline and b.kind == "final"
+                 and b.step == 0 and b.task != "mlm"]
+    return sorted(step0, key=lambda b: b.task)
+
+
 def evaluate_claims(boards: list[Any], variants: list[Any]) -> list[ClaimResult]:
     """Every claim on every task (headline metric, step 0) of every profile on the boards."""
     out: list[ClaimResult] = []
     profiles = sorted({b.profile for b in boards})
     for profile in profiles:
-        step0 = [b for b in boards if b.profile == profile and b.headline and b.kind == "step" and b.step == 0
-                 and b.task != "mlm"]
-        if not step0:  # every step-0 board is the final one (no CPT): the final board is step 0
-            step0 = [b for b in boards if b.profile == profile and b.headline and b.kind == "final"
-                     and b.step == 0 and b.task != "mlm"]
+        step0 = _step0_boards(boards, profile)
         for claim in CLAIMS:
             if claim.kind == "cpt":
                 out += _cpt(claim, profile, boards, variants)
             else:
-                out += [r for b in sorted(step0, key=lambda b: b.task) for r in _pairwise_all(claim, b)]
+                out += [r for b in step0 for r in _pairwise_all(claim, b)]
     return out
+
+
+# -- the open question: OFA and HyperOFA on a decoder ---------------------------------------------------------------
+OPEN_QUESTION = ("Do OFA and HyperOFA help a decoder as they help an encoder? (the HyperOFA report's open question: "
+                 "both methods are untested on decoder-only models)")
+ANY_SOURCE = frozenset({"mlm", "clm"})
+OPEN_CLAIMS: tuple[Claim, ...] = (
+    Claim("open:ofa>random", "open question", "OFA > random at step 0", "beats", "ofa", "random", ANY_SOURCE),
+    Claim("open:hyperofa>random", "open question", "HyperOFA > random at step 0", "beats", "hyperofa", "random",
+          ANY_SOURCE),
+)
+
+
+@dataclass
+class OpenResult:
+    """One comparison of the open question on the rows of one source."""
+
+    source: str
+    objective: str
+    result: ClaimResult
+
+
+def evaluate_open_question(boards: list[Any]) -> list[OpenResult]:
+    """OFA and HyperOFA against random at step 0, on each source's rows apart (encoders first), for every task
+    (headline metric) and profile: the evidence on the open question, where a board has a decoder's rows (none
+    otherwise: the question is about decoders)."""
+    from leaderboard.model import objective_name
+
+    if not any(o == "clm" for b in boards for o in (getattr(b, "sources", None) or {}).values()):
+        return []
+    out: list[OpenResult] = []
+    for profile in sorted({b.profile for b in boards}):
+        for b in _step0_boards(boards, profile):
+            wb = _with_budget([r.variant for r in b.rows])
+            several = len(_groups(b)) > 1
+            by_group = {_group_of(b, r.variant, wb): r.variant for r in b.rows if r.variant is not None}
+            for g in sorted(by_group, key=lambda g: (objective_of(b, by_group[g]) != "mlm", g)):
+                v = by_group[g]
+                for claim in OPEN_CLAIMS:
+                    res = _pairwise(claim, b, g if several else None)
+                    res.numerics = g if several else f"source {v.source}"
+                    out.append(OpenResult(v.source, objective_name(objective_of(b, v)), res))
+    return out
+
+
+def open_question_rows(results: list[OpenResult]) -> tuple[list[str], list[list[str]]]:
+    """Header and rows of the open question's table as text (every rendering)."""
+    from leaderboard import fmt
+
+    head = ["comparison", "source", "task", "verdict", "a", "b", "diff", "95% interval", "p", "n", "note"]
+    rows = [[o.result.claim.statement, f"{o.source} ({o.objective})", o.result.where, o.result.status,
+             fmt.value(o.result.a_avg), fmt.value(o.result.b_avg), _diff(o.result), _interval(o.result.interval),
+             "-" if o.result.p_value is None else f"{o.result.p_value:.3g}", _n(o.result), o.result.detail]
+            for o in results]
+    return head, rows
 
 
 # -- as text ------------------------------------------------------------------------------------------------------

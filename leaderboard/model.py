@@ -18,6 +18,21 @@ INIT_COLUMNS = (("init/copied", "copied"), ("init/method", "method"), ("init/ran
                 ("init/seconds", "init s"), ("init/val_cosine", "val cos"))
 
 
+OBJECTIVE_NAMES = {"mlm": "encoder, masked LM", "clm": "decoder, causal LM"}
+
+
+def objective_name(objective: str) -> str:
+    """``encoder, masked LM`` for ``mlm``; ``decoder, causal LM`` for ``clm``."""
+    return OBJECTIVE_NAMES.get(objective, objective)
+
+
+def sources_phrase(sources: dict[str, str]) -> str:
+    """The sources of a board's rows with their kinds: ``source src (encoder, masked LM)``; ``sources dec
+    (decoder, causal LM), src (encoder, masked LM)``."""
+    named = ", ".join(f"{s} ({objective_name(o)})" for s, o in sorted(sources.items()))
+    return f"source{'s' if len(sources) > 1 else ''} {named}"
+
+
 # -- records ----------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class VariantKey:
@@ -114,6 +129,9 @@ class Board:
     precision: str = ""
     # what each method of the board costs (leaderboard.costs.CostRow; the headline board at the final step only)
     costs: list[Any] = field(default_factory=list)
+    # the rows' source models and their objectives ({"src": "mlm", "dec": "clm"}): part of the title, so every
+    # rendering's header names what kind of model each row extends ({}: boards built before, no source named)
+    sources: dict[str, str] = field(default_factory=dict)
 
     # -- labels ---------------------------------------------------------------------------------------------
     @property
@@ -145,7 +163,8 @@ class Board:
     @property
     def title(self) -> str:
         title = f"{self.experiment} · {self.task} · {self.metric} · {self.step_label} · profile {self.profile}"
-        return f"{title} · {self.precision}" if self.precision else title
+        title = f"{title} · {self.precision}" if self.precision else title
+        return f"{title} · {sources_phrase(self.sources)}" if self.sources else title
 
     @property
     def id(self) -> str:
@@ -205,6 +224,8 @@ class Leaderboard:
     worlds: list[str]
     bootstrap: dict[str, Any] = field(default_factory=dict)  # resamples, seed, level
     claims: list[Any] = field(default_factory=list)  # leaderboard.claims.ClaimResult, one per claim x task x profile
+    # leaderboard.claims.OpenResult: OFA and HyperOFA against random on each source, where a decoder's rows are on it
+    open_question: list[Any] = field(default_factory=list)
 
     def headline_boards(self) -> list[Board]:
         return [b for b in self.boards if b.headline and b.kind == "final"]
@@ -244,7 +265,7 @@ def board_dict(b: Board) -> dict[str, Any]:
                            for lang, e in sorted(r.entries.items())}}
 
     return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,
-            "profile": b.profile, "precision": b.precision, "kind": b.kind, "step": b.step,
+            "profile": b.profile, "precision": b.precision, "sources": b.sources, "kind": b.kind, "step": b.step,
             "higher_is_better": b.higher_is_better,
             "headline": b.headline,
             "languages": b.languages, "common_languages": b.common, "rows": [row(r) for r in b.rows],

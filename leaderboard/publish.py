@@ -132,6 +132,8 @@ def write_files(lb: Leaderboard, out_dir: Path, *, generated: str, tracking_uri:
     files["json"].write_text(json.dumps({
         "experiment": lb.experiment, "generated": generated, "worlds": lb.worlds, "bootstrap": lb.bootstrap,
         "claims": [c.as_dict() for c in lb.claims],
+        "open_question": [{"source": o.source, "objective": o.objective, **o.result.as_dict()}
+                          for o in lb.open_question],
         "boards": [board_dict(b) for b in lb.boards], "languages": lb.languages,
         "variants": [{"label": v.label, "profile": v.profile, "seeds": v.seeds, "settings": v.settings,
                       "init": v.init, "convergence": v.convergence, "curves": v.curves} for v in lb.variants],
@@ -474,7 +476,13 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
 
     from harness.core.progress import Progress, log_console  # plain progress lines when stderr is piped
     from leaderboard.collect import collect_experiment, experiments
-    from leaderboard.render_terminal import render, render_claims, render_claims_detail, render_overview
+    from leaderboard.render_terminal import (
+        render,
+        render_claims,
+        render_claims_detail,
+        render_open_question,
+        render_overview,
+    )
 
     # piped output (a file, a test) gets the full table instead of wrapped columns
     console = console or Console(width=None if sys.stdout.isatty() else 400)
@@ -526,6 +534,7 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
             continue
         if not claims:
             render_claims(mine, console)
+            render_open_question([o for o in lb.open_question if task is None or o.result.task == task], console)
         boards = select_boards((per or lb).boards, task=task, step=step, metric=metric)
         for b in boards:
             render(b, console)

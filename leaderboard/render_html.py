@@ -342,6 +342,21 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
                         + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody>"
                         f'</table></div><p class="hint">{esc(LEGEND)}</p>')
         nav.insert(0, '<a href="#claims">claims</a>')
+    if lb.open_question:
+        from leaderboard.claims import OPEN_QUESTION, open_question_rows
+
+        head, rows = open_question_rows(lb.open_question)
+        verdict = {v: f"claim-{v}" for v in ("holds", "contradicted", "inconclusive")}
+        body = "".join("<tr>" + "".join(_td(esc(c), cls=verdict.get(c, "") if i == 3 else "label" if i < 3 else
+                                            "claim-note" if i == len(head) - 1 else "")
+                                        for i, c in enumerate(r))
+                       + "</tr>" for r in rows)
+        sections.insert(1 if lb.claims else 0,
+                        f'<h2 id="open-question">The open question: OFA and HyperOFA on a decoder</h2><p class='
+                        f'"summary">{esc(OPEN_QUESTION)}</p><div class="wrap"><table class="claims"><thead><tr>'
+                        + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody>"
+                        "</table></div>")
+        nav.insert(1 if lb.claims else 0, '<a href="#open-question">open question</a>')
     for anchor, name in (("init", "init counts"), ("cpt", "CPT curves"), ("settings", "settings"),
                          ("languages", "languages")):
         nav.append(f'<a href="#{anchor}">{name}</a>')

@@ -117,6 +117,16 @@ def claims_md(lb: Leaderboard) -> list[str]:
             *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), "", _esc(LEGEND), ""]
 
 
+def open_question_md(lb: Leaderboard) -> list[str]:
+    if not lb.open_question:
+        return []
+    from leaderboard.claims import OPEN_QUESTION, open_question_rows
+
+    head, rows = open_question_rows(lb.open_question)
+    return ["## The open question: OFA and HyperOFA on a decoder", "", _esc(OPEN_QUESTION), "",
+            *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), "", _esc(LEGEND), ""]
+
+
 def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "leaderboard.html") -> str:
     out = [f"# Leaderboard · {_esc(lb.experiment)}", ""]
     meta = [f"worlds: {', '.join(lb.worlds) or '-'}", f"{len(lb.variants)} variant(s)"]
@@ -128,7 +138,7 @@ def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "le
         out += [f"*The column \"{references.SETTING}\" names the code each row's method was compared with "
                 f"({_esc(references.legend(refs.values()))}); what was compared, and the test that compares them, "
                 "are in the settings of each row.*", ""]
-    out += claims_md(lb)
+    out += claims_md(lb) + open_question_md(lb)
     heads = [b for b in lb.boards if b.headline and b.kind == "final"]
     for b in heads:
         out += [f"## {_esc(b.task)} · {_esc(b.metric)} · profile {_esc(b.profile)}", ""]

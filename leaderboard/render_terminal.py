@@ -278,14 +278,15 @@ def render(board: Board, console: Console, *, transpose: bool | None = None, det
     console.print()
 
 
-def claims_table(head: list[str], rows: list[list[str]], width: int | None) -> Table:
+def claims_table(head: list[str], rows: list[list[str]], width: int | None,
+                 title: str = "the papers' claims on this run") -> Table:
     """The claims as ONE table that meets ``width`` (None: any width), each verdict on its claim's first line: the
     claim and its task wrap at words, the verdict and the numbers stay whole. Where six columns cannot fit, the
     claim (task below it) sits beside its verdict and numbers stacked in one cell; nothing is split into parts."""
     style = {"holds": "green", "contradicted": "red", "inconclusive": "yellow"}
     words = [max((cell_len(w) for w in r[0].split()), default=1) for r in rows]
     nat = [max([cell_len(head[i])] + [cell_len(r[i]) for r in rows]) for i in range(len(head))]
-    table = Table(title="the papers' claims on this run", title_justify="left")
+    table = Table(title=title, title_justify="left")
     if width is None:
         for i, h in enumerate(head):
             table.add_column(h, justify="left" if i < 3 else "right", no_wrap=True)
@@ -333,6 +334,23 @@ def render_claims(claims: list, console: Console, *, split: bool = True, details
     if details_hint:
         console.print("[dim]p-values, averages and a note per claim: `harness leaderboard --claims`, leaderboard.md "
                       "and leaderboard.html[/dim]")
+    console.print()
+
+
+def render_open_question(results: list, console: Console, *, split: bool = True) -> None:
+    """The open question (:func:`leaderboard.claims.evaluate_open_question`): the question, then one table of OFA
+    and HyperOFA against random on each source (its kind named), with the verdict, difference, interval and n
+    (nothing where no decoder's rows are on the board)."""
+    if not results:
+        return
+    from leaderboard.claims import OPEN_QUESTION, brief_rows
+
+    console.print(f"[bold]{escape(OPEN_QUESTION)}[/bold]")
+    head, rows = brief_rows([o.result for o in results])
+    head[1] = "source · task"
+    rows = [[r[0], f"{o.source} ({o.objective}) · {o.result.task}", *r[2:]]
+            for r, o in zip(rows, results, strict=True)]
+    console.print(claims_table(head, rows, _width(console, split), title="the open question, source by source"))
     console.print()
 
 
@@ -387,6 +405,7 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
 
     render_claims([c for c in lb.claims if tasks is None or c.task in (*tasks, "held-out diagnostic")], console,
                   details_hint=False)
+    render_open_question([o for o in lb.open_question if tasks is None or o.result.task in tasks], console)
     heads = [b for b in lb.headline_boards() if tasks is None or b.task in tasks]
     for table in summaries(lb, tasks):
         table.claims = ""  # the claims are above, once

@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from leaderboard.model import GUESS, Board, Leaderboard, Row
+from leaderboard.model import GUESS, Board, Leaderboard, Row, sources_phrase
 
 
 @dataclass
@@ -26,6 +26,7 @@ class SummaryTable:
     cells: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, task) -> "0.322 ± 0.013 (3)"
     claims: str = ""
     precision: str = ""  # the boards' precision of evaluation and CPT (Board.precision)
+    sources: str = ""  # the rows' sources and their kinds (Board.sources: model.sources_phrase)
     notes: list[str] = field(default_factory=list)  # what the rows' marks mean, printed under the table
 
 
@@ -104,7 +105,9 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
         boards = sorted((b for b in heads if b.profile == profile), key=lambda b: (tasks or []).index(b.task)
                         if tasks and b.task in tasks else 99)
         table = SummaryTable(lb.experiment, profile, [(b.task, b.metric, b.step_label) for b in boards], [],
-                             precision="; ".join(dict.fromkeys(b.precision for b in boards if b.precision)))
+                             precision="; ".join(dict.fromkeys(b.precision for b in boards if b.precision)),
+                             sources=sources_phrase({k: v for b in boards for k, v in b.sources.items()})
+                             if any(b.sources for b in boards) else "")
         for b in boards:
             ranked = sorted(b.rows, key=lambda r: (r.avg is None, -(r.avg or 0) if b.higher_is_better
                                                    else (r.avg or 0)))
@@ -159,6 +162,7 @@ def render(table: SummaryTable, console: Any) -> None:
 
     precision = [f"{table.precision} ·"] if table.precision else []
     # the title on lines of its own at the console's width, broken between its names (not at the table's width)
+    precision += [f"{table.sources} ·"] if table.sources else []
     console.print(title_text([f"{table.experiment} ·", f"profile {table.profile} ·", *precision,
                               "average over languages ± sd over seeds"], console.width))
     t = Table()

@@ -23,7 +23,7 @@ from typing import Any
 
 from harness.core.kernels import NATIVE as NATIVE_KERNELS
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
-from leaderboard.claims import evaluate_claims
+from leaderboard.claims import evaluate_claims, evaluate_open_question
 from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
 from leaderboard.fmt import pair as fmt_pair
 from leaderboard.labels import _variant, variant_labels
@@ -133,6 +133,8 @@ class _Builder:
                   (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals)
         b.precision = precision_label([p for runs in groups.values() for r in runs
                                        if (p := data.parent(r)) is not None])
+        b.sources = {p.source: p.objective for runs in groups.values() for r in runs
+                     if (p := data.parent(r)) is not None}
         b.cpt_steps = sorted({p.final_step for runs in groups.values() for r in runs
                               if (p := data.parent(r)) is not None and p.final_step is not None})
         board_cells = list({id(p): p for runs in groups.values() for r in runs
@@ -426,7 +428,8 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
     variants = variant_infos(data, per_seed)
     return Leaderboard(data.name, boards, variants, langs, worlds,
                        {"resamples": bootstrap, "seed": bootstrap_seed, "level": level},
-                       evaluate_claims(boards, variants) if not per_seed else [])
+                       evaluate_claims(boards, variants) if not per_seed else [],
+                       evaluate_open_question(boards) if not per_seed else [])
 
 
 def profile_labels(data: ExperimentData, per_seed: bool) -> dict[VariantKey, str]:

@@ -287,6 +287,13 @@ class CellRun(RunIdentity):
         return {k[len("method."):]: v for k, v in sorted(self.params.items()) if k.startswith("method.")}
 
     @property
+    def objective(self) -> str:
+        """The source model's objective as the cell's surgery recorded it (``mlm``: an encoder; ``clm``: a
+        decoder); ``mlm`` for a cell logged before decoder sources existed (every source was an encoder)."""
+        surgery = self.init_report.get("surgery") if isinstance(self.init_report, dict) else None
+        return str((surgery if isinstance(surgery, dict) else {}).get("objective") or "mlm")
+
+    @property
     def cpt_params(self) -> dict[str, str]:
         return {k[len("cpt."):]: v for k, v in sorted(self.params.items()) if k.startswith("cpt.")}
 
