@@ -16,17 +16,16 @@ kept tokens decode to, so nats and bytes always describe the same text (the coun
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import torch
 
-from harness.core.objective import bits_per_byte, utf8_bytes
+from harness.core.objective import utf8_bytes
 from harness.core.precision import autocast
 from harness.core.registry import TASKS
 from harness.worlds.base import read_lines
-from tasks.base import ItemStats, TaskResult, TaskSettings
-from tasks.data import length_batches, max_input_length
+from tasks.base import TaskResult, TaskSettings
+from tasks.data import TextScores, held_out_settings, length_batches
 
 PROTOCOL = "clm-rolling-bos"
 DATA_TASK = "mlm"  # the world's held-out text per language
@@ -101,31 +100,14 @@ class CausalLMLoss:
 
     def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                  settings: TaskSettings) -> TaskResult:
-        cfg = {**PROFILES.get(settings.profile, PROFILES["cpu"]), **settings.params}
-        if settings.max_sentences is not None:
-            cfg["max_sentences"] = settings.max_sentences
-        cfg["max_length"] = max_input_length(model, tokenizer, int(cfg["max_length"]))
+        cfg = held_out_settings(PROFILES, settings, model, tokenizer)
         device = torch.device(settings.device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else start_id(tokenizer)
         model.eval()
-        scores: dict[str, dict[str, float]] = {m: {} for m in self.metrics}
-        items: dict[str, dict[str, ItemStats]] = {m: {} for m in self.metrics}
-        counts: dict[str, dict[str, int]] = {}
+        out = TextScores(self.metrics)
         for lang in languages:
             lines = read_lines(world.task_dir(DATA_TASK) / f"{lang}.txt")[: cfg["max_sentences"]]
             seqs, n_bytes, cut = scored_texts(tokenizer, lines, int(cfg["max_length"]))
             nats = sentence_nats(model, seqs, pad_id, int(cfg["batch_size"]), device, settings.precision)
-            tokens = [float(len(s) - 1) for s in seqs]
-            loss = sum(nats) / max(sum(tokens), 1.0)
-            scores["loss"][lang] = loss
-            scores["ppl"][lang] = math.exp(min(loss, 50.0))
-            scores["bpb"][lang] = bits_per_byte(sum(nats), sum(n_bytes))
-            items["loss"][lang] = ItemStats(nats, tokens)
-            items["ppl"][lang] = ItemStats(nats, tokens, transform="exp")
-            items["bpb"][lang] = ItemStats([n / math.log(2) for n in nats], [float(b) for b in n_bytes])
-            counts[lang] = {"sentences": len(lines), "tokens": int(sum(tokens)), "bytes": sum(n_bytes), "cut": cut}
-        meta = world.task_meta(DATA_TASK).get("languages", {})
-        return TaskResult(scores=scores, items=items, extras={"counts": counts, "protocol": PROTOCOL, "hyperparameters": {
-            "protocol": PROTOCOL, "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"],
-            "data": f"tasks/{DATA_TASK}"}},
-            label_source={lang: meta.get(lang, {}).get("label_source", "gold") for lang in languages})
+            out.add(lang, nats, [float(len(s) - 1) for s in seqs], n_bytes, cut=cut)
+        return out.result(world, DATA_TASK, languages, PROTOCOL, cfg)

@@ -13,7 +13,7 @@ import contextlib
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +245,53 @@ def progress(settings: Any, description: str, total: int) -> Iterator[Callable[[
 
     with track(description, total) as advance:
         yield advance
+
+
+# -- held-out text scored by a language model (clm, mlm-bpb) ---------------------------------------------------------
+def held_out_settings(profiles: dict[str, dict[str, Any]], settings: Any, model: torch.nn.Module, tokenizer: Any,
+                      *, cap_sentences: bool = False) -> dict[str, Any]:
+    """A held-out-text task's settings: its profile's (the ``cpu`` profile's for an unknown one), the task params
+    over them, the run's cap of sentences (replacing the profile's, or at most it with ``cap_sentences``), and the
+    longest input the model takes."""
+    cfg = {**profiles.get(settings.profile, profiles["cpu"]), **settings.params}
+    if settings.max_sentences is not None:
+        cfg["max_sentences"] = (min(int(cfg["max_sentences"]), settings.max_sentences)
+                                if cap_sentences and cfg["max_sentences"] is not None else settings.max_sentences)
+    cfg["max_length"] = max_input_length(model, tokenizer, int(cfg["max_length"]))
+    return cfg
+
+
+@dataclass
+class TextScores:
+    """Per language, from each sentence's nats, scored tokens and UTF-8 bytes: ``loss`` (nats a token, token-
+    weighted), ``ppl`` (exp of it) and ``bpb`` (the nats over ln 2 times the bytes:
+    :func:`harness.core.objective.bits_per_byte`), each with its per-sentence statistics (bootstrap)."""
+
+    metrics: tuple[str, ...]
+    scores: dict[str, dict[str, float]] = field(default_factory=dict)
+    items: dict[str, dict[str, Any]] = field(default_factory=dict)
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def add(self, lang: str, nats: list[float], tokens: list[float], n_bytes: list[int], **counts: int) -> None:
+        from harness.core.objective import bits_per_byte
+        from tasks.base import ItemStats
+
+        loss = sum(nats) / max(sum(tokens), 1.0)
+        values = {"loss": (loss, ItemStats(nats, tokens)),
+                  "ppl": (math.exp(min(loss, 50.0)), ItemStats(nats, tokens, transform="exp")),
+                  "bpb": (bits_per_byte(sum(nats), sum(n_bytes)),
+                          ItemStats([n / math.log(2) for n in nats], [float(b) for b in n_bytes]))}
+        for m in self.metrics:
+            self.scores.setdefault(m, {})[lang] = values[m][0]
+            self.items.setdefault(m, {})[lang] = values[m][1]
+        self.counts[lang] = {"sentences": len(nats), "tokens": int(sum(tokens)), "bytes": sum(n_bytes), **counts}
+
+    def result(self, world: Any, data_task: str, languages: Sequence[str], protocol: str,
+               cfg: dict[str, Any]) -> Any:
+        from tasks.base import TaskResult
+
+        return TaskResult(scores=self.scores, items=self.items, extras={
+            "counts": self.counts, "protocol": protocol, "hyperparameters": {
+                "protocol": protocol, "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"],
+                "data": f"tasks/{data_task}"}},
+            label_source=label_sources(world, data_task, languages))

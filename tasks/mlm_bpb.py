@@ -18,18 +18,17 @@ sentences per language. It is its own task (``mlm-bpb``), beside the ``mlm`` tas
 
 from __future__ import annotations
 
-import math
 from typing import Any, ClassVar
 
 import torch
 
 from harness.core.masked_head import masked_logits
-from harness.core.objective import bits_per_byte, utf8_bytes
+from harness.core.objective import utf8_bytes
 from harness.core.precision import autocast
 from harness.core.registry import TASKS
 from harness.worlds.base import read_lines
-from tasks.base import ItemStats, TaskResult, TaskSettings
-from tasks.data import length_batches, max_input_length
+from tasks.base import TaskResult, TaskSettings
+from tasks.data import TextScores, held_out_settings, length_batches
 
 PROTOCOL = "mlm-pll"
 DATA_TASK = "mlm"
@@ -90,15 +89,10 @@ class MaskedLMBitsPerByte:
 
     def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                  settings: TaskSettings) -> TaskResult:
-        cfg = {**PROFILES.get(settings.profile, PROFILES["cpu"]), **settings.params}
-        if settings.max_sentences is not None:
-            cfg["max_sentences"] = min(int(cfg["max_sentences"]), settings.max_sentences)
-        cfg["max_length"] = max_input_length(model, tokenizer, int(cfg["max_length"]))
+        cfg = held_out_settings(PROFILES, settings, model, tokenizer, cap_sentences=True)
         device = torch.device(settings.device)
         model.eval()
-        scores: dict[str, dict[str, float]] = {m: {} for m in self.metrics}
-        items: dict[str, dict[str, ItemStats]] = {m: {} for m in self.metrics}
-        counts: dict[str, dict[str, int]] = {}
+        out = TextScores(self.metrics)
         special = added_specials(tokenizer)
         for lang in languages:
             lines = read_lines(world.task_dir(DATA_TASK) / f"{lang}.txt")[: cfg["max_sentences"]]
@@ -107,15 +101,6 @@ class MaskedLMBitsPerByte:
             texts = [tokenizer.decode(s, skip_special_tokens=True) if len(s) >= cfg["max_length"] else t
                      for s, t in zip(ids, lines, strict=True)]
             nats = pll_nats(model, tokenizer, ids, int(cfg["batch_size"]), device, settings.precision)
-            n_bytes = [utf8_bytes(t) for t in texts]
-            tokens = [float(sum(1 for t in s if t not in special)) for s in ids]
-            scores["bpb"][lang] = bits_per_byte(sum(nats), sum(n_bytes))
-            scores["loss"][lang] = sum(nats) / max(sum(tokens), 1.0)
-            items["bpb"][lang] = ItemStats([n / math.log(2) for n in nats], [float(b) for b in n_bytes])
-            items["loss"][lang] = ItemStats(nats, tokens)
-            counts[lang] = {"sentences": len(lines), "tokens": int(sum(tokens)), "bytes": sum(n_bytes)}
-        meta = world.task_meta(DATA_TASK).get("languages", {})
-        return TaskResult(scores=scores, items=items, extras={"counts": counts, "protocol": PROTOCOL, "hyperparameters": {
-            "protocol": PROTOCOL, "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"],
-            "data": f"tasks/{DATA_TASK}"}},
-            label_source={lang: meta.get(lang, {}).get("label_source", "gold") for lang in languages})
+            out.add(lang, nats, [float(sum(1 for t in s if t not in special)) for s in ids],
+                    [utf8_bytes(t) for t in texts])
+        return out.result(world, DATA_TASK, languages, PROTOCOL, cfg)

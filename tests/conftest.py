@@ -116,3 +116,19 @@ def built_world(tmp_path_factory) -> Path:
         return build_world("synthetic")
     finally:
         mp.undo()
+
+
+@pytest.fixture
+def own_tracking_uri(monkeypatch):
+    """MLflow's set_tracking_uri (a Tracker's client calls it) exports MLFLOW_TRACKING_URI: kept to each test."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+@pytest.fixture(scope="module")
+def store_base(tmp_path_factory) -> Path:
+    """A home whose store holds three FINISHED runs with params, tags and metrics at three steps, and one
+    RUNNING run (the target of the tests' writes) owned by a process of this machine that is gone (the run
+    store's crash-consistency tests: tests/_store_fault_helpers.py)."""
+    from tests._store_fault_helpers import _build_base
+
+    return _build_base(tmp_path_factory.mktemp("store-base"))

@@ -29,7 +29,6 @@ from harness.core.store_view import SqliteStoreView
 from harness.core.tracking import Tracker, ensure_sqlite_store
 from tests._store_fault_helpers import (
     T0,
-    _build_base,
     _check_kept,
     _copy,
     _env,
@@ -43,18 +42,7 @@ from tests._store_fault_helpers import (
 )
 from tests.conftest import REPO
 
-
-@pytest.fixture(autouse=True)
-def _own_tracking_uri(monkeypatch):
-    """MLflow's set_tracking_uri (a Tracker's client calls it) exports MLFLOW_TRACKING_URI: kept to each test."""
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """A home whose store holds three FINISHED runs with params, tags and metrics at three steps, and one
-    RUNNING run (the target of the tests' writes) owned by a process of this machine that is gone."""
-    return _build_base(tmp_path_factory.mktemp("store-base"))
+pytestmark = pytest.mark.usefixtures("own_tracking_uri")
 
 
 # -- a writer killed inside MLflow's writes ----------------------------------------------------------------------
@@ -114,12 +102,12 @@ KILL_POINTS = {"log_metric": [5, 6, 7, 8], "set_tag": [6, 7], "set_terminated": 
 
 
 @pytest.mark.parametrize("op", sorted(KILL_POINTS))
-def test_a_writer_killed_inside_mlflows_writes_loses_nothing(base, tmp_path, op):
-    before = _finished(base / "mlflow.db")
+def test_a_writer_killed_inside_mlflows_writes_loses_nothing(store_base, tmp_path, op):
+    before = _finished(store_base / "mlflow.db")
     assert len(before) == 3
     hot = 0
     for i, k in enumerate(KILL_POINTS[op]):
-        db = _copy(base, tmp_path / f"k{k}")
+        db = _copy(store_base, tmp_path / f"k{k}")
         assert _killed_writer(db, op, k, spill=i % 2 == 0) == signal.SIGKILL, f"{op} finished before point {k}"
         hot += _hot(db)
         ensure_sqlite_store(_uri(db))  # what every harness command does first: SQLite rolls the journal back
@@ -141,11 +129,11 @@ def test_a_writer_killed_inside_mlflows_writes_loses_nothing(base, tmp_path, op)
     assert runs["done0"] == runs["done1"] == runs["done2"] == "FINISHED"
 
 
-def test_the_issues_killed_writer_keeps_every_run(base, tmp_path):
+def test_the_issues_killed_writer_keeps_every_run(store_base, tmp_path):
     """The reproduction of issue 48: a writer killed inside a large transaction leaves a hot journal; opening the
     home used to take the store for half-created and delete it with its journal (0 runs of 3)."""
     home = tmp_path / "home"
-    db = _copy(base, home)
+    db = _copy(store_base, home)
     before = _finished(db)
     _raw_killed_writer(db)
     with pytest.raises(sqlite3.OperationalError, match="readonly"):  # what a read-only reader gets now
@@ -160,13 +148,13 @@ def test_the_issues_killed_writer_keeps_every_run(base, tmp_path):
     con.close()
 
 
-def test_the_view_and_mark_stopped_runs_work_after_a_killed_writer(base, tmp_path):
+def test_the_view_and_mark_stopped_runs_work_after_a_killed_writer(store_base, tmp_path):
     """A command's store view, opened before a worker was killed mid-write (clean_stop's case), cannot read the
     store with its read-only connection ("attempt to write a readonly database"): MLflow's client answers for it,
     recovering the journal, and mark_stopped_runs marks the dead process's run KILLED."""
     from harness.core.lifecycle import mark_stopped_runs
 
-    db = _copy(base, tmp_path / "home")
+    db = _copy(store_base, tmp_path / "home")
     tracker = Tracker(_uri(db))
     view = tracker.reader
     assert isinstance(view, SqliteStoreView)
@@ -280,13 +268,13 @@ def test_probe_twenty_kills_inside_store_writes(tmp_path):
     assert inside >= 10 and hot >= 1
 
 
-def test_harness_cache_never_selects_the_stores_journal(base, tmp_path):
+def test_harness_cache_never_selects_the_stores_journal(store_base, tmp_path):
     """``harness cache prune --kind other`` removes what the home holds beside its known kinds: a hot journal is
     the store's (kind ``tracking``, never pruned), not "other"."""
     from harness.cache_admin import scan, select
 
     home = tmp_path / "home"
-    db = _copy(base, home)
+    db = _copy(store_base, home)
     _raw_killed_writer(db)
     items = scan(home)
     journal = [i for i in items if i.path.name == "mlflow.db-journal"]

@@ -24,7 +24,6 @@ from harness.core.errors import HarnessError
 from harness.core.tracking import StoreUnavailable, Tracker, ensure_sqlite_store, read_store
 from tests._store_fault_helpers import (
     HARNESS,
-    _build_base,
     _check_kept,
     _copy,
     _env,
@@ -37,18 +36,7 @@ from tests._store_fault_helpers import (
 )
 from tests.conftest import REPO
 
-
-@pytest.fixture(autouse=True)
-def _own_tracking_uri(monkeypatch):
-    """MLflow's set_tracking_uri (a Tracker's client calls it) exports MLFLOW_TRACKING_URI: kept to each test."""
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory) -> Path:
-    """A home whose store holds three FINISHED runs with params, tags and metrics at three steps, and one
-    RUNNING run (the target of the tests' writes) owned by a process of this machine that is gone."""
-    return _build_base(tmp_path_factory.mktemp("store-base"))
+pytestmark = pytest.mark.usefixtures("own_tracking_uri")
 
 
 # -- another process holds the store -----------------------------------------------------------------------------
@@ -63,8 +51,8 @@ def _hold(db: Path, seconds: float) -> subprocess.Popen:
 
 
 @pytest.mark.parametrize("seconds", [1, 10])
-def test_a_lock_is_waited_for_saying_so_every_five_seconds(base, tmp_path, capsys, seconds):
-    db = _copy(base, tmp_path / "home")
+def test_a_lock_is_waited_for_saying_so_every_five_seconds(store_base, tmp_path, capsys, seconds):
+    db = _copy(store_base, tmp_path / "home")
     before = _finished(db)
     holder = _hold(db, seconds)
     started = time.monotonic()
@@ -80,9 +68,9 @@ def test_a_lock_is_waited_for_saying_so_every_five_seconds(base, tmp_path, capsy
     _check_kept(db, before)
 
 
-def test_a_lock_held_past_the_wait_is_refused_in_one_line(base, tmp_path):
+def test_a_lock_held_past_the_wait_is_refused_in_one_line(store_base, tmp_path):
     """The 60 s lock against a wait shortened to 3 s (HARNESS_STORE_WAIT): the real wait is the slow test."""
-    db = _copy(base, tmp_path / "home")
+    db = _copy(store_base, tmp_path / "home")
     before = _finished(db)
     holder = _hold(db, 60)
     try:
@@ -99,8 +87,8 @@ def test_a_lock_held_past_the_wait_is_refused_in_one_line(base, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_sixty_second_lock_is_waited_out_with_the_default_wait(base, tmp_path):
-    db = _copy(base, tmp_path / "home")
+def test_a_sixty_second_lock_is_waited_out_with_the_default_wait(store_base, tmp_path):
+    db = _copy(store_base, tmp_path / "home")
     before = _finished(db)
     holder = _hold(db, 60)
     out = _harness(db.parent, "leaderboard", "--no-log", timeout=600)
@@ -110,8 +98,8 @@ def test_a_sixty_second_lock_is_waited_out_with_the_default_wait(base, tmp_path)
     _check_kept(db, before)
 
 
-def test_mlflows_writes_wait_for_a_lock_of_seven_seconds(base, tmp_path):
-    db = _copy(base, tmp_path / "home")
+def test_mlflows_writes_wait_for_a_lock_of_seven_seconds(store_base, tmp_path):
+    db = _copy(store_base, tmp_path / "home")
     tracker = Tracker(_uri(db))
     run = tracker.find_runs(tracker.experiment("faults"), {"kind": "cell"})[0].info.run_id
     holder = _hold(db, 7)  # past SQLite's default 5 s, within MLflow's own 20 s
@@ -127,12 +115,12 @@ def _mount_tmpfs(where: Path, size: str) -> bool:
                           capture_output=True).returncode == 0
 
 
-def test_a_read_only_home_is_refused_in_one_line_and_recovered_once_writable(base, tmp_path):
+def test_a_read_only_home_is_refused_in_one_line_and_recovered_once_writable(store_base, tmp_path):
     mnt = tmp_path / "ro"
     if os.geteuid() != 0 or not _mount_tmpfs(mnt, "64m"):
         pytest.skip("needs a file system this test can remount read-only (root, tmpfs)")
     try:
-        db = _copy(base, mnt / "home")
+        db = _copy(store_base, mnt / "home")
         before = _finished(db)
         _raw_killed_writer(db)
         subprocess.run(["mount", "-o", "remount,ro", str(mnt)], check=True)
@@ -150,10 +138,10 @@ def test_a_read_only_home_is_refused_in_one_line_and_recovered_once_writable(bas
         subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
-def test_a_full_disk_stops_the_write_in_one_line_and_loses_nothing(base, tmp_path):
+def test_a_full_disk_stops_the_write_in_one_line_and_loses_nothing(store_base, tmp_path):
     """A file-size limit (RLIMIT_FSIZE) at the store's size: the harness's write fails with one line, SQLite rolls
     it back whole, and every finished run is as it was."""
-    db = _copy(base, tmp_path / "home")
+    db = _copy(store_base, tmp_path / "home")
     before = _finished(db)
     read, write = os.pipe()
     pid = os.fork()
@@ -191,8 +179,8 @@ def test_a_full_disk_stops_the_write_in_one_line_and_loses_nothing(base, tmp_pat
     assert _mlflow_opens(db)["done1"] == "FINISHED"
 
 
-def test_a_damaged_store_is_refused_in_one_line_and_kept_byte_for_byte(base, tmp_path):
-    db = _copy(base, tmp_path / "home")
+def test_a_damaged_store_is_refused_in_one_line_and_kept_byte_for_byte(store_base, tmp_path):
+    db = _copy(store_base, tmp_path / "home")
     before = _finished(db)
     good = db.read_bytes()
     con = sqlite3.connect(db)

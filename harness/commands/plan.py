@@ -35,15 +35,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return _cpu_plan(cfg, spec)
     rates = cpt_rates(plan, world, args.gpu)
     rows = estimate_rows(spec, rates=rates)
-    t = Table(title=f"plan: world {cfg.world}, profile {cfg.profile}, tasks {', '.join(plan.tasks)}")
-    for col in ("cell", "CPUs", "GPUs", "init GPU-h", "CPT GPU-h", "eval GPU-h", "total GPU-h"):
-        t.add_column(col, justify="left" if col == "cell" else "right")
-    for r in rows:
-        t.add_row(r["cell"], f"{r['cpus']:g}", f"{r['gpus']:g}", f"{r['init_h']:.2f}", f"{r['cpt_h']:.2f}",
-                  f"{r['eval_h']:.2f}", f"{r['total_h']:.2f}")
-    console.print(t)
-    for s in plan.skipped:
-        console.print(f"[yellow]skipped:[/yellow] {s}")
+    _cells_table(f"plan: world {cfg.world}, profile {cfg.profile}, tasks {', '.join(plan.tasks)}", rows,
+                 {"GPUs": "{gpus:g}", "init GPU-h": "{init_h:.2f}", "CPT GPU-h": "{cpt_h:.2f}",
+                  "eval GPU-h": "{eval_h:.2f}", "total GPU-h": "{total_h:.2f}"}, plan.skipped)
     if rates:
         first = next(iter(rates.values()))[0]
         console.print(f"CPT sized for one {first.gpu} per CPT device, from {first.basis}:", highlight=False,
@@ -61,6 +55,19 @@ def cmd_plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cells_table(title: str, rows: list[dict[str, Any]], columns: dict[str, str], skipped: list[str]) -> None:
+    """The plan's table: a row per cell (its name and CPUs, then ``columns``: header -> format of the row's
+    fields), then the cells the plan skipped."""
+    t = Table(title=title)
+    for col in ("cell", "CPUs", *columns):
+        t.add_column(col, justify="left" if col == "cell" else "right")
+    for r in rows:
+        t.add_row(r["cell"], f"{r['cpus']:g}", *(f.format(**r) for f in columns.values()))
+    console.print(t)
+    for s in skipped:
+        console.print(f"[yellow]skipped:[/yellow] {s}")
+
+
 def _cpu_plan(cfg: Any, spec: Any) -> int:
     """A CPU run's plan: each cell's seconds on this kind of machine, the wall time over the workers the run
     will use, the core-hours, and what the run evaluates (:func:`harness.plan.cpu_rows`)."""
@@ -70,16 +77,10 @@ def _cpu_plan(cfg: Any, spec: Any) -> int:
     plan, cpt = spec.plan, spec.cpt
     workers = cpu_workers(cfg, spec)
     rows = cpu_rows(spec, workers)
-    t = Table(title=f"plan: world {cfg.world}, profile {cfg.profile} (CPU), tasks {', '.join(plan.tasks)}, "
-                    f"in the order the cells run")
-    for col in ("cell", "CPUs", "init s", "eval s", "CPT s", "total s", "ends at min"):
-        t.add_column(col, justify="left" if col == "cell" else "right")
-    for r in rows:
-        t.add_row(r["cell"], f"{r['cpus']:g}", f"{r['init_s']:,.0f}", f"{r['eval_s']:,.0f}", f"{r['cpt_s']:,.0f}",
-                  f"{r['total_s']:,.0f}", f"{r['ends_s'] / 60:,.1f}")
-    console.print(t)
-    for s in plan.skipped:
-        console.print(f"[yellow]skipped:[/yellow] {s}")
+    _cells_table(f"plan: world {cfg.world}, profile {cfg.profile} (CPU), tasks {', '.join(plan.tasks)}, in the "
+                 "order the cells run", [{**r, "ends_min": r["ends_s"] / 60} for r in rows],
+                 {"init s": "{init_s:,.0f}", "eval s": "{eval_s:,.0f}", "CPT s": "{cpt_s:,.0f}",
+                  "total s": "{total_s:,.0f}", "ends at min": "{ends_min:,.1f}"}, plan.skipped)
     for task in plan.tasks:
         langs = plan.languages[task]
         console.print(f"{task}: {len(langs)} language(s): {', '.join(langs)}", highlight=False, soft_wrap=True)

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.hashing import hash_obj, sha256_file, stable_json
-from harness.core.locks import exclusive
+from harness.core.locks import exclusive, try_lock
 from harness.core.paths import harness_home
 
 try:
@@ -298,19 +298,10 @@ def claim(path: Path) -> int | None:
     """The exclusive lock of ``path``'s lease (an open descriptor: close it once the product is removed), or None
     when a process holds a lease on it (it is in use). This process's own lease is dropped first."""
     release_lease(path)
-    lf = lease_file(path)
     try:
-        fd = os.open(lf, os.O_RDWR | os.O_CREAT, 0o644)
+        return try_lock(lease_file(path))
     except FileNotFoundError:  # its folder is gone
         return None
-    if fcntl is None:
-        return fd
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(fd)
-        return None
-    return fd
 
 
 def discard_damaged(path: Path, kind: str) -> bool:

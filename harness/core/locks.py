@@ -34,7 +34,13 @@ def try_exclusive(path: Path) -> int | None:
     another process holds it."""
     lock = lock_file(path)
     lock.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+    return try_lock(lock)
+
+
+def try_lock(file: Path) -> int | None:
+    """The exclusive ``flock`` of ``file`` (created if missing; its folder must exist) without waiting: an open
+    descriptor that holds it, or None when another process holds it (or holds a shared lock on it)."""
+    fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
     if fcntl is None:
         return fd
     try:
