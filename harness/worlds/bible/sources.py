@@ -43,7 +43,11 @@ class HeadSettings:
     max_length: int = 128
     mlm_probability: float = 0.15
     seed: int = 1234
-    bf16: bool = True  # bfloat16 autocast for the training steps' vocabulary projection (evaluation stays fp32)
+    # bfloat16 autocast for the training steps' vocabulary projection (evaluation stays fp32). Off: under the pinned
+    # CPU kernels (harness.core.kernels: oneDNN held to AVX2) a bf16 matrix product falls to ATen's reference GEMM,
+    # about 40 s for one step's backward projection, where the fp32 product (MKL, AVX2) takes 0.1 to 0.3 s; and fp32
+    # computes the same heads on every x86 machine, where bf16 took AVX-512 or AMX kernels where a CPU had them
+    bf16: bool = False
 
 
 XLMR_MASK_ID = 250001
