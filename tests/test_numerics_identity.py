@@ -82,6 +82,10 @@ def test_a_bf16_run_after_an_fp32_one_adds_rows_and_the_fp32_cells_resume(run_cl
     cfg.write_text('[cpt]\nprecision = "fp32"\n')
     second = run_cli(*cmd, "--precision", "bf16", "--config", str(cfg), check=True)
     assert "finished, every evaluation logged" not in second.stderr, second.stderr[-2000:]
+    assert "bf16 on the CPU under the pinned kernels" not in first.stderr  # fp32: nothing to say
+    # bf16 on the CPU, pinned: the run says at its start that ATen's reference GEMM computes its products
+    assert "bf16 on the CPU under the pinned kernels: oneDNN held to AVX2 has no bf16 matrix product" in \
+        " ".join(second.stderr.split()), second.stderr[-2000:]
     assert "random d=full eval=bf16" in second.stdout and re.search(r"random d=full eval=fp32", second.stdout), \
         second.stdout
     again = run_cli(*cmd, check=True)
