@@ -19,6 +19,28 @@ models whose ``get_input_embeddings()`` are those tables in float64, and writes
                         overlap_target / overlap_source (llm-cva's overlapping tokens' ids),
                         new_target (the other target ids), clp / clp_plus (llm-cva's rows of those ids, float64)
 
+With ``--real-pair`` it runs llm-cva on the real pair of :mod:`tests.parity.realpair` instead (all-MiniLM-L6-v2's
+table and WordPiece tokenizer, the SentencePiece target trained on the French Bible, built from the registry
+packages in ``--downloads``) and writes a small fixture, ``clp_realpair.npz`` / ``clp_realpair.json``:
+
+    PYTHONHASHSEED=0 python tests/parity/clp_reference.py --llm-cva /path/to/llm-cva --commit 4faf142 --real-pair
+
+The helper is the ``cpu`` profile's (:data:`methods.helper_model.HELPER_CPU`), trained here on the pair's French
+text with its target tokenizer by :func:`methods.helper_model.helper_tables`. The two tokenizers are handed to
+llm-cva as vocabularies of their canonical strings (:mod:`methods.canonical`; special tokens by their text), so
+that its ``get_vocab()`` intersection is our ``exact`` overlap (``specials="string"``): across tokenizer families
+the raw-string intersection pairs a French in-word piece with an English word-start token (spec §2.5), the
+deviation the method pages name. The fixture keeps what the test needs and no more (the source rows are re-read
+from the package at test time):
+
+    target_fingerprint, source_fingerprint   (json) the tokenizers the fixture belongs to
+    helper_ids, helper   the helper's rows (float32) of the overlap (CLP's, and OMP's specials by role) and of
+                         the sample
+    overlap_target / overlap_source   llm-cva's overlapping tokens' ids
+    sample               new target ids: evenly spaced, and those whose helper cosines to the overlap sum
+                         closest to zero (CLP's weights s / sum(s) largest)
+    clp / clp_plus       llm-cva's rows of the sample (float64)
+
 Run with ``PYTHONHASHSEED=0`` (llm-cva sums over ``list(set)``, whose order follows string hashing).
 """
 
@@ -36,6 +58,8 @@ import numpy as np
 import torch
 
 HERE = Path(__file__).resolve().parent
+REAL_SAMPLE = 240  # new target ids of the real pair's fixture, evenly spaced ...
+REAL_EDGE = 16  # ... and those whose helper cosines to the overlap sum closest to zero
 
 
 class _Stub(torch.nn.Module):
@@ -101,6 +125,104 @@ def synthetic_inputs(home: Path) -> tuple:
     return e_s.numpy(), helper, ft, ft_has, st, tt
 
 
+class _CanonicalVocab:
+    """A tokenizer as llm-cva reads it (``get_vocab()``, ``len()``), its strings the canonical ones."""
+
+    def __init__(self, vocab: dict[str, int], size: int):
+        self.vocab, self.size = vocab, size
+
+    def get_vocab(self) -> dict[str, int]:
+        return dict(self.vocab)
+
+    def __len__(self) -> int:
+        return self.size
+
+
+def canonical_vocabs(st, tt) -> tuple[_CanonicalVocab, _CanonicalVocab]:
+    """The source and target vocabularies keyed by the strings the ``exact`` rule compares (``specials="string"``):
+    llm-cva's intersection of them is our overlap."""
+    from methods.canonical import canonical_vocab
+    from methods.overlap import exact_table, string_of
+
+    sv, tv = canonical_vocab(st), canonical_vocab(tt)
+    source = exact_table(sv, "string")  # the highest source id wins a tie, as in the rule
+    target: dict[str, int] = {}
+    for i in range(len(tv)):
+        c = string_of(tv, i, "string")
+        key = c if c is not None else f"\x00{i}"
+        if key in target:
+            sys.exit(f"target tokens {target[key]} and {i} have one canonical string {key!r}")
+        target[key] = i
+    return _CanonicalVocab(source, len(sv)), _CanonicalVocab(target, len(tv))
+
+
+def real_pair_main(args: argparse.Namespace, clp_cls: type, clp_plus_cls: type) -> None:
+    """llm-cva on the real pair; writes ``clp_realpair.npz`` / ``.json`` (see the module docstring)."""
+    sys.path.insert(0, str(HERE.parent.parent))
+    from harness.worlds.bible.fetch import Fetcher
+    from methods.clp import CLPInit
+    from methods.helper_model import helper_tables
+    from methods.params import resolve
+    from methods.shared import tokenizer_fingerprint
+    from tests.parity.realpair import build_real_pair, pair_ctx
+
+    work = Path(tempfile.mkdtemp(prefix="clp-realpair-"))
+    try:
+        pair = build_real_pair(work / "pair", Fetcher(root=args.downloads))
+        st, tt = pair.source_tokenizer, pair.target_tokenizer
+        ctx = pair_ctx(pair, work / "cache" / "methods" / "clp", {}, profile="cpu")
+        p = resolve("clp", CLPInit.params, CLPInit.profile_defaults("cpu"))
+        tables = helper_tables(ctx, p, who="clp")
+        helper = tables.input
+        by_string = ctx.mapping_for("exact", specials="string").copy
+        by_role = ctx.mapping_for("exact", specials="role").copy
+        source = pair.source_matrix.numpy()
+        sv, tv = canonical_vocabs(st, tt)
+        out = {}
+        for name, cls in (("clp", clp_cls), ("clp_plus", clp_plus_cls)):
+            model = cls(_Stub(source.astype(np.float64)), _Stub(helper.astype(np.float64)), sv, tv,
+                        copy_special_tokens=False, seed=42)()
+            out[name] = model.get_input_embeddings().weight.detach().numpy()[:len(tt)].astype(np.float64)
+        shared = sorted(set(tv.vocab) & set(sv.vocab), key=lambda c: tv.vocab[c])
+        overlap = {tv.vocab[c]: sv.vocab[c] for c in shared}
+        if overlap != by_string:
+            sys.exit(f"llm-cva's overlap ({len(overlap)}) is not the exact rule's ({len(by_string)})")
+        new = np.setdiff1d(np.arange(len(tt)), np.array(sorted(overlap)))
+        picks = np.unique(np.linspace(0, len(new) - 1, REAL_SAMPLE).round().astype(np.int64))
+        unit = helper.astype(np.float64)
+        unit = unit / np.maximum(np.linalg.norm(unit, axis=1, keepdims=True), 1e-300)
+        sums = np.abs((unit[new] @ unit[np.array(sorted(overlap))].T).sum(1))  # |sum of CLP's cosines|
+        taken = set(picks.tolist())
+        edge = [int(i) for i in np.argsort(sums, kind="stable") if int(i) not in taken][:REAL_EDGE]
+        sample = np.sort(new[np.concatenate([picks, np.array(edge, dtype=np.int64)])])
+        helper_ids = np.array(sorted(set(overlap) | set(by_role) | set(sample.tolist())), dtype=np.int64)
+        args.out.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(args.out / "clp_realpair.npz", helper_ids=helper_ids,
+                            helper=helper[helper_ids].astype(np.float32),
+                            overlap_target=np.array(sorted(overlap), dtype=np.int64),
+                            overlap_source=np.array([overlap[t] for t in sorted(overlap)], dtype=np.int64),
+                            sample=sample, **{name: rows[sample] for name, rows in out.items()})
+        raw = set(st.get_vocab()) & set(tt.get_vocab())
+        info = tables.info
+        (args.out / "clp_realpair.json").write_text(json.dumps({
+            "reference": f"gucci-j/llm-cva {args.commit[:7]} (git archive): adaptation/src/core/clp_init.py, "
+                         "clp_plus_init.py",
+            "inputs": "the real pair of tests/parity/realpair.py: " + pair.info["source"] + "; " + pair.info["target"],
+            "source_fingerprint": tokenizer_fingerprint(st), "target_fingerprint": tokenizer_fingerprint(tt),
+            "vocabularies": "canonical strings (methods.canonical; special tokens by their text), so that llm-cva's "
+                            "get_vocab() intersection is the exact rule's overlap",
+            "overlap": len(overlap), "raw_string_overlap": len(raw), "new": int(len(new)),
+            "sample": {"evenly_spaced": int(len(picks)), "cosine_sum_nearest_zero": len(edge)},
+            "helper": {"profile": "cpu", "settings": info.get("settings"), "seconds": info.get("seconds"),
+                       "first_loss": info.get("first_loss"), "final_loss": info.get("final_loss")},
+            "seed": 42, "copy_special_tokens": False, "PYTHONHASHSEED": 0}, indent=1) + "\n")
+        print(f"wrote {args.out / 'clp_realpair.npz'}: |V_t| {len(tt)}, overlap {len(overlap)} (raw strings "
+              f"{len(raw)}), sample {len(sample)}, helper rows {len(helper_ids)} x {helper.shape[1]} (trained in "
+              f"{info.get('seconds')} s, loss {info.get('first_loss')} -> {info.get('final_loss')})")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--llm-cva", required=True, type=Path, help="a checkout of gucci-j/llm-cva")
@@ -108,6 +230,10 @@ def main() -> None:
     ap.add_argument("--commit", required=True, help="the llm-cva commit of the checkout (recorded in the fixture)")
     ap.add_argument("--inputs", type=Path, default=None,
                     help="reuse the tables and tokenizers of this fixture (its .npz) instead of building them")
+    ap.add_argument("--real-pair", action="store_true",
+                    help="run on the real pair of tests/parity/realpair.py (writes clp_realpair.*)")
+    ap.add_argument("--downloads", type=Path, default=None,
+                    help="the registry downloads the real pair is built from (default <harness home>/downloads)")
     args = ap.parse_args()
     if os.environ.get("PYTHONHASHSEED") != "0":
         sys.exit("run with PYTHONHASHSEED=0 (llm-cva sums in list(set) order)")
@@ -119,6 +245,15 @@ def main() -> None:
     clp_plus_init = _load(core / "core" / "clp_plus_init.py", "llm_cva_clp_plus_init")
     CLPEmbeddingInitializer = clp_init.CLPEmbeddingInitializer  # noqa: N806
     CLPPlusEmbeddingInitializer = clp_plus_init.CLPPlusEmbeddingInitializer  # noqa: N806
+
+    if args.real_pair:
+        if args.downloads is None:
+            sys.path.insert(0, str(HERE.parent.parent))
+            from harness.core.paths import harness_home
+
+            args.downloads = harness_home() / "downloads"
+        real_pair_main(args, CLPEmbeddingInitializer, CLPPlusEmbeddingInitializer)
+        return
 
     from transformers import AutoTokenizer
 

@@ -1,11 +1,15 @@
 """Helpers shared by the parity tests (they import only the harness; the reference packages are imported by the
-tests themselves)."""
+tests themselves, mergekit's OMP by file through :func:`mergekit_omp`)."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from methods.multilang import dictionary_for
@@ -73,3 +77,22 @@ def reference_file(path: str, folder: Path) -> str:
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     return str(full_model_file(path, folder))
+
+
+def mergekit_omp() -> types.ModuleType:
+    """mergekit's ``tokensurgeon/omp.py`` (with its one import, ``rope_helpers``) from the installed wheel."""
+    spec = importlib.util.find_spec("mergekit")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("mergekit is not installed (tests/parity/run.sh installs mergekit==0.1.5)")
+    folder = Path(next(iter(spec.submodule_search_locations))) / "tokensurgeon"
+    package = types.ModuleType("mergekit_omp_oracle")
+    package.__path__ = [str(folder)]
+    sys.modules.setdefault("mergekit_omp_oracle", package)
+    for name in ("rope_helpers", "omp"):
+        full = f"mergekit_omp_oracle.{name}"
+        if full not in sys.modules:
+            module_spec = importlib.util.spec_from_file_location(full, folder / f"{name}.py")
+            module = importlib.util.module_from_spec(module_spec)
+            sys.modules[full] = module
+            module_spec.loader.exec_module(module)
+    return sys.modules["mergekit_omp_oracle.omp"]

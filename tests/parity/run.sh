@@ -1,6 +1,15 @@
 #!/usr/bin/env bash
-# Parity with the authors' code: our FOCUS and WECHSEL against their packages deepfocus and wechsel, row by row
-# (tests/parity), in a virtual environment of its own, .venv-parity, created on first use and reused after.
+# Parity with the authors' code (tests/parity), in a virtual environment of its own, .venv-parity, created on first
+# use and reused after. Each method against its reference, row by row, on the synthetic world and on a real pair
+# (tests/parity/realpair.py: all-MiniLM-L6-v2 and the French Bible with a SentencePiece target trained on it, built
+# from the bible world's registry packages in about a minute):
+#   focus, wechsel   deepfocus 1.0.1, wechsel 0.0.4, run here (test_parity.py, test_realpair.py)
+#   omp              mergekit 0.1.5's batch_omp, run here, in both donor spaces (test_omp_clp.py,
+#                    test_realpair_omp_clp.py)
+#   clp, clp+        llm-cva (not on PyPI): its rows kept in fixtures by clp_reference.py (same tests)
+#   tiktotok         trans-tokenizers 0.1.4, run here (test_tiktotok_parity.py)
+#   tokdist          the authors' token-distillation code: its outputs kept in fixtures by tokdist_reference.py
+#                    (test_tokdist_parity.py; the real pair's training runs all-MiniLM-L6-v2 itself)
 #
 #   tests/parity/run.sh [pytest arguments]   create or reuse the environment, then run the parity tests
 #   tests/parity/run.sh --lock               rebuild the environment from unpinned requirements and rewrite the lock,

@@ -18,9 +18,6 @@ rounding, which CLP's weights ``s / sum(s)`` magnify up to 6e-5 where a token's 
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -31,30 +28,11 @@ from transformers import AutoTokenizer
 from methods.base import InitContext, Provenance
 from methods.helper_model import HelperTables
 from methods.overlap import mapping_cache
-from tests.parity.common import report
+from tests.parity.common import mergekit_omp, report
 
 pytestmark = pytest.mark.parity
 
 FIXTURES = Path(__file__).parent / "fixtures"
-
-
-def mergekit_omp() -> types.ModuleType:
-    """mergekit's ``tokensurgeon/omp.py`` (with its one import, ``rope_helpers``) from the installed wheel."""
-    spec = importlib.util.find_spec("mergekit")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.skip("mergekit is not installed (tests/parity/run.sh installs mergekit==0.1.5)")
-    folder = Path(next(iter(spec.submodule_search_locations))) / "tokensurgeon"
-    package = types.ModuleType("mergekit_omp_oracle")
-    package.__path__ = [str(folder)]
-    sys.modules.setdefault("mergekit_omp_oracle", package)
-    for name in ("rope_helpers", "omp"):
-        full = f"mergekit_omp_oracle.{name}"
-        if full not in sys.modules:
-            module_spec = importlib.util.spec_from_file_location(full, folder / f"{name}.py")
-            module = importlib.util.module_from_spec(module_spec)
-            sys.modules[full] = module
-            module_spec.loader.exec_module(module)
-    return sys.modules["mergekit_omp_oracle.omp"]
 
 
 @pytest.fixture(scope="module")

@@ -36,20 +36,16 @@ import pytest
 import torch
 
 from harness.core.registry import METHODS
-from methods.base import InitContext, Provenance
+from methods.base import Provenance
 from methods.multilang import assign_languages, dictionary_for, language_token_counts, text_files
-from methods.overlap import mapping_cache
 from tests.parity.common import cosines, reference_file, report, tied_rows
-from tests.parity.realpair import PIVOT, TARGET
+from tests.parity.realpair import FOCUS_PARAMS, PIVOT, TARGET, pair_ctx
 
 pytestmark = pytest.mark.parity
 
 pytest.importorskip("deepfocus")
 pytest.importorskip("wechsel")
 
-# deepfocus's own fastText defaults (dim 100, 3 epochs, minCount 10); fewer n-gram buckets than fastText's 2M,
-# which only costs memory and time here (both sides read the same model file)
-FOCUS_PARAMS = {"dim": 100, "epochs": 3, "min_count": 10, "bucket": 200_000}
 # the reference's train_embeddings helper (CBOW, dim 100, minn = maxn = 5, neg 10), 5 epochs instead of 20, and
 # 10 threads: fastText then initializes every n-gram row (with fewer threads only a tenth, the rest stay zero), so
 # a word whose known n-grams are few does not share its direction with other words. With one thread, thousands of
@@ -60,20 +56,6 @@ WECHSEL_PARAMS = {"dim": 100, "epochs": 5, "min_count": 5, "bucket": 200_000, "t
 AGREE = 0.999  # cosine of a method row with the reference's
 SHARE = 0.999  # share of method rows that must agree
 NAMES = {p.value: p.name.lower() for p in Provenance}
-
-
-def pair_ctx(pair, cache_dir, params: dict, *, rule_options: dict | None = None) -> InitContext:
-    """The context initialize_model would build for the pair; ``rule_options`` force options of one overlap rule
-    (``{"wechsel": {"specials": "string"}}``)."""
-    base = mapping_cache(pair.source_tokenizer, pair.target_tokenizer, None)
-    forced = rule_options or {}
-
-    def mapping_for(rule: str, **options):
-        return base(rule, **{**options, **forced.get(rule, {})})
-
-    return InitContext(source_matrix=pair.source_matrix, source_tokenizer=pair.source_tokenizer,
-                       target_tokenizer=pair.target_tokenizer, mapping_for=mapping_for, world=pair.world, seed=0,
-                       params=dict(params), cache_dir=cache_dir)
 
 
 def timed(fn):

@@ -8,6 +8,18 @@ their code in this repository).
 
 The checkout used for the committed fixture: commit ac9ef2c (``git archive HEAD paper``). It needs torch,
 transformers and tqdm (the harness's environment has them).
+
+With ``--real-pair`` the same two functions run on real inputs instead, the real pair of :mod:`tests.parity.realpair`
+(all-MiniLM-L6-v2 and its WordPiece tokenizer, the French Bible, the SentencePiece target trained on it; built from
+the registry packages in ``--downloads``), and ``fixtures/tokdist_realpair.json`` is written:
+
+* ``transform_input_token_format`` with every new target token's source pieces as a pattern (thousands, which
+  overlap) on the first 5 windows of 50 ids (the paper's length) of the 40 most frequent ones in the French text;
+* ``train_embeddings`` on all-MiniLM-L6-v2 itself (``BertForMaskedLM`` from the package's weights, its dropout set
+  to 0 so that the reference's ``model.train()`` draws nothing), the 4 most frequent new tokens with 8 windows
+  of 24 ids each, FVT pre-init (the mean of the pieces' rows), batch 4, lr 1e-4, one epoch.
+
+    python tests/parity/tokdist_reference.py PATH/TO/token-distillation --real-pair [--downloads DIR]
 """
 
 from __future__ import annotations
@@ -17,6 +29,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -28,6 +41,9 @@ MERGE_SNIPPETS = [[1, 5, 6, 7, 8, 5, 6], [7, 8, 9, 2], [5, 6, 7], [3, 6, 7, 8, 4
 VOCAB, HIDDEN = 40, 16
 NEW_PATTERNS = [[11, 12], [13, 14, 15], [12, 13]]  # ids V, V+1, V+2; the third overlaps the other two
 N_SNIPPETS, SNIPPET_LEN, BATCH, LR, SEED = 32, 12, 4, 1e-4, 42
+# the real pair (tests/parity/realpair.tokdist_inputs): the merge's and the training's inputs
+REAL_MERGE = {"tokens": 40, "snippets": 5, "length": 50}
+REAL_TRAIN = {"tokens": 4, "snippets": 8, "length": 24}
 
 
 class Tok:
@@ -91,13 +107,99 @@ def batch_order(n: int) -> list[list[int]]:
     return [b.tolist() for b in loader]
 
 
+def real_pair_main(args: argparse.Namespace, td: Any, commit: str) -> int:
+    """The two functions on the real pair; writes ``tokdist_realpair.json`` (see the module docstring)."""
+    import shutil
+    import tempfile
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from transformers import BertForMaskedLM
+
+    from harness.worlds.bible.fetch import Fetcher
+    from tests.parity.realpair import build_real_pair, tokdist_inputs
+
+    work = Path(tempfile.mkdtemp(prefix="tokdist-realpair-"))
+    try:
+        pair = build_real_pair(work / "pair", Fetcher(root=args.downloads))
+        st = pair.source_tokenizer
+        vocab, pad = len(st), int(st.pad_token_id)
+        mined = tokdist_inputs(pair, **REAL_MERGE)
+        flat = [s for per in mined["snippets"] for s in per]
+        merge = td.transform_input_token_format(
+            [[torch.tensor(s) for s in flat]],
+            {torch.tensor(p): vocab + j for j, (p, _) in enumerate(mined["patterns"])}, pad)
+
+        train = tokdist_inputs(pair, **REAL_TRAIN)
+        chosen = train["chosen"]
+        model = BertForMaskedLM.from_pretrained(pair.source_dir, hidden_dropout_prob=0.0,
+                                                attention_probs_dropout_prob=0.0).float()
+        assert model.get_input_embeddings().weight.shape[0] == vocab
+        original = model.get_input_embeddings().weight.detach().clone()
+        model.resize_token_embeddings(vocab + len(chosen), mean_resizing=False)
+        emb = model.get_input_embeddings().weight
+        with torch.no_grad():  # FVT pre-init: the mean of the pieces' rows (the output table is tied)
+            for j, pat in enumerate(chosen):
+                emb[vocab + j] = emb[pat].mean(0)
+        init_rows = emb[vocab:].detach().clone()
+        texts = [[torch.tensor(s) for s in per] for per in train["snippets"]]
+        losses: list[float] = []
+        mse = torch.nn.functional.mse_loss
+
+        def recording_mse(a, b, *rest, **kw):  # every step's loss, as their loop computes it
+            out = mse(a, b, *rest, **kw)
+            losses.append(float(out.item()))
+            return out
+
+        torch.nn.functional.mse_loss = recording_mse
+        try:
+            td.train_embeddings(model, texts, {torch.tensor(p): vocab + j for j, p in enumerate(chosen)},
+                                Tok(vocab + len(chosen), pad), epochs=1, batch_size=BATCH, learning_rate=LR,
+                                seed=SEED, target_layer=-1, mixed_precision=False)
+        finally:
+            torch.nn.functional.mse_loss = mse
+        emb = model.get_input_embeddings().weight.detach()
+        assert torch.equal(emb[:vocab], original), "the reference changed an original row"
+        n_train = sum(len(per) for per in train["snippets"])
+        fixture = {
+            "reference": f"konstantinjdobler/token-distillation {commit}: paper/token_distillation.py",
+            "inputs": "the real pair of tests/parity/realpair.py: " + pair.info["source"] + "; " + pair.info["target"],
+            "vocab": vocab, "pad": pad,
+            "merge": {"settings": REAL_MERGE, "patterns": mined["patterns"], "snippets": mined["snippets"],
+                      "out": merge},
+            "train": {"settings": REAL_TRAIN, "model": "BertForMaskedLM of the package's weights, dropout 0",
+                      "chosen": chosen, "snippets": train["snippets"], "batch_size": BATCH, "lr": LR,
+                      "order": batch_order(n_train), "losses": losses, "init_rows": init_rows.tolist(),
+                      "new_rows": emb[vocab:].tolist()},
+        }
+        (args.out / "tokdist_realpair.json").write_text(json.dumps(fixture, separators=(",", ":")) + "\n")
+        print(f"real pair: merge of {len(mined['patterns'])} patterns on {len(flat)} snippets; training "
+              f"{len(losses)} steps, first loss {losses[0]:.8f}; written to {args.out / 'tokdist_realpair.json'}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("checkout", type=Path, help="a checkout of konstantinjdobler/token-distillation")
     ap.add_argument("--out", type=Path, default=Path(__file__).parent / "fixtures")
+    ap.add_argument("--real-pair", action="store_true",
+                    help="run on the real pair of tests/parity/realpair.py (writes tokdist_realpair.json)")
+    ap.add_argument("--downloads", type=Path, default=None,
+                    help="the registry downloads the real pair is built from (default <harness home>/downloads)")
     args = ap.parse_args()
     sys.path.insert(0, str(args.checkout / "paper"))
     import token_distillation as td
+
+    if args.real_pair:
+        commit = subprocess.run(["git", "-C", str(args.checkout), "rev-parse", "HEAD"], capture_output=True,
+                                text=True).stdout.strip() or "ac9ef2c (git archive)"
+        if args.downloads is None:
+            sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+            from harness.core.paths import harness_home
+
+            args.downloads = harness_home() / "downloads"
+        return real_pair_main(args, td, commit)
     from safetensors.torch import save_file
 
     merge = td.transform_input_token_format([[torch.tensor(s) for s in MERGE_SNIPPETS]],
