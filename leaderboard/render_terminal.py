@@ -407,11 +407,12 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
                   details_hint=False)
     render_open_question([o for o in lb.open_question if tasks is None or o.result.task in tasks], console)
     heads = [b for b in lb.headline_boards() if tasks is None or b.task in tasks]
-    for table in summaries(lb, tasks):
+    tables = summaries(lb, tasks)
+    for table in tables:
         table.claims = ""  # the claims are above, once
         render_summary(table, console)
     costs = next((cost_table(b) for b in heads if b.costs), None)  # what each method costs, once
-    if costs is not None:
+    if costs is not None and not any(t.costs for t in tables):  # (beside the averages where a table has them)
         console.print(costs)
     for note in overview_notes(heads):
         console.print(f"[yellow]note:[/yellow] {escape(note)}")

@@ -27,6 +27,10 @@ class SummaryTable:
     claims: str = ""
     precision: str = ""  # the boards' precision of evaluation and CPT (Board.precision)
     sources: str = ""  # the rows' sources and their kinds (Board.sources: model.sources_phrase)
+    # what each row's method costs (leaderboard.costs), beside its averages: row label -> the cost cells of
+    # COST_COLUMNS; cost_note: the lead's cost (costs.lead_note) and which board the costs are of
+    costs: dict[str, list[str]] = field(default_factory=dict)
+    cost_note: str = ""
     notes: list[str] = field(default_factory=list)  # what the rows' marks mean, printed under the table
 
 
@@ -117,6 +121,11 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                 if label not in table.rows:
                     table.rows.append(label)
                 table.cells[(label, b.task)] = _cell(b, r)
+        cost_board = next((b for b in boards if b.costs), None)
+        if cost_board is not None:
+            _attach_costs(table, cost_board, {lab: r.variant.method for b in boards for r in b.rows
+                                              if r.variant is not None
+                                              for lab in table.rows if lab.split(" [")[0] == r.label})
         for b in boards:  # a uniform guess beside the losses (ln |V|), below the rows
             for r in b.paper_rows:
                 if r.kind == GUESS and r.avg is not None:
@@ -131,6 +140,24 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
             else ""
         out.append(table)
     return out
+
+
+# the cost table's columns shown beside the averages (leaderboard.costs.HEAD: its method is the row's, its best
+# average the row's own)
+COST_COLUMNS = ("init s", "peak MB", "GPU-h (plan)", "needs", "x time")
+
+
+def _attach_costs(table: SummaryTable, board: Board, methods: dict[str, str]) -> None:
+    """The cost cells of each row's method (:mod:`leaderboard.costs`, of the headline board ``board``)."""
+    from leaderboard.costs import HEAD, cells_of, lead_note
+
+    by_method = {r.method: dict(zip(HEAD, cells_of(board, r), strict=True)) for r in board.costs}
+    for label, method in methods.items():
+        if method in by_method:
+            table.costs[label] = [by_method[method][c] for c in COST_COLUMNS]
+    lead = lead_note(board)
+    table.cost_note = ("what each method costs: its initialization, median over its cells (x time: as a multiple "
+                       "of the cheapest method's)" + (f"; cost: {lead}" if lead else ""))
 
 
 def _notes(origins: list[RowOrigin], rows: list[str]) -> list[str]:
@@ -169,9 +196,16 @@ def render(table: SummaryTable, console: Any) -> None:
     t.add_column("row")
     for task, metric, step in table.tasks:
         t.add_column(f"{task} {metric}\n{step}", justify="right")
+    for c in COST_COLUMNS if table.costs else ():
+        t.add_column(c, justify="left" if c == "needs" else "right", no_wrap=True, overflow="ellipsis",
+                     max_width=28 if c == "needs" else None)
+    blank = [""] * len(COST_COLUMNS) if table.costs else []  # (a uniform guess costs nothing)
     for label in table.rows:
-        t.add_row(escape(label), *(table.cells.get((label, task), "-") for task, _, _ in table.tasks))
+        t.add_row(escape(label), *(table.cells.get((label, task), "-") for task, _, _ in table.tasks),
+                  *map(escape, table.costs.get(label, blank)))
     console.print(t)
+    if table.cost_note:
+        console.print(escape(table.cost_note))
     for note in table.notes:
         console.print(escape(note))
     if table.claims:

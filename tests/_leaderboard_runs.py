@@ -133,17 +133,17 @@ def _make_parent(client: MlflowClient, exp_id: str, tags: dict, method: str, see
     return parent
 
 
-# the main job's shape (README command 1): ten methods, three seeds, two tasks, the cpu profile (tasks at step 0,
+# the main job's shape (README command 1): fourteen methods, three seeds, two tasks, the cpu profile (tasks at step 0,
 # ten CPT steps), with the task tags the runner writes
 MAIN_METHODS = ("ofa", "wechsel", "hyperofa", "tiktotok", "wechsel+overlap", "random", "fvt", "mean-cov",
-                "random-map", "focus")
+                "random-map", "focus", "omp", "clp", "clp+", "tokdist")
 MAIN_LANGS = [f"l{j}{k}_Latn" for j, k in zip("abcdefgh", "abcdefgh", strict=True)]
 TASK_TAGS = {"sr-t": {"headline": "acc@10", "higher_is_better": "true", "metrics": "acc@10,acc@1"},
              "ner": {"headline": "acc@10", "higher_is_better": "true", "metrics": "acc@10,acc@1"}}
 
 
 def main_job_experiment(tracking_uri: str, name: str = "main-shaped") -> str:
-    """An experiment shaped like the main job: 10 methods x 3 seeds x 2 tasks on 8 languages, one cell run per
+    """An experiment shaped like the main job: 14 methods x 3 seeds x 2 tasks on 8 languages, one cell run per
     method and seed with its two task runs, the tasks evaluated at step 0 after 10 CPT steps, fp32, pinned
     kernels (as the runner logs them)."""
     client = MlflowClient(tracking_uri)
