@@ -82,7 +82,7 @@ def check_clp(monkeypatch, real_pair, real_clp, name: str, key: str) -> None:
     np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-7)
     worst = float(np.max(np.abs(ours - theirs) / np.maximum(np.abs(theirs), 1e-7)))
     norms = np.linalg.norm(theirs, axis=1)
-    report(f"{name} vs llm-cva {key}, real pair ({meta['inputs']}): {len(ref_copy)} copies equal (raw-string "
+    report(f"{name} vs llm-cva {key}, real pair: {len(ref_copy)} copies equal (raw-string "
            f"overlap {meta['raw_string_overlap']}); {len(sample)} sampled new rows of {meta['new']} to rtol 1e-6 "
            f"(largest relative difference {worst:.1e}; row norms {norms.min():.3f} to {norms.max():.3f})")
 
