@@ -298,6 +298,19 @@ def _languages_html(lb: Leaderboard) -> str:
             + "</tr></thead><tbody>" + "".join(rows) + "</tbody></table></div>")
 
 
+def _claims_section(anchor: str, title: str, lead: str, head: list[str], rows: list[list[str]],
+                    verdict_col: int) -> str:
+    """A table of verdicts (the claims, the open question) under its heading and lead sentence: the columns before
+    ``verdict_col`` are labels, the verdict is coloured, the last column is the note."""
+    verdict = {v: f"claim-{v}" for v in ("holds", "contradicted", "inconclusive")}
+    body = "".join("<tr>" + "".join(_td(esc(c), cls=verdict.get(c, "") if i == verdict_col else "label"
+                                        if i < verdict_col else "claim-note" if i == len(head) - 1 else "")
+                                    for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return (f'<h2 id="{anchor}">{esc(title)}</h2><p class="summary">{esc(lead)}</p><div class="wrap"><table '
+            'class="claims"><thead><tr>' + "".join(f"<th>{esc(h)}</th>" for h in head)
+            + f"</tr></thead><tbody>{body}</tbody></table></div>")
+
+
 def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str = "") -> str:
     colors = colors_for(v.label for v in lb.variants)
     for b in lb.boards:
@@ -332,30 +345,15 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
         sections.append("".join(parts))
     if lb.claims:
         head, rows = claim_rows(lb.claims)
-        verdict = {v: f"claim-{v}" for v in ("holds", "contradicted", "inconclusive")}
-        body = "".join("<tr>" + "".join(_td(esc(c), cls=verdict.get(c, "") if i == 4 else "label" if i < 4 else
-                                            "claim-note" if i == len(head) - 1 else "")
-                                        for i, c in enumerate(r))
-                       + "</tr>" for r in rows)
-        sections.insert(0, f'<h2 id="claims">The papers\' claims on this run</h2><p class="summary">'
-                        f"{esc(summary(lb.claims))}</p><div class=\"wrap\"><table class=\"claims\"><thead><tr>"
-                        + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody>"
-                        f'</table></div><p class="hint">{esc(LEGEND)}</p>')
+        sections.insert(0, _claims_section("claims", "The papers' claims on this run", summary(lb.claims), head,
+                                           rows, 4) + f'<p class="hint">{esc(LEGEND)}</p>')
         nav.insert(0, '<a href="#claims">claims</a>')
     if lb.open_question:
         from leaderboard.claims import OPEN_QUESTION, open_question_rows
 
         head, rows = open_question_rows(lb.open_question)
-        verdict = {v: f"claim-{v}" for v in ("holds", "contradicted", "inconclusive")}
-        body = "".join("<tr>" + "".join(_td(esc(c), cls=verdict.get(c, "") if i == 3 else "label" if i < 3 else
-                                            "claim-note" if i == len(head) - 1 else "")
-                                        for i, c in enumerate(r))
-                       + "</tr>" for r in rows)
-        sections.insert(1 if lb.claims else 0,
-                        f'<h2 id="open-question">The open question: OFA and HyperOFA on a decoder</h2><p class='
-                        f'"summary">{esc(OPEN_QUESTION)}</p><div class="wrap"><table class="claims"><thead><tr>'
-                        + "".join(f"<th>{esc(h)}</th>" for h in head) + f"</tr></thead><tbody>{body}</tbody>"
-                        "</table></div>")
+        sections.insert(1 if lb.claims else 0, _claims_section(
+            "open-question", "The open question: OFA and HyperOFA on a decoder", OPEN_QUESTION, head, rows, 3))
         nav.insert(1 if lb.claims else 0, '<a href="#open-question">open question</a>')
     for anchor, name in (("init", "init counts"), ("cpt", "CPT curves"), ("settings", "settings"),
                          ("languages", "languages")):
