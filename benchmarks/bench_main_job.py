@@ -155,11 +155,11 @@ def breakdown(tracking_uri: str, experiment: str, first_board: float | None = No
             d["init first" if len(d["seeds"]) == 1 else "init later"].append(init_s)
         if cell.data.metrics.get("cpt/seconds") is not None:
             d["cpt"].append(cell.data.metrics["cpt/seconds"])
-        if cell.info.end_time:
+        starts.append(cell.info.start_time)
+        if cell.info.end_time and cell.info.status == "FINISHED":  # (a KILLED or FAILED cell ended unfinished)
             wall = (cell.info.end_time - cell.info.start_time) / 1000
             d["wall"].append(wall)
             walls.append(wall)
-            starts.append(cell.info.start_time)
             ends.append(cell.info.end_time)
         for t in tasks_of.get(cell.info.run_id, []):
             name = t.info.run_name
@@ -184,7 +184,7 @@ def breakdown(tracking_uri: str, experiment: str, first_board: float | None = No
     total = Table(title="totals")
     total.add_column("what")
     total.add_column("value", justify="right")
-    span = (max(ends) - min(starts)) / 1000 if starts else 0.0
+    span = (max(ends) - min(starts)) / 1000 if starts and ends else 0.0
     cell_sum = sum(walls)
     total.add_row("cells (finished)", f"{len(walls)} of {len(cells)}")
     if first_board is not None and starts:
