@@ -226,6 +226,8 @@ class Leaderboard:
     claims: list[Any] = field(default_factory=list)  # leaderboard.claims.ClaimResult, one per claim x task x profile
     # leaderboard.claims.OpenResult: OFA and HyperOFA against random on each source, where a decoder's rows are on it
     open_question: list[Any] = field(default_factory=list)
+    # leaderboard.tokstats.SourceTokStats: each source's tokenizer statistics per language and its methods' shares
+    tokstats: list[Any] = field(default_factory=list)
 
     def headline_boards(self) -> list[Board]:
         return [b for b in self.boards if b.headline and b.kind == "final"]

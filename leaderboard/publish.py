@@ -134,6 +134,7 @@ def write_files(lb: Leaderboard, out_dir: Path, *, generated: str, tracking_uri:
         "claims": [c.as_dict() for c in lb.claims],
         "open_question": [{"source": o.source, "objective": o.objective, **o.result.as_dict()}
                           for o in lb.open_question],
+        "tokenizers": [st.as_dict() for st in lb.tokstats],
         "boards": [board_dict(b) for b in lb.boards], "languages": lb.languages,
         "variants": [{"label": v.label, "profile": v.profile, "seeds": v.seeds, "settings": v.settings,
                       "init": v.init, "convergence": v.convergence, "curves": v.curves} for v in lb.variants],

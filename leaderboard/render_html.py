@@ -280,6 +280,28 @@ def _cpt_html(lb: Leaderboard, colors: dict[str, str]) -> str:
             "loss is evaluated at step 0, each checkpoint and the final step.</p>" + "".join(out))
 
 
+def _tokstats_html(lb: Leaderboard) -> str:
+    """Each source's tokenizer statistics (:mod:`leaderboard.tokstats`): per language, then the methods' shares."""
+    from leaderboard.tokstats import language_rows, share_rows
+
+    parts = []
+    for st in lb.tokstats:
+        parts.append(f"<h3>source {esc(st.source)}</h3>")
+        for kind, (head, rows) in (("languages", language_rows(st)), ("shares", share_rows(st))):
+            if rows:
+                parts.append(f'<table class="sortable tokstats" data-kind="{kind}"><thead><tr>'
+                             + "".join(f"<th>{esc(h)}</th>" for h in head) + "</tr></thead><tbody>"
+                             + "".join("<tr>" + "".join(_td(esc(c), cls="label" if i == 0 else "")
+                                                        for i, c in enumerate(r)) + "</tr>" for r in rows)
+                             + "</tbody></table>")
+    if not parts:
+        return ""
+    return ('<h2 id="tokenizers">Tokenizers</h2><p class="hint">per language, on its held-out text: tokens a word, '
+            "bytes a token and the UNK rate of the source's tokenizer and of the target tokenizer; then, of the "
+            "target tokens in that text, the share whose rows each method copied, computed, drew at random or left "
+            'unknown (mean over languages and cells)</p><div class="wrap">' + "".join(parts) + "</div>")
+
+
 def _languages_html(lb: Leaderboard) -> str:
     if not lb.languages:
         return ""
@@ -356,7 +378,7 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
             "open-question", "The open question: OFA and HyperOFA on a decoder", OPEN_QUESTION, head, rows, 3))
         nav.insert(1 if lb.claims else 0, '<a href="#open-question">open question</a>')
     for anchor, name in (("init", "init counts"), ("cpt", "CPT curves"), ("settings", "settings"),
-                         ("languages", "languages")):
+                         ("languages", "languages"), *((("tokenizers", "tokenizers"),) if lb.tokstats else ())):
         nav.append(f'<a href="#{anchor}">{name}</a>')
     info = [f"worlds: {', '.join(lb.worlds) or '-'}", f"{len(lb.variants)} variant(s)"]
     bs = lb.bootstrap or {}
@@ -373,7 +395,7 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
             f"<header><h1>Leaderboard · {esc(lb.experiment)}</h1><p>{esc(' · '.join(info))}</p></header>"
             f'<nav>{"".join(nav)}<label style="float:right"><input type="checkbox" id="show-ci"> show 95% '
             "bootstrap intervals</label></nav><main>" + "".join(sections) + _init_html(lb) + _cpt_html(lb, colors)
-            + _settings_html(lb.variants) + _languages_html(lb) + "</main><footer>Averages are over complete "
+            + _settings_html(lb.variants) + _languages_html(lb) + _tokstats_html(lb) + "</main><footer>Averages are over complete "
             "language sets only (a row with gaps shows them and gets no average); avg∩ and ranks use the "
             f"languages every row has; {esc(boot)}; paired tests are Wilcoxon signed-rank over languages. Rows "
             "labelled 'paper:' are published figures and take no part in ranks or tests.</footer>"

@@ -127,6 +127,25 @@ def open_question_md(lb: Leaderboard) -> list[str]:
             *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), "", _esc(LEGEND), ""]
 
 
+def tokstats_md(lb: Leaderboard) -> list[str]:
+    """The tokenizer statistics of each source (:mod:`leaderboard.tokstats`)."""
+    from leaderboard.tokstats import language_rows, share_rows
+
+    out: list[str] = []
+    for st in lb.tokstats:
+        out += [f"## Tokenizers of source {_esc(st.source)}", "",
+                "Per language, on its held-out text: tokens a word, bytes a token and the UNK rate of the source's "
+                "tokenizer and of the target tokenizer.", ""]
+        head, rows = language_rows(st)
+        out += _table(head, [[_esc(c) for c in r] for r in rows], len(head)) + [""]
+        head, rows = share_rows(st)
+        if rows:
+            out += ["Of the target tokens in that text, the share whose rows each method copied, computed, drew at "
+                    "random or left unknown (mean over the languages and the method's cells):", ""]
+            out += _table(head, [[_esc(c) for c in r] for r in rows], len(head)) + [""]
+    return out
+
+
 def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "leaderboard.html") -> str:
     out = [f"# Leaderboard · {_esc(lb.experiment)}", ""]
     meta = [f"worlds: {', '.join(lb.worlds) or '-'}", f"{len(lb.variants)} variant(s)"]
@@ -153,6 +172,7 @@ def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "le
         out += ["## All steps and metrics", ""]
         for b in others:
             out += board_md(b, refs)
+    out += tokstats_md(lb)
     if lb.variants:
         out += ["## Settings of each row", ""]
         keys = list(lb.variants[0].settings)

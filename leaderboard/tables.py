@@ -426,10 +426,13 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
 
     attach_costs(boards, data)
     variants = variant_infos(data, per_seed)
+    from leaderboard.tokstats import tokenizer_stats
+
     return Leaderboard(data.name, boards, variants, langs, worlds,
                        {"resamples": bootstrap, "seed": bootstrap_seed, "level": level},
                        evaluate_claims(boards, variants) if not per_seed else [],
-                       evaluate_open_question(boards) if not per_seed else [])
+                       evaluate_open_question(boards) if not per_seed else [],
+                       tokenizer_stats(list(data.cells.values())))
 
 
 def profile_labels(data: ExperimentData, per_seed: bool) -> dict[VariantKey, str]:

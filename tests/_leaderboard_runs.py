@@ -57,12 +57,14 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
               versions: dict | None = None, task_params: dict | None = None,
               cpt: dict | None = None, parent: str | None = None, task_tags: dict | None = None,
               cell_params: dict | None = None, task_final: int | None = None,
-              cpt_steps: int | None = None, objective: str | None = None) -> tuple[str, str]:
+              cpt_steps: int | None = None, objective: str | None = None,
+              report: dict | None = None) -> tuple[str, str]:
     """One parent run and its task run, as harness.runner writes them (``cpt``: more CPT settings logged beside
     ``cpt.steps``; ``parent``: a cell run made before, to which this adds a task run; ``task_tags``: the task's
     ``harness.task.*`` tags; ``cell_params``: more params of the cell, e.g. ``eval_precision``; ``cpt_steps``:
     the CPT steps the cell ran when the tasks were evaluated at ``final`` = 0 only; ``objective``: the source's, as
-    the cell's surgery records it, where given). Scores at step 0 are half the final ones."""
+    the cell's surgery records it, where given; ``report``: more of its init report). Scores at step 0 are half the
+    final ones."""
     from mlflow.entities import Metric, Param
 
     ran = final if cpt_steps is None else cpt_steps
@@ -72,7 +74,8 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
             "harness.cell": f"{method}-{seed}-{profile}-{source}-{dim}"}
     if parent is None:
         parent = _make_parent(client, exp_id, tags, method, seed, dim, final=ran, params=params, cpt=cpt,
-                              versions=versions, init=init, cell_params=cell_params, objective=objective)
+                              versions=versions, init=init, cell_params=cell_params, objective=objective,
+                              report=report)
     ttags = {k: v for k, v in tags.items() if k not in ("harness.kind", "harness.final_step",
                                                           "harness.task_final_step")}
     ttags.update({"harness.kind": "task", "harness.task": task, "harness.parent": parent,
@@ -111,7 +114,7 @@ def make_cell(client: MlflowClient, exp_id: str, method: str, seed: int, *, prof
 
 def _make_parent(client: MlflowClient, exp_id: str, tags: dict, method: str, seed: int, dim: str, *, final: int,
                  params: dict | None, cpt: dict | None, versions: dict | None, init: dict | None,
-                 cell_params: dict | None, objective: str | None = None) -> str:
+                 cell_params: dict | None, objective: str | None = None, report: dict | None = None) -> str:
     from mlflow.entities import Metric, Param
 
     parent = client.create_run(exp_id, tags=tags, run_name=f"{method}-{dim}-s{seed}").info.run_id
@@ -128,7 +131,8 @@ def _make_parent(client: MlflowClient, exp_id: str, tags: dict, method: str, see
     client.log_batch(parent, metrics=ms)
     _log_json(client, parent, {"method": method, "overlap_rule": "ofa", "counts": init, "target_vocab_size": 860,
                                "surgery": {"mode": "extension", "bias_policy": "remap",
-                                           **({"objective": objective} if objective else {})}}, "init_report.json")
+                                           **({"objective": objective} if objective else {})},
+                               **(report or {})}, "init_report.json")
     _log_json(client, parent, LANG_META, "languages.json")
     return parent
 
