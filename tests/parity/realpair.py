@@ -142,7 +142,7 @@ def build_real_pair(out: Path, fetcher: Any = None) -> RealPair:
 
 # deepfocus's own fastText defaults (dim 100, 3 epochs, minCount 10); fewer n-gram buckets than fastText's 2M,
 # which only costs memory and time here (both sides read the same model file). OMP's fastText donor space reads
-# the same model (one training per parity run, in the session's method cache)
+# the same model (one training per parity run, in the run's method cache)
 FOCUS_PARAMS = {"dim": 100, "epochs": 3, "min_count": 10, "bucket": 200_000}
 
 

@@ -14,7 +14,7 @@ the French Bible), in both of OMP's donor spaces.
   in-word piece with an English word, spec §2.5; the fixture's json gives both counts).
 * mergekit runs here, live: in the helper's space on the sample's rows (anchors: every overlapping token, its
   row from the fixture), and in FOCUS's fastText space (``FOCUS_PARAMS``, dim 100, the model the FOCUS parity test
-  trains, from the session's method cache) on every new token with a vector.
+  trains, from the parity run's method cache) on every new token with a vector.
 
 Compared as on the synthetic world (``test_omp_clp.py``): the copies (the same target ids copy the same source ids,
 bit for bit), OMP's anchors (the same ids in the same order) and rows (to 1e-5), CLP's and CLP+'s rows (rtol 1e-6).
