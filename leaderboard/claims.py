@@ -28,6 +28,7 @@ with the method's default parameters at full dimension is used.
 from __future__ import annotations
 
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,28 +160,30 @@ def objective_of(board: Any, variant: Any) -> str:
     return (getattr(board, "sources", None) or {}).get(variant.source, "mlm")
 
 
-def _group_of(board: Any, variant: Any, with_budget: bool) -> str:
-    """A row's group on ``board``: :func:`group`, and its source where the board's rows extend several."""
-    several = len({r.variant.source for r in board.rows if r.variant is not None}) > 1
-    return group(variant, with_budget) + (f", source {variant.source}" if several else "")
+def _grouping(board: Any) -> Callable[[Any], str]:
+    """The group of a row of ``board``: :func:`group` (its CPT budget where the rows differ in it), and its source
+    where the board's rows extend several (both facts of the board, found once)."""
+    keys = [r.variant for r in board.rows if r.variant is not None]
+    wb, several = _with_budget(keys), len({k.source for k in keys}) > 1
+    return lambda variant: group(variant, wb) + (f", source {variant.source}" if several else "")
 
 
 def _groups(board: Any, objectives: frozenset[str] | None = None) -> list[str]:
-    """The groups of the board's rows (:func:`_group_of`: one numerics, one CPT budget, one source), each a claim's
+    """The groups of the board's rows (:func:`_grouping`: one numerics, one CPT budget, one source), each a claim's
     own test: rows computed differently, or of different source models, are never compared with each other; only
     those of sources whose objective is in ``objectives`` when given."""
-    wb = _with_budget([r.variant for r in board.rows])
-    return sorted({_group_of(board, r.variant, wb) for r in board.rows if r.variant is not None
+    group_of = _grouping(board)
+    return sorted({group_of(r.variant) for r in board.rows if r.variant is not None
                    and (objectives is None or objective_of(board, r.variant) in objectives)})
 
 
 def _row(board: Any, method: str, where: str | None = None) -> Any | None:
     """The method's row with its default parameters at full dimension where there is one (a variant row's label
     names the parameters it changes: ``focus d=full (overlap=casefold)``), else its first row; of the rows of the
-    group ``where`` (:func:`_group_of`) when given."""
-    wb = _with_budget([r.variant for r in board.rows])
+    group ``where`` (:func:`_grouping`) when given."""
+    group_of = _grouping(board)
     rows = [r for r in board.rows if r.variant is not None and r.variant.method == method
-            and (where is None or _group_of(board, r.variant, wb) == where)]
+            and (where is None or group_of(r.variant) == where)]
     if not rows:
         return None
     return min(rows, key=lambda r: (r.variant.dim != "full",
@@ -410,9 +413,9 @@ def evaluate_open_question(boards: list[Any]) -> list[OpenResult]:
     out: list[OpenResult] = []
     for profile in sorted({b.profile for b in boards}):
         for b in _step0_boards(boards, profile):
-            wb = _with_budget([r.variant for r in b.rows])
-            several = len(_groups(b)) > 1
-            by_group = {_group_of(b, r.variant, wb): r.variant for r in b.rows if r.variant is not None}
+            group_of = _grouping(b)
+            by_group = {group_of(r.variant): r.variant for r in b.rows if r.variant is not None}
+            several = len(by_group) > 1
             for g in sorted(by_group, key=lambda g: (objective_of(b, by_group[g]) != "mlm", g)):
                 v = by_group[g]
                 for claim in OPEN_CLAIMS:

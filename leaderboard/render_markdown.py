@@ -22,6 +22,11 @@ def _table(head: list[str], rows: list[list[str]], align_right_from: int = 1) ->
     return [_line([_esc(h) for h in head]), _line(sep), *[_line(r) for r in rows]]
 
 
+def _text_table(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A table of text cells, each escaped, none right-aligned (claims, the open question, tokenizer figures)."""
+    return _table(head, [[_esc(c) for c in r] for r in rows], len(head))
+
+
 def _bold(text: str, best: bool) -> str:
     return f"**{text}**" if best else text
 
@@ -114,7 +119,7 @@ def claims_md(lb: Leaderboard) -> list[str]:
         return []
     head, rows = claim_rows(lb.claims)
     return ["## The papers' claims on this run", "", summary(lb.claims), "",
-            *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), "", _esc(LEGEND), ""]
+            *_text_table(head, rows), "", _esc(LEGEND), ""]
 
 
 def open_question_md(lb: Leaderboard) -> list[str]:
@@ -124,7 +129,7 @@ def open_question_md(lb: Leaderboard) -> list[str]:
 
     head, rows = open_question_rows(lb.open_question)
     return ["## The open question: OFA and HyperOFA on a decoder", "", _esc(OPEN_QUESTION), "",
-            *_table(head, [[_esc(c) for c in r] for r in rows], len(head)), "", _esc(LEGEND), ""]
+            *_text_table(head, rows), "", _esc(LEGEND), ""]
 
 
 def tokstats_md(lb: Leaderboard) -> list[str]:
@@ -137,12 +142,12 @@ def tokstats_md(lb: Leaderboard) -> list[str]:
                 "Per language, on its held-out text: tokens a word, bytes a token and the UNK rate of the source's "
                 "tokenizer and of the target tokenizer.", ""]
         head, rows = language_rows(st)
-        out += _table(head, [[_esc(c) for c in r] for r in rows], len(head)) + [""]
+        out += _text_table(head, rows) + [""]
         head, rows = share_rows(st)
         if rows:
             out += ["Of the target tokens in that text, the share whose rows each method copied, computed, drew at "
                     "random or left unknown (mean over the languages and the method's cells):", ""]
-            out += _table(head, [[_esc(c) for c in r] for r in rows], len(head)) + [""]
+            out += _text_table(head, rows) + [""]
     return out
 
 

@@ -411,9 +411,10 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
     for table in tables:
         table.claims = ""  # the claims are above, once
         render_summary(table, console)
-    costs = next((cost_table(b) for b in heads if b.costs), None)  # what each method costs, once
-    if costs is not None and not any(t.costs for t in tables):  # (beside the averages where a table has them)
-        console.print(costs)
+    if not any(t.costs for t in tables):  # what each method costs, once (beside the averages where a table has them)
+        costs = next((cost_table(b) for b in heads if b.costs), None)
+        if costs is not None:
+            console.print(costs)
     for note in overview_notes(heads):
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     page = "the HTML page (its path below)" if html else "the HTML page (leaderboard.html, unless --no-write)"

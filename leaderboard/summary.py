@@ -112,6 +112,7 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                              precision="; ".join(dict.fromkeys(b.precision for b in boards if b.precision)),
                              sources=sources_phrase({k: v for b in boards for k, v in b.sources.items()})
                              if any(b.sources for b in boards) else "")
+        methods: dict[str, str] = {}  # row label -> its method (what its costs are looked up by)
         for b in boards:
             ranked = sorted(b.rows, key=lambda r: (r.avg is None, -(r.avg or 0) if b.higher_is_better
                                                    else (r.avg or 0)))
@@ -121,11 +122,11 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                 if label not in table.rows:
                     table.rows.append(label)
                 table.cells[(label, b.task)] = _cell(b, r)
+                if r.variant is not None:
+                    methods[label] = r.variant.method
         cost_board = next((b for b in boards if b.costs), None)
         if cost_board is not None:
-            _attach_costs(table, cost_board, {lab: r.variant.method for b in boards for r in b.rows
-                                              if r.variant is not None
-                                              for lab in table.rows if lab.split(" [")[0] == r.label})
+            _attach_costs(table, cost_board, methods)
         for b in boards:  # a uniform guess beside the losses (ln |V|), below the rows
             for r in b.paper_rows:
                 if r.kind == GUESS and r.avg is not None:

@@ -131,14 +131,11 @@ class _Builder:
                             steps=sorted(row_steps)))
         b = Board(data.name, task, metric, profile, hib, kind, step if kind == "step" else
                   (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals)
-        b.precision = precision_label([p for runs in groups.values() for r in runs
-                                       if (p := data.parent(r)) is not None])
-        b.sources = {p.source: p.objective for runs in groups.values() for r in runs
-                     if (p := data.parent(r)) is not None}
-        b.cpt_steps = sorted({p.final_step for runs in groups.values() for r in runs
-                              if (p := data.parent(r)) is not None and p.final_step is not None})
         board_cells = list({id(p): p for runs in groups.values() for r in runs
                             if (p := data.parent(r)) is not None}.values())
+        b.precision = precision_label(board_cells)
+        b.sources = {p.source: p.objective for p in board_cells}
+        b.cpt_steps = sorted({p.final_step for p in board_cells if p.final_step is not None})
         if kind != "delta" and (row := guess_row(task, metric, b.languages or sorted(
                 {lang for r in rows for lang in r.entries}), board_cells)) is not None:
             b.paper_rows.append(row)

@@ -20,8 +20,10 @@ from typing import Any
 import torch
 
 from harness.core.errors import ConfigError, MissingResourceError
+from harness.core.objective import bits_per_byte
 from harness.core.positions import usable_positions
 from harness.worlds.base import read_jsonl
+from tasks.base import ItemStats, TaskResult
 
 log = logging.getLogger(__name__)
 
@@ -273,9 +275,6 @@ class TextScores:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
     def add(self, lang: str, nats: list[float], tokens: list[float], n_bytes: list[int], **counts: int) -> None:
-        from harness.core.objective import bits_per_byte
-        from tasks.base import ItemStats
-
         loss = sum(nats) / max(sum(tokens), 1.0)
         values = {"loss": (loss, ItemStats(nats, tokens)),
                   "ppl": (math.exp(min(loss, 50.0)), ItemStats(nats, tokens, transform="exp")),
@@ -287,9 +286,7 @@ class TextScores:
         self.counts[lang] = {"sentences": len(nats), "tokens": int(sum(tokens)), "bytes": sum(n_bytes), **counts}
 
     def result(self, world: Any, data_task: str, languages: Sequence[str], protocol: str,
-               cfg: dict[str, Any]) -> Any:
-        from tasks.base import TaskResult
-
+               cfg: dict[str, Any]) -> TaskResult:
         return TaskResult(scores=self.scores, items=self.items, extras={
             "counts": self.counts, "protocol": protocol, "hyperparameters": {
                 "protocol": protocol, "max_length": cfg["max_length"], "max_sentences": cfg["max_sentences"],
