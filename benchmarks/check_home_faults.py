@@ -137,7 +137,9 @@ def main(argv: list[str] | None = None) -> int:
     cells = sum(1 for *_, tags, _m in before.values() if ("harness.kind", "cell") in tags)
     print(f"home {home}: {len(before)} finished runs ({cells} cells); store {db.stat().st_size / 1e6:.1f} MB")
 
-    backup = db.with_name(f"{db.name}.before-check-{time.strftime('%Y%m%dT%H%M%S')}")
+    stamp = time.strftime('%Y%m%dT%H%M%S')
+    backup = next(p for n in range(1000) if not (p := db.with_name(f"{db.name}.before-check-{stamp}"
+                                                                   + (f"-{n}" if n else ""))).exists())
     src, dst = sqlite3.connect(db), sqlite3.connect(backup)
     with dst:
         src.backup(dst)  # a consistent copy, kept: the check writes nothing that SQLite does not roll back

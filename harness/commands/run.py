@@ -154,8 +154,9 @@ def _say_kernels(spec: Any) -> None:
                   f"{spec.cpu_kernels} (in their identity and on the board)", soft_wrap=True, highlight=False)
     if spec.cpu_kernels == kernels.PINNED_BF16:
         err.print("[yellow]bf16 on the CPU under the pinned kernels:[/yellow] oneDNN held to AVX2 has no bf16 matrix "
-                  "product, so ATen's reference GEMM computes them: 8 to 500 times slower than fp32 (a 100k-row "
-                  "vocabulary projection's backward product: 40 s against 0.1 s); fp32 (the default) is faster "
+                  "product, so ATen's reference GEMM computes them: 5 to 200 times slower than fp32 (a 122,776-row "
+                  "vocabulary projection's backward product: 34 s against 0.16 s, benchmarks/bench_bf16_gemm.py); "
+                  "fp32 (the default) is faster "
                   "here, and HARNESS_CPU_KERNELS=native takes the CPU's own bf16 kernels (cells labelled native)",
                   soft_wrap=True, highlight=False)
 

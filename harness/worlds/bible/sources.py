@@ -45,7 +45,8 @@ class HeadSettings:
     seed: int = 1234
     # bfloat16 autocast for the training steps' vocabulary projection (evaluation stays fp32). Off: under the pinned
     # CPU kernels (harness.core.kernels: oneDNN held to AVX2) a bf16 matrix product falls to ATen's reference GEMM,
-    # about 40 s for one step's backward projection, where the fp32 product (MKL, AVX2) takes 0.1 to 0.3 s; and fp32
+    # 34 s for one step's backward projection, where the fp32 product (MKL, AVX2) takes 0.16 s
+    # (benchmarks/bench_bf16_gemm.py, 122,776 rows); and fp32
     # computes the same heads on every x86 machine, where bf16 took AVX-512 or AMX kernels where a CPU had them
     bf16: bool = False
 
