@@ -246,12 +246,12 @@ class CellRun:
 
     def steps(self, started: float) -> None:
         """Initialize, evaluate at step 0, continue pre-training, evaluate at each evaluated step, finish."""
-        from harness.core.kernels import cpu_kernels
+        from harness.core.kernels import measured_kernels
         from harness.evaluation import convergence, evaluate_step
 
-        if cpu_kernels(self.spec.cpu_bf16) != self.spec.cpu_kernels:  # (measured here: a worker that loaded torch
-            # or numpy before the harness, or another machine of a cluster)
-            raise HarnessError(f"this process computes with {cpu_kernels(self.spec.cpu_bf16)} CPU kernels, the run with "
+        if measured_kernels(self.spec.cpu_bf16) != self.spec.cpu_kernels:  # (measured here: a worker that loaded
+            # torch or numpy before the harness, another machine of a cluster, a run that took a stale record)
+            raise HarnessError(f"this process computes with {measured_kernels(self.spec.cpu_bf16)} CPU kernels, the run with "
                                f"{self.spec.cpu_kernels} (harness.core.kernels): its numbers would not be the cell's")
         cpt = self.spec.cpt
         self.tracker.log_params(self.parent, cell_params(self.spec, self.cell))

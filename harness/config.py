@@ -85,12 +85,41 @@ def device_available(device: str, cpt_devices: int = 1) -> None:
 
 
 def resolve_device(device: str) -> str:
-    """The one resolution of ``auto``: a CUDA GPU when this machine has one, else the CPU."""
+    """The one resolution of ``auto``: a CUDA GPU when this machine has one, else the CPU. A torch built without
+    CUDA (nor ROCm) can have none: that is read from its ``version.py`` without importing torch (a second)."""
     if device != "auto":
         return device
+    if not _torch_has_gpu_build():
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _torch_has_gpu_build() -> bool:
+    """Whether the installed torch was built with CUDA or ROCm (its ``version.cuda`` / ``version.hip``), read from
+    ``torch/version.py`` without importing torch; True where that cannot be read (then torch is asked)."""
+    import ast
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return True
+    try:
+        tree = ast.parse((Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text())
+    except (OSError, SyntaxError, StopIteration):
+        return True
+    found: dict[str, object] = {}
+    for node in tree.body:
+        target = node.target if isinstance(node, ast.AnnAssign) else (
+            node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None)
+        if isinstance(target, ast.Name) and target.id in ("cuda", "hip") and node.value is not None:
+            try:
+                found[target.id] = ast.literal_eval(node.value)
+            except ValueError:
+                return True
+    return set(found) != {"cuda", "hip"} or any(v is not None for v in found.values())
 
 
 def _check_workers(cfg: RunConfig) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from harness.config import RunConfig, run_seeds
@@ -39,6 +40,30 @@ class Plan:
     tasks: list[str]
     languages: dict[str, list[str]]  # task -> languages
     skipped: list[str] = field(default_factory=list)
+
+
+METHOD_FACTS = {"requires": frozenset(), "supports_factorized": False, "serves_untied_output": True}
+
+
+def method_facts(method: str) -> SimpleNamespace:
+    """What planning asks of a method's class (:data:`METHOD_FACTS`, with the defaults a class that declares none
+    has), read without importing a built-in method where its source declares them as literals."""
+    return SimpleNamespace(**METHODS.facts(method, tuple(METHOD_FACTS), METHOD_FACTS))
+
+
+def task_languages(task: str, world: Any) -> list[str]:
+    """The languages ``task`` scores on ``world``: its ``languages(world)``. A built-in task whose ``languages`` is
+    the shared one (:func:`tasks.base.declared_languages`) is answered from what it declares, without importing it
+    (nor torch: a run with nothing left to do stays fast)."""
+    from harness.core.declarations import defined_in
+
+    target = TASKS.builtin_target(task)
+    if target is not None and defined_in(target, "languages") == "tasks.base:DeclaredLanguages":
+        from tasks.base import LANGUAGE_FACTS, languages_from
+
+        facts = TASKS.facts(task, tuple(LANGUAGE_FACTS), LANGUAGE_FACTS)
+        return languages_from(world, facts["name"] or task, facts["language_data"], facts["pivot_queries"])
+    return list(TASKS.get(task)().languages(world))
 
 
 def languages_within(cfg: Any, world: Any, have: list[str]) -> list[str]:
@@ -68,7 +93,7 @@ def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims:
     skipped: list[str] = []
     usable = []
     for m in methods:
-        cls = METHODS.get(m)
+        cls = method_facts(m)
         missing = [r for r in sorted(getattr(cls, "requires", ())) if not world.has_resource(r)]
         if missing:
             msg = f"method {m!r} needs {', '.join(missing)}, which world {world.name!r} does not provide"
@@ -80,7 +105,7 @@ def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims:
     cells = []
     for source in sources:
         for m in usable:
-            cls = METHODS.get(m)
+            cls = method_facts(m)
             refused = [d for d in dims if dim_refusal(m, cls, d)]
             if refused:
                 skipped.append(f"{dim_refusal(m, cls, refused[0])}: dim(s) {', '.join(map(str, refused))} skipped")
@@ -123,7 +148,7 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     tasks = objective_tasks(cfg, world, tasks, sorted({c.source for c in cells}), [])  # (_cells said why)
     languages = {}
     for t in tasks:
-        have = TASKS.get(t)().languages(world)
+        have = task_languages(t, world)
         if not have:
             raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
         languages[t] = languages_within(cfg, world, have)
@@ -135,7 +160,7 @@ def _objective_refusal(world: Any, task: str, source: str, objective: str) -> st
     LM; both when it declares none), or None."""
     from harness.core.objective import DESCRIPTION
 
-    accepts = getattr(TASKS.get(task), "objectives", None) or frozenset(DESCRIPTION)
+    accepts = TASKS.facts(task, ("objectives",))["objectives"] or frozenset(DESCRIPTION)
     if objective in accepts:
         return None
     return (f"task {task!r} scores a {' or '.join(DESCRIPTION[o] for o in sorted(accepts))}, and source {source!r} "
@@ -192,7 +217,7 @@ def untied_cells(cfg: RunConfig, world: Any, cells: list[Cell], skipped: list[st
     kept = []
     for c in cells:
         policy = (cfg.method_params.get(c.method) or {}).get("untied_output", "recompute")
-        refusal = untied_refusal(c.method, METHODS.get(c.method), None if tied(c.source) else policy)
+        refusal = untied_refusal(c.method, method_facts(c.method), None if tied(c.source) else policy)
         if refusal and cfg.methods != ["all"]:
             raise ConfigError(f"--methods {c.method}: source {c.source!r} has an untied output table: {refusal}")
         if refusal:
@@ -252,7 +277,7 @@ def _product_family(method: str) -> str:
     from harness.core.registry import METHODS
 
     try:
-        return str(getattr(METHODS.get(method), "cache_name", None) or method)
+        return str(METHODS.facts(method, ("cache_name",))["cache_name"] or method)
     except HarnessError:
         return method
 

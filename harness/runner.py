@@ -223,8 +223,11 @@ class Runner:
         if prog is None and mode(console) == "lines":  # a worker process: its own progress lines, prefixed
             set_prefix(self.prefix)
             prog = PlainProgress(console.file)
+        run = CellRun(self.spec, self.world, self.tracker, cell, self.say, prog, self.finished.get(cell))
+        if self.todo is not None and cell not in self.todo:
+            return run.run()  # found finished (harness.cell.pending): it computes nothing, and loads no torch
         with cell_threads(self.spec.cpus_per_cell):
-            return CellRun(self.spec, self.world, self.tracker, cell, self.say, prog, self.finished.get(cell)).run()
+            return run.run()
 
     def aggregate(self) -> None:
         from harness.aggregate import aggregate_seeds, seed_groups

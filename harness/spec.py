@@ -396,7 +396,6 @@ def _heldout_languages(cfg: Any, world: Any, cpt: CptSpec) -> list[str]:
     """The languages of the held-out MLM diagnostic: the MLM task's, within ``--langs`` (and the pivot)."""
     if cpt.steps <= 0:
         return []
-    from harness.core.registry import TASKS
-    from harness.plan import languages_within
+    from harness.plan import languages_within, task_languages
 
-    return languages_within(cfg, world, TASKS.get("mlm")().languages(world))
+    return languages_within(cfg, world, task_languages("mlm", world))

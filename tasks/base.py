@@ -81,3 +81,27 @@ class Task(Protocol):
 
     def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                  settings: TaskSettings) -> TaskResult: ...
+
+
+LANGUAGE_FACTS: dict[str, Any] = {"name": "", "language_data": None, "pivot_queries": False}
+
+
+def languages_from(world: Any, name: str, language_data: str | None, pivot_queries: bool) -> list[str]:
+    """The languages a task scores on ``world``: those of the world's data for it (``language_data``, by default
+    the task's own ``name``), less the pivot language where the pivot gives the queries (retrieval)."""
+    have = world.task_languages(language_data or name)
+    return [lang for lang in have if not (pivot_queries and lang == world.pivot)]
+
+
+class DeclaredLanguages:
+    """``languages(world)`` from what a task class declares (:data:`LANGUAGE_FACTS`): ``language_data``, the
+    world's data folder it reads (its ``name`` when None), and ``pivot_queries`` (the pivot language gives the
+    queries and is not scored). Planning reads these declarations from a built-in task's source without importing
+    it (``harness.plan.task_languages``), so a run with nothing left to do imports no task (nor torch)."""
+
+    name: ClassVar[str]
+    language_data: ClassVar[str | None] = None
+    pivot_queries: ClassVar[bool] = False
+
+    def languages(self, world: Any) -> list[str]:
+        return languages_from(world, self.name, self.language_data, self.pivot_queries)

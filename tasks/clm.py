@@ -24,7 +24,7 @@ from harness.core.objective import utf8_bytes
 from harness.core.precision import autocast
 from harness.core.registry import TASKS
 from harness.worlds.base import read_lines
-from tasks.base import TaskResult, TaskSettings
+from tasks.base import DeclaredLanguages, TaskResult, TaskSettings
 from tasks.data import TextScores, held_out_settings, length_batches
 
 PROTOCOL = "clm-rolling-bos"
@@ -80,7 +80,7 @@ def sentence_nats(model: Any, seqs: list[list[int]], pad_id: int, batch_size: in
 
 
 @TASKS.register("clm")
-class CausalLMLoss:
+class CausalLMLoss(DeclaredLanguages):
     name: ClassVar[str] = "clm"
     description: ClassVar[str] = ("held-out causal-LM loss per language, every token scored after a BOS: nats a "
                                   "token and bits per byte (lower is better; decoder sources)")
@@ -88,11 +88,9 @@ class CausalLMLoss:
     headline: ClassVar[str] = "bpb"
     higher_is_better: ClassVar[bool] = False
     objectives: ClassVar[frozenset[str]] = frozenset({"clm"})
+    language_data: ClassVar[str] = "mlm"  # DATA_TASK: the world's held-out text per language
     # the held-out diagnostic after CPT steps for a decoder (as the mlm task's loss is for an encoder)
     heldout_metric: ClassVar[str] = "loss"
-
-    def languages(self, world: Any) -> list[str]:
-        return world.task_languages(DATA_TASK)
 
     def heldout(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                 settings: TaskSettings) -> float | None:

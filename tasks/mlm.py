@@ -19,7 +19,7 @@ from harness.core.masked_head import masked_logits
 from harness.core.precision import autocast
 from harness.core.registry import TASKS
 from harness.worlds.base import read_lines
-from tasks.base import ItemStats, TaskResult, TaskSettings
+from tasks.base import DeclaredLanguages, ItemStats, TaskResult, TaskSettings
 from tasks.data import length_batches, max_input_length
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -58,7 +58,7 @@ def fixed_masks(input_ids: list[list[int]], special_ids: set[int], vocab_size: i
 
 
 @TASKS.register("mlm")
-class MLMLoss:
+class MLMLoss(DeclaredLanguages):
     name: ClassVar[str] = "mlm"
     description: ClassVar[str] = "held-out masked-LM loss per language with fixed masks (lower is better)"
     metrics: ClassVar[tuple[str, ...]] = ("loss", "ppl")
@@ -68,9 +68,6 @@ class MLMLoss:
     # the held-out MLM loss, the CPT diagnostic the runner measures at every evaluated CPT step: when this task
     # runs at that step, its ``loss`` average is that figure (else :meth:`heldout` measures it on its own budget)
     heldout_metric: ClassVar[str] = "loss"
-
-    def languages(self, world: Any) -> list[str]:
-        return world.task_languages(self.name)
 
     def heldout(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                 settings: TaskSettings) -> float | None:

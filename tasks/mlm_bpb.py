@@ -27,7 +27,7 @@ from harness.core.objective import utf8_bytes
 from harness.core.precision import autocast
 from harness.core.registry import TASKS
 from harness.worlds.base import read_lines
-from tasks.base import TaskResult, TaskSettings
+from tasks.base import DeclaredLanguages, TaskResult, TaskSettings
 from tasks.data import TextScores, held_out_settings, length_batches
 
 PROTOCOL = "mlm-pll"
@@ -75,7 +75,7 @@ def pll_nats(model: Any, tokenizer: Any, ids: list[list[int]], batch_size: int, 
 
 
 @TASKS.register("mlm-bpb")
-class MaskedLMBitsPerByte:
+class MaskedLMBitsPerByte(DeclaredLanguages):
     name: ClassVar[str] = "mlm-bpb"
     description: ClassVar[str] = ("bits per byte of a masked LM: pseudo-log-likelihood of every token of each "
                                   "held-out sentence (lower is better; encoder sources)")
@@ -83,9 +83,7 @@ class MaskedLMBitsPerByte:
     headline: ClassVar[str] = "bpb"
     higher_is_better: ClassVar[bool] = False
     objectives: ClassVar[frozenset[str]] = frozenset({"mlm"})
-
-    def languages(self, world: Any) -> list[str]:
-        return world.task_languages(DATA_TASK)
+    language_data: ClassVar[str] = "mlm"  # DATA_TASK: the world's held-out text per language
 
     def evaluate(self, model: Any, tokenizer: Any, world: Any, languages: list[str],
                  settings: TaskSettings) -> TaskResult:

@@ -34,7 +34,7 @@ from harness.core.errors import ConfigError
 from harness.core.objective import POOLED_LAYER, objective_of_model, pooled_layer
 from harness.core.precision import autocast
 from harness.core.registry import TASKS
-from tasks.base import ItemStats, TaskResult, TaskSettings
+from tasks.base import DeclaredLanguages, ItemStats, TaskResult, TaskSettings
 from tasks.data import (
     RetrievalPairs,
     base_encoder,
@@ -145,7 +145,7 @@ def encode_sentences(model: nn.Module, tokenizer: Any, texts: Sequence[str], *, 
     return out
 
 
-class RetrievalTask:
+class RetrievalTask(DeclaredLanguages):
     name: ClassVar[str]
     description: ClassVar[str]
     max_pairs: ClassVar[int]
@@ -153,10 +153,7 @@ class RetrievalTask:
     headline: ClassVar[str] = "acc@10"
     higher_is_better: ClassVar[bool] = True
     PARAMS: ClassVar[tuple[str, ...]] = ("layer", "max_length", "batch_size", "max_pairs", "search")
-
-    def languages(self, world: Any) -> list[str]:
-        """Every language with data except the pivot, which provides the queries."""
-        return [lang for lang in world.task_languages(self.name) if lang != world.pivot]
+    pivot_queries: ClassVar[bool] = True  # every language with data but the pivot, which gives the queries
 
     def _params(self, settings: TaskSettings) -> dict[str, Any]:
         unknown = sorted(set(settings.params) - set(self.PARAMS))

@@ -59,7 +59,7 @@ from harness.core.errors import ConfigError
 from harness.core.hashing import sha256_file
 from harness.core.objective import label_subtoken, objective_of_model
 from harness.core.registry import TASKS
-from tasks.base import ItemStats, TaskResult, TaskSettings
+from tasks.base import DeclaredLanguages, ItemStats, TaskResult, TaskSettings
 from tasks.data import (
     TaggedSentence,
     batches_per_epoch,
@@ -166,7 +166,7 @@ def _json_writer(name: str, obj: Any) -> Callable[[Path], None]:
 
 
 
-class TaggingTask:
+class TaggingTask(DeclaredLanguages):
     name: ClassVar[str]
     description: ClassVar[str]
     metrics: ClassVar[tuple[str, ...]]
@@ -176,10 +176,6 @@ class TaggingTask:
     @staticmethod
     def score(predictions: list[list[str]], references: list[list[str]]) -> dict[str, float]:
         raise NotImplementedError
-
-    def languages(self, world: Any) -> list[str]:
-        """Every language with a test set (the training language included)."""
-        return world.task_languages(self.name)
 
     def hyperparameters(self, settings: TaskSettings) -> dict[str, Any]:
         """The resolved fine-tuning settings: profile, then ``settings.params`` overrides, then the seed."""

@@ -23,9 +23,9 @@ def _check_run_inputs(cfg: Any) -> None:
     check_world_name(cfg.world)
     for m in cfg.methods:
         if m != "all":
-            METHODS.get(m)
+            METHODS.check(m)
     for t in cfg.tasks:
-        TASKS.get(t)
+        TASKS.check(t)
     if not cfg.tasks:
         raise HarnessError("no task given; pass --tasks, e.g. --tasks sr-t,ner (`harness list` shows them)")
     if cfg.cpt_steps is not None:

@@ -27,12 +27,57 @@ def _module_tree(module: str) -> tuple[ast.Module, str] | None:
     return ast.parse(Path(spec.origin).read_text(encoding="utf-8")), module
 
 
-def _literal(node: ast.AST) -> Any:
+_MAKERS = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list, "dict": dict}
+
+
+def _literal(node: ast.AST, module: str = "", depth: int = 0) -> Any:
+    """The value of a literal expression: constants, tuples, lists, sets, dicts, ``frozenset(...)`` / ``set`` /
+    ``tuple`` / ``list`` / ``dict`` of one literal, and a name bound at module level to a literal (in ``module``,
+    or imported by name from another module of the harness). Anything else raises ValueError."""
+    if depth > 8:
+        raise ValueError("literal nested too deep")
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
+        v = _literal(node.operand, module, depth + 1)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise ValueError("a sign on a non-number")
+        return -v if isinstance(node.op, ast.USub) else v
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_literal(e, module, depth + 1) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else (items if isinstance(node, ast.List) else set(items))
+    if isinstance(node, ast.Dict):
+        if any(k is None for k in node.keys):
+            raise ValueError("a ** in a dict")
+        return {_literal(k, module, depth + 1): _literal(v, module, depth + 1) for k, v in zip(node.keys, node.values, strict=True)}
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) <= 1 and not node.keywords:
-        make = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list}.get(node.func.id)
+        make = _MAKERS.get(node.func.id)
         if make is not None:
-            return make(ast.literal_eval(node.args[0])) if node.args else make()
-    return ast.literal_eval(node)
+            return make(_literal(node.args[0], module, depth + 1)) if node.args else make()
+    if isinstance(node, ast.Name) and module:
+        return _module_constant(module, node.id, depth + 1)
+    raise ValueError(f"not a literal: {ast.dump(node)[:60]}")
+
+
+def _module_constant(module: str, name: str, depth: int) -> Any:
+    """The literal a module binds ``name`` to at its top level (its last such binding), or what it imports as
+    ``name`` from another module that can be read; ValueError where neither."""
+    found = _module_tree(module)
+    if found is None:
+        raise ValueError(f"module {module} not readable")
+    tree, _ = found
+    value = None
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
+            value = stmt.value
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
+            value = stmt.value
+    if value is not None:
+        return _literal(value, module, depth)
+    origin = _imported(tree, module, name)
+    if origin is not None and _module_tree(origin[0]) is not None:
+        return _module_constant(origin[0], origin[1], depth)
+    raise ValueError(f"{name} is not a literal of {module}")
 
 
 def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
@@ -57,8 +102,15 @@ def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | Non
     return None
 
 
-def class_declarations(module: str, cls: str) -> dict[str, Any]:
-    """The literal class attributes of ``module:cls`` and of its bases (the class's own win), without importing."""
+_UNREADABLE = object()  # an attribute assigned a value that is not a literal: known only by importing
+_UNRESOLVED = "<a base class not read>"
+_PLAIN_BASES = frozenset({"object", "Protocol", "Generic", "ABC"})  # bases that declare none of a plug-in's facts
+
+
+def _chain(module: str, cls: str) -> dict[str, Any]:
+    """The class attributes of ``module:cls`` and of its bases (the class's own win), without importing: each a
+    literal value, :data:`_UNREADABLE` (assigned something else) or, for a function defined in the class body, the
+    ``"module:Class"`` that defines it."""
     found = _module_tree(module)
     if found is None:
         return {}
@@ -69,25 +121,67 @@ def class_declarations(module: str, cls: str) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for base in node.bases:
         name = base.id if isinstance(base, ast.Name) else None
-        if name is None:
+        if name in _PLAIN_BASES:
             continue
-        if _class_node(tree, name) is not None:
-            out.update(class_declarations(module, name))
-        elif (origin := _imported(tree, module, name)) is not None:
-            out.update(class_declarations(*origin))
+        if name is not None and _class_node(tree, name) is not None:
+            out.update(_chain(module, name))
+        elif name is not None and (origin := _imported(tree, module, name)) is not None and _module_tree(origin[0]):
+            out.update(_chain(*origin))
+        else:  # a base whose source is not read here (another library's class, an expression)
+            out[_UNRESOLVED] = _UNREADABLE
     for stmt in node.body:
         target, value = None, None
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             target, value = stmt.targets[0].id, stmt.value
         elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
             target, value = stmt.target.id, stmt.value
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            out[stmt.name] = _Defined(f"{module}:{cls}")
+            continue
         if target is None or value is None:
             continue
         try:
-            out[target] = _literal(value)
-        except (ValueError, TypeError, SyntaxError):
-            out.pop(target, None)  # not a literal: not readable without importing
+            out[target] = _literal(value, module)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            out[target] = _UNREADABLE
     return out
+
+
+class _Defined(str):
+    """Where a function attribute of a class is defined (``"module:Class"``)."""
+
+
+def class_declarations(module: str, cls: str) -> dict[str, Any]:
+    """The literal class attributes of ``module:cls`` and of its bases (the class's own win), without importing."""
+    return {k: v for k, v in _chain(module, cls).items()
+            if k != _UNRESOLVED and v is not _UNREADABLE and not isinstance(v, _Defined)}
+
+
+def exact_declarations(target: str, fields: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any] | None:
+    """``fields`` of the class at ``"module:Class"`` exactly as importing it would give them (``defaults`` for those
+    it does not declare), read from its source; None where its source cannot tell (the class is not found, or one
+    of ``fields`` is assigned something other than a literal or defined as a function): import it then."""
+    module, _, cls = target.partition(":")
+    if _module_tree(module) is None or _class_node(_module_tree(module)[0], cls) is None:
+        return None
+    chain = _chain(module, cls)
+    if _UNRESOLVED in chain:
+        return None
+    out: dict[str, Any] = {}
+    for f in fields:
+        v = chain.get(f, _MISSING)
+        if v is _UNREADABLE or isinstance(v, _Defined):
+            return None
+        out[f] = defaults.get(f) if v is _MISSING else v
+    return out
+
+
+def defined_in(target: str, function: str) -> str | None:
+    """The ``"module:Class"`` whose body defines ``function`` for the class at ``target`` (itself or a base it
+    names), read from its source; None where no class of its chain defines it (or the source cannot tell)."""
+    module, _, cls = target.partition(":")
+    v = _chain(module, cls).get(function)
+    return str(v) if isinstance(v, _Defined) else None
 
 
 def declared(target: str, fields: tuple[str, ...]) -> dict[str, Any]:

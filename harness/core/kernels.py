@@ -228,14 +228,140 @@ def golden(bf16: bool = False) -> dict[str, str] | None:
 def cpu_kernels(bf16: bool = False) -> str:
     """What this process computes with, measured: ``avx2`` when its :func:`fingerprint` is the pinned set's golden
     one, else ``native:<8 hex of the fingerprint>``; ``bf16``: the run computes in bf16 on the CPU (its bf16 kernels
-    are then part of the fingerprint, and the pinned set's label is :data:`PINNED_BF16`)."""
+    are then part of the fingerprint, and the pinned set's label is :data:`PINNED_BF16`).
+
+    A process that has not loaded torch yet (``harness run`` deciding which cells are finished) takes the label
+    measured by an earlier process under the same conditions (:func:`conditions`: the CPU, the kernel libraries'
+    files, the variables they read, this module's code), recorded in the harness home, as git trusts a file by its
+    stat: loading torch to measure it again costs a second. A process that has loaded torch measures (a cell's
+    worker always does, and refuses to compute under a label other than its run's) and records what it found."""
     bf16 = bool(bf16)
     if bf16 not in _labels:
-        mine, want = fingerprint(bf16), golden(bf16)
-        pinned = PINNED_BF16 if bf16 else PINNED
-        _labels[bf16] = pinned if want is not None and mine["digest"] == want.get("digest") else \
-            f"{NATIVE}:{mine['digest'][:8]}"
+        recorded = None if "torch" in sys.modules else _recorded_label(bf16)
+        _labels[bf16] = recorded if recorded is not None else measured_kernels(bf16)
     return _labels[bf16]
+
+
+def measured_kernels(bf16: bool = False) -> str:
+    """The label of this process's kernels from its own :func:`fingerprint` (computed once a process), never from
+    a record: what a cell checks before it computes (:meth:`harness.cell.CellRun.steps`). It is recorded for later
+    processes under this one's :func:`conditions`."""
+    bf16 = bool(bf16)
+    mine, want = fingerprint(bf16), golden(bf16)
+    pinned = PINNED_BF16 if bf16 else PINNED
+    label = pinned if want is not None and mine["digest"] == want.get("digest") else f"{NATIVE}:{mine['digest'][:8]}"
+    _record_label(bf16, label)
+    return label
+
+
+# -- the labels measured, by the conditions they were measured under -------------------------------------------
+# the environment variables the kernel libraries read (their prefixes) and the loader's
+_LIBRARY_ENV = ("MKL_", "DNNL_", "ONEDNN_", "OPENBLAS_", "GOTO", "ATEN_", "OMP_", "KMP_", "GOMP_")
+_LOADER_ENV = ("LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", ENV, PINNED_ENV)
+LABELS_FILE = "kernels.json"  # under <HARNESS_HOME>/cache: {conditions digest: label}
+
+
+def _library_files() -> list[str]:
+    """The files of the kernel libraries a fingerprint measures (torch's and numpy's shared libraries and version
+    files), found without importing them: each as ``path size mtime_ns inode``."""
+    import importlib.util
+
+    out: list[str] = []
+    for name in ("torch", "numpy"):
+        spec = importlib.util.find_spec(name)
+        if spec is None or not spec.submodule_search_locations:
+            out.append(f"{name} -")
+            continue
+        root = Path(next(iter(spec.submodule_search_locations)))
+        files = [root / "version.py", *sorted((root / "lib").glob("*.so*")), *sorted((root / "lib").glob("*.dll")),
+                 *sorted((root / "_core").glob("*.so")), *sorted(root.parent.glob(f"{name}.libs/*"))]
+        for f in files:
+            try:
+                st = f.stat()
+            except OSError:
+                continue
+            out.append(f"{f} {st.st_size} {st.st_mtime_ns} {st.st_ino}")
+    return out
+
+
+def _cpu_identity() -> list[str]:
+    """The CPU as its kernels are chosen by: the first processor's vendor, family, model, stepping and flags."""
+    keep = ("vendor_id", "cpu family", "model", "model name", "stepping", "flags", "Features", "CPU implementer",
+            "CPU part")
+    out: list[str] = [platform.machine(), platform.system()]
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            for line in fh:
+                if not line.strip():
+                    break  # the first processor's block
+                key = line.split(":", 1)[0].strip()
+                if key in keep:
+                    out.append(" ".join(line.split()))
+    except OSError:
+        out.append(platform.processor())
+    return out
+
+
+def conditions(bf16: bool) -> str:
+    """A digest of everything a process's kernel label depends on besides chance: the CPU, the libraries' files,
+    the variables they read, how this process pinned (and what it had loaded first), this module's code and
+    golden fingerprints, and whether bf16 kernels are measured."""
+    env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(_LIBRARY_ENV) or k in _LOADER_ENV)
+    parts = [f"bf16={bool(bf16)}", f"pin={pin()}", f"python={sys.version}", *_cpu_identity(), *env,
+             *_library_files()]
+    for f in (Path(__file__), GOLDEN):
+        try:
+            parts.append(hashlib.sha256(f.read_bytes()).hexdigest())
+        except OSError:
+            parts.append(f"{f.name} -")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()
+
+
+def _labels_path() -> Path | None:
+    """Where the measured labels are kept: the harness home's cache, where the home exists (never created here)."""
+    from harness.core.paths import home_dir
+
+    try:
+        home = home_dir()
+    except Exception:  # noqa: BLE001 - a bad home is refused where the command's inputs are checked
+        return None
+    return home / "cache" / LABELS_FILE if home.is_dir() else None
+
+
+def _recorded_label(bf16: bool) -> str | None:
+    path = _labels_path()
+    if path is None or not path.is_file():
+        return None
+    try:
+        label = json.loads(path.read_text()).get(conditions(bf16))
+    except (OSError, ValueError, AttributeError):
+        return None
+    return label if isinstance(label, str) and label else None
+
+
+def _record_label(bf16: bool, label: str) -> None:
+    """Keep ``label`` under this process's conditions (written whole and atomically; a lost write costs one
+    measurement later, never a wrong label: a worker measures again before it computes)."""
+    path = _labels_path()
+    if path is None:
+        return
+    try:
+        known = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        known = {}  # a damaged record: written anew
+    try:
+        if not isinstance(known, dict):
+            known = {}
+        key = conditions(bf16)
+        if known.get(key) == label:
+            return
+        known[key] = label
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(list(known.items())[-64:]), indent=0, sort_keys=True))
+        os.replace(tmp, path)
+    except (OSError, ValueError):
+        pass
 
 
 def planned_kernels() -> str:

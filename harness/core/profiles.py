@@ -25,14 +25,16 @@ class MethodProfileParams(Mapping):
         self.profile = profile
 
     def __getitem__(self, method: str) -> dict[str, Any]:
-        from harness.core.registry import METHODS
+        settings = _declared_profile_defaults(method, self.profile)
+        if settings is None:
+            from harness.core.registry import METHODS
 
-        try:
-            cls = METHODS.get(method)
-        except HarnessError:
-            raise KeyError(method) from None
-        ask = getattr(cls, "profile_defaults", None)
-        settings = ask(self.profile) if ask is not None else {}
+            try:
+                cls = METHODS.get(method)
+            except HarnessError:
+                raise KeyError(method) from None
+            ask = getattr(cls, "profile_defaults", None)
+            settings = ask(self.profile) if ask is not None else {}
         if not settings:
             raise KeyError(method)
         return dict(settings)
@@ -52,6 +54,19 @@ class MethodProfileParams(Mapping):
 
     def __repr__(self) -> str:
         return f"MethodProfileParams({self.profile!r})"
+
+
+def _declared_profile_defaults(method: str, profile: str) -> dict[str, Any] | None:
+    """A built-in method's ``profile_defaults(profile)`` read from its source without importing it, where it is the
+    base class's (``profiles[profile]``) and ``profiles`` is a literal; None where only importing it can tell."""
+    from harness.core.declarations import defined_in, exact_declarations
+    from harness.core.registry import METHODS
+
+    target = METHODS.builtin_target(method)
+    if target is None or defined_in(target, "profile_defaults") != "methods.base:Method":
+        return None
+    found = exact_declarations(target, ("profiles",), {"profiles": {}})
+    return None if found is None else dict(found["profiles"].get(profile, {}))
 
 
 def _method_names() -> list[str]:

@@ -133,6 +133,37 @@ class Registry(Generic[T]):
         obj = self.get(name)
         return {f: getattr(obj, f) for f in fields if hasattr(obj, f)}
 
+    def builtin_target(self, name: str) -> str | None:
+        """The ``"module:Class"`` of a built-in entry not imported yet (one of :attr:`_builtin_modules`), else None."""
+        self._discover()
+        with self._lock:
+            target = self._lazy.get(name)
+        if target is None or target.partition(":")[0].partition(".")[0] not in self._builtin_modules:
+            return None
+        return target
+
+    def facts(self, name: str, fields: tuple[str, ...], defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+        """``fields`` of an entry as its object has them (``defaults`` for those it lacks). A built-in entry not
+        imported yet is read from its source where the source tells them exactly (literal class attributes:
+        :func:`harness.core.declarations.exact_declarations`), so planning a run imports no method or task (nor
+        torch); any other is imported."""
+        defaults = defaults or {}
+        target = self.builtin_target(name)
+        if target is not None:
+            from harness.core.declarations import exact_declarations
+
+            found = exact_declarations(target, fields, defaults)
+            if found is not None:
+                return found
+        obj = self.get(name)
+        return {f: getattr(obj, f, defaults.get(f)) for f in fields}
+
+    def check(self, name: str) -> None:
+        """Refuse an unknown name (with the known ones); a third-party entry is imported, so that a broken plug-in
+        names itself before anything is written; a built-in one is not (its module ships with the harness)."""
+        if self.builtin_target(name) is None:
+            self.get(name)
+
     def __contains__(self, name: str) -> bool:
         return name in self.names()
 
@@ -143,7 +174,7 @@ class Registry(Generic[T]):
         if items == ["all"]:
             return self.names()
         for s in items:
-            self.get(s)
+            self.check(s)
         if not items:
             raise HarnessError(f"no {self.kind} given; choose from {', '.join(self.names())} or 'all'")
         return list(dict.fromkeys(items))
@@ -184,4 +215,5 @@ def method_code(method: str) -> dict[str, str]:
     module): what its cells ran with."""
     from harness.core.declarations import code_digest
 
-    return code_digest(METHODS.get(method).__module__)
+    target = METHODS.builtin_target(method)  # a built-in one not imported yet: its module named, not imported
+    return code_digest(target.partition(":")[0] if target is not None else METHODS.get(method).__module__)
