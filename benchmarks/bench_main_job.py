@@ -210,6 +210,20 @@ def breakdown(tracking_uri: str, experiment: str, first_board: float | None = No
     return table, total
 
 
+def _can_report() -> None:
+    """Refuse, before a job of hours, a Python that cannot read its runs afterwards (the report imports the harness
+    and MLflow): run this script with the project's environment (``.venv/bin/python``)."""
+    import importlib.util
+
+    repo = str(Path(__file__).resolve().parents[1])
+    if repo not in sys.path:
+        sys.path.insert(0, repo)
+    missing = [m for m in ("harness", "mlflow", "torch") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise SystemExit(f"this Python ({sys.executable}) lacks {', '.join(missing)}, which the report reads the "
+                         f"runs with; run the script with the project's environment, e.g. .venv/bin/python")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--experiment", default="bible/mono", help="MLflow experiment (default: the main job's)")
@@ -220,6 +234,7 @@ def main() -> None:
                     help="clone this checkout into DIR and run README command 1 there verbatim (install included)")
     args = ap.parse_args()
     console = Console(width=200)
+    _can_report()
     cold = None
     if args.fresh_clone is not None:
         cold = run_fresh_clone(args.fresh_clone)
@@ -227,6 +242,8 @@ def main() -> None:
         _empty_folder(args.run, "--run")
         os.environ["HARNESS_HOME"] = str(args.run)
         cold = run_main_job(args.run)
+    for name, secs in (cold or {}).items():  # said at once: a report that fails later loses none of them
+        console.print(f"measured: {name}: {secs / 60:.1f} min")
     from harness.core.paths import default_tracking_uri
 
     uri = args.tracking_uri or default_tracking_uri()
