@@ -53,7 +53,7 @@ def method_facts(method: str) -> SimpleNamespace:
 
 def task_languages(task: str, world: Any) -> list[str]:
     """The languages ``task`` scores on ``world``: its ``languages(world)``. A built-in task whose ``languages`` is
-    the shared one (:func:`tasks.base.declared_languages`) is answered from what it declares, without importing it
+    the shared one (:class:`tasks.base.DeclaredLanguages`) is answered from what it declares, without importing it
     (nor torch: a run with nothing left to do stays fast)."""
     from harness.core.declarations import defined_in
 

@@ -185,3 +185,27 @@ def test_auto_resolves_to_the_cpu_from_a_cpu_build_of_torch_without_importing_it
     assert _torch_has_gpu_build() == (torch.version.cuda is not None or torch.version.hip is not None)
     if not _torch_has_gpu_build():
         assert resolve_device("auto") == "cpu" and not torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("cuda, hip, gpu", [("None", "None", False), ("'12.4'", "None", True),
+                                            ("None", "'6.2'", True), ("compute()", "None", True)])
+def test_a_gpu_build_of_torch_is_asked_and_a_cpu_build_is_not(tmp_path, monkeypatch, cuda, hip, gpu):
+    """``auto`` asks torch whether a GPU is there only where torch was built with CUDA or ROCm; a ``version.py``
+    that cannot be read as literals counts as a GPU build (torch is asked)."""
+    import importlib.machinery
+    import importlib.util
+
+    from harness import config
+
+    (tmp_path / "version.py").write_text(f"from typing import Optional\ncuda: Optional[str] = {cuda}\nhip = {hip}\n")
+    spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
+    spec.submodule_search_locations = [str(tmp_path)]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: spec if name == "torch" else real(name, *a))
+    assert config._torch_has_gpu_build() is gpu
+    asked = []
+    fake_torch = type(sys)("torch")
+    fake_torch.cuda = type("cuda", (), {"is_available": staticmethod(lambda: asked.append(1) or True)})
+    monkeypatch.setitem(sys.modules, "torch", fake_torch)
+    assert config.resolve_device("auto") == ("cuda" if gpu else "cpu")
+    assert asked == ([1] if gpu else [])

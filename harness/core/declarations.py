@@ -162,7 +162,8 @@ def exact_declarations(target: str, fields: tuple[str, ...], defaults: dict[str,
     it does not declare), read from its source; None where its source cannot tell (the class is not found, or one
     of ``fields`` is assigned something other than a literal or defined as a function): import it then."""
     module, _, cls = target.partition(":")
-    if _module_tree(module) is None or _class_node(_module_tree(module)[0], cls) is None:
+    found = _module_tree(module)
+    if found is None or _class_node(found[0], cls) is None:
         return None
     chain = _chain(module, cls)
     if _UNRESOLVED in chain:

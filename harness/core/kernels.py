@@ -69,6 +69,7 @@ _state: str | None = None  # whether this process runs pinned (PINNED) or not (N
 _kept: dict[str, str] = {}  # the pin variables the user had set to values of their own, kept
 _fingerprints: dict[bool, dict[str, str]] = {}  # this process's fingerprint (by bf16 on the CPU), computed once
 _labels: dict[bool, str] = {}  # this process's label (by bf16 on the CPU), computed once
+_recorded: set[tuple[bool, str, str]] = set()  # (bf16, label, file) this process recorded (measured_kernels)
 
 
 def cpu_flags() -> set[str]:
@@ -250,7 +251,10 @@ def measured_kernels(bf16: bool = False) -> str:
     mine, want = fingerprint(bf16), golden(bf16)
     pinned = PINNED_BF16 if bf16 else PINNED
     label = pinned if want is not None and mine["digest"] == want.get("digest") else f"{NATIVE}:{mine['digest'][:8]}"
-    _record_label(bf16, label)
+    where = (bf16, label, str(_labels_path()))
+    if where not in _recorded:  # once a process and home (a worker checks before each of its cells)
+        _record_label(bf16, label)
+        _recorded.add(where)
     return label
 
 
