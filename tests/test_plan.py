@@ -153,6 +153,17 @@ def test_cpu_plan_is_the_same_before_and_after_the_world_is_built(run_cli, synth
     assert "target_vocab 900 (declared by world 'synthetic'" in built
 
 
+def test_the_cpu_plan_names_the_held_out_diagnostic_of_the_sources_objective(run_cli, synthetic_world):
+    """A decoder's cells are followed by the held-out causal-LM loss, not the MLM loss an encoder's are."""
+    line = "CPT: 10 step(s) of 8 x 64 tokens; tasks evaluated at step(s) 0; "
+    dec = run_cli("plan", "--world", "synthetic", "--source", "dec", "--methods", "random", "--tasks", "sr-t",
+                  check=True).stdout
+    assert line + "held-out causal-LM loss at step(s) 0, 10" in dec
+    both = run_cli("plan", "--world", "synthetic", "--source", "all", "--methods", "random", "--tasks", "sr-t",
+                   check=True).stdout
+    assert line + "held-out loss (CLM of the decoder sources, MLM of the encoder sources) at step(s) 0, 10" in both
+
+
 def test_cpu_estimates_scale_with_the_declared_shape_from_the_measured_figures():
     """The bible world's mono source is the reference model: its cells cost what the main job measured; the
     synthetic world's model is nil beside it: its cells cost what the synthetic run measured."""

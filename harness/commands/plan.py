@@ -32,7 +32,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     spec = resolve(cfg, world, probe=False)  # nothing asked of this machine: a plan is for a cluster
     plan = spec.plan
     if on_cpu(cfg) and args.gpu is None:  # (--gpu: the same cells sized for that GPU)
-        return _cpu_plan(cfg, spec)
+        return _cpu_plan(cfg, spec, world)
     rates = cpt_rates(plan, world, args.gpu)
     rows = estimate_rows(spec, rates=rates)
     _cells_table(f"plan: world {cfg.world}, profile {cfg.profile}, tasks {', '.join(plan.tasks)}", rows,
@@ -68,7 +68,19 @@ def _cells_table(title: str, rows: list[dict[str, Any]], columns: dict[str, str]
         console.print(f"[yellow]skipped:[/yellow] {s}")
 
 
-def _cpu_plan(cfg: Any, spec: Any) -> int:
+def heldout_diagnostic(world: Any, plan: Any) -> str:
+    """What the held-out diagnostic after CPT steps is for the plan's sources: the masked-LM loss of an encoder,
+    the causal-LM loss of a decoder (:data:`harness.evaluation.HELDOUT_TASKS`)."""
+    of = getattr(world, "source_objective", None)
+    objectives = sorted({of(c.source) if of is not None else "mlm" for c in plan.cells})
+    names = {"mlm": "held-out MLM loss", "clm": "held-out causal-LM loss"}
+    if len(objectives) == 1:
+        return names.get(objectives[0], f"held-out {objectives[0]} loss")
+    return "held-out loss (" + ", ".join(f"{o.upper()} of the {'decoder' if o == 'clm' else 'encoder'} sources"
+                                         for o in objectives) + ")"
+
+
+def _cpu_plan(cfg: Any, spec: Any, world: Any) -> int:
     """A CPU run's plan: each cell's seconds on this kind of machine, the wall time over the workers the run
     will use, the core-hours, and what the run evaluates (:func:`harness.plan.cpu_rows`)."""
     from harness.plan import cpu_rows
@@ -85,7 +97,8 @@ def _cpu_plan(cfg: Any, spec: Any) -> int:
         langs = plan.languages[task]
         console.print(f"{task}: {len(langs)} language(s): {', '.join(langs)}", highlight=False, soft_wrap=True)
     console.print(f"CPT: {cpt.steps} step(s) of {cpt['effective_batch']} x {cpt['block_size']} tokens; tasks "
-                  f"evaluated at step(s) {', '.join(map(str, cpt.task_steps()))}; held-out MLM loss at step(s) "
+                  f"evaluated at step(s) {', '.join(map(str, cpt.task_steps()))}; {heldout_diagnostic(world, plan)} "
+                  "at step(s) "
                   f"{', '.join(map(str, cpt.heldout_steps())) or 'none (no CPT)'}", highlight=False, soft_wrap=True)
     ref = cpu_figures()["reference"]
     for source in sorted({c.source for c in plan.cells}):
