@@ -26,8 +26,15 @@ gives the same tags on the three languages in 3.7 s instead of 4.3 (it is part o
 changing it would recompute every cached test). So the fp32 NER is as fast as this core allows; more speed without
 a changed number comes from more cores running more cells.
 
-Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_ner_flops.py [--world bible] [--method random] [--steps 12]
-[--threads 1,2] [--langs 4]``. Prints tables; nothing is cached or logged (a temporary folder).
+With ``--source a,b,...`` it measures each source model of the world in turn (a decoder's NER tags a word's last
+sub-token and its retrieval pools the middle layer, as the tasks do for a causal LM) and also **the retrieval pass**
+(SR-T's sentence vectors of the pivot and one other language, the forward stopped at the pooled layer), then
+compares the achieved rates of every source with the first one's: whether a decoder's evaluation computes as
+efficiently as the encoder's.
+
+Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_ner_flops.py [--world bible] [--source mono,smollm2,gemma3]
+[--method random] [--steps 12] [--threads 1,2] [--langs 4] [--retrieval-sentences 200]``. Prints tables; nothing is
+cached or logged (a temporary folder).
 """
 
 from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
@@ -84,30 +91,50 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12, help="fine-tuning steps timed (after one warm-up step)")
     ap.add_argument("--threads", default="1,2", help="thread counts compared (a main-job cell runs on 1)")
     ap.add_argument("--langs", type=int, default=4, help="test languages timed (the first ones of the task)")
+    ap.add_argument("--source", default=None,
+                    help="comma-separated source models of the world, measured one after the other (default: its "
+                         "default source); the first is the baseline the others' rates are compared with")
+    ap.add_argument("--retrieval-sentences", type=int, default=200,
+                    help="sentences of each of two languages encoded by the retrieval pass (the cpu profile's cap)")
     args = ap.parse_args()
 
-    import torch
     from rich.console import Console
+
+    from harness.worlds import get_world
+
+    console = Console(width=160)
+    world = get_world(args.world)
+    sources = args.source.split(",") if args.source else [world.default_source]
+    summary = [measure(world, source, args, console) for source in sources]
+    if len(summary) > 1:
+        compare(summary, console)
+
+
+def measure(world: Any, source: str, args: argparse.Namespace, console: Any) -> dict[str, Any]:
+    """The fine-tuning step, the zero-shot test and the retrieval pass of ``source`` initialized by ``--method``:
+    their tables printed, their one-thread rates returned."""
+    import torch
     from rich.table import Table
     from torch.utils.flop_counter import FlopCounterMode
     from transformers import AutoTokenizer
 
+    from harness.core.objective import label_subtoken, objective_of_model, pooled_layer
     from harness.core.profiles import profile as get_profile
     from harness.core.registry import TASKS
     from harness.initialize import initialize_model, load_model
-    from harness.worlds import get_world
     from tasks.base import TaskSettings
     from tasks.data import (
         batches_per_epoch,
         max_input_length,
+        num_layers,
         pad_batch,
+        read_id_texts,
         read_tagging_split,
         shuffled_length_batches,
     )
+    from tasks.retrieval import encode_sentences, retrieval_layer
     from tasks.tagger import Featurizer, build_tagger, predict
 
-    console = Console(width=160)
-    world = get_world(args.world)
     task = TASKS.get("ner")()
     hp = task.hyperparameters(TaskSettings(profile="cpu", seed=1, device="cpu", precision="fp32"))
     thread_counts = [int(t) for t in args.threads.split(",")]
@@ -115,9 +142,11 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as td:
         out = Path(td) / args.method
         params = dict(get_profile("cpu").get("method_params", {}).get(args.method, {}))
-        initialize_model(world, world.default_source, args.method, dim=None, seed=1, params=params, out_dir=out,
+        initialize_model(world, source, args.method, dim=None, seed=1, params=params, out_dir=out,
                          device="cpu", profile="cpu")
         model, tok = load_model(out, device="cpu"), AutoTokenizer.from_pretrained(out)
+        objective = objective_of_model(model)
+        hp["label_subtoken"] = label_subtoken(objective)  # as the task sets it from the model (tasks/tagging.py)
         pad_id = tok.pad_token_id if tok.pad_token_id is not None else 0
         train = read_tagging_split(world, "ner", world.pivot, "train")[:hp["max_train_sentences"]]
         dev = read_tagging_split(world, "ner", world.pivot, "dev")[:hp["max_dev_sentences"]]
@@ -133,10 +162,10 @@ def main() -> None:
         n_params = sum(p.numel() for p in model.parameters())
         emb = model.get_input_embeddings().weight
         cfg = model.config
-        console.print(f"{args.world}/{world.default_source} initialized by {args.method}: {n_params / 1e6:.1f} M "
+        console.print(f"{args.world}/{source} ({objective}) initialized by {args.method}: {n_params / 1e6:.1f} M "
                       f"parameters, the embedding matrix {tuple(emb.shape)} ({emb.numel() / n_params:.0%}); ner "
                       f"cpu profile: {len(segs)} training segments, batch {hp['batch_size']}, {steps_per_epoch} "
-                      f"steps an epoch x {hp['epochs']} epochs, test on {len(langs)} of "
+                      f"steps an epoch x {hp['epochs']} epochs, label sub-token {hp['label_subtoken']}, test on {len(langs)} of "
                       f"{len(task.languages(world))} languages; {platform.processor() or platform.machine()}, "
                       f"{os.cpu_count()} CPUs, CPU kernels {kernels.label()} (HARNESS_CPU_KERNELS=native: the CPU's own)")
         reference: dict[str, Any] = {}
@@ -209,8 +238,31 @@ def main() -> None:
                 "same_preds": preds == reference["preds"],
                 "attainable": attainable_gflops(int(mean_tokens), hidden, ff), "peak": peak, "peak_how": how,
             })
-    t = Table(title=f"ner fine-tuning step and zero-shot test in fp32 ({args.world}, {args.method}; times are the "
-                    f"mean of {args.steps} steps)")
+        # the retrieval pass (SR-T's sentence vectors): the pivot's sentences and one other language's, encoded
+        # as the task encodes them (the layer its rule picks for the objective, the forward stopped there)
+        torch.set_num_threads(thread_counts[0])
+        model.eval()
+        n_layers = num_layers(model)
+        layer = retrieval_layer(n_layers) if objective == "mlm" else pooled_layer(objective, n_layers)
+        other = next(lang for lang in TASKS.get("sr-t")().languages(world) if lang != world.pivot)
+        texts = [t for lang in (world.pivot, other)
+                 for t in list(read_id_texts(world.task_dir("sr-t") / f"{lang}.jsonl").values())
+                 [:args.retrieval_sentences]]
+        enc_kw = {"layer": layer, "n_layers": n_layers, "batch_size": 32,
+                  "max_length": max_input_length(model, tok, 512)}
+        encode_sentences(model, tok, texts[:32], **enc_kw)  # warm-up
+        counter = FlopCounterMode(display=False)
+        t0 = time.perf_counter()
+        with counter:
+            encode_sentences(model, tok, texts, **enc_kw)
+        retr_s = time.perf_counter() - t0
+        retr_gflop = counter.get_total_flops() / 1e9
+        n_tokens = sum(len(ids) for ids in tok(texts, truncation=True, max_length=enc_kw["max_length"])["input_ids"])
+    console.print(f"retrieval pass ({thread_counts[0]} thread(s)): {len(texts)} sentences of {world.pivot} and "
+                  f"{other}, {n_tokens:,} tokens, layer {layer} of {n_layers}: {retr_s:.1f} s, {retr_gflop:.1f} "
+                  f"GFLOP, {retr_gflop / retr_s:.1f} GFLOP/s")
+    t = Table(title=f"ner fine-tuning step and zero-shot test in fp32 ({args.world}/{source}, {args.method}; times "
+                    f"are the mean of {args.steps} steps)")
     for c in ("threads", "forward s", "backward s", "optimizer s", "step GFLOP", "pass GFLOP/s",
               "attainable GFLOP/s", "nominal peak", "test s", "test GFLOP/s", "test s at 4x batch",
               "same weights", "same tags", "4x batch: same tags"):
@@ -232,6 +284,28 @@ def main() -> None:
                   f"run at {(r0['fwd_gflops'] + r0['bwd_gflops']) / (r0['forward'] + r0['backward']):.1f} GFLOP/s "
                   f"against {r0['attainable']:.1f} attainable by a matmul of the feed-forward shape here; nominal "
                   f"peak: {r0['peak_how']}")
+    return {"source": source, "objective": objective, "params_m": n_params / 1e6, "threads": r0["threads"],
+            "step_s": step, "pass_gflops": (r0["fwd_gflops"] + r0["bwd_gflops"]) / (r0["forward"] + r0["backward"]),
+            "test_gflops": r0["test_gflop"] / r0["test_s"], "retrieval_gflops": retr_gflop / retr_s,
+            "attainable": r0["attainable"]}
+
+
+def compare(summary: list[dict[str, Any]], console: Any) -> None:
+    """The achieved rates of every source beside the first one's (the baseline): NER's training passes, its
+    zero-shot test and the retrieval pass."""
+    from rich.table import Table
+
+    base = summary[0]
+    t = Table(title=f"achieved fp32 rate on {base['threads']} thread(s), against {base['source']} "
+                    f"({base['objective']})")
+    for c in ("source", "objective", "M params", "NER passes GFLOP/s", "x", "NER test GFLOP/s", "x",
+              "retrieval GFLOP/s", "x", "FFN matmul GFLOP/s"):
+        t.add_column(c, justify="left" if c in ("source", "objective") else "right")
+    for r in summary:
+        t.add_row(r["source"], r["objective"], f"{r['params_m']:.1f}",
+                  *(v for k in ("pass_gflops", "test_gflops", "retrieval_gflops")
+                    for v in (f"{r[k]:.1f}", f"{r[k] / base[k]:.2f}")), f"{r['attainable']:.1f}")
+    console.print(t)
 
 
 if __name__ == "__main__":
