@@ -15,6 +15,8 @@ run separately, so the whole of README command 1 but the package install is meas
     OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py --experiment bible/mono-3seeds
     OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py --run /tmp/fresh-home   # cold: world build included
     python benchmarks/bench_main_job.py --fresh-clone /tmp/fresh   # README command 1 verbatim, install included
+    OMP_NUM_THREADS=1 python benchmarks/bench_main_job.py --run HOME --experiment bible/smollm2 \
+        --job "--source smollm2 --methods random,ofa,hyperofa --tasks sr-t,ner,clm"   # another job (a decoder's)
 
 ``--fresh-clone DIR`` clones this checkout's HEAD into ``DIR/repo`` and runs README command 1 exactly as the README
 writes it there (its install part, then its ``harness run`` part, each timed) with ``HARNESS_HOME=DIR/home``: the
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -72,11 +75,12 @@ def run_watching(cmd: list[str], **kwargs: object) -> int:
     return proc.wait()
 
 
-def run_main_job(home: Path) -> dict[str, float]:
-    """README command 1 in ``home`` (world build, then the run); the wall time of each part."""
+def run_main_job(home: Path, job: list[str] | None = None) -> dict[str, float]:
+    """README command 1 (or ``job``, the arguments of another ``harness run``) in ``home`` (world build, then the
+    run); the wall time of each part."""
     env = {**os.environ, "HARNESS_HOME": str(home), "OMP_NUM_THREADS": "1"}
     times = {}
-    for name, args in (("world build", ["world", "build", "bible"]), ("run", README_COMMAND)):
+    for name, args in (("world build", ["world", "build", "bible"]), ("run", job or README_COMMAND)):
         t0 = time.time()
         returncode = run_watching([sys.executable, "-m", "harness.cli", *args], env=env)
         times[name] = time.time() - t0
@@ -88,10 +92,16 @@ def run_main_job(home: Path) -> dict[str, float]:
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _empty_folder(folder: Path, flag: str) -> None:
-    """Create ``folder``; refuse one that holds anything (the measurement needs a fresh home or clone)."""
-    if folder.exists() and any(folder.iterdir()):
-        raise SystemExit(f"{flag} {folder}: give an empty or new folder")
+WORLD_BUILD_ONLY = {"worlds", "products", "downloads", "build-envs"}  # what `harness world build` leaves in a home
+
+
+def _empty_folder(folder: Path, flag: str, built: bool = False) -> None:
+    """Create ``folder``; refuse one that holds anything (the measurement needs a fresh home or clone); with
+    ``built``, a home that holds only what a world build leaves (no store, no runs, no cache) is taken too."""
+    held = {p.name for p in folder.iterdir()} if folder.exists() else set()
+    if held and not (built and held <= WORLD_BUILD_ONLY):
+        raise SystemExit(f"{flag} {folder}: give an empty or new folder"
+                         + (" (or a home holding a world build only)" if built else ""))
     folder.mkdir(parents=True, exist_ok=True)
 
 
@@ -230,6 +240,10 @@ def main() -> None:
     ap.add_argument("--tracking-uri", default=None, help="default: the harness home's store")
     ap.add_argument("--run", type=Path, default=None, metavar="HOME",
                     help="first run README command 1 in this fresh harness home (world build included)")
+    ap.add_argument("--job", default=None, metavar="ARGS",
+                    help="with --run: the arguments of another `harness run` instead of README command 1's (e.g. "
+                         "\"--source smollm2 --methods random,ofa --tasks sr-t,clm\"; give --experiment too); the "
+                         "home may then hold a world build only, whose time the build log gives")
     ap.add_argument("--fresh-clone", type=Path, default=None, metavar="DIR",
                     help="clone this checkout into DIR and run README command 1 there verbatim (install included)")
     args = ap.parse_args()
@@ -239,9 +253,12 @@ def main() -> None:
     if args.fresh_clone is not None:
         cold = run_fresh_clone(args.fresh_clone)
     elif args.run is not None:
-        _empty_folder(args.run, "--run")
+        job = ["run", *shlex.split(args.job)] if args.job else None
+        if job is not None and args.experiment == ap.get_default("experiment"):
+            raise SystemExit("--job: name its experiment with --experiment (e.g. bible/smollm2)")
+        _empty_folder(args.run, "--run", built=job is not None)
         os.environ["HARNESS_HOME"] = str(args.run)
-        cold = run_main_job(args.run)
+        cold = run_main_job(args.run, job)
     for name, secs in (cold or {}).items():  # said at once: a report that fails later loses none of them
         console.print(f"measured: {name}: {secs / 60:.1f} min")
     from harness.core.paths import default_tracking_uri
@@ -254,7 +271,8 @@ def main() -> None:
     if cold:
         for name, secs in cold.items():
             total.add_row(f"measured: {name}", f"{secs / 60:.1f} min")
-        what = "README command 1" if "install" in cold else "README command 1 without the install"
+        what = ("README command 1" if "install" in cold else "README command 1 without the install"
+                if not args.job else f"harness run {args.job}")
         total.add_row(f"measured: {what}", f"{sum(cold.values()) / 60:.1f} min")
     console.print(table)
     console.print(total)
