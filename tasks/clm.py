@@ -57,12 +57,58 @@ def scored_texts(tokenizer: Any, lines: list[str], max_length: int) -> tuple[lis
     return seqs, n_bytes, cut
 
 
+HEAD_ROWS = 256  # scored positions whose vocabulary logits are computed at a time
+
+
+def _split_head(model: Any) -> tuple[Any, Any, float | None] | None:
+    """(the body returning the last hidden states, the output layer, the logit soft-cap) of a causal LM whose logits
+    are ``cap(head(body(x)))``, as Llama, Qwen 2, Gemma 3 and GPT-2 compute them; None where it has no such parts."""
+    body, head = getattr(model, "base_model", None), model.get_output_embeddings()
+    if body is None or body is model or head is None:
+        return None
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    return body, head, (float(cap) if cap else None)
+
+
+def _nats_split(parts: tuple[Any, Any, float | None], ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+    """The summed next-token cross-entropy of each row of the batch, the vocabulary logits computed only at the
+    scored positions, :data:`HEAD_ROWS` at a time (a batch's full logits, rows x width x vocabulary in fp32, are
+    most of the scoring's memory traffic: 0.9 GB for 32 sentences of 60 tokens and a 122,776-token vocabulary)."""
+    body, head, cap = parts
+    hidden = body(input_ids=ids, attention_mask=att).last_hidden_state[:, :-1]
+    scored = att[:, 1:] == 1
+    h, target = hidden[scored], ids[:, 1:][scored]
+    row = torch.arange(ids.shape[0], device=ids.device).unsqueeze(1).expand_as(scored)[scored]
+    sums = torch.zeros(ids.shape[0], dtype=torch.float32, device=ids.device)
+    for i in range(0, h.shape[0], HEAD_ROWS):
+        logits = head(h[i:i + HEAD_ROWS]).float()
+        if cap is not None:
+            logits = torch.tanh(logits / cap) * cap
+        ce = torch.nn.functional.cross_entropy(logits, target[i:i + HEAD_ROWS], reduction="none")
+        sums.index_add_(0, row[i:i + HEAD_ROWS], ce)
+    return sums
+
+
+def _nats_full(model: Any, ids: torch.Tensor, att: torch.Tensor) -> torch.Tensor:
+    """The same sums from the model's own logits at every position."""
+    logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
+    target = ids[:, 1:].masked_fill(att[:, 1:] == 0, -100)
+    return torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none",
+                                             ignore_index=-100).sum(dim=1)
+
+
 def sentence_nats(model: Any, seqs: list[list[int]], pad_id: int, batch_size: int, device: torch.device,
                   precision: str) -> list[float]:
-    """The summed next-token cross-entropy of each sequence's tokens after its first (nats)."""
+    """The summed next-token cross-entropy of each sequence's tokens after its first (nats).
+
+    The logits come from the model's body and output layer apart (:func:`_split_head`), computed at the scored
+    positions only; the first batch's first sequence is also scored from the model's own logits, and a model whose
+    two answers differ by more than 1e-4 of a nat a token (a head this split does not know) is scored from its own
+    logits throughout."""
     out = [0.0] * len(seqs)
+    parts = _split_head(model)
     with torch.inference_mode(), autocast(device, precision):
-        for batch in length_batches([len(s) for s in seqs], batch_size):
+        for n, batch in enumerate(length_batches([len(s) for s in seqs], batch_size)):
             width = max(len(seqs[k]) for k in batch)
             ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
             att = torch.zeros((len(batch), width), dtype=torch.long)
@@ -70,11 +116,14 @@ def sentence_nats(model: Any, seqs: list[list[int]], pad_id: int, batch_size: in
                 ids[j, : len(seqs[k])] = torch.tensor(seqs[k])
                 att[j, : len(seqs[k])] = 1
             ids, att = ids.to(device), att.to(device)
-            logits = model(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-            target = ids[:, 1:].masked_fill(att[:, 1:] == 0, -100)
-            ce = torch.nn.functional.cross_entropy(logits.transpose(1, 2), target, reduction="none",
-                                                   ignore_index=-100)
-            for k, s in zip(batch, ce.sum(dim=1).tolist(), strict=True):
+            if n == 0 and parts is not None:
+                probe = len(seqs[batch[0]])
+                one, own = ids[:1, :probe], att[:1, :probe]
+                tol = 1e-4 * max(1, probe - 1) * (1 if precision == "fp32" else 100)
+                if abs(float(_nats_split(parts, one, own)[0]) - float(_nats_full(model, one, own)[0])) > tol:
+                    parts = None
+            sums = _nats_split(parts, ids, att) if parts is not None else _nats_full(model, ids, att)
+            for k, s in zip(batch, sums.tolist(), strict=True):
                 out[k] = s
     return out
 
