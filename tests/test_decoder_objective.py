@@ -108,3 +108,57 @@ def test_the_batch_search_probes_a_decoder_with_its_own_step():
     assert (seen[-1] != -100).all()
     probe_step(spy(tiny_xlmr(len(xlmr_source_tokenizer()))), 2, 16, "cpu", "fp32", 0)
     assert 0 < float((seen[-1] != -100).float().mean()) < 0.5
+
+
+@pytest.mark.parametrize("arch", ["llama", "qwen2", "gemma3", "gpt2", "phi"])
+def test_clm_scoring_from_body_and_head_equals_the_models_own_logits(arch, monkeypatch):
+    """The clm task computes the vocabulary logits at the scored positions only, a few rows at a time; every
+    sentence's nats equal those of the model's own logits (padding in the batch, a soft-capped Gemma head, Phi's
+    output bias), and the split path is the one taken."""
+    import tasks.clm as clm
+
+    model = tiny_decoder(arch, 40, tie=arch != "phi", seed=3, bias=arch == "phi").eval()
+    if arch == "gemma3":
+        model.config.final_logit_softcapping = 0.5  # small enough to bend these logits
+    monkeypatch.setattr(clm, "HEAD_ROWS", 3)  # chunks that cut through sentences
+    g = torch.Generator().manual_seed(0)
+    seqs = [[0, *torch.randint(2, 40, (n,), generator=g).tolist()] for n in (7, 3, 11, 1, 5)]
+    assert clm._split_head(model) is not None
+    used = []
+    real = clm._nats_split
+    monkeypatch.setattr(clm, "_nats_split", lambda *a: used.append(1) or real(*a))
+    got = clm.sentence_nats(model, seqs, 1, 2, torch.device("cpu"), "fp32")
+    with torch.inference_mode():
+        want = [float(clm._nats_full(model, torch.tensor([s]), torch.ones(1, len(s), dtype=torch.long))[0])
+                for s in seqs]
+    assert len(used) > 1 and got == pytest.approx(want, rel=1e-5, abs=1e-5)
+    assert got[3] == 0.0 or abs(got[3] - want[3]) < 1e-5  # one token after BOS: one scored position
+
+
+def test_clm_scoring_falls_back_to_the_models_logits_for_a_head_it_does_not_know():
+    """A model whose logits are not its output layer's (here scaled after it) fails the first sequence's check and
+    is scored from its own logits throughout."""
+    import tasks.clm as clm
+
+    class Scaled(torch.nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.config, self.base_model = inner, inner.config, inner.base_model
+
+        def get_output_embeddings(self):
+            return self.inner.get_output_embeddings()
+
+        def forward(self, **kw):
+            out = self.inner(**kw)
+            out.logits = out.logits * 3.0
+            return out
+
+    model = Scaled(tiny_decoder("llama", 40, tie=True, seed=4).eval())
+    seqs = [[0, 5, 9, 12, 30], [0, 7, 8]]
+    got = clm.sentence_nats(model, seqs, 1, 2, torch.device("cpu"), "fp32")
+    with torch.inference_mode():
+        want = [float(clm._nats_full(model, torch.tensor([s]), torch.ones(1, len(s), dtype=torch.long))[0])
+                for s in seqs]
+        split = [float(clm._nats_split(clm._split_head(model), torch.tensor([s]),
+                                       torch.ones(1, len(s), dtype=torch.long))[0]) for s in seqs]
+    assert got == pytest.approx(want, rel=1e-5) and split != pytest.approx(want, rel=1e-3)
