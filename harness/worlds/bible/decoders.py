@@ -49,6 +49,12 @@ class DecoderSource:
     licence: str
     osi_approved: bool
     languages: str  # "English" or "multilingual"
+
+    @property
+    def multilingual(self) -> bool:
+        """The papers' "mono" (an English source, SmolLM2) or "multi" case (Gemma 3): what HyperOFA's temperature
+        and sizing follow (``methods.hyperofa.detect_source_kind`` reads it from the manifest entry)."""
+        return self.languages != "English"
     hidden_size: int
     num_layers: int
     architecture: str
@@ -80,7 +86,8 @@ def declared_entry(d: DecoderSource) -> dict[str, Any]:
     """What the world declares of a decoder before it is built (its sketch's source entry)."""
     return {"objective": "clm", "architecture": d.architecture, "vocab_size": d.vocab_size,
             "hidden_size": d.hidden_size, "num_layers": d.num_layers, "tied": True,
-            "licence": d.licence, "osi_approved": d.osi_approved, "own_identity": True}
+            "languages": d.languages, "multilingual": d.multilingual, "licence": d.licence,
+            "osi_approved": d.osi_approved, "own_identity": True}
 
 
 def stated_sha256(d: DecoderSource, statement: Path) -> str:
@@ -165,7 +172,8 @@ def build_decoder(d: DecoderSource, fetcher: Any, out: Path, work: Path,
         "description": d.description, "objective": "clm", "architecture": info["architecture"],
         "tokenizer": f"{info['vocab_size']} tokens, from the GGUF", "vocab_size": info["vocab_size"],
         "embedding_rows": info["embedding_rows"], "hidden_size": info["hidden_size"], "num_layers": info["num_layers"],
-        "tied": info["tied"], "languages": d.languages, "licence": d.licence, "osi_approved": d.osi_approved,
+        "tied": info["tied"], "languages": d.languages, "multilingual": d.multilingual, "licence": d.licence,
+        "osi_approved": d.osi_approved,
         "packages": [fetcher.pins[p].record() for p in d.pins],
         "gguf": {"file": d.gguf, "sha256": digest, "stated_by": f"{d.stated_by[0]}: {d.stated_by[1]}"},
         "sha256": {f.name: sha256_file(f) for f in weights},
