@@ -24,6 +24,25 @@ def test_the_bible_world_declares_its_decoders_beside_its_encoders():
     assert "objective mlm" in sketch.source_line("mono")
 
 
+def test_hyperofa_tells_the_bible_decoders_kind_from_their_entries():
+    """SmolLM2 is the papers' "mono" case (English), Gemma 3 the "multi" one: the entries the build writes and
+    the ones declared before it say so, and HyperOFA's temperature and sizing follow them (without it a decoder
+    job stopped at its first HyperOFA cell)."""
+    from types import SimpleNamespace
+
+    from harness.worlds import WORLDS
+    from harness.worlds.bible.decoders import DECODERS, declared_entry
+    from methods.hyperofa import _kind_of_entry, detect_source_kind
+
+    assert {n: _kind_of_entry(declared_entry(d)) for n, d in DECODERS.items()} == {"smollm2": "mono",
+                                                                                    "gemma3": "multi"}
+    sketch = WORLDS.get("bible").declare()
+    world = SimpleNamespace(manifest=sketch.manifest, source_dir=sketch.source_dir, languages={})
+    for name, kind in (("smollm2", "mono"), ("gemma3", "multi")):
+        tok = SimpleNamespace(name_or_path=str(sketch.source_dir(name)))
+        assert detect_source_kind(world, tok) == (kind, f"manifest entry of source {name!r}")
+
+
 def test_the_bible_worlds_record_leaves_the_decoders_folders_out(tmp_path):
     from harness.worlds.base import world_identity
     from harness.worlds.bible.builder import built_digests
@@ -99,6 +118,7 @@ def test_the_bible_worlds_smollm2_converts_to_a_trained_causal_lm(tmp_path):
     entry = build_decoder(DECODERS["smollm2"], Fetcher(), out, tmp_path / "work")
     assert entry["architecture"] == "LlamaForCausalLM" and entry["vocab_size"] == 49152 and entry["tied"]
     assert entry["own_identity"] and entry["sha256"]["model.safetensors"] == objective_sha(out)
+    assert entry["languages"] == "English" and entry["multilingual"] is False  # HyperOFA: the mono case
     model, tok = objective.load_pretrained(out).eval(), AutoTokenizer.from_pretrained(out)
     texts = ["In the beginning God created the heaven and the earth.",
              "She opened the door, took off her coat and sat down by the fire."]
