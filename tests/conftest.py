@@ -22,6 +22,36 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # two test processes on the machine: 
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _vendor() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("vendor_id")), "")
+    except OSError:
+        return ""
+
+
+CPU_VENDOR = _vendor()
+
+
+def pinned_labels() -> tuple[str, str]:
+    """The labels the pinned kernel set earns on this machine, measured in this (pinned) test process and recorded
+    nowhere: ``("avx2", "avx2-onednn")`` where its fp32 and bf16 fingerprints are the golden ones; else
+    ``native:<hex>`` of what it computes. On an Intel x86-64 CPU the pins give the golden bits (asserted in
+    ``test_cpu_kernels.py``); on an AMD EPYC, MKL computes ``exp`` (its VML) and a transposed GEMM (``linear``)
+    otherwise under the same pins, whatever ``MKL_CBWR`` says (measured), and its cells are labelled apart."""
+    from harness.core import kernels
+
+    out = []
+    for bf16, name in ((False, kernels.PINNED), (True, kernels.PINNED_BF16)):
+        if not kernels.can_pin():
+            out.append(f"{kernels.NATIVE}:{kernels.fingerprint(bf16)['digest'][:8]}")
+            continue
+        mine, want = kernels.fingerprint(bf16), kernels.golden(bf16)
+        out.append(name if want is not None and mine["digest"] == want.get("digest")
+                   else f"{kernels.NATIVE}:{mine['digest'][:8]}")
+    return out[0], out[1]
+
+
 def in_two_children(target, *args, timeout: float = 60) -> list:
     """Run ``target(*args, queue)`` in two forked processes at once (two processes racing for one cached product);
     what each put on the queue, sorted. Each must exit with status 0."""

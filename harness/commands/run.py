@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any
 
 from harness.commands.common import add_run_args, check_world_name, config_from_args, err
@@ -152,7 +153,9 @@ def _say_kernels(spec: Any) -> None:
     if spec.cpu_kernels not in (kernels.PINNED, kernels.PINNED_BF16) or kernels.kept_by_user():
         err.print(f"[yellow]CPU kernels:[/yellow] {kernels.describe(spec.cpu_bf16)}; the cells are labelled "
                   f"{spec.cpu_kernels} (in their identity and on the board)", soft_wrap=True, highlight=False)
-    if spec.cpu_kernels == kernels.PINNED_BF16:
+    onednn_capped = os.environ.get("ONEDNN_MAX_CPU_ISA") == kernels.PINS["ONEDNN_MAX_CPU_ISA"]
+    if spec.cpu_kernels == kernels.PINNED_BF16 or (spec.cpu_bf16 and kernels.pin() == kernels.PINNED and onednn_capped):
+        # (the pins made, whatever the label: an AMD CPU's MKL labels a pinned run native, and oneDNN is capped there too)
         err.print("[yellow]bf16 on the CPU under the pinned kernels:[/yellow] oneDNN held to AVX2 has no bf16 matrix "
                   "product, so ATen's reference GEMM computes them: 5 to 200 times slower than fp32 (a 122,776-row "
                   "vocabulary projection's backward product: 34 s against 0.16 s, benchmarks/bench_bf16_gemm.py); "

@@ -403,10 +403,9 @@ def describe(bf16: bool = False) -> str:
     if pin() != PINNED:
         why.append(f"{ENV}=native" if os.environ.get(ENV, "").strip().lower() == NATIVE else "not pinned")
     why += [f"{k}={v} (the user's, kept)" for k, v in kept_by_user().items()]
-    if text not in (PINNED, PINNED_BF16):
+    torch = sys.modules.get("torch")  # named only where loaded: a rerun with nothing to do loads no torch
+    if text not in (PINNED, PINNED_BF16) and torch is not None:
         try:
-            import torch
-
             why.append(f"ATen's {torch.backends.cpu.get_cpu_capability()}")
         except Exception:  # noqa: BLE001
             pass
