@@ -178,6 +178,33 @@ def cpu_figures(data: dict[str, Any] | None = None) -> dict[str, Any]:
 SHAPE_KEYS = ("hidden_size", "num_layers", "intermediate_size", "target_vocab")
 
 
+def declared_objective(world_name: str, source: str | None = None) -> str:
+    """The objective a world's builder declares for ``source`` (``mlm`` or ``clm``; ``mlm`` where it declares
+    none), read as :func:`declared_shape` reads the shape: never from the built files."""
+    from harness.worlds import WORLDS
+
+    builder = WORLDS.get(world_name)
+    for ask in ("describe", "declare"):
+        sketch = getattr(builder, ask, None)
+        if callable(sketch):
+            manifest = sketch().manifest
+            src = source or manifest.get("default_source") or next(iter(manifest.get("sources") or {}), None)
+            return str(((manifest.get("sources") or {}).get(src) or {}).get("objective") or "mlm")
+    return "mlm"
+
+
+def reference_for(objective: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The ``cpu`` figures whose reference model has ``objective``: a decoder's cells are scaled from the decoder
+    the data file measured (``reference_clm``: next-token CPT and the held-out causal-LM loss on every position,
+    a gated feed-forward block), an encoder's from the masked-LM encoder (``reference``); where the file measured
+    no decoder, the encoder's."""
+    figures = cpu_figures(data)
+    if objective == "clm" and "reference_clm" in figures:
+        return {**figures, "reference": figures["reference_clm"], "reference_mlm": figures["reference"],
+                "reference_objective": "clm"}
+    return {**figures, "reference_objective": "mlm"}
+
+
 def declared_shape(world_name: str, source: str | None = None, data: dict[str, Any] | None = None
                    ) -> tuple[dict[str, int], str]:
     """The model shape a world's builder declares for ``source`` (default: its default source) -- what its
@@ -185,7 +212,7 @@ def declared_shape(world_name: str, source: str | None = None, data: dict[str, A
     build -- completed with the reference model's shape where it declares less; and in words where it comes from."""
     from harness.worlds import WORLDS
 
-    ref = cpu_figures(data)["reference"]
+    ref = reference_for(declared_objective(world_name, source), data)["reference"]
     declared: dict[str, Any] = {}
     builder = WORLDS.get(world_name)
     for ask in ("describe", "declare"):
@@ -237,6 +264,10 @@ class CpuCost:
         """One initialization: the first cell of a method's product family trains what its later cells reuse
         (fastText models, word sets, hypernetworks); the others' work scales with the embedding (V x h)."""
         fx, ref = self.figures["fixed"], self.figures["reference"]["seconds"]
+        if first and method not in ref["init_first"] and method in self.figures.get("reference_mlm", {}).get(
+                "seconds", {}).get("init_first", {}):  # a decoder's first seed the decoder reference did not time
+            enc = CpuCost(self.shape, self.shape_from, {**self.figures, "reference": self.figures["reference_mlm"]})
+            return enc.init(method, first)
         if first and method in ref["init_first"]:
             return self._stage(fx["init_first"].get(method, fx["init_other"]), ref["init_first"][method],
                                self._ratio("embedding"))
@@ -246,6 +277,14 @@ class CpuCost:
         """One evaluation of ``task`` (a task the figures do not hold is taken as the one ``tasks_as`` names)."""
         fx, ref = self.figures["fixed"], self.figures["reference"]["seconds"]
         name = task if task in ref["task"] else self.figures["tasks_as"].get(task, "ner")
+        if name not in ref["task"] and "reference_mlm" in self.figures:
+            # a task the decoder reference did not time: the encoder reference's figure at this shape, times
+            # what the decoder's timed tasks took over the encoder reference's figures for them at this shape
+            enc = CpuCost(self.shape, self.shape_from, {**self.figures, "reference": self.figures["reference_mlm"]})
+            timed = [t for t in ref["task"] if t in self.figures["reference_mlm"]["seconds"]["task"]]
+            mine = sum(self._stage(fx["task"][t], ref["task"][t], self._ratio("tasks")) for t in timed)
+            theirs = sum(enc.task(t) for t in timed)
+            return enc.task(name) * (mine / theirs if theirs > 0 else 1.0)
         return self._stage(fx["task"][name], ref["task"][name], self._ratio("tasks"))
 
     def cpt(self, steps: int, effective_batch: int, block_size: int) -> float:
@@ -259,5 +298,7 @@ class CpuCost:
 
 
 def cpu_cost(world_name: str, source: str | None = None, data: dict[str, Any] | None = None) -> CpuCost:
+    """What a cell of ``source`` costs on a CPU, scaled from the reference model of its objective
+    (:func:`reference_for`)."""
     shape, why = declared_shape(world_name, source, data)
-    return CpuCost(shape, why, cpu_figures(data))
+    return CpuCost(shape, why, reference_for(declared_objective(world_name, source), data))

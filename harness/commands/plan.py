@@ -101,10 +101,15 @@ def _cpu_plan(cfg: Any, spec: Any, world: Any) -> int:
                   "at step(s) "
                   f"{', '.join(map(str, cpt.heldout_steps())) or 'none (no CPT)'}", highlight=False, soft_wrap=True)
     ref = cpu_figures()["reference"]
+    decoder_ref = None
     for source in sorted({c.source for c in plan.cells}):
         cost = cpu_cost(cfg.world, source)
         shape = ", ".join(f"{k} {v:,}" for k, v in cost.shape.items())
-        console.print(f"model {source}: {shape} ({cost.shape_from})", highlight=False, soft_wrap=True)
+        scaled = ""
+        if cost.figures.get("reference_objective") == "clm":
+            decoder_ref = cost.figures["reference"]
+            scaled = f"; its cells scaled from the decoder reference, {decoder_ref['model']}"
+        console.print(f"model {source}: {shape} ({cost.shape_from}{scaled})", highlight=False, soft_wrap=True)
     wall = max((r["ends_s"] for r in rows), default=0.0)
     core_h = sum(r["total_s"] * r["cpus"] for r in rows) / 3600
     first = first_board_s(rows)
@@ -112,8 +117,10 @@ def _cpu_plan(cfg: Any, spec: Any, world: Any) -> int:
     console.print(f"{len(rows)} cells, {workers} side by side ({spec.cpus_per_cell} CPU each): about "
                   f"[bold]{wall / 60:,.0f} min[/bold] of cells ({core_h:,.2f} core-hours){board}; the world's "
                   f"build and the workers' start are not counted. Seconds of this code measured on "
-                  f"{ref['machine']} ({ref['date']}: `{ref['command']}`) and on the synthetic world, scaled by "
-                  f"the model's shape (harness/throughput.json); a loaded machine takes longer", highlight=False,
+                  f"{ref['machine']} ({ref['date']}: `{ref['command']}`"
+                  + (f"; a decoder's: {decoder_ref['machine']}, {decoder_ref['date']}: `{decoder_ref['command']}`"
+                     if decoder_ref else "") + ") and on the synthetic world, scaled by "
+                  "the model's shape (harness/throughput.json); a loaded machine takes longer", highlight=False,
                   soft_wrap=True)
     return 0
 
