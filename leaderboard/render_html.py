@@ -8,6 +8,7 @@ in the settings; :mod:`leaderboard.references`).
 This module holds the page and its tables; the charts are drawn by :mod:`leaderboard.html_charts` (whose names
 ``esc``, ``colors_for``, ``bar_chart`` and the like stay importable from here)."""
 
+from harness.core.objective import heldout_name
 from leaderboard import fmt, references
 from leaderboard.claims import LEGEND, claim_rows, summary
 from leaderboard.costs import costs_html
@@ -258,7 +259,8 @@ def _cpt_html(lb: Leaderboard, colors: dict[str, str]) -> str:
         vs = [v for v in lb.variants if v.profile == profile]
         held = {v.label: v.curves.get("cpt/heldout_loss", []) for v in vs}
         train = {v.label: v.curves.get("cpt/train_loss", []) for v in vs}
-        charts = line_chart(held, colors, f"held-out MLM loss · profile {profile}", "loss") + line_chart(
+        heldout = heldout_name(o for b in lb.boards for o in (b.sources or {}).values())
+        charts = line_chart(held, colors, f"{heldout} · profile {profile}", "loss") + line_chart(
             train, colors, f"training loss · profile {profile}", "loss")
         if not charts:
             continue

@@ -4,6 +4,7 @@ each row, what its method was checked against (:mod:`leaderboard.references`; th
 
 from __future__ import annotations
 
+from harness.core.objective import heldout_name
 from leaderboard import fmt, references
 from leaderboard.claims import LEGEND, claim_rows, summary
 from leaderboard.model import Board, Leaderboard, Row
@@ -186,7 +187,8 @@ def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "le
         out += [""]
         conv = [v for v in lb.variants if v.convergence]
         if conv:
-            out += ["CPT convergence (held-out MLM loss; area under the curve per step, lower is better):", ""]
+            heldout = heldout_name(o for b in lb.boards for o in (b.sources or {}).values())
+            out += [f"CPT convergence ({heldout}; area under the curve per step, lower is better):", ""]
             out += _table(["row", "heldout loss step 0", "heldout loss final", "AUC", "steps to threshold"],
                           [[_esc(v.label),
                             fmt.value(v.curves["cpt/heldout_loss"][0][1] if v.curves.get("cpt/heldout_loss")

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.kernels import NATIVE as NATIVE_KERNELS
+from harness.core.objective import heldout_name
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
 from leaderboard.claims import evaluate_claims, evaluate_open_question
 from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
@@ -152,7 +153,7 @@ class _Builder:
                    "evaluates them" if profile_budget(profile, board_cells) else
                    "the run set `[cpt] eval_tasks = false`; `[cpt] eval_tasks = true` evaluates them")
             b.notes.append(f"the tasks were evaluated at step 0 only: after CPT ({', '.join(map(str, cpt_only))} "
-                           f"steps) only the held-out MLM loss was measured ({why})")
+                           f"steps) only the {heldout_name(c.objective for c in board_cells)} was measured ({why})")
             if (note := cpt_note(profile, groups, board_cells, data)) and note not in b.notes:
                 b.notes.append(note)
         b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
@@ -239,6 +240,7 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
         return " / ".join(sorted({v for c in cells if (v := c.params.get(key))}, key=_seed_order))
 
     steps, batch, block = logged("cpt.steps"), logged("cpt.effective_batch"), logged("cpt.block_size")
+    heldout = heldout_name(c.objective for c in cells)
     budget = f"{steps} CPT steps" + (f" of {batch} x {block} tokens" if batch and block else "") if steps else "CPT"
     if not profile_budget(profile, cells):
         note = own_budget_note(profile, budget, cells)
@@ -251,13 +253,13 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
             before.append(statistics.fmean(c[0][1] for _, c in curves))
             after.append(statistics.fmean(c[-1][1] for _, c in curves))
     if not by_steps:
-        return f"{note} (this board's cells ran {budget}; they logged no held-out MLM loss)"
+        return f"{note} (this board's cells ran {budget}; they logged no {heldout})"
     parts = []
     for steps_of, (before, after) in sorted(by_steps.items(), key=lambda kv: _seed_order(kv[0])):
         lower = sum(a < b for a, b in zip(after, before, strict=True))
         a, b = fmt_pair(statistics.fmean(before), statistics.fmean(after))
         what = f"{steps_of} CPT steps" if len(by_steps) > 1 else budget
-        parts.append(f"{what} took the held-out MLM loss (the CPT diagnostic) from {a} to {b} nats (mean over "
+        parts.append(f"{what} took the {heldout} (the CPT diagnostic) from {a} to {b} nats (mean over "
                      f"{len(before)} row(s); lower for {lower} of {len(before)})")
     guess = uniform_guess(cells)
     if guess is not None:

@@ -61,3 +61,15 @@ def test_every_method_runs_on_the_decoder_at_step_0_and_after_cpt(run_cli, track
     usable = [m for m in METHODS.names() if not (METHODS.get(m).requires - {"word_vectors", "target_text",
                                                                               "cpt_text", "dictionary"})]
     _check_cells(tracking_uri, harness_home, exp, usable, ["clm", "sr-t"])
+
+
+def test_a_decoder_board_names_its_held_out_diagnostic_the_causal_lm_loss(run_cli):
+    """The board's notes on CPT name the diagnostic a decoder's cells logged (the causal-LM loss), not the MLM
+    loss of an encoder's; a board of both kinds names both."""
+    exp = "t-decoder-notes"
+    run_cli("run", "--world", "synthetic", "--source", "dec", "--methods", "random", "--tasks", "sr-t",
+            "--experiment", exp, check=True)
+    board = " ".join(run_cli("leaderboard", "--experiment", exp, check=True).stdout.split())
+    assert "only the held-out causal-LM loss was measured" in board, board[-3000:]
+    assert "took the held-out causal-LM loss (the CPT diagnostic) from" in board
+    assert "held-out MLM loss" not in board.replace("CPT lowers the held-out MLM loss", "")  # (an encoder's claim)

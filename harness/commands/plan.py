@@ -71,13 +71,10 @@ def _cells_table(title: str, rows: list[dict[str, Any]], columns: dict[str, str]
 def heldout_diagnostic(world: Any, plan: Any) -> str:
     """What the held-out diagnostic after CPT steps is for the plan's sources: the masked-LM loss of an encoder,
     the causal-LM loss of a decoder (:data:`harness.evaluation.HELDOUT_TASKS`)."""
+    from harness.core.objective import heldout_name
+
     of = getattr(world, "source_objective", None)
-    objectives = sorted({of(c.source) if of is not None else "mlm" for c in plan.cells})
-    names = {"mlm": "held-out MLM loss", "clm": "held-out causal-LM loss"}
-    if len(objectives) == 1:
-        return names.get(objectives[0], f"held-out {objectives[0]} loss")
-    return "held-out loss (" + ", ".join(f"{o.upper()} of the {'decoder' if o == 'clm' else 'encoder'} sources"
-                                         for o in objectives) + ")"
+    return heldout_name({of(c.source) if of is not None else "mlm" for c in plan.cells})
 
 
 def _cpu_plan(cfg: Any, spec: Any, world: Any) -> int:

@@ -52,6 +52,17 @@ POOLED_LAYER = {"mlm": (8, 12), "clm": (1, 2)}
 # the sub-token of a word that carries its tag: an encoder's first sub-token sees the whole word (attention both
 # ways); a decoder's first sub-token has seen only the words before it, its last one has read the whole word
 LABEL_SUBTOKEN = {"mlm": "first-nonmarker", "clm": "last"}
+HELDOUT = {"mlm": "held-out MLM loss", "clm": "held-out causal-LM loss"}  # the CPT diagnostic of each objective
+
+
+def heldout_name(objectives: Any) -> str:
+    """The CPT diagnostic of cells whose sources have ``objectives``, in words: the masked-LM loss of an encoder,
+    the causal-LM loss of a decoder, and both named where a plan or a board holds both kinds."""
+    found = sorted(set(objectives)) or ["mlm"]
+    if len(found) == 1:
+        return HELDOUT.get(found[0], f"held-out {found[0]} loss")
+    return "held-out loss (" + ", ".join(f"{o.upper()} of the {'decoder' if o == 'clm' else 'encoder'} sources"
+                                         for o in found) + ")"
 
 
 # -- which objective ---------------------------------------------------------------------------------------------
