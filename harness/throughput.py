@@ -178,9 +178,10 @@ def cpu_figures(data: dict[str, Any] | None = None) -> dict[str, Any]:
 SHAPE_KEYS = ("hidden_size", "num_layers", "intermediate_size", "target_vocab")
 
 
-def declared_objective(world_name: str, source: str | None = None) -> str:
-    """The objective a world's builder declares for ``source`` (``mlm`` or ``clm``; ``mlm`` where it declares
-    none), read as :func:`declared_shape` reads the shape: never from the built files."""
+def declared_source(world_name: str, source: str | None = None) -> dict[str, Any]:
+    """What a world's builder declares of ``source`` (default: its default source) -- its ``describe()`` or
+    ``declare()`` manifest entry, never the built files, so that a plan says the same before and after the build;
+    empty where it declares nothing."""
     from harness.worlds import WORLDS
 
     builder = WORLDS.get(world_name)
@@ -189,8 +190,13 @@ def declared_objective(world_name: str, source: str | None = None) -> str:
         if callable(sketch):
             manifest = sketch().manifest
             src = source or manifest.get("default_source") or next(iter(manifest.get("sources") or {}), None)
-            return str(((manifest.get("sources") or {}).get(src) or {}).get("objective") or "mlm")
-    return "mlm"
+            return dict((manifest.get("sources") or {}).get(src) or {})
+    return {}
+
+
+def declared_objective(world_name: str, source: str | None = None) -> str:
+    """The objective a world declares for ``source`` (``mlm`` or ``clm``; ``mlm`` where it declares none)."""
+    return str(declared_source(world_name, source).get("objective") or "mlm")
 
 
 def reference_for(objective: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -210,19 +216,8 @@ def declared_shape(world_name: str, source: str | None = None, data: dict[str, A
     """The model shape a world's builder declares for ``source`` (default: its default source) -- what its
     ``describe()`` or ``declare()`` says, never the built files, so that a plan says the same before and after the
     build -- completed with the reference model's shape where it declares less; and in words where it comes from."""
-    from harness.worlds import WORLDS
-
     ref = reference_for(declared_objective(world_name, source), data)["reference"]
-    declared: dict[str, Any] = {}
-    builder = WORLDS.get(world_name)
-    for ask in ("describe", "declare"):
-        sketch = getattr(builder, ask, None)
-        if callable(sketch):
-            manifest = sketch().manifest
-            src = source or manifest.get("default_source") or next(iter(manifest.get("sources") or {}), None)
-            info = (manifest.get("sources") or {}).get(src)
-            declared = {k: v for k, v in (info or {}).items() if k in SHAPE_KEYS and isinstance(v, int)}
-            break
+    declared = {k: v for k, v in declared_source(world_name, source).items() if k in SHAPE_KEYS and isinstance(v, int)}
     shape = {k: int(declared.get(k, ref["shape"][k])) for k in SHAPE_KEYS}
     taken = [k for k in SHAPE_KEYS if k not in declared]
     why = (f"declared by world {world_name!r}: {', '.join(k for k in SHAPE_KEYS if k in declared) or 'nothing'}"

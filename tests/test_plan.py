@@ -204,3 +204,42 @@ def test_cpu_estimate_is_within_2x_of_a_measured_synthetic_run(run_cli, syntheti
     est_sum, est_wall = sum(r["total_s"] for r in rows), max(r["ends_s"] for r in rows)
     assert 0.5 < est_sum / measured_sum < 2, (est_sum, measured_sum)
     assert 0.5 < est_wall / measured_wall < 2, (est_wall, measured_wall)
+
+
+def test_a_decoders_cells_are_scaled_from_the_measured_decoder_not_the_encoder():
+    """A decoder source's cells cost what the decoder job measured at its reference decoder's shape (CPT, SR-T,
+    HyperOFA's first seed, and what every cell pays: the held-out causal-LM loss on every position), not the
+    encoder's figures scaled up, which left them at about 0.4 of what they took; a task or a first seed the
+    decoder reference did not time is the encoder's figure at this shape times what the timed tasks show."""
+    from harness.throughput import CpuCost, cpu_cost, cpu_figures
+
+    figures = cpu_figures()
+    dec = figures["reference_clm"]
+    smollm2 = cpu_cost("bible", "smollm2")
+    assert smollm2.figures["reference_objective"] == "clm" and smollm2.shape == dec["shape"]
+    seconds = dec["seconds"]
+    assert smollm2.cpt(10, 8, 64) == pytest.approx(seconds["cpt"])
+    assert smollm2.task("sr-t") == pytest.approx(seconds["task"]["sr-t"])
+    assert smollm2.cell() == pytest.approx(seconds["cell"])
+    assert smollm2.init("hyperofa", True) == pytest.approx(seconds["init_first"]["hyperofa"])
+    assert smollm2.init("ofa", False) == pytest.approx(seconds["init_other"])
+    encoder_scaled = CpuCost(smollm2.shape, smollm2.shape_from, figures)  # the old estimate
+    assert smollm2.cpt(10, 8, 64) > 1.5 * encoder_scaled.cpt(10, 8, 64)
+    factor = seconds["task"]["sr-t"] / encoder_scaled.task("sr-t")
+    assert smollm2.task("ner") == pytest.approx(encoder_scaled.task("ner") * factor)
+    assert smollm2.init("focus", True) == pytest.approx(encoder_scaled.init("focus", True))
+    gemma3 = cpu_cost("bible", "gemma3")  # another decoder: scaled from the measured one by its shape
+    assert gemma3.figures["reference_objective"] == "clm" and gemma3.shape["hidden_size"] == 640
+    assert gemma3.cpt(10, 8, 64) != pytest.approx(seconds["cpt"])
+    mono = cpu_cost("bible", "mono")  # the encoders' estimates are unchanged
+    assert mono.figures["reference_objective"] == "mlm" and mono.cpt(10, 8, 64) == pytest.approx(
+        figures["reference"]["seconds"]["cpt"])
+
+
+def test_the_cpu_plan_of_a_decoder_names_the_decoder_reference(run_cli):
+    out = run_cli("plan", "--world", "bible", "--source", "smollm2", "--methods", "random", "--tasks", "sr-t",
+                  check=True).stdout
+    flat = " ".join(out.split())
+    assert "its cells scaled from the decoder reference" in flat and "a decoder's:" in flat
+    enc = " ".join(run_cli("plan", "--world", "bible", "--methods", "random", "--tasks", "sr-t", check=True).stdout.split())
+    assert "decoder reference" not in enc
