@@ -167,7 +167,7 @@ def measure(world: Any, source: str, args: argparse.Namespace, console: Any) -> 
                       f"cpu profile: {len(segs)} training segments, batch {hp['batch_size']}, {steps_per_epoch} "
                       f"steps an epoch x {hp['epochs']} epochs, label sub-token {hp['label_subtoken']}, test on {len(langs)} of "
                       f"{len(task.languages(world))} languages; {platform.processor() or platform.machine()}, "
-                      f"{os.cpu_count()} CPUs, CPU kernels {kernels.label()} (HARNESS_CPU_KERNELS=native: the CPU's own)")
+                      f"{os.cpu_count()} CPUs, CPU kernels {kernels.describe()}")
         reference: dict[str, Any] = {}
         for threads in thread_counts:
             torch.set_num_threads(threads)
