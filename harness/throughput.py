@@ -194,11 +194,6 @@ def declared_source(world_name: str, source: str | None = None) -> dict[str, Any
     return {}
 
 
-def declared_objective(world_name: str, source: str | None = None) -> str:
-    """The objective a world declares for ``source`` (``mlm`` or ``clm``; ``mlm`` where it declares none)."""
-    return str(declared_source(world_name, source).get("objective") or "mlm")
-
-
 def reference_for(objective: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
     """The ``cpu`` figures whose reference model has ``objective``: a decoder's cells are scaled from the decoder
     the data file measured (``reference_clm``: next-token CPT and the held-out causal-LM loss on every position,
@@ -211,13 +206,20 @@ def reference_for(objective: str, data: dict[str, Any] | None = None) -> dict[st
     return {**figures, "reference_objective": "mlm"}
 
 
-def declared_shape(world_name: str, source: str | None = None, data: dict[str, Any] | None = None
-                   ) -> tuple[dict[str, int], str]:
+def declared_objective(entry: dict[str, Any]) -> str:
+    """The objective of a source's declared entry (:func:`declared_source`): ``mlm`` where it declares none."""
+    return str(entry.get("objective") or "mlm")
+
+
+def declared_shape(world_name: str, source: str | None = None, data: dict[str, Any] | None = None,
+                   entry: dict[str, Any] | None = None) -> tuple[dict[str, int], str]:
     """The model shape a world's builder declares for ``source`` (default: its default source) -- what its
     ``describe()`` or ``declare()`` says, never the built files, so that a plan says the same before and after the
-    build -- completed with the reference model's shape where it declares less; and in words where it comes from."""
-    ref = reference_for(declared_objective(world_name, source), data)["reference"]
-    declared = {k: v for k, v in declared_source(world_name, source).items() if k in SHAPE_KEYS and isinstance(v, int)}
+    build -- completed with the reference model's shape where it declares less; and in words where it comes from.
+    ``entry``: the source's declared entry, where the caller has read it."""
+    entry = declared_source(world_name, source) if entry is None else entry
+    ref = reference_for(declared_objective(entry), data)["reference"]
+    declared = {k: v for k, v in entry.items() if k in SHAPE_KEYS and isinstance(v, int)}
     shape = {k: int(declared.get(k, ref["shape"][k])) for k in SHAPE_KEYS}
     taken = [k for k in SHAPE_KEYS if k not in declared]
     why = (f"declared by world {world_name!r}: {', '.join(k for k in SHAPE_KEYS if k in declared) or 'nothing'}"
@@ -247,6 +249,10 @@ class CpuCost:
             return self.shape["target_vocab"] * self.shape["hidden_size"] / (ref["target_vocab"] * ref["hidden_size"])
         return token_flops(self.shape, what == "cpt") / token_flops(ref, what == "cpt")
 
+    def _encoder(self) -> CpuCost:
+        """This model's cost scaled from the encoder reference (a decoder's stage its own reference did not time)."""
+        return CpuCost(self.shape, self.shape_from, {**self.figures, "reference": self.figures["reference_mlm"]})
+
     def _stage(self, fixed: float, reference: float, ratio: float) -> float:
         return float(fixed) + max(0.0, float(reference) - float(fixed)) * ratio
 
@@ -261,8 +267,7 @@ class CpuCost:
         fx, ref = self.figures["fixed"], self.figures["reference"]["seconds"]
         if first and method not in ref["init_first"] and method in self.figures.get("reference_mlm", {}).get(
                 "seconds", {}).get("init_first", {}):  # a decoder's first seed the decoder reference did not time
-            enc = CpuCost(self.shape, self.shape_from, {**self.figures, "reference": self.figures["reference_mlm"]})
-            return enc.init(method, first)
+            return self._encoder().init(method, first)
         if first and method in ref["init_first"]:
             return self._stage(fx["init_first"].get(method, fx["init_other"]), ref["init_first"][method],
                                self._ratio("embedding"))
@@ -275,7 +280,7 @@ class CpuCost:
         if name not in ref["task"] and "reference_mlm" in self.figures:
             # a task the decoder reference did not time: the encoder reference's figure at this shape, times
             # what the decoder's timed tasks took over the encoder reference's figures for them at this shape
-            enc = CpuCost(self.shape, self.shape_from, {**self.figures, "reference": self.figures["reference_mlm"]})
+            enc = self._encoder()
             timed = [t for t in ref["task"] if t in self.figures["reference_mlm"]["seconds"]["task"]]
             mine = sum(self._stage(fx["task"][t], ref["task"][t], self._ratio("tasks")) for t in timed)
             theirs = sum(enc.task(t) for t in timed)
@@ -295,5 +300,6 @@ class CpuCost:
 def cpu_cost(world_name: str, source: str | None = None, data: dict[str, Any] | None = None) -> CpuCost:
     """What a cell of ``source`` costs on a CPU, scaled from the reference model of its objective
     (:func:`reference_for`)."""
-    shape, why = declared_shape(world_name, source, data)
-    return CpuCost(shape, why, reference_for(declared_objective(world_name, source), data))
+    entry = declared_source(world_name, source)
+    shape, why = declared_shape(world_name, source, data, entry)
+    return CpuCost(shape, why, reference_for(declared_objective(entry), data))

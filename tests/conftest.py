@@ -22,15 +22,12 @@ if os.environ.get("PYTEST_XDIST_WORKER"):  # two test processes on the machine: 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def _vendor() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
-            return next((line.split(":", 1)[1].strip() for line in fh if line.startswith("vendor_id")), "")
-    except OSError:
-        return ""
+def cpu_vendor() -> str:
+    """The CPU's vendor (``GenuineIntel``, ``AuthenticAMD``), as the kernels' record of the CPU reads it."""
+    from harness.core import kernels
 
-
-CPU_VENDOR = _vendor()
+    return next((line.split(":", 1)[1].strip() for line in kernels._cpu_identity() if line.startswith("vendor_id")),
+                "")
 
 
 def pinned_labels() -> tuple[str, str]:
@@ -41,15 +38,7 @@ def pinned_labels() -> tuple[str, str]:
     otherwise under the same pins, whatever ``MKL_CBWR`` says (measured), and its cells are labelled apart."""
     from harness.core import kernels
 
-    out = []
-    for bf16, name in ((False, kernels.PINNED), (True, kernels.PINNED_BF16)):
-        if not kernels.can_pin():
-            out.append(f"{kernels.NATIVE}:{kernels.fingerprint(bf16)['digest'][:8]}")
-            continue
-        mine, want = kernels.fingerprint(bf16), kernels.golden(bf16)
-        out.append(name if want is not None and mine["digest"] == want.get("digest")
-                   else f"{kernels.NATIVE}:{mine['digest'][:8]}")
-    return out[0], out[1]
+    return kernels.fingerprint_label(False), kernels.fingerprint_label(True)
 
 
 def in_two_children(target, *args, timeout: float = 60) -> list:

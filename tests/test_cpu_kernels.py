@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.core import kernels
-from tests.conftest import CPU_VENDOR, pinned_labels
+from tests.conftest import cpu_vendor, pinned_labels
 
 REPO = Path(__file__).resolve().parents[1]
 X86_AVX2 = kernels.can_pin()
@@ -115,7 +115,7 @@ def test_the_test_processes_compute_with_the_pinned_kernels():
     label = kernels.cpu_kernels()
     assert label == PINNED_LABEL and re.fullmatch(r"avx2|native:[0-9a-f]{8}", label)
     assert kernels.identity() == {"cpu_kernels": label}  # in every identity, native too
-    if X86_AVX2 and CPU_VENDOR == "GenuineIntel":  # the premise of the pins, on the CPUs whose MKL honours them
+    if X86_AVX2 and cpu_vendor() == "GenuineIntel":  # the premise of the pins, on the CPUs whose MKL honours them
         assert label == "avx2"
 
 

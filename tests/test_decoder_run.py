@@ -65,7 +65,7 @@ def test_every_method_runs_on_the_decoder_at_step_0_and_after_cpt(run_cli, track
 
 def test_a_decoder_board_names_its_held_out_diagnostic_the_causal_lm_loss(run_cli):
     """The board's notes on CPT name the diagnostic a decoder's cells logged (the causal-LM loss), not the MLM
-    loss of an encoder's; a board of both kinds names both."""
+    loss of an encoder's."""
     exp = "t-decoder-notes"
     run_cli("run", "--world", "synthetic", "--source", "dec", "--methods", "random", "--tasks", "sr-t",
             "--experiment", exp, check=True)

@@ -18,11 +18,8 @@ import sys
 import pytest
 
 from harness.core.declarations import defined_in, exact_declarations
-from harness.core.kernels import can_pin
 from harness.core.registry import TASKS, Registry
 from tests.conftest import REPO, pinned_labels
-
-X86_AVX2 = can_pin()
 
 
 # -- what planning reads from a class's source is what importing it gives ----------------------------------------

@@ -243,14 +243,20 @@ def cpu_kernels(bf16: bool = False) -> str:
     return _labels[bf16]
 
 
+def fingerprint_label(bf16: bool = False) -> str:
+    """The label of this process's :func:`fingerprint` against the pinned set's golden one, recorded nowhere:
+    ``avx2`` (``avx2-onednn`` with ``bf16``) where they are equal, else ``native:<8 hex of the fingerprint>``."""
+    mine, want = fingerprint(bf16), golden(bf16)
+    pinned = PINNED_BF16 if bf16 else PINNED
+    return pinned if want is not None and mine["digest"] == want.get("digest") else f"{NATIVE}:{mine['digest'][:8]}"
+
+
 def measured_kernels(bf16: bool = False) -> str:
     """The label of this process's kernels from its own :func:`fingerprint` (computed once a process), never from
     a record: what a cell checks before it computes (:meth:`harness.cell.CellRun.steps`). It is recorded for later
     processes under this one's :func:`conditions`."""
     bf16 = bool(bf16)
-    mine, want = fingerprint(bf16), golden(bf16)
-    pinned = PINNED_BF16 if bf16 else PINNED
-    label = pinned if want is not None and mine["digest"] == want.get("digest") else f"{NATIVE}:{mine['digest'][:8]}"
+    label = fingerprint_label(bf16)
     where = (bf16, label, str(_labels_path()))
     if where not in _recorded:  # once a process and home (a worker checks before each of its cells)
         _record_label(bf16, label)
