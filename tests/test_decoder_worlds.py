@@ -84,6 +84,64 @@ def test_the_glot500_world_declares_hub_decoders_with_their_loaders(monkeypatch)
     assert sketch.source_identity("xlm-roberta-base") is None
 
 
+def test_hyperofa_tells_each_glot500_hub_decoders_kind_from_its_entry():
+    """Every hub decoder the glot500 world declares is HyperOFA's "mono" or "multi" case by its entry: SmolLM2 and
+    GPT-2 by their one language, Qwen 2.5 and Llama 3.2 (whose languages the spec does not list) by
+    ``multilingual``; without it a HyperOFA cell on them stopped when it began."""
+    from harness.worlds.glot500.builder import Glot500World
+    from harness.worlds.glot500.spec import decoders
+    from methods.hyperofa import _kind_of_entry
+
+    kinds = {d.name: _kind_of_entry(d.entry()) for d in decoders(Glot500World().spec)}
+    assert kinds == {"smollm2-135m": "mono", "qwen2.5-0.5b": "multi", "llama-3.2-1b": "multi", "gpt2": "mono"}
+
+
+def test_a_glot500_decoders_entry_says_multilingual_only_where_its_spec_does():
+    """An entry is a decoder's identity: a decoder whose section does not say ``multilingual`` keeps the entry it
+    had; a value other than true or false is refused."""
+    from harness.core.errors import ConfigError
+    from harness.worlds.glot500.spec import decoders
+
+    base = {"hub_id": "a/b", "seen": ["eng_Latn"]}
+    (plain,) = decoders({"decoders": {"x": base}})
+    assert "multilingual" not in plain.entry()
+    (multi,) = decoders({"decoders": {"x": {**base, "multilingual": True}}})
+    assert multi.entry()["multilingual"] is True
+    with pytest.raises(ConfigError, match="decoders.x.multilingual must be true or false"):
+        decoders({"decoders": {"x": {**base, "multilingual": "yes"}}})
+
+
+def test_the_glot500_world_declares_its_models_shapes_for_a_cpu_plan(monkeypatch):
+    """``harness plan`` scales a glot500 cell by the shape the spec declares (XLM-R base, 768 wide, with the
+    Glot500-m vocabulary; a hub decoder's own, from the decoder reference) -- it took the bible world's 384-wide
+    encoder with its 122,776 tokens before -- and the shapes stay out of the world's identity."""
+    from harness import throughput
+    from harness.core.errors import ConfigError
+    from harness.worlds.glot500.builder import Glot500World
+    from harness.worlds.glot500.spec import _spec_hash, declared_shape
+
+    spec = Glot500World().spec
+    assert _spec_hash(spec) == _spec_hash({k: v for k, v in spec.items() if k != "shapes"})
+    shape, why = throughput.declared_shape("glot500", "xlm-roberta-base")
+    assert shape == {"hidden_size": 768, "num_layers": 12, "intermediate_size": 3072, "target_vocab": 401145}
+    assert why == "declared by world 'glot500': hidden_size, num_layers, intermediate_size, target_vocab"
+    bible = throughput.cpu_cost("bible", "mono")
+    xlmr = throughput.cpu_cost("glot500", "xlm-roberta-base")
+    assert xlmr.figures["reference_objective"] == "mlm" and xlmr.cell() > 2 * bible.cell()
+    on = {**spec, "decoders": {**spec["decoders"],
+                               "qwen2.5-0.5b": {**spec["decoders"]["qwen2.5-0.5b"], "build": True}}}
+    monkeypatch.setattr(Glot500World, "spec", property(lambda self: on))
+    qwen = throughput.cpu_cost("glot500", "qwen2.5-0.5b")
+    assert qwen.figures["reference_objective"] == "clm"
+    assert qwen.shape == {"hidden_size": 896, "num_layers": 24, "intermediate_size": 4864, "target_vocab": 401145}
+    assert qwen.task("sr-t") > throughput.cpu_cost("bible", "smollm2").task("sr-t")
+    with pytest.raises(ConfigError, match="shapes.x.num_layers must be a positive integer"):
+        declared_shape({"shapes": {"x": {"num_layers": 0}}}, "x")
+    with pytest.raises(ConfigError, match="shapes.x has unknown key.*hidden"):
+        declared_shape({"shapes": {"x": {"hidden": 8}}}, "x")
+    assert declared_shape({"target_tokenizer": {"vocab_size": 5}}, "x") == {}
+
+
 def test_an_unknown_loader_is_refused():
     from harness.core.errors import ConfigError
     from harness.worlds.glot500.spec import decoders

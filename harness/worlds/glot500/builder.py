@@ -44,6 +44,7 @@ from harness.worlds.glot500.spec import (
     SourceSpec,
     _ref,
     _spec_hash,
+    declared_shape,
     decoders,
     load_spec,
 )
@@ -134,8 +135,10 @@ class Glot500World:
         codes = sorted({c for langs in needs.tasks.values() for c in langs} | set(needs.cpt) | {pivot})
         manifest = {"name": self.name, "pivot_language": pivot,
                     "default_source": spec["world"].get("default_source", sources[0].name),
-                    "sources": {**{s.name: {"description": s.description} for s in sources},
-                                **{d.name: d.entry() for d in decoders(spec) if d.build}}}
+                    "sources": {**{s.name: {"description": s.description, **declared_shape(spec, s.name)}
+                                   for s in sources},
+                                **{d.name: {**d.entry(), **declared_shape(spec, d.name)}
+                                   for d in decoders(spec) if d.build}}}
         return WorldSketch(name=self.name, manifest=manifest, languages={c: {} for c in codes}, tasks=needs.tasks,
                            resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
 

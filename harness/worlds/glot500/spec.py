@@ -91,11 +91,38 @@ def _ref(section: dict[str, Any], default_type: str) -> ld.HubRef:
                      section.get("repo_type", default_type), path)
 
 
+UNHASHED = ("decoders", "shapes")  # sections that do not enter the world's identity
+
+
 def _spec_hash(spec: dict[str, Any]) -> str:
-    """The hash of the spec without its decoders (each built decoder carries its own identity)."""
+    """The hash of the spec without its decoders (each built decoder carries its own identity) and the models'
+    declared shapes (a plan's CPU estimate reads them; no built file depends on them)."""
     from harness.core.hashing import hash_obj
 
-    return hash_obj({k: v for k, v in spec.items() if k != "decoders"}, length=16)
+    return hash_obj({k: v for k, v in spec.items() if k not in UNHASHED}, length=16)
+
+
+SHAPE_KEYS = ("hidden_size", "num_layers", "intermediate_size")
+
+
+def declared_shape(spec: dict[str, Any], source: str) -> dict[str, int]:
+    """The shape ``[shapes.<source>]`` declares for a source model (``hidden_size``, ``num_layers``,
+    ``intermediate_size``), with the target tokenizer's ``vocab_size`` as ``target_vocab``: what ``harness plan``
+    scales a cell's CPU cost by before the world is built (:mod:`harness.throughput`); empty where it declares
+    nothing. A value that is not a positive integer is refused."""
+    shape: dict[str, int] = {}
+    declared = dict((spec.get("shapes") or {}).get(source) or {})
+    vocab = (spec.get("target_tokenizer") or {}).get("vocab_size")
+    for key, value in [*((k, declared[k]) for k in SHAPE_KEYS if k in declared),
+                       *([("target_vocab", vocab)] if declared and vocab is not None else [])]:
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"world spec: shapes.{source}.{key} must be a positive integer, not {value!r}")
+        shape[key] = value
+    unknown = sorted(set(declared) - set(SHAPE_KEYS))
+    if unknown:
+        raise ConfigError(f"world spec: shapes.{source} has unknown key(s) {', '.join(unknown)}; "
+                          f"it takes {', '.join(SHAPE_KEYS)}")
+    return shape
 
 
 @dataclass
@@ -113,12 +140,16 @@ class DecoderSpec:
     build: bool
     description: str = ""
     size: str = ""
+    multilingual: bool | None = None
 
     def entry(self) -> dict[str, Any]:
-        """Its manifest entry (a source with its own identity)."""
+        """Its manifest entry (a source with its own identity). ``multilingual`` is there where the spec says it:
+        a decoder whose pre-training languages the spec does not list (``seen = []``) is the "multi" case of
+        HyperOFA only by that word."""
         return {"description": self.description, "objective": "clm", "hub_id": self.ref.hub_id,
                 "revision": self.ref.revision, "loader": self.loader, "architecture": self.architecture,
-                "tied": self.tied, "licence": self.licence, "languages": self.seen, "own_identity": True}
+                "tied": self.tied, "licence": self.licence, "languages": self.seen,
+                **({} if self.multilingual is None else {"multilingual": self.multilingual}), "own_identity": True}
 
 
 LOADERS = ("AutoModelForCausalLM",)
@@ -130,8 +161,10 @@ def decoders(spec: dict[str, Any]) -> list[DecoderSpec]:
     for name, d in spec.get("decoders", {}).items():
         if d.get("loader", "AutoModelForCausalLM") not in LOADERS:
             raise ConfigError(f"world spec: decoders.{name}.loader must be one of {', '.join(LOADERS)}")
+        if "multilingual" in d and not isinstance(d["multilingual"], bool):
+            raise ConfigError(f"world spec: decoders.{name}.multilingual must be true or false")
         out.append(DecoderSpec(name, _ref(d, "model"), list(d.get("files", [])), list(d.get("seen", [])),
                                d.get("licence", ""), d.get("loader", "AutoModelForCausalLM"),
                                d.get("architecture", ""), bool(d.get("tied", True)), bool(d.get("build", False)),
-                               d.get("description", ""), d.get("size", "")))
+                               d.get("description", ""), d.get("size", ""), d.get("multilingual")))
     return out
