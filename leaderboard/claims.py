@@ -310,6 +310,9 @@ def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> 
             for res, g in zip(out, sorted(by), strict=True):
                 res.numerics = g
         return out
+    here = [v for v in variants if v.profile == profile]
+    if here and not any(mine(v.key) for v in here):
+        return []  # rows of another kind only (a decoder's): not the claim's, as for the pairwise claims
     rows = [v for v in variants if v.profile == profile and len(v.curves.get("cpt/heldout_loss") or []) >= 2
             and mine(v.key)]
     if not rows:

@@ -3,6 +3,7 @@ inconclusive, not tested), and how the verdicts read in the terminal, Markdown, 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -181,6 +182,15 @@ def test_the_cpt_claim_reads_the_mlm_delta_board_or_the_heldout_curves():
                                                     info("ofa", [(0, 5.0), (10, 5.1)])])
     cpt = next(r for r in res if r.claim.id == "cpt")
     assert cpt.status == "contradicted" and cpt.task == "held-out diagnostic" and abs(cpt.diff - 0.1) < 1e-9
+    # a decoder's held-out causal-LM curves are not the claim's (it was made on encoders' MLM loss): a board of
+    # decoder rows only says nothing of it, not "not tested"; beside an encoder's rows, the encoder's are tested
+    board = dataclasses.replace(_board("sr-t", [down]), sources={"src": "clm"})
+    assert not [r for r in evaluate_claims([board], [info("random", [(0, 5.0), (10, 4.5)])]) if r.claim.id == "cpt"]
+    enc = VariantInfo("ofa", "cpu", VariantKey("ofa", "full", "enc"), ["1"], {}, {},
+                      {"cpt/heldout_loss": [(0, 5.0), (10, 4.0)]}, {})
+    board = dataclasses.replace(board, sources={"src": "clm", "enc": "mlm"})
+    (cpt,) = [r for r in evaluate_claims([board], [info("random", [(0, 5.0), (10, 5.5)]), enc]) if r.claim.id == "cpt"]
+    assert cpt.status == "holds" and cpt.n == 1
 
 
 def test_a_run_where_nothing_holds_is_said_in_one_sentence():
