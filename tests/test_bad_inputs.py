@@ -380,6 +380,26 @@ def test_a_task_from_all_that_a_source_cannot_take_is_skipped(synthetic_world):
     assert any(s.startswith("source 'dec' skipped: task 'mlm'") for s in plan.skipped)
 
 
+def test_a_source_declared_since_the_world_was_built_is_named_with_what_to_do(synthetic_world):
+    """A world built by an earlier version, before one of the sources its builder declares today (a bible world
+    built before its decoders): the plan refuses the source in one line that says so and what to do, not that the
+    world has no such source; an unknown source keeps its own line."""
+    import dataclasses
+
+    from harness.config import make_config
+    from harness.core.errors import ConfigError
+    from harness.plan import make_plan
+
+    sources = {k: v for k, v in synthetic_world.manifest["sources"].items() if k != "dec"}
+    world = dataclasses.replace(synthetic_world, manifest={**synthetic_world.manifest, "sources": sources})
+    cfg = make_config({"world": "synthetic", "source": "dec", "methods": "random", "tasks": "sr-t"})
+    with pytest.raises(ConfigError, match=r"world 'synthetic' at .* was built by an earlier version, before its "
+                                          r"source model 'dec'; it has: src\. `harness world build synthetic --force`"):
+        make_plan(cfg, world)
+    with pytest.raises(ConfigError, match="has no source model 'nope'; it has: src"):
+        make_plan(make_config({"world": "synthetic", "source": "nope", "methods": "random", "tasks": "sr-t"}), world)
+
+
 def test_a_method_that_cannot_serve_an_untied_head_is_refused_by_the_plan(synthetic_world):
     """An untied decoder (declared ``tied: false``) and a method declaring ``serves_untied_output = False``: named,
     the run is refused; with ``all`` its cells are skipped; with ``untied_output = "method"`` they run."""

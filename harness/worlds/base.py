@@ -126,10 +126,33 @@ class ManifestView:
 
     def check_source(self, source: str) -> None:
         if source not in self.manifest["sources"]:
+            if source in self._declared_sources():
+                at = f" at {self.root}" if getattr(self, "root", None) else ""
+                raise ConfigError(
+                    f"world {self.name!r}{at} was built by an earlier version, before its source model "
+                    f"{source!r}; it has: {', '.join(self.sources)}. `harness world build {self.name} --force` "
+                    f"builds it again with {source!r} (where the build changed since, the other sources' cells are "
+                    f"then computed again; their runs are kept), or give this job a harness home of its own "
+                    f"(HARNESS_HOME)")
             raise ConfigError(
                 f"world {self.name!r} has no source model {source!r}; it has: {', '.join(self.sources)} (give "
                 f"--source with one of them, or all)"
             )
+
+    def _declared_sources(self) -> list[str]:
+        """The sources this world's builder declares today (empty where it declares none): a built world may hold
+        fewer, when an earlier version built it."""
+        from harness.worlds import WORLDS
+
+        try:
+            builder = WORLDS.get(self.name)
+            for ask in ("declare", "describe"):
+                sketch = getattr(builder, ask, None)
+                if callable(sketch):
+                    return list(sketch().sources)
+        except Exception:  # noqa: BLE001 -- only the message depends on it
+            pass
+        return []
 
     def hidden_size(self, source: str) -> int | None:
         """The hidden size of source model ``source`` as the world declares it (its manifest's ``hidden_size``);
