@@ -392,6 +392,7 @@ def test_a_source_declared_since_the_world_was_built_is_named_with_what_to_do(sy
 
     sources = {k: v for k, v in synthetic_world.manifest["sources"].items() if k != "dec"}
     world = dataclasses.replace(synthetic_world, manifest={**synthetic_world.manifest, "sources": sources})
+    world.builder = synthetic_world.builder  # as loading the world sets it (harness.worlds)
     cfg = make_config({"world": "synthetic", "source": "dec", "methods": "random", "tasks": "sr-t"})
     with pytest.raises(ConfigError, match=r"world 'synthetic' at .* was built by an earlier version, before its "
                                           r"source model 'dec'; it has: src\. `harness world build synthetic --force`"):

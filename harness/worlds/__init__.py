@@ -86,7 +86,9 @@ def declared_world(name: str) -> Any:
     root = world_dir(name)
     if (root / "manifest.json").is_file():
         try:
-            return load_world_dir(name, root)
+            world = load_world_dir(name, root)
+            world.builder = builder  # type: ignore[attr-defined]  # (what it declares today: World.check_source)
+            return world
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass  # unreadable: it is found damaged and built again when loaded; the builder's word until then
     for ask in ("declare", "describe"):

@@ -142,10 +142,8 @@ class ManifestView:
     def _declared_sources(self) -> list[str]:
         """The sources this world's builder declares today (empty where it declares none): a built world may hold
         fewer, when an earlier version built it."""
-        from harness.worlds import WORLDS
-
+        builder = getattr(self, "builder", None)  # set where the world is loaded (harness.worlds)
         try:
-            builder = WORLDS.get(self.name)
             for ask in ("declare", "describe"):
                 sketch = getattr(builder, ask, None)
                 if callable(sketch):
