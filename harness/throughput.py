@@ -183,15 +183,14 @@ def declared_source(world_name: str, source: str | None = None) -> dict[str, Any
     ``declare()`` manifest entry, never the built files, so that a plan says the same before and after the build;
     empty where it declares nothing."""
     from harness.worlds import WORLDS
+    from harness.worlds.base import builder_sketch
 
-    builder = WORLDS.get(world_name)
-    for ask in ("describe", "declare"):
-        sketch = getattr(builder, ask, None)
-        if callable(sketch):
-            manifest = sketch().manifest
-            src = source or manifest.get("default_source") or next(iter(manifest.get("sources") or {}), None)
-            return dict((manifest.get("sources") or {}).get(src) or {})
-    return {}
+    sketch = builder_sketch(WORLDS.get(world_name), ("describe", "declare"))
+    if sketch is None:
+        return {}
+    manifest = sketch.manifest
+    src = source or manifest.get("default_source") or next(iter(manifest.get("sources") or {}), None)
+    return dict((manifest.get("sources") or {}).get(src) or {})
 
 
 def reference_for(objective: str, data: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -313,8 +313,7 @@ def _cpt(claim: Claim, profile: str, boards: list[Any], variants: list[Any]) -> 
     here = [v for v in variants if v.profile == profile]
     if here and not any(mine(v.key) for v in here):
         return []  # rows of another kind only (a decoder's): not the claim's, as for the pairwise claims
-    rows = [v for v in variants if v.profile == profile and len(v.curves.get("cpt/heldout_loss") or []) >= 2
-            and mine(v.key)]
+    rows = [v for v in here if len(v.curves.get("cpt/heldout_loss") or []) >= 2 and mine(v.key)]
     if not rows:
         return [ClaimResult(claim, profile, "mlm", "not tested", detail="no CPT steps or no held-out MLM loss")]
     wb = _with_budget([v.key for v in rows])

@@ -104,12 +104,9 @@ def _declared_info(name: str, builder: Any) -> int:
     from rich.markup import escape
 
     from harness.worlds import world_dir
+    from harness.worlds.base import builder_sketch
 
-    sketch = None
-    for ask in ("describe", "declare"):
-        if callable(getattr(builder, ask, None)):
-            sketch = getattr(builder, ask)()
-            break
+    sketch = builder_sketch(builder, ("describe", "declare"))
     where = escape(str(world_dir(name)))
     if sketch is None:
         console.print(f"world {name}: not built here ({where}), and its builder declares nothing before it is built; "

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from harness.core.paths import harness_home, home_dir
 from harness.core.registry import Registry
-from harness.worlds.base import World, load_world_dir
+from harness.worlds.base import World, builder_sketch, load_world_dir
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +91,7 @@ def declared_world(name: str) -> Any:
             return world
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass  # unreadable: it is found damaged and built again when loaded; the builder's word until then
-    for ask in ("declare", "describe"):
-        declare = getattr(builder, ask, None)
-        if callable(declare):
-            return declare()
-    return None
+    return builder_sketch(builder)
 
 
 def get_world(name: str, *, build: bool = True) -> World:

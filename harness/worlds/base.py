@@ -51,6 +51,17 @@ class Language:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def builder_sketch(builder: Any, asks: tuple[str, ...] = ("declare", "describe")) -> Any:
+    """What a world's builder says of the world without building it: the first of ``asks`` (``declare``: what
+    the build writes that is known before it; ``describe``: that with each task's languages) the builder has,
+    called; None where it has neither."""
+    for ask in asks:
+        sketch = getattr(builder, ask, None)
+        if callable(sketch):
+            return sketch()
+    return None
+
+
 class ManifestView:
     """What a world's manifest says (pivot, sources) and its language checks; shared by a built :class:`World`
     and the description of a world that is not built here (:class:`WorldSketch`)."""
@@ -142,15 +153,11 @@ class ManifestView:
     def _declared_sources(self) -> list[str]:
         """The sources this world's builder declares today (empty where it declares none): a built world may hold
         fewer, when an earlier version built it."""
-        builder = getattr(self, "builder", None)  # set where the world is loaded (harness.worlds)
-        try:
-            for ask in ("declare", "describe"):
-                sketch = getattr(builder, ask, None)
-                if callable(sketch):
-                    return list(sketch().sources)
+        try:  # the builder is set where the world is loaded (harness.worlds)
+            sketch = builder_sketch(getattr(self, "builder", None))
         except Exception:  # noqa: BLE001 -- only the message depends on it
-            pass
-        return []
+            return []
+        return [] if sketch is None else list(sketch.sources)
 
     def hidden_size(self, source: str) -> int | None:
         """The hidden size of source model ``source`` as the world declares it (its manifest's ``hidden_size``);

@@ -110,18 +110,18 @@ def declared_shape(spec: dict[str, Any], source: str) -> dict[str, int]:
     ``intermediate_size``), with the target tokenizer's ``vocab_size`` as ``target_vocab``: what ``harness plan``
     scales a cell's CPU cost by before the world is built (:mod:`harness.throughput`); empty where it declares
     nothing. A value that is not a positive integer is refused."""
-    shape: dict[str, int] = {}
     declared = dict((spec.get("shapes") or {}).get(source) or {})
-    vocab = (spec.get("target_tokenizer") or {}).get("vocab_size")
-    for key, value in [*((k, declared[k]) for k in SHAPE_KEYS if k in declared),
-                       *([("target_vocab", vocab)] if declared and vocab is not None else [])]:
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ConfigError(f"world spec: shapes.{source}.{key} must be a positive integer, not {value!r}")
-        shape[key] = value
     unknown = sorted(set(declared) - set(SHAPE_KEYS))
     if unknown:
         raise ConfigError(f"world spec: shapes.{source} has unknown key(s) {', '.join(unknown)}; "
                           f"it takes {', '.join(SHAPE_KEYS)}")
+    shape = {k: declared[k] for k in SHAPE_KEYS if k in declared}
+    vocab = (spec.get("target_tokenizer") or {}).get("vocab_size")
+    if shape and vocab is not None:
+        shape["target_vocab"] = vocab
+    for key, value in shape.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"world spec: shapes.{source}.{key} must be a positive integer, not {value!r}")
     return shape
 
 
