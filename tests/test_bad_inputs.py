@@ -395,10 +395,19 @@ def test_a_source_declared_since_the_world_was_built_is_named_with_what_to_do(sy
     world.builder = synthetic_world.builder  # as loading the world sets it (harness.worlds)
     cfg = make_config({"world": "synthetic", "source": "dec", "methods": "random", "tasks": "sr-t"})
     with pytest.raises(ConfigError, match=r"world 'synthetic' at .* was built by an earlier version, before its "
-                                          r"source model 'dec'; it has: src\. `harness world build synthetic --force`"):
+                                          r"source model 'dec'; it has: src\. `harness world build synthetic "
+                                          r"--add-sources` adds 'dec' to it, keeping the world's identity"):
         make_plan(cfg, world)
     with pytest.raises(ConfigError, match="has no source model 'nope'; it has: src"):
         make_plan(make_config({"world": "synthetic", "source": "nope", "methods": "random", "tasks": "sr-t"}), world)
+    # an encoder (its MLM head is part of the world's identity) cannot be added: the world is built again
+    sources = {k: v for k, v in synthetic_world.manifest["sources"].items() if k != "src"}
+    world = dataclasses.replace(synthetic_world, manifest={**synthetic_world.manifest, "sources": sources,
+                                                           "default_source": "dec"})
+    world.builder = synthetic_world.builder
+    with pytest.raises(ConfigError, match=r"before its source model 'src'; it has: dec\. `harness world build "
+                                          r"synthetic --force` builds it again with 'src'"):
+        make_plan(make_config({"world": "synthetic", "source": "src", "methods": "random", "tasks": "sr-t"}), world)
 
 
 def test_a_method_that_cannot_serve_an_untied_head_is_refused_by_the_plan(synthetic_world):

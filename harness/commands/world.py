@@ -14,6 +14,17 @@ def cmd_world(args: argparse.Namespace) -> int:
     from harness.worlds import WORLDS, build_world, get_world, world_dir
 
     builder = WORLDS.get(args.name)
+    if args.action == "build" and args.add_sources:
+        from harness.worlds.adding import add_sources
+
+        if args.force:
+            console.print("--add-sources keeps the built world; --force builds it again: give one of them")
+            return 2
+        added = add_sources(args.name, note=lambda line: print(line, flush=True))
+        print(f"world {args.name}: " + (f"added {', '.join(added)} (the world's identity and every cell's key "
+                                        f"unchanged)" if added else "has every source this version declares"),
+              flush=True)
+        return 0
     if args.action == "build":
         root = build_world(args.name, force=args.force, keep_inputs=args.keep_downloads)
         console.print(f"world {args.name} ready at {root}")
@@ -163,6 +174,9 @@ def add_parser(sub: Any) -> None:
     w.add_argument("action", choices=["build", "info", "check"])
     w.add_argument("name", nargs="?", default="bible")
     w.add_argument("--force", action="store_true", help="rebuild even if cached")
+    w.add_argument("--add-sources", action="store_true",
+                   help="add to a world built by an earlier version the sources it lacks that carry their own "
+                        "identity (the decoders), keeping every file, the world's identity and every cell's key")
     w.add_argument("--keep-downloads", action="store_true", help="keep what the build downloaded and installed "
                    "(downloads/, build-envs/; default: removed once the world is built, fetched again by a rebuild)")
     w.set_defaults(func=cmd_world)

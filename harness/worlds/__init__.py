@@ -99,7 +99,7 @@ def get_world(name: str, *, build: bool = True) -> World:
     builder = WORLDS.get(name)
     root = world_dir(name)
     if (root / "manifest.json").is_file():
-        check = check_world_files(root)
+        check = _checked(name, root)
         refuse_unlisted(name, root, check)
         problem = check.problems[0] if check.problems else None
         if problem is not None:
@@ -124,13 +124,32 @@ def get_world(name: str, *, build: bool = True) -> World:
     return world
 
 
+def _checked(name: str, root: Path) -> FilesCheck:
+    """The world at ``root`` against its record, once an addition of sources killed after its commit began is
+    finished (:mod:`harness.worlds.adding`). A world found damaged or holding files its record does not list is
+    checked again under the world's lock: an addition in progress holds it, and its renames may have been seen half
+    done."""
+    from harness.core.locks import exclusive
+    from harness.worlds.adding import finish_pending, journal_path
+
+    if journal_path(root).is_file():
+        with exclusive(root, waiting=f"world {name}: sources being added by another process"):
+            finish_pending(root)
+    check = check_world_files(root)
+    if check.problems or check.unlisted:
+        with exclusive(root, waiting=f"world {name}: in use by another build"):
+            finish_pending(root)
+            check = check_world_files(root)
+    return check
+
+
 def _build_again(name: str, root: Path, problem: str) -> None:
     """Build a damaged world again; a world that cannot be built here (its inputs cannot be fetched) fails in one
     line naming what is damaged: it is never used as it is."""
     from harness.core.errors import MissingResourceError
 
     try:
-        build_world(name, force=True)
+        build_world(name, force=True, unless_sound=True)
     except Exception as exc:
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise MissingResourceError(f"world {name!r} at {root} is damaged ({problem}) and could not be built again "
@@ -138,10 +157,11 @@ def _build_again(name: str, root: Path, problem: str) -> None:
                                    f"fetched") from exc
 
 
-def build_world(name: str, *, force: bool = False, keep_inputs: bool = False) -> Path:
+def build_world(name: str, *, force: bool = False, keep_inputs: bool = False, unless_sound: bool = False) -> Path:
     """Build world ``name`` (if not built, or ``force``). Once it is in place, what its builder downloaded and
     installed under the home for the build (``builder.build_inputs``: folders no later step reads) is removed,
-    unless ``keep_inputs``; a later build fetches it again."""
+    unless ``keep_inputs``; a later build fetches it again. ``unless_sound`` (a world found damaged, built again):
+    a world that is sound once the lock is held (another process finished what it was writing) is kept."""
     from harness.core.locks import exclusive
 
     builder = WORLDS.get(name)
@@ -155,7 +175,11 @@ def build_world(name: str, *, force: bool = False, keep_inputs: bool = False) ->
     # one build of a world at a time: a second process (another `harness run` started beside this one) waits,
     # then finds the world built
     with exclusive(root, waiting=f"world {name}: built by another process"):
-        if (root / "manifest.json").is_file() and not force:
+        from harness.worlds.adding import finish_pending
+
+        if (root / "manifest.json").is_file():
+            finish_pending(root)  # an addition of sources killed after its commit began
+        if (root / "manifest.json").is_file() and (not force or unless_sound):
             problem = verify_world(root)
             if problem is None:
                 return root

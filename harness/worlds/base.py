@@ -137,27 +137,29 @@ class ManifestView:
 
     def check_source(self, source: str) -> None:
         if source not in self.manifest["sources"]:
-            if source in self._declared_sources():
+            declared = self._declared_sketch()
+            if declared is not None and source in declared.sources:
                 at = f" at {self.root}" if getattr(self, "root", None) else ""
+                how = (f"`harness world build {self.name} --add-sources` adds {source!r} to it, keeping the world's "
+                       f"identity and every cell" if declared.source_identity(source) is not None else
+                       f"`harness world build {self.name} --force` builds it again with {source!r} (where the build "
+                       f"changed since, the other sources' cells are then computed again; their runs are kept), or "
+                       f"give this job a harness home of its own (HARNESS_HOME)")
                 raise ConfigError(
                     f"world {self.name!r}{at} was built by an earlier version, before its source model "
-                    f"{source!r}; it has: {', '.join(self.sources)}. `harness world build {self.name} --force` "
-                    f"builds it again with {source!r} (where the build changed since, the other sources' cells are "
-                    f"then computed again; their runs are kept), or give this job a harness home of its own "
-                    f"(HARNESS_HOME)")
+                    f"{source!r}; it has: {', '.join(self.sources)}. {how}")
             raise ConfigError(
                 f"world {self.name!r} has no source model {source!r}; it has: {', '.join(self.sources)} (give "
                 f"--source with one of them, or all)"
             )
 
-    def _declared_sources(self) -> list[str]:
-        """The sources this world's builder declares today (empty where it declares none): a built world may hold
-        fewer, when an earlier version built it."""
+    def _declared_sketch(self) -> Any:
+        """What this world's builder declares today (None where it declares nothing): a built world may hold fewer
+        sources, when an earlier version built it."""
         try:  # the builder is set where the world is loaded (harness.worlds)
-            sketch = builder_sketch(getattr(self, "builder", None))
+            return builder_sketch(getattr(self, "builder", None))
         except Exception:  # noqa: BLE001 -- only the message depends on it
-            return []
-        return [] if sketch is None else list(sketch.sources)
+            return None
 
     def hidden_size(self, source: str) -> int | None:
         """The hidden size of source model ``source`` as the world declares it (its manifest's ``hidden_size``);

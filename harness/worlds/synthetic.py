@@ -26,9 +26,11 @@ import math
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from harness.core.errors import ConfigError
 from harness.worlds import WORLDS, CheckRow
 from harness.worlds.writer import WorldWriter, write_jsonl
 
@@ -186,6 +188,20 @@ class SyntheticWorld:
         return WorldSketch(name=self.name, manifest=manifest, languages={lang: {} for lang in langs},
                            tasks={task: langs for task in TASK_NAMES},
                            resources={"word_vectors", "target_text", "cpt_text", "dictionary"})
+
+    def build_source(self, name: str, out: Path, work: Path, *, root: Path) -> dict[str, Any]:
+        """Make the decoder source at ``out`` for the world at ``root`` built without it
+        (:mod:`harness.worlds.adding`), from what its build made it from there (the encoder's tokenizer, the pivot
+        language's text): the model the build makes; its manifest entry."""
+        from transformers import AutoTokenizer
+
+        if name != DECODER:
+            raise ConfigError(f"world synthetic: source {name!r} cannot be added to a built world; only {DECODER!r} "
+                              f"can")
+        tok = AutoTokenizer.from_pretrained(root / "sources" / SOURCE)
+        lines = (root / "resources" / "text" / f"{PIVOT}.txt").read_text(encoding="utf-8").splitlines()
+        self._decoder_model(out, tok, lines)
+        return {**DECODER_ENTRY, "languages": [PIVOT], "sha256": _sha256(out / "model.safetensors")}
 
     # ------------------------------------------------------------------------------------------------------
     def build(self, out: Path) -> None:

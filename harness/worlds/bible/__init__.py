@@ -65,6 +65,18 @@ class BibleWorldBuilder:
     def build(self, out: Path) -> None:
         build_bible_world(out, self.settings, self.fetcher, self.tagger, show_progress=self.show_progress)
 
+    def build_source(self, name: str, out: Path, work: Path, *, root: Path) -> dict[str, Any]:
+        """Make source ``name`` at ``out`` for a world built without it (:mod:`harness.worlds.adding`): a decoder,
+        converted as the build converts it; its manifest entry. Only a source with its own identity can be added
+        (the encoders' heads are part of the world's)."""
+        from harness.core.errors import ConfigError
+        from harness.worlds.bible.decoders import DECODERS, build_decoder
+
+        if name not in DECODERS:
+            raise ConfigError(f"world bible: source {name!r} cannot be added to a built world; only the decoders "
+                              f"({', '.join(DECODERS)}) can")
+        return build_decoder(DECODERS[name], self.fetcher, out, work)
+
     def declare(self) -> Any:
         """What the build writes that is known before it runs (for the checks of a run's inputs before the world is
         built): its languages (the language table's codes), its sources, their hidden sizes (:data:`SOURCE_HIDDEN`)

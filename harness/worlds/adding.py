@@ -1,0 +1,158 @@
+"""Adding to a built world the sources that carry their own identity (``own_identity``: the bible world's decoders)
+and that an earlier version's build did not make, without building the world again.
+
+``harness world build bible --add-sources``. Such a source is outside the world's identity
+(:func:`harness.worlds.base.world_identity`), so every cell computed on the world keeps its key; no file of the world
+is rewritten but ``manifest.json`` (the new entries beside the old ones) and ``checksums.json`` (the new files' sizes,
+sha256 and times added to the old record).
+
+Nothing is lost when it is killed or the disk fills. Everything the addition writes is staged first beside the world
+(``.tmp-<world>-add-<id>/``: each source's folder, the new manifest, the new record), under the world's lock; a
+failure while staging leaves the world as it was (the staging folder is removed, now or by the next addition). Then a
+journal (``.add-<world>.json`` beside the world) names the staging folder, and the commit is three renames (the
+source folders into ``sources/``, the manifest, the record), which need no new space on the disk. A process killed
+after the journal was written leaves it, and the next load of the world (:func:`harness.worlds.get_world`) finishes
+the renames under the lock before it checks the world; the renames are idempotent, so a kill while finishing is
+finished by the load after.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.core.errors import ConfigError, MissingResourceError
+
+MANIFEST = "manifest.json"
+
+
+def journal_path(root: Path) -> Path:
+    return root.parent / f".add-{root.name}.json"
+
+
+def missing_sources(root: Path, builder: Any) -> list[str]:
+    """The sources the builder declares today with their own identity that the world at ``root`` lacks."""
+    from harness.worlds.base import builder_sketch
+
+    sketch = builder_sketch(builder)
+    if sketch is None:
+        return []
+    have = json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("sources", {})
+    return [name for name in sketch.sources if name not in have and sketch.source_identity(name) is not None]
+
+
+def finish_pending(root: Path) -> bool:
+    """Finish an addition to the world at ``root`` that was killed after its journal was written (the caller holds
+    the world's lock): the renames its journal names, then the journal and the staging folder removed. True when
+    there was one."""
+    journal = journal_path(root)
+    if not journal.is_file():
+        return False
+    try:
+        plan = json.loads(journal.read_text(encoding="utf-8"))
+        staging, sources = Path(plan["staging"]), list(plan["sources"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise MissingResourceError(f"world at {root}: the journal of an addition of sources, {journal}, is "
+                                   f"unreadable ({type(exc).__name__}); move it away and run `harness world check`") \
+            from exc
+    _commit(root, staging, sources)
+    journal.unlink()
+    shutil.rmtree(staging, ignore_errors=True)
+    return True
+
+
+def _commit(root: Path, staging: Path, sources: list[str]) -> None:
+    """The renames, each skipped where it was done already (a commit finished after a kill)."""
+    (root / "sources").mkdir(exist_ok=True)
+    for name in sources:
+        staged, final = staging / "sources" / name, root / "sources" / name
+        if staged.exists() and not final.exists():
+            os.replace(staged, final)
+    from harness.worlds import CHECKSUMS
+
+    for rel in (MANIFEST, CHECKSUMS):  # the record last: until it is in place the new manifest is not trusted
+        if (staging / rel).is_file():
+            os.replace(staging / rel, root / rel)
+
+
+def add_sources(name: str, *, note: Callable[[str], None] = print) -> list[str]:
+    """Add to the built world ``name`` every own-identity source its builder declares and it lacks; the names
+    added (empty where none was missing). One-line errors: the world is not built, is damaged, or its builder
+    cannot add a source."""
+    from harness.core.locks import exclusive
+    from harness.worlds import WORLDS, check_world_files, refuse_unlisted, world_dir
+
+    builder = WORLDS.get(name)
+    root = world_dir(name)
+    if not (root / MANIFEST).is_file():
+        raise ConfigError(f"world {name!r} is not built yet: `harness world build {name}` builds it with every "
+                          f"source")
+    with exclusive(root, waiting=f"world {name}: in use by another build"):
+        finish_pending(root)
+        check = check_world_files(root)
+        refuse_unlisted(name, root, check)
+        if check.problems:
+            raise MissingResourceError(f"world {name!r} at {root} is damaged ({check.problems[0]}): sources are "
+                                       f"added to a sound world only; `harness world build {name} --force` builds it "
+                                       f"again")
+        missing = missing_sources(root, builder)
+        if not missing:
+            return []
+        build_source = getattr(builder, "build_source", None)
+        if not callable(build_source):
+            raise ConfigError(f"world {name!r}: its builder cannot add a source to a built world "
+                              f"({', '.join(missing)}); `harness world build {name} --force` builds it again")
+        for stale in root.parent.glob(f".tmp-{root.name}-add-*"):  # a staging that was killed before its journal
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = root.parent / f".tmp-{root.name}-add-{uuid.uuid4().hex[:8]}"
+        try:
+            _stage(root, staging, missing, build_source, note)
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        journal = journal_path(root)
+        tmp = journal.with_name(f"{journal.name}.{uuid.uuid4().hex[:8]}")
+        try:
+            tmp.write_text(json.dumps({"staging": str(staging), "sources": missing}))
+            os.replace(tmp, journal)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        finish_pending(root)
+    return missing
+
+
+def _stage(root: Path, staging: Path, names: list[str], build_source: Callable[..., dict[str, Any]],
+           note: Callable[[str], None]) -> None:
+    """Each source's folder, then the new manifest and the new record, under ``staging``."""
+    from harness.core.hashing import sha256_file
+    from harness.worlds import CHECKSUMS, _times
+    from harness.worlds.writer import write_json
+
+    manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    record = json.loads((root / CHECKSUMS).read_text(encoding="utf-8"))
+    added: dict[str, dict[str, Any]] = {}
+    for name in names:
+        note(f"world {root.name}: adding source {name}")
+        added[name] = build_source(name, staging / "sources" / name, staging / "work", root=root)
+    shutil.rmtree(staging / "work", ignore_errors=True)
+    manifest["sources"] = {**manifest["sources"], **added}
+    write_json(staging / MANIFEST, manifest)
+    files = record.get("files")
+    moved = [(p, f"sources/{p.relative_to(staging / 'sources').as_posix()}")
+             for p in sorted((staging / "sources").rglob("*")) if p.is_file()]
+    for path, rel in [*moved, (staging / MANIFEST, MANIFEST)]:
+        st = path.stat()
+        record["sizes"][rel] = st.st_size
+        digest = sha256_file(path)
+        if isinstance(files, dict):  # times as they are here: a rename keeps a file's times, the folder's aside;
+            files[rel] = {"sha256": digest, **_times(st)}  # the manifest's move changes its ctime (re-hashed once)
+        if rel == MANIFEST:
+            record["sha256"][MANIFEST] = digest
+    (staging / CHECKSUMS).write_text(json.dumps(record, indent=0, sort_keys=True))
