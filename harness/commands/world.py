@@ -20,7 +20,7 @@ def cmd_world(args: argparse.Namespace) -> int:
         if args.force:
             console.print("--add-sources keeps the built world; --force builds it again: give one of them")
             return 2
-        added = add_sources(args.name, note=lambda line: print(line, flush=True))
+        added = add_sources(args.name, note=lambda line: print(line, flush=True), keep_inputs=args.keep_downloads)
         print(f"world {args.name}: " + (f"added {', '.join(added)} (the world's identity and every cell's key "
                                         f"unchanged)" if added else "has every source this version declares"),
               flush=True)

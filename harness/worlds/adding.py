@@ -80,9 +80,10 @@ def _commit(root: Path, staging: Path, sources: list[str]) -> None:
             os.replace(staging / rel, root / rel)
 
 
-def add_sources(name: str, *, note: Callable[[str], None] = print) -> list[str]:
+def add_sources(name: str, *, note: Callable[[str], None] = print, keep_inputs: bool = False) -> list[str]:
     """Add to the built world ``name`` every own-identity source its builder declares and it lacks; the names
-    added (empty where none was missing). One-line errors: the world is not built, is damaged, or its builder
+    added (empty where none was missing). What the builder downloaded for them is removed once they are in place,
+    as after a build, unless ``keep_inputs``. One-line errors: the world is not built, is damaged, or its builder
     cannot add a source."""
     from harness.core.locks import exclusive
     from harness.worlds import WORLDS, check_world_files, refuse_unlisted, world_dir
@@ -111,7 +112,7 @@ def add_sources(name: str, *, note: Callable[[str], None] = print) -> list[str]:
             shutil.rmtree(stale, ignore_errors=True)
         staging = root.parent / f".tmp-{root.name}-add-{uuid.uuid4().hex[:8]}"
         try:
-            _stage(root, staging, missing, build_source, note)
+            _stage(name, root, staging, missing, build_source, note)
         except BaseException:
             shutil.rmtree(staging, ignore_errors=True)
             raise
@@ -125,10 +126,15 @@ def add_sources(name: str, *, note: Callable[[str], None] = print) -> list[str]:
             shutil.rmtree(staging, ignore_errors=True)
             raise
         finish_pending(root)
+    if not keep_inputs:
+        from harness.core.cache import discard_build_inputs
+        from harness.core.paths import harness_home
+
+        discard_build_inputs(harness_home(), getattr(builder, "build_inputs", ()))
     return missing
 
 
-def _stage(root: Path, staging: Path, names: list[str], build_source: Callable[..., dict[str, Any]],
+def _stage(world: str, root: Path, staging: Path, names: list[str], build_source: Callable[..., dict[str, Any]],
            note: Callable[[str], None]) -> None:
     """Each source's folder, then the new manifest and the new record, under ``staging``."""
     from harness.core.hashing import sha256_file
@@ -139,7 +145,7 @@ def _stage(root: Path, staging: Path, names: list[str], build_source: Callable[.
     record = json.loads((root / CHECKSUMS).read_text(encoding="utf-8"))
     added: dict[str, dict[str, Any]] = {}
     for name in names:
-        note(f"world {root.name}: adding source {name}")
+        note(f"world {world}: adding source {name}")
         added[name] = build_source(name, staging / "sources" / name, staging / "work", root=root)
     shutil.rmtree(staging / "work", ignore_errors=True)
     manifest["sources"] = {**manifest["sources"], **added}
