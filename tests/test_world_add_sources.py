@@ -189,3 +189,13 @@ def test_an_encoder_cannot_be_added(old_world, monkeypatch):
     (old_world / "manifest.json").write_text(json.dumps(manifest))
     assert "src" in builder_sketch(builder).sources
     assert missing_sources(old_world, builder) == ["dec"]
+
+
+def test_a_world_seen_damaged_but_sound_under_the_lock_is_not_built_again(old_world, monkeypatch):
+    """A load that saw an addition's renames half done (before its journal could be read) takes the world for
+    damaged; under the world's lock, once the addition has finished, the world is sound and is kept."""
+    import harness.worlds as worlds
+
+    monkeypatch.setattr(worlds, "_build_locked", lambda *a, **k: pytest.fail("the world was built again"))
+    worlds._build_again("synthetic", old_world, "manifest.json does not match its sha256")
+    assert worlds.check_world_files(old_world).problems == []

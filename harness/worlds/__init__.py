@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from harness.core.paths import harness_home, home_dir
 from harness.core.registry import Registry
-from harness.worlds.base import World, builder_sketch, load_world_dir
+from harness.worlds.base import CHECKSUMS, World, builder_sketch, load_world_dir
 
 log = logging.getLogger(__name__)
 
@@ -129,14 +129,14 @@ def _checked(name: str, root: Path) -> FilesCheck:
     finished (:mod:`harness.worlds.adding`). A world found damaged or holding files its record does not list is
     checked again under the world's lock: an addition in progress holds it, and its renames may have been seen half
     done."""
-    from harness.core.locks import exclusive
-    from harness.worlds.adding import finish_pending, journal_path
+    from harness.core.locks import exclusive, lock_file
+    from harness.worlds.journal import finish_pending, journal_path
 
     if journal_path(root).is_file():
         with exclusive(root, waiting=f"world {name}: sources being added by another process"):
             finish_pending(root)
     check = check_world_files(root)
-    if check.problems or check.unlisted:
+    if (check.problems or check.unlisted) and lock_file(root).exists():  # (no lock file: nothing ever wrote it)
         with exclusive(root, waiting=f"world {name}: in use by another build"):
             finish_pending(root)
             check = check_world_files(root)
@@ -175,7 +175,7 @@ def build_world(name: str, *, force: bool = False, keep_inputs: bool = False, un
     # one build of a world at a time: a second process (another `harness run` started beside this one) waits,
     # then finds the world built
     with exclusive(root, waiting=f"world {name}: built by another process"):
-        from harness.worlds.adding import finish_pending
+        from harness.worlds.journal import finish_pending
 
         if (root / "manifest.json").is_file():
             finish_pending(root)  # an addition of sources killed after its commit began
@@ -183,7 +183,8 @@ def build_world(name: str, *, force: bool = False, keep_inputs: bool = False, un
             problem = verify_world(root)
             if problem is None:
                 return root
-            log.warning("world %s at %s is damaged (%s); building it again", name, root, problem)
+            if not unless_sound:  # (a damaged world's load said so already)
+                log.warning("world %s at %s is damaged (%s); building it again", name, root, problem)
         return _build_locked(name, builder, root, keep_inputs)
 
 
@@ -213,7 +214,6 @@ def _build_locked(name: str, builder: Any, root: Path, keep_inputs: bool) -> Pat
     return root
 
 
-CHECKSUMS = "checksums.json"
 _HASHED = ("manifest.json", "languages.json")  # the world's identity and its language table: hashed at every load
 
 

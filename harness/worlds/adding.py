@@ -27,12 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import ConfigError, MissingResourceError
+from harness.worlds.base import CHECKSUMS
+from harness.worlds.journal import MANIFEST, finish_pending, journal_path
 
-MANIFEST = "manifest.json"
-
-
-def journal_path(root: Path) -> Path:
-    return root.parent / f".add-{root.name}.json"
+__all__ = ["add_sources", "finish_pending", "journal_path", "missing_sources"]
 
 
 def missing_sources(root: Path, builder: Any) -> list[str]:
@@ -44,40 +42,6 @@ def missing_sources(root: Path, builder: Any) -> list[str]:
         return []
     have = json.loads((root / MANIFEST).read_text(encoding="utf-8")).get("sources", {})
     return [name for name in sketch.sources if name not in have and sketch.source_identity(name) is not None]
-
-
-def finish_pending(root: Path) -> bool:
-    """Finish an addition to the world at ``root`` that was killed after its journal was written (the caller holds
-    the world's lock): the renames its journal names, then the journal and the staging folder removed. True when
-    there was one."""
-    journal = journal_path(root)
-    if not journal.is_file():
-        return False
-    try:
-        plan = json.loads(journal.read_text(encoding="utf-8"))
-        staging, sources = Path(plan["staging"]), list(plan["sources"])
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise MissingResourceError(f"world at {root}: the journal of an addition of sources, {journal}, is "
-                                   f"unreadable ({type(exc).__name__}); move it away and run `harness world check`") \
-            from exc
-    _commit(root, staging, sources)
-    journal.unlink()
-    shutil.rmtree(staging, ignore_errors=True)
-    return True
-
-
-def _commit(root: Path, staging: Path, sources: list[str]) -> None:
-    """The renames, each skipped where it was done already (a commit finished after a kill)."""
-    (root / "sources").mkdir(exist_ok=True)
-    for name in sources:
-        staged, final = staging / "sources" / name, root / "sources" / name
-        if staged.exists() and not final.exists():
-            os.replace(staged, final)
-    from harness.worlds import CHECKSUMS
-
-    for rel in (MANIFEST, CHECKSUMS):  # the record last: until it is in place the new manifest is not trusted
-        if (staging / rel).is_file():
-            os.replace(staging / rel, root / rel)
 
 
 def add_sources(name: str, *, note: Callable[[str], None] = print, keep_inputs: bool = False) -> list[str]:
@@ -138,7 +102,7 @@ def _stage(world: str, root: Path, staging: Path, names: list[str], build_source
            note: Callable[[str], None]) -> None:
     """Each source's folder, then the new manifest and the new record, under ``staging``."""
     from harness.core.hashing import sha256_file
-    from harness.worlds import CHECKSUMS, _times
+    from harness.worlds import _times
     from harness.worlds.writer import write_json
 
     manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
