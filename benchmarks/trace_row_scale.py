@@ -4,7 +4,8 @@ For each initialized model folder (``harness init --out DIR``, or an init produc
 norms of its input table by provenance (copied, method, random fallback) beside the source table's, how many method
 rows are longer than ten times the source's median row, and the mean next-token loss (nats a token) of the model on
 held-out sentences of the world (``tasks/mlm/<lang>.txt``, the causal-LM task's text) as it is and with every row
-longer than the source's longest row scaled down to that length. The second loss is a diagnostic, not a method: it
+longer than the source's longest row (``--clip max``; or its 99th percentile, or its median) scaled down to that
+length. The second loss is a diagnostic, not a method: it
 says how much of the loss those rows alone cause (a tied decoder's output layer is its input table, so one long row
 is a large logit at every position).
 
@@ -51,6 +52,9 @@ def main() -> None:
     ap.add_argument("--source", required=True)
     ap.add_argument("--langs", default="eng_Latn,fra_Latn,swh_Latn")
     ap.add_argument("--lines", type=int, default=60, help="held-out sentences per language")
+    ap.add_argument("--clip", choices=("max", "p99", "median"), default="max",
+                    help="the length the long rows are scaled down to: the source's longest row, its 99th "
+                         "percentile or its median")
     args = ap.parse_args()
     torch.set_num_threads(1)
 
@@ -63,13 +67,15 @@ def main() -> None:
     src = load_model(world.source_dir(args.source)).get_input_embeddings().weight.float()
     src_norm = src.norm(dim=1)
     median, longest = float(src_norm.median()), float(src_norm.max())
+    bound = {"max": longest, "median": median,
+             "p99": float(torch.quantile(src_norm.double(), torch.tensor(0.99, dtype=torch.float64)))}[args.clip]
     print(f"source {args.source}: {src.shape[0]} rows x {src.shape[1]}, row norm median / p99 / max "
           f"{quantiles(src_norm)}")
     langs = args.langs.split(",")
     texts = {lang: (world.root / "tasks" / "mlm" / f"{lang}.txt").read_text(encoding="utf-8").splitlines()
              [: args.lines] for lang in langs}
     header = ("init", "rows (copied / method / random)", "method row norm med / p99 / max", "> 10x src median",
-              *(f"loss {lang}" for lang in langs), *(f"clipped {lang}" for lang in langs))
+              *(f"loss {lang}" for lang in langs), *(f"clipped ({args.clip}) {lang}" for lang in langs))
     print(" | ".join(header))
     for d in args.dirs:
         report = json.loads((d / "init_report.json").read_text()) if (d / "init_report.json").is_file() else {}
@@ -83,11 +89,11 @@ def main() -> None:
         off = int((method_norms > 10 * median).sum())
         before = [heldout_loss(model, tok, texts[lang]) for lang in langs]
         with torch.no_grad():
-            scale = torch.clamp(longest / norms.clamp_min(1e-12), max=1.0)
+            scale = torch.clamp(bound / norms.clamp_min(1e-12), max=1.0)
             emb.mul_(scale.unsqueeze(1).to(emb.dtype))
             if model.get_output_embeddings() is not None and model.get_output_embeddings().weight is not emb:
                 out = model.get_output_embeddings().weight
-                out.mul_(torch.clamp(longest / out.float().norm(dim=1).clamp_min(1e-12), max=1.0)
+                out.mul_(torch.clamp(bound / out.float().norm(dim=1).clamp_min(1e-12), max=1.0)
                          .unsqueeze(1).to(out.dtype))
         after = [heldout_loss(model, tok, texts[lang]) for lang in langs]
         name = report.get("method", d.name)
