@@ -63,6 +63,10 @@ class WorldBuilder(Protocol):
     def check(self) -> list[CheckRow]:
         """Which inputs are present, where they come from, how to provide the missing ones."""
 
+    # optional: ``declare()`` / ``describe()`` (what the build writes, known before it: harness.worlds.base
+    # .builder_sketch); ``build_source(name, out, work, *, root) -> manifest entry`` (make, for the built world at
+    # ``root``, a source with its own identity that an earlier version's build did not make: harness.worlds.adding)
+
 
 WORLDS: Registry = Registry(
     "world", "harness.worlds", builtin_modules=("harness.worlds.synthetic", "harness.worlds.available")
