@@ -149,6 +149,10 @@ def test_a_killed_process_s_addition_is_finished_and_the_cli_adds_and_says_so(ol
               "        os.kill(os.getpid(), signal.SIGKILL)\n"
               "a.os.replace = r\n"
               "a.add_sources('synthetic')\n")
+    hint = subprocess.run([sys.executable, "-m", "harness.cli", "world", "build", "synthetic"], env=env, cwd=REPO,
+                          capture_output=True, text=True, timeout=300)
+    assert hint.returncode == 0 and ("world synthetic lacks dec (built before this version declared them): "
+                                     "`harness world build synthetic --add-sources` adds them") in hint.stdout
     proc = subprocess.run([sys.executable, "-c", script], env=env, cwd=REPO, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == -9, proc.stderr
@@ -159,6 +163,9 @@ def test_a_killed_process_s_addition_is_finished_and_the_cli_adds_and_says_so(ol
                          env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr
     assert "world synthetic: has every source this version declares" in out.stdout
+    again = subprocess.run([sys.executable, "-m", "harness.cli", "world", "build", "synthetic"], env=env, cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0 and "lacks" not in again.stdout
     assert (old_world / "sources" / "dec" / "model.safetensors").is_file()
     refused = subprocess.run([sys.executable, "-m", "harness.cli", "world", "build", "synthetic", "--add-sources",
                               "--force"], env=env, cwd=REPO, capture_output=True, text=True, timeout=300)

@@ -28,6 +28,12 @@ def cmd_world(args: argparse.Namespace) -> int:
     if args.action == "build":
         root = build_world(args.name, force=args.force, keep_inputs=args.keep_downloads)
         console.print(f"world {args.name} ready at {root}")
+        from harness.worlds.adding import missing_sources
+
+        missing = missing_sources(root, builder)
+        if missing:  # built by an earlier version, before these sources
+            print(f"world {args.name} lacks {', '.join(missing)} (built before this version declared them): "
+                  f"`harness world build {args.name} --add-sources` adds them, keeping every cell", flush=True)
         return 0
     if args.action == "check":
         rows = builder.check()
