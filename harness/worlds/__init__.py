@@ -231,12 +231,18 @@ def write_checksums(root: Path, *, digests: bool = True) -> None:
     paths = [p for p in sorted(root.rglob("*")) if p.is_file() and p.name != CHECKSUMS]
     record: dict[str, Any] = {"sizes": {p.relative_to(root).as_posix(): p.stat().st_size for p in paths}}
     if digests:
-        record["files"] = {p.relative_to(root).as_posix(): {"sha256": sha256_file(p), **_times(p.stat())}
-                           for p in paths}
+        record["files"] = {p.relative_to(root).as_posix(): file_entry(p) for p in paths}
         record["sha256"] = {rel: record["files"][rel]["sha256"] for rel in _HASHED if rel in record["files"]}
     else:
         record["sha256"] = {rel: sha256_file(root / rel) for rel in _HASHED if (root / rel).is_file()}
     _write_record(root, record)
+
+
+def file_entry(path: Path) -> dict[str, Any]:
+    """A file's entry under the record's ``files``: its sha256 and its times (:func:`_times`)."""
+    from harness.core.hashing import sha256_file
+
+    return {"sha256": sha256_file(path), **_times(path.stat())}
 
 
 def _times(st: os.stat_result) -> dict[str, int]:

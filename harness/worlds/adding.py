@@ -101,8 +101,7 @@ def add_sources(name: str, *, note: Callable[[str], None] = print, keep_inputs: 
 def _stage(world: str, root: Path, staging: Path, names: list[str], build_source: Callable[..., dict[str, Any]],
            note: Callable[[str], None]) -> None:
     """Each source's folder, then the new manifest and the new record, under ``staging``."""
-    from harness.core.hashing import sha256_file
-    from harness.worlds import _times
+    from harness.worlds import file_entry
     from harness.worlds.writer import write_json
 
     manifest = json.loads((root / MANIFEST).read_text(encoding="utf-8"))
@@ -118,11 +117,10 @@ def _stage(world: str, root: Path, staging: Path, names: list[str], build_source
     moved = [(p, f"sources/{p.relative_to(staging / 'sources').as_posix()}")
              for p in sorted((staging / "sources").rglob("*")) if p.is_file()]
     for path, rel in [*moved, (staging / MANIFEST, MANIFEST)]:
-        st = path.stat()
-        record["sizes"][rel] = st.st_size
-        digest = sha256_file(path)
-        if isinstance(files, dict):  # times as they are here: a rename keeps a file's times, the folder's aside;
-            files[rel] = {"sha256": digest, **_times(st)}  # the manifest's move changes its ctime (re-hashed once)
+        record["sizes"][rel] = path.stat().st_size
+        entry = file_entry(path)  # times as they are here: a rename keeps a file's times, the folder's aside
+        if isinstance(files, dict):  # (the manifest's move changes its ctime: it is hashed once again)
+            files[rel] = entry
         if rel == MANIFEST:
-            record["sha256"][MANIFEST] = digest
+            record["sha256"][MANIFEST] = entry["sha256"]
     (staging / CHECKSUMS).write_text(json.dumps(record, indent=0, sort_keys=True))

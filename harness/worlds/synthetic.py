@@ -154,6 +154,11 @@ def _realize(plan: list[list[str]], lang: str, lex: _Lexicon) -> tuple[list[str]
     return tokens, pos, ner
 
 
+def _decoder_entry(folder: Path) -> dict[str, Any]:
+    """The decoder source's manifest entry, for its model saved at ``folder``."""
+    return {**DECODER_ENTRY, "languages": [PIVOT], "sha256": _sha256(folder / "model.safetensors")}
+
+
 class SyntheticWorld:
     name = "synthetic"
     description = "tiny generated world (5 made-up languages, 2-layer XLM-R source): tests and quick trials"
@@ -201,7 +206,7 @@ class SyntheticWorld:
         tok = AutoTokenizer.from_pretrained(root / "sources" / SOURCE)
         lines = (root / "resources" / "text" / f"{PIVOT}.txt").read_text(encoding="utf-8").splitlines()
         self._decoder_model(out, tok, lines)
-        return {**DECODER_ENTRY, "languages": [PIVOT], "sha256": _sha256(out / "model.safetensors")}
+        return _decoder_entry(out)
 
     # ------------------------------------------------------------------------------------------------------
     def build(self, out: Path) -> None:
@@ -293,8 +298,7 @@ class SyntheticWorld:
             "name": self.name, "version": self.version, "pivot_language": PIVOT,
             "sources": {"src": {"description": "2-layer XLM-R MLM pre-trained on the pivot language",
                                 "languages": [PIVOT]},
-                        DECODER: {**DECODER_ENTRY, "languages": [PIVOT],
-                                  "sha256": _sha256(out / "sources" / DECODER / "model.safetensors")}},
+                        DECODER: _decoder_entry(out / "sources" / DECODER)},
             "default_source": "src",
             "inputs": [{"name": "generator", "package": "harness", "version": self.version,
                         "params": {"seed": self.seed, "n_train": self.n_train, "n_heldout": self.n_heldout,
