@@ -206,3 +206,51 @@ def test_a_world_seen_damaged_but_sound_under_the_lock_is_not_built_again(old_wo
     monkeypatch.setattr(worlds, "_build_locked", lambda *a, **k: pytest.fail("the world was built again"))
     worlds._build_again("synthetic", old_world, "manifest.json does not match its sha256")
     assert worlds.check_world_files(old_world).problems == []
+
+
+def test_a_full_disk_when_the_journal_is_written_leaves_the_world_as_it_was(old_world, monkeypatch):
+    from harness.worlds import check_world_files
+    from harness.worlds.adding import add_sources, journal_path
+
+    before = _files(old_world)
+    real = Path.write_text
+
+    def full(self, *a, **k):
+        if self.name.startswith(journal_path(old_world).name):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    with pytest.raises(OSError, match="No space left"):
+        add_sources("synthetic", note=lambda _: None)
+    monkeypatch.setattr(Path, "write_text", real)
+    assert _files(old_world) == before
+    assert not journal_path(old_world).exists() and not list(old_world.parent.glob(".tmp-*"))
+    assert not list(old_world.parent.glob(".add-*"))
+    assert check_world_files(old_world).problems == []
+
+
+def test_an_addition_waits_for_another_process_holding_the_world(old_world):
+    """Another process holds the world's lock (a build of it): the addition writes nothing until it is released."""
+    import time
+
+    from harness.core.locks import lock_file
+    from harness.worlds.adding import add_sources
+
+    before = _files(old_world)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(lock_file(old_world))!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "print('held', flush=True)\n"
+        "time.sleep(4)\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        added = add_sources("synthetic", note=lambda _: None)
+        waited = time.monotonic() - t0
+    finally:
+        holder.wait(timeout=30)
+    assert added == ["dec"] and waited > 2.5  # it began only once the holder had let go
+    assert {rel for rel in before if before[rel] != _files(old_world).get(rel)} == {"manifest.json",
+                                                                                     "checksums.json"}
