@@ -32,10 +32,23 @@ run stopped by its time budget keeps the rows it has):
 
 Models: the papers' ``xlm-roberta-base`` shape with the Glot500-m vocabulary (401,145 pieces; ``--shape base``, the
 default on a GPU) built from its config with random weights (a step's speed does not depend on the values), or a
-tiny shape (``--shape tiny``, the default on a CPU). MFU = 6 * N * tokens/s / peak FLOP/s (N = all the model's
-parameters, the tied embedding counted once), the peak being the GPU's dense bf16 figure from its datasheet
-(``harness/throughput.json``), so MFU is printed only on a known GPU; on a CPU the tokens per second are printed
-alone. Torch runs ``--threads`` threads (default: every core of the machine).
+tiny shape (``--shape tiny``, the default on a CPU). The decoder sources' shapes (``--shape smollm2``, ``gemma3``;
+several shapes, comma-separated, print a table each) are the bible world's two decoders as the decoder job trains
+them: the source's architecture with the world's 122,776-token target vocabulary, tied, causal CPT (every position
+predicted: the masked-positions head is an encoder's lever, so their lever rows differ only from the bf16 row on).
+Their configuration is read from the bible world's converted source where that world is built here, else from
+:data:`DECODER_CONFIGS` (the same values: a test compares them with a built world's). ``tiny-causal`` is a small
+Llama for checking the causal path on a CPU. MFU = 6 * N * tokens/s / peak FLOP/s (N = all the model's parameters,
+the tied embedding counted once; attention's own FLOPs left out, as in the papers' figures), the peak being the
+GPU's dense bf16 figure from its datasheet (``harness/throughput.json``), so MFU is printed only on a known GPU; on
+a CPU the tokens per second are printed alone. Torch runs ``--threads`` threads (default: every core).
+
+**The per-device batch** (``--batches 32,64,128``): a spawned cell's row at each per-device batch, the batch search
+on (a batch that does not fit runs a smaller one with accumulation, and the row shows it), to choose the batch for
+throughput within memory. **torch.compile net of its compile time**: a row's ``warmup_s`` is the time from the start
+of training to the end of its warm-up steps; compiling adds to it. After the table, each compiled row is set beside
+the same row without compile: the compile time (the difference of their warm-ups), the time saved over the
+paper's 4,000 steps of 512 x 512 tokens at the two rates, and the net (positive: compile gains).
 
 ``--record`` writes the spawned cell's row (else the in-process defaults row) to ``harness/throughput.json`` as the
 GPU kind's measured throughput, which ``harness plan`` sizes runs from: on a GPU of a known kind, ``--shape base``.
@@ -43,6 +56,8 @@ GPU kind's measured throughput, which ``harness plan`` sizes runs from: on a GPU
     python benchmarks/bench_cpt.py --device cuda                      # per-device 32 x 512, every row
     python benchmarks/bench_cpt.py --device cuda --quick --record     # stock, defaults, spawned cell; recorded
     python benchmarks/bench_cpt.py --device cpu --shape tiny --batch 8 --seq 64 --warmup 2 --timed 10
+    python benchmarks/bench_cpt.py --device cuda --only spawned --batches 32,64,128    # the batch for throughput
+    python benchmarks/bench_cpt.py --device cuda --shape smollm2,gemma3 --quick        # the decoders' causal CPT
     python benchmarks/bench_cpt.py --plain --device cuda --batch 16 --seq 512
 """
 
@@ -150,12 +165,67 @@ LEVERS = [  # (row, what the lever turns on), each on top of the rows before it
 ]
 DEFAULTS_ROW = "run_cpt as `harness run` calls it on this device"
 SPAWNED_ROW = "the same in a spawned cell (a process of its own, started by spawn)"
-QUICK = ("stock HF path", DEFAULTS_ROW, "the same in a spawned cell")
+SPAWNED_COMPILE_ROW = "the same in a spawned cell, + torch.compile"
+BATCH_ROW = "a spawned cell at per-device batch"  # + the batch: --batches
+QUICK = ("stock HF path", DEFAULTS_ROW, SPAWNED_ROW)
+PAPER_STEPS, PAPER_TOKENS_PER_STEP = 4_000, 512 * 512  # the paper profile's CPT: 4,000 steps of 512 blocks of 512
+
+# The decoder sources' architectures (the bible world's smollm2 and gemma3, harness/worlds/bible/decoders.py), with
+# the world's target vocabulary as the decoder job gives them; used where that world is not built here.
+TARGET_VOCAB = 122_776
+DECODER_CONFIGS: dict[str, dict[str, Any]] = {
+    "smollm2": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
+                "num_attention_heads": 9, "num_key_value_heads": 3, "max_position_embeddings": 8192,
+                "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": True},
+    "gemma3": {"model_type": "gemma3_text", "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18,
+               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768,
+               "sliding_window": 512, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-6,
+               "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True},
+    "tiny-causal": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+                    "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 512,
+                    "tie_word_embeddings": True},
+}
+SHAPES = ("base", "tiny", *DECODER_CONFIGS)
+
+
+def decoder_config(shape: str, world_source: Path | None = None) -> Any:
+    """The config of a decoder shape at the target vocabulary: the bible world's converted source's own config
+    where ``world_source`` names its folder, else :data:`DECODER_CONFIGS`."""
+    from transformers import CONFIG_MAPPING, AutoConfig
+
+    if world_source is not None:
+        cfg = AutoConfig.from_pretrained(world_source)
+    else:
+        values = dict(DECODER_CONFIGS[shape])
+        cfg = CONFIG_MAPPING[values.pop("model_type")](**values)
+    cfg.vocab_size = TARGET_VOCAB if shape != "tiny-causal" else 30_000
+    cfg.tie_word_embeddings = True
+    return cfg
+
+
+def _world_decoder(shape: str) -> Path | None:
+    """The folder of the bible world's decoder source ``shape`` where that world is built here, else None."""
+    if shape not in ("smollm2", "gemma3"):
+        return None
+    try:
+        from harness.worlds import get_world
+
+        folder = Path(get_world("bible", build=False).source_dir(shape))
+        return folder if (folder / "config.json").is_file() else None
+    except Exception:  # noqa: BLE001 - not built here: the declared configs
+        return None
 
 
 def model_folder(shape: str, out: Path) -> Path:
-    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+    from transformers import AutoModelForCausalLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
+    if shape in DECODER_CONFIGS:
+        source = _world_decoder(shape)
+        torch.manual_seed(0)
+        AutoModelForCausalLM.from_config(decoder_config(shape, source)).save_pretrained(out)
+        (out / "config_from.txt").write_text(f"the bible world's {shape} ({source})" if source
+                                             else f"DECODER_CONFIGS[{shape!r}] (benchmarks/bench_cpt.py)")
+        return out
     if shape == "base":  # the papers' model: XLM-R base with the Glot500-m vocabulary
         cfg = XLMRobertaConfig(vocab_size=401_145, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                                intermediate_size=3072, max_position_embeddings=514)
@@ -225,6 +295,7 @@ def clocked(device: str, warmup: int, total: int):
     class Clock(TrainerCallback):
         def on_train_begin(self, args, state, control, train_dataloader=None, **kw):  # noqa: ANN001
             marks["loader_workers"] = getattr(train_dataloader, "num_workers", None)
+            marks["t_begin"] = time.perf_counter()
 
         def on_step_end(self, args, state, control, **kw):  # noqa: ANN001
             marks["loader_processes"] = max(marks["loader_processes"], len(multiprocessing.active_children()))
@@ -269,6 +340,8 @@ def time_row(spec: dict[str, Any]) -> dict[str, Any]:
     return {"per_device": layout["per_device"], "accumulation": layout["accumulation"],
             "tok_s": timed * int(settings["effective_batch"]) * int(settings["block_size"]) / seconds,
             "seconds_timed": seconds, "steps_timed": timed, "wall_s": time.perf_counter() - t_start,
+            # from the start of training to the end of the warm-up steps: what compiling adds to
+            "warmup_s": marks["t0"] - marks["t_begin"] if "t_begin" in marks else None,
             "steps_done": marks.get("steps"), "loader_workers": marks.get("loader_workers"),
             "loader_processes": marks["loader_processes"],
             "peak_gib": torch.cuda.max_memory_allocated() / 2**30 if device.startswith("cuda") else None}
@@ -305,8 +378,11 @@ def spawned_row(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
     return row
 
 
-def row_configs(device: str, batch: int) -> list[tuple[str, dict[str, Any], int, bool]]:
-    """``(row, CPT speed settings, per-device batch, spawned)`` for every row, in order."""
+def row_configs(device: str, batch: int, batches: list[int] | tuple[int, ...] = ()
+                ) -> list[tuple[str, dict[str, Any], int, bool]]:
+    """``(row, CPT speed settings, per-device batch, spawned)`` for every row, in order: the levers, the defaults
+    (at ``batch`` and twice it), a spawned cell, the same with torch.compile, and a spawned cell at each of
+    ``batches``."""
     from harness.core.precision import resolve_precision
     from harness.cpt import cpt_speed
 
@@ -320,28 +396,63 @@ def row_configs(device: str, batch: int) -> list[tuple[str, dict[str, Any], int,
     rows.append((DEFAULTS_ROW, defaults, batch, False))
     rows.append((f"the same at per-device batch {2 * batch}", defaults, 2 * batch, False))
     rows.append((SPAWNED_ROW, defaults, batch, True))
+    rows.append((SPAWNED_COMPILE_ROW, {**defaults, "compile": True}, batch, True))
+    rows.extend((f"{BATCH_ROW} {b}", defaults, b, True) for b in batches)
     return rows
+
+
+def compile_net(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each compiled row that ran beside the same row without compile (the lever row beside the row before it, the
+    spawned cell's compiled row beside the spawned cell's): the compile time, the seconds saved over the paper's
+    4,000 steps of 512 x 512 tokens, and the net of the two."""
+    found = []
+    for i, r in enumerate(rows):
+        if r["row"] not in ("+ torch.compile", SPAWNED_COMPILE_ROW) or "tok_s" not in r:
+            continue
+        plain = rows[i - 1] if r["row"] == "+ torch.compile" else next(
+            (p for p in rows if p["row"] == SPAWNED_ROW), None)
+        if not plain or "tok_s" not in plain or r.get("warmup_s") is None or plain.get("warmup_s") is None:
+            continue
+        compile_s = r["warmup_s"] - plain["warmup_s"]
+        saved = PAPER_STEPS * PAPER_TOKENS_PER_STEP * (1 / plain["tok_s"] - 1 / r["tok_s"])
+        found.append({"row": r["row"], "beside": plain["row"], "compile_s": compile_s, "tok_s": r["tok_s"],
+                      "tok_s_without": plain["tok_s"], "saved_s": saved, "net_s": saved - compile_s})
+    return found
+
+
+def say_compile(found: list[dict[str, Any]]) -> None:
+    for c in found:
+        verdict = "a gain" if c["net_s"] > 0 else "a loss"
+        print(f"torch.compile ({c['row']}): {c['compile_s']:.1f} s to compile (warm-up against the row without it), "
+              f"{c['tok_s_without']:,.0f} -> {c['tok_s']:,.0f} tokens/s; over the paper's {PAPER_STEPS:,} steps of "
+              f"512 x 512 it saves {c['saved_s']:,.0f} s, net {c['net_s']:+,.0f} s: {verdict}", flush=True)
 
 
 def lever_rows(device: str, shape: str, warmup: int, timed: int, batch: int, seq: int,
                only: list[str] | None = None, repeat: int | None = None, json_out: Path | None = None,
-               skip: list[str] | None = None
-               ) -> tuple[list[dict], dict]:
-    """Run the rows, print each as it finishes and write ``json_out`` after each."""
+               skip: list[str] | None = None, batches: list[int] | tuple[int, ...] = (),
+               done: list[dict] | None = None) -> tuple[list[dict], dict]:
+    """Run the rows, print each as it finishes and write ``json_out`` after each (with the tables of ``done``,
+    the shapes measured before this one, where there are several)."""
+    from harness.core.objective import objective_of_model
     from harness.initialize import load_model
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-cpt-"))
-    configs = row_configs(device, batch)
+    configs = row_configs(device, batch, batches)
     if only:
         configs = [c for c in configs if any(o in c[0] for o in only)]
     max_batch = max((c[2] for c in configs), default=batch)
     world, tok_dir, made = bench_text(tmp / "text", seq, (warmup + timed + 2) * max_batch, repeat)
     folder = model_folder(shape, tmp / "model")
-    n_params = sum(p.numel() for p in load_model(folder).parameters())
+    model = load_model(folder)
+    n_params, objective = sum(p.numel() for p in model.parameters()), objective_of_model(model)
+    del model
+    config_from = (folder / "config_from.txt").read_text() if (folder / "config_from.txt").is_file() else None
     peak = _peak(device)
     base = {"lr": 5e-5, "mlm_probability": 0.15, "warmup_steps": 0, "weight_decay": 0.0, "save_every": 0,
             "max_sentences_per_language": None, "block_size": seq}
-    meta = {"device": device, "gpu": gpu_name(device), "shape": shape, "params": n_params,
+    meta = {"device": device, "gpu": gpu_name(device), "shape": shape, "objective": objective,
+            "config_from": config_from, "params": n_params,
             "params_M": n_params / 1e6, "batch": batch, "seq": seq, "warmup": warmup, "timed": timed,
             "threads": torch.get_num_threads(), "torch": torch.__version__, "text": made,
             "emulating": os.environ.get("HARNESS_EMULATE_ACCELERATOR", "")}
@@ -369,8 +480,12 @@ def lever_rows(device: str, shape: str, warmup: int, timed: int, batch: int, seq
             row["mfu"] = 6 * n_params * row["tok_s"] / peak if peak else None
         rows.append(row)
         table.print_row(row)
+        meta["compile"] = compile_net(rows)
         if json_out:
-            json_out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+            table_now = {"meta": meta, "rows": rows}
+            json_out.write_text(json.dumps({"tables": [*done, table_now]} if done else table_now, indent=1,
+                                           default=str))
+    say_compile(meta["compile"])
     return rows, meta
 
 
@@ -380,7 +495,9 @@ class Table:
     def __init__(self, meta: dict[str, Any]):
         self.stock = self.before = self.defaults = None
         print(f"run_cpt on {meta['gpu'] or meta['device']}: {meta['shape']} shape ({meta['params_M']:.0f}M "
-              f"parameters), per-device batch {meta['batch']} x {meta['seq']} tokens with accumulation 1 (a row "
+              f"parameters, {meta['objective']} CPT"
+              + (f"; config: {meta['config_from']}" if meta.get("config_from") else "")
+              + f"), per-device batch {meta['batch']} x {meta['seq']} tokens with accumulation 1 (a row "
               f"the batch search lowers shows its accumulation); each row {meta['warmup']} warm-up steps, then "
               f"{meta['timed']} optimizer steps timed, device synchronized at both ends: tokens/s = timed steps x "
               f"batch x {meta['seq']} / seconds, per optimizer step of any effective batch; data: the synthetic "
@@ -437,7 +554,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     ap.add_argument("--plain", action="store_true", help="the plain training loop instead of run_cpt's levers")
-    ap.add_argument("--shape", choices=["base", "tiny"], default=None)
+    ap.add_argument("--shape", default=None,
+                    help=f"model shape(s), comma-separated: {', '.join(SHAPES)} (default base on a GPU, tiny on a CPU)")
+    ap.add_argument("--batches", default="",
+                    help="comma-separated per-device batches, each a spawned cell's row (e.g. 32,64,128)")
     ap.add_argument("--steps", type=int, default=None, help="--plain only: steps timed")
     ap.add_argument("--warmup", type=int, default=None, help="warm-up optimizer steps of a row (default 5; 2 on a CPU)")
     ap.add_argument("--timed", type=int, default=None, help="optimizer steps timed after them (default 20; 10 on a CPU)")
@@ -472,12 +592,27 @@ def main(argv: list[str] | None = None) -> int:
                   f"{r['step_s']:.3f} | {mfu} |", flush=True)
         return 0
     only = [o for o in a.only.split(",") if o] or (list(QUICK) if a.quick else [])
-    rows, meta = lever_rows(a.device, a.shape or ("tiny" if cpu else "base"), warmup=a.warmup or (2 if cpu else 5),
-                            timed=a.timed or (10 if cpu else 20), batch=a.batch or (8 if cpu else 32),
-                            seq=a.seq or (64 if cpu else 512), only=only, repeat=a.repeat_text, json_out=a.json,
-                            skip=[k for k in a.skip.split(",") if k])
-    if a.record:
-        print(record(rows, meta, sys.argv[1:] if argv is None else argv))
+    shapes = [s for s in (a.shape or ("tiny" if cpu else "base")).split(",") if s]
+    unknown = [s for s in shapes if s not in SHAPES]
+    if unknown:
+        ap.error(f"--shape {','.join(unknown)}: the shapes are {', '.join(SHAPES)}")
+    try:
+        batches = [int(b) for b in a.batches.split(",") if b]
+    except ValueError:
+        ap.error(f"--batches {a.batches!r}: comma-separated whole numbers, e.g. 32,64,128")
+    if batches and only:  # the batch rows are asked for by name
+        only.append(BATCH_ROW)
+    tables: list[dict] = []
+    for shape in shapes:
+        if tables:
+            print()
+        rows, meta = lever_rows(a.device, shape, warmup=a.warmup or (2 if cpu else 5),
+                                timed=a.timed or (10 if cpu else 20), batch=a.batch or (8 if cpu else 32),
+                                seq=a.seq or (64 if cpu else 512), only=only, repeat=a.repeat_text, json_out=a.json,
+                                skip=[k for k in a.skip.split(",") if k], batches=batches, done=tables)
+        tables.append({"meta": meta, "rows": rows})
+        if a.record:
+            print(record(rows, meta, sys.argv[1:] if argv is None else argv))
     return 0
 
 

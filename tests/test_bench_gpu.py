@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import REPO
 
 
@@ -18,18 +20,36 @@ def test_bench_gpu_runs_on_the_cpu_under_emulation(tmp_path):
     text = proc.stdout
     assert proc.returncode == 0, text[-3000:] + proc.stderr[-3000:]
     rows = [line for line in text.splitlines() if line.startswith("| ") and line[2].isdigit()]
-    assert [r.split("|")[1].strip() for r in rows] == ["1", "2", "3", "4"]
+    assert [r.split("|")[1].strip() for r in rows] == ["1", "2", "3", "4", "5", "6"]
     assert all(r.split("|")[3].strip() == "0" for r in rows), rows
     assert "cells: 1 finished" in rows[0] and "cells: 1 finished" in rows[1]
+    assert "(CPT batch 16 x 1)" in rows[1]  # the paper-profile cell's wall time and the batch layout it chose
     assert "run_cpt as `harness run` calls it" in rows[2] and "spawned cell" in rows[2]
     assert "ofa" in rows[3] and "hyperofa" in rows[3] and "pairs/s" in rows[3]
+    assert "tiny-causal: stock HF path" in rows[4] and "tiny-causal: the same in a spawned cell" in rows[4]
+    assert "no CUDA context made: True" in rows[5] and "pinned: slot 0" in rows[5] and "same SR-T: True" in rows[5]
     # each part printed as it went: a cell's line, a CPT row, an initialization step before the part's end
     lines = text.splitlines()
-    end = {i: next(n for n, line in enumerate(lines) if line.startswith(f"[{i}/4] exit")) for i in (1, 2, 3, 4)}
+    end = {i: next(n for n, line in enumerate(lines) if line.startswith(f"[{i}/6] exit")) for i in range(1, 7)}
     assert any(line.startswith("  cell random-full-s1: finished") for line in lines[:end[1]])
     assert any(line.startswith("  cell ofa-full-s1: finished") for line in lines[end[1]:end[2]])
     assert any(line.startswith("| stock HF path") for line in lines[end[2]:end[3]])
     assert any(line.startswith("  ofa: subword vectors, source:") for line in lines[end[3]:end[4]])
+    assert any("tiny-causal shape" in line and "clm CPT" in line for line in lines[end[4]:end[5]])
+    assert any(line.startswith("[kernels]") for line in lines[end[5]:end[6]])
+    # the decoder's CPT ran causal in a spawned cell of its own; the node's checks ran in processes of their own,
+    # none of which made a CUDA context, and the CPU-stage cells ran under both kernel settings
+    decoders = json.loads((out / "decoders.json").read_text())
+    assert decoders["meta"]["objective"] == "clm" and decoders["meta"]["shape"] == "tiny-causal"
+    spawned = next(r for r in decoders["rows"] if r["spawned"])
+    assert spawned["started_by"] == "spawn" and spawned["tok_s"] > 0 and spawned["steps_done"] == 5
+    node = json.loads((out / "node.json").read_text())
+    assert node["nvml"]["without_nvml"]["cuda_context_made"] is False
+    assert node["pinned"][0]["CUDA_VISIBLE_DEVICES"] == "0"
+    stages = node["cpu_stages"]
+    assert [c["status"] for k in ("avx2", "native") for c in stages[k]["cells"]] == ["FINISHED", "FINISHED"]
+    assert all(c["init/seconds"] > 0 and c["cpt/seconds"] > 0 and c["sr-t/seconds"] > 0
+               for k in ("avx2", "native") for c in stages[k]["cells"])
     # the accelerator's branches: the spawned cell's CPT ran in a process of its own started by spawn (its command
     # line says so), whose training had loader workers that ran as processes, for the steps it was asked
     cpt = json.loads((out / "cpt.json").read_text())
@@ -105,14 +125,21 @@ def test_bench_cpt_rows_end_with_the_defaults_twice_the_batch_and_a_spawned_cell
     from harness.core.precision import resolve_precision
     from harness.cpt import cpt_speed
 
-    rows = bench_cpt.row_configs("cuda", 32)
+    rows = bench_cpt.row_configs("cuda", 32, [64, 128])
     names = [r[0] for r in rows]
-    assert names[0].startswith("stock HF path") and names[-3:] == [
-        bench_cpt.DEFAULTS_ROW, "the same at per-device batch 64", bench_cpt.SPAWNED_ROW]
+    assert names[0].startswith("stock HF path") and names[-6:] == [
+        bench_cpt.DEFAULTS_ROW, "the same at per-device batch 64", bench_cpt.SPAWNED_ROW,
+        bench_cpt.SPAWNED_COMPILE_ROW, "a spawned cell at per-device batch 64", "a spawned cell at per-device batch 128"]
     # the precision harness run resolves for the card (run_cpt takes it resolved: bf16 on a card of compute
     # capability 8.0 or more, fp32 where there is none)
     defaults = {**cpt_speed({}, "cuda"), "precision": resolve_precision("auto", "cuda")}
-    assert [r[1:] for r in rows[-3:]] == [(defaults, 32, False), (defaults, 64, False), (defaults, 32, True)]
+    assert [r[1:] for r in rows[-6:]] == [(defaults, 32, False), (defaults, 64, False), (defaults, 32, True),
+                                          ({**defaults, "compile": True}, 32, True), (defaults, 64, True),
+                                          (defaults, 128, True)]
+    # --only spawned takes the spawned cell, the same with torch.compile and the batch rows; --quick not the rest
+    assert [n for n in names if "spawned" in n] == names[-4:]
+    assert [n for n in names if any(q in n for q in bench_cpt.QUICK)] == [names[0], bench_cpt.DEFAULTS_ROW,
+                                                                          bench_cpt.SPAWNED_ROW]
     assert rows[0][1]["dataloader_workers"] == 0 and not rows[0][1]["masked_head"]
     if "persistent_workers" in defaults:  # the lever row, on top of the loader workers' row
         i = names.index("+ loader workers kept across epochs")
@@ -150,11 +177,11 @@ def test_bench_gpu_sizes_its_parts_for_8_and_4_minutes(tmp_path):
 
     def args(**kw):
         base = {"device": "cuda", "small": False, "quick": False, "paper_methods": None, "paper_cpt_steps": 10,
-                "paper_hn_epochs": 20, "glot500_scale": None, "threads": 16}
+                "paper_hn_epochs": 20, "glot500_scale": None, "threads": 16, "figures": False}
         return argparse.Namespace(**{**base, **kw})
 
     full = bench_gpu.parts(args(), tmp_path)
-    assert sum(p["share"] for p in full) == 1.0
+    assert sum(p["share"] for p in full) == pytest.approx(1.0) and len(full) == 6
     assert full[1]["methods"] == "random,ofa,hyperofa,focus" and "--tasks" in full[1]["cmd"]
     assert "--threads" in full[2]["cmd"] and "16" in full[2]["cmd"] and "--quick" not in full[2]["cmd"]
     assert "--scale" in full[3]["cmd"] and "scale 0.25 (every count x 0.25)" in full[3]["name"]
@@ -162,3 +189,75 @@ def test_bench_gpu_sizes_its_parts_for_8_and_4_minutes(tmp_path):
     assert "--quick" in quick[2]["cmd"] and quick[1]["methods"] == "random,ofa" and quick[0]["methods"] == "random,ofa"
     assert quick[2]["cmd"][quick[2]["cmd"].index("--skip") + 1] == "stock"
     assert full[2]["cmd"][full[2]["cmd"].index("--skip") + 1] == "torch.compile"
+    assert full[2]["cmd"][full[2]["cmd"].index("--batches") + 1] == "64,128" and "--batches" not in quick[2]["cmd"]
+    # the decoders at their real shapes; the node's checks
+    assert full[4]["cmd"][full[4]["cmd"].index("--shape") + 1] == "smollm2,gemma3"
+    assert quick[4]["cmd"][quick[4]["cmd"].index("--only") + 1] == "spawned cell ("
+    assert full[5]["cmd"][1] == "benchmarks/check_gpu_node.py" and full[5]["json"] == "node.json"
+
+
+def test_bench_gpu_figures_are_the_paper_profile_the_batch_sweep_the_decoders_and_the_node(tmp_path, monkeypatch):
+    """``--figures``: the paper profile end to end with the four methods and 20 CPT steps, CPT in spawned cells at
+    the paper's 512-token blocks and per-device batch 32 (with and without compile), 64 and 128, recorded for
+    ``harness plan``; then the decoders' part and the node's part."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_gpu
+
+    captured = {}
+    real = bench_gpu.parts
+    monkeypatch.setattr(bench_gpu, "parts", lambda a, out: captured.setdefault("parts", real(a, out)))
+    assert bench_gpu.main(["--figures", "--out", str(tmp_path), "--only", "0"]) == 0  # the parts made, none run
+    figures = captured["parts"]
+    assert len(figures) == 4
+    assert sum(p["share"] for p in figures) == pytest.approx(1.0)
+    paper, sweep, decoders, node = figures
+    assert paper["methods"] == "random,ofa,hyperofa,focus" and paper["cmd"][paper["cmd"].index("--cpt-steps") + 1] == "20"
+    assert "--profile" in paper["cmd"] and paper["cmd"][paper["cmd"].index("--tasks") + 1] == "sr-t,mlm"
+    cmd = sweep["cmd"]
+    assert cmd[cmd.index("--only") + 1] == "spawned" and cmd[cmd.index("--batches") + 1] == "64,128"
+    assert cmd[cmd.index("--batch") + 1] == "32" and cmd[cmd.index("--seq") + 1] == "512" and "--record" in cmd
+    assert decoders["json"] == "decoders.json" and node["json"] == "node.json"
+
+
+def test_compile_is_weighed_net_of_its_compile_time_over_the_papers_steps():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_cpt
+
+    rows = [{"row": "+ loss logged every 10 steps", "tok_s": 100_000.0, "warmup_s": 5.0},
+            {"row": "+ torch.compile", "tok_s": 125_000.0, "warmup_s": 65.0},
+            {"row": bench_cpt.SPAWNED_ROW, "tok_s": 100_000.0, "warmup_s": 6.0},
+            {"row": bench_cpt.SPAWNED_COMPILE_ROW, "tok_s": 101_000.0, "warmup_s": 126.0}]
+    lever, spawned = bench_cpt.compile_net(rows)
+    # 4,000 steps of 512 x 512 tokens: 10,485.76 s at 100k tokens/s, 8,388.608 s at 125k
+    assert lever["compile_s"] == pytest.approx(60.0) and lever["saved_s"] == pytest.approx(2097.152)
+    assert lever["net_s"] == pytest.approx(2037.152) and lever["beside"] == "+ loss logged every 10 steps"
+    assert spawned["beside"] == bench_cpt.SPAWNED_ROW and spawned["compile_s"] == pytest.approx(120.0)
+    assert spawned["net_s"] == pytest.approx(4_000 * 512 * 512 * (1 / 100_000 - 1 / 101_000) - 120.0)
+    assert spawned["net_s"] < 0  # a 1 % gain (104 s saved) does not pay for 120 s of compiling
+    skipped = [rows[0], {"row": "+ torch.compile", "skipped": "torch.compile is measured on a GPU"}]
+    assert bench_cpt.compile_net(skipped) == []
+
+
+def test_the_decoder_shapes_are_the_bible_worlds_decoders_at_the_target_vocabulary():
+    """The declared configurations give the published models' parameter counts at their own vocabularies (SmolLM2-135M
+    134,515,008; Gemma 3 270M 268,098,176: the counts of the bible world's converted folders), the shapes the
+    world declares, and at the target vocabulary a tied table of 122,776 rows."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_cpt
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from harness.worlds.bible.decoders import DECODERS
+
+    published = {"smollm2": 134_515_008, "gemma3": 268_098_176}
+    for shape, count in published.items():
+        cfg = bench_cpt.decoder_config(shape)
+        with torch.device("meta"):
+            model = AutoModelForCausalLM.from_config(cfg)
+        table = model.get_input_embeddings().weight
+        assert table.shape == (bench_cpt.TARGET_VOCAB, DECODERS[shape].hidden_size)
+        assert model.get_output_embeddings().weight is table
+        assert type(model).__name__ == DECODERS[shape].architecture
+        assert cfg.num_hidden_layers == DECODERS[shape].num_layers
+        own = sum(p.numel() for p in model.parameters()) + (DECODERS[shape].vocab_size - table.shape[0]) * table.shape[1]
+        assert own == count, shape
