@@ -37,7 +37,8 @@ several shapes, comma-separated, print a table each) are the bible world's two d
 them: the source's architecture with the world's 122,776-token target vocabulary, tied, causal CPT (every position
 predicted: the masked-positions head is an encoder's lever, so their lever rows differ only from the bf16 row on).
 Their configuration is read from the bible world's converted source where that world is built here, else from
-:data:`DECODER_CONFIGS` (the same values: a test compares them with a built world's). ``tiny-causal`` is a small
+:data:`DECODER_CONFIGS` (the same shapes: at the sources' own vocabularies they count the parameters of the
+world's converted folders, 134,515,008 and 268,098,176, which tests/test_bench_gpu.py checks). ``tiny-causal`` is a small
 Llama for checking the causal path on a CPU. MFU = 6 * N * tokens/s / peak FLOP/s (N = all the model's parameters,
 the tied embedding counted once; attention's own FLOPs left out, as in the papers' figures), the peak being the
 GPU's dense bf16 figure from its datasheet (``harness/throughput.json``), so MFU is printed only on a known GPU; on
@@ -176,7 +177,8 @@ TARGET_VOCAB = 122_776
 DECODER_CONFIGS: dict[str, dict[str, Any]] = {
     "smollm2": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
                 "num_attention_heads": 9, "num_key_value_heads": 3, "max_position_embeddings": 8192,
-                "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": True},
+                "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": True,
+                "rope_parameters": {"rope_theta": 100_000.0, "rope_type": "default"}},
     "gemma3": {"model_type": "gemma3_text", "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18,
                "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768,
                "sliding_window": 512, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-6,

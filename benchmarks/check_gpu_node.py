@@ -211,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             done[name] = fn()
         except Exception as exc:  # noqa: BLE001 - the check says why it failed and the others go on
             done[name] = {"failed": f"{type(exc).__name__}: {str(exc)[:300]}"}
-        print(f"[{name}] ({time.perf_counter() - t0:.0f} s) {json.dumps(done[name], default=str)}", flush=True)
+        print(f"  {name} ({time.perf_counter() - t0:.0f} s): {json.dumps(done[name], default=str)}", flush=True)
         if a.json:
             a.json.write_text(json.dumps(done, indent=1, default=str))
 

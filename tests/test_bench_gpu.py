@@ -36,7 +36,7 @@ def test_bench_gpu_runs_on_the_cpu_under_emulation(tmp_path):
     assert any(line.startswith("| stock HF path") for line in lines[end[2]:end[3]])
     assert any(line.startswith("  ofa: subword vectors, source:") for line in lines[end[3]:end[4]])
     assert any("tiny-causal shape" in line and "clm CPT" in line for line in lines[end[4]:end[5]])
-    assert any(line.startswith("[kernels]") for line in lines[end[5]:end[6]])
+    assert any(line.startswith("  kernels (") for line in lines[end[5]:end[6]])
     # the decoder's CPT ran causal in a spawned cell of its own; the node's checks ran in processes of their own,
     # none of which made a CUDA context, and the CPU-stage cells ran under both kernel settings
     decoders = json.loads((out / "decoders.json").read_text())
@@ -69,7 +69,7 @@ def _cpt_rows(tmp_path, emulate: bool) -> list[dict]:
            **({"HARNESS_EMULATE_ACCELERATOR": "1"} if emulate else {})}
     out = tmp_path / f"cpt-{int(emulate)}.json"
     proc = subprocess.run([sys.executable, "benchmarks/bench_cpt.py", "--device", "cpu", "--only",
-                           "calls it on this device,spawned cell", "--warmup", "1", "--timed", "2", "--batch", "4",
+                           "calls it on this device,spawned cell (", "--warmup", "1", "--timed", "2", "--batch", "4",
                            "--seq", "32", "--threads", "1", "--json", str(out)],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
