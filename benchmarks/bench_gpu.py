@@ -209,8 +209,10 @@ def parts(a: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     # with torch.compile beside it, the spawned cell's row recorded for harness plan; the decoders; the node
     sweep = (["--shape", "tiny", "--warmup", "1", "--timed", "4", "--batch", "4", "--seq", "64", "--batches", "8,16"]
              if small else ["--warmup", "3", "--timed", "20", "--batch", "32", "--seq", "512", "--batches", "64,128"])
-    cpt_sweep = {"name": "CPT at the paper's shape in spawned cells: per-device batch 32 (with and without "
-                         "torch.compile), 64, 128; recorded", "share": 0.3, "json": "cpt.json",
+    first, more = sweep[sweep.index("--batch") + 1], sweep[sweep.index("--batches") + 1].replace(",", ", ")
+    cpt_sweep = {"name": f"CPT at {'the tiny' if small else 'the paper'}'s shape in spawned cells: per-device batch "
+                         f"{first} (with and without torch.compile), {more}; recorded", "share": 0.3,
+                 "json": "cpt.json",
                  "cmd": [py, "benchmarks/bench_cpt.py", "--device", a.device, "--json", str(out / "cpt.json"),
                          *threads, "--only", "spawned", *sweep, "--record"]}
     return [{**every[1], "share": 0.45}, cpt_sweep, {**every[4], "share": 0.13}, {**every[5], "share": 0.12}]
