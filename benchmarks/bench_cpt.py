@@ -10,10 +10,12 @@ run stopped by its time budget keeps the rows it has):
    its gain over the row before and over the stock path: the masked-only head, bf16 autocast, no attention mask
    over packed blocks (SDPA/flash kernels unmasked), fused AdamW, data-loader workers with pinned memory, loader
    workers kept across epochs (where ``run_cpt`` has the setting), the loss logged every 10 steps instead of every
-   step, ``torch.compile``. Then ``run_cpt`` with the defaults ``harness run`` uses on that device
+   step, the output layer and its cross-entropy fused and chunked over the positions (``harness.core.fused_ce``:
+   no whole logits matrix kept), a loader prefetch of 8 batches a worker, ``torch.compile``. Then ``run_cpt`` with the defaults ``harness run`` uses on that device
    (:func:`harness.cpt.cpt_speed`), the same at twice the per-device batch, and last the same in a **spawned cell**:
    ``run_cpt`` called in a process started with the spawn start method (as ``harness run`` starts an isolated
-   cell, whose loader workers are then spawned too), timed the same way.
+   cell, whose loader workers are then spawned too), timed the same way; then the spawned cell with
+   ``torch.compile``, and with the fused cross-entropy (the two levers off by default until measured as gains).
 
    **Timing**: each row runs ``--warmup`` optimizer steps, then ``--timed`` steps, at a per-device batch of
    ``--batch`` sequences with accumulation 1 (the effective batch is the per-device one). The stock row and
@@ -162,11 +164,14 @@ LEVERS = [  # (row, what the lever turns on), each on top of the rows before it
     ("+ 2 loader workers, pinned memory", {"dataloader_workers": 2, "pin_memory": True}),
     ("+ loader workers kept across epochs", {"persistent_workers": True}),
     ("+ loss logged every 10 steps", {"logging_steps": 10}),
+    ("+ fused cross-entropy, chunked over the positions", {"fused_ce": True}),
+    ("+ loader prefetch of 8 batches a worker", {"prefetch_factor": 8}),
     ("+ torch.compile", {"compile": True}),
 ]
 DEFAULTS_ROW = "run_cpt as `harness run` calls it on this device"
 SPAWNED_ROW = "the same in a spawned cell (a process of its own, started by spawn)"
 SPAWNED_COMPILE_ROW = "the same in a spawned cell, + torch.compile"
+SPAWNED_FUSED_ROW = "the same in a spawned cell, + fused cross-entropy"
 BATCH_ROW = "a spawned cell at per-device batch"  # + the batch: --batches
 QUICK = ("stock HF path", DEFAULTS_ROW, SPAWNED_ROW)
 PAPER_STEPS, PAPER_TOKENS_PER_STEP = 4_000, 512 * 512  # the paper profile's CPT: 4,000 steps of 512 blocks of 512
@@ -383,8 +388,8 @@ def spawned_row(spec: dict[str, Any], tmp: Path) -> dict[str, Any]:
 def row_configs(device: str, batch: int, batches: list[int] | tuple[int, ...] = ()
                 ) -> list[tuple[str, dict[str, Any], int, bool]]:
     """``(row, CPT speed settings, per-device batch, spawned)`` for every row, in order: the levers, the defaults
-    (at ``batch`` and twice it), a spawned cell, the same with torch.compile, and a spawned cell at each of
-    ``batches``."""
+    (at ``batch`` and twice it), a spawned cell, the same with torch.compile, the same with the fused
+    cross-entropy, and a spawned cell at each of ``batches``."""
     from harness.core.precision import resolve_precision
     from harness.cpt import cpt_speed
 
@@ -399,6 +404,7 @@ def row_configs(device: str, batch: int, batches: list[int] | tuple[int, ...] = 
     rows.append((f"the same at per-device batch {2 * batch}", defaults, 2 * batch, False))
     rows.append((SPAWNED_ROW, defaults, batch, True))
     rows.append((SPAWNED_COMPILE_ROW, {**defaults, "compile": True}, batch, True))
+    rows.append((SPAWNED_FUSED_ROW, {**defaults, "fused_ce": True}, batch, True))
     rows.extend((f"{BATCH_ROW} {b}", defaults, b, True) for b in batches)
     return rows
 

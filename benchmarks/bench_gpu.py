@@ -164,9 +164,10 @@ def parts(a: argparse.Namespace, out: Path) -> list[dict[str, Any]]:
     # left out for time: torch.compile's row (its compile alone takes a minute), and under --quick the stock path
     cpt += ["--skip", "torch.compile"] if not (small or quick) else ["--skip", "stock"] if quick else []
     cpt += ["--batches", "64,128"] if not (small or quick) else []
-    # the decoders: the stock path, the defaults and a spawned cell (--quick: the spawned cell alone)
+    # the decoders: the stock path, the defaults and a spawned cell, with the fused cross-entropy (every position is
+    # predicted) (--quick: the spawned cell alone)
     dec = ["--shape", "tiny-causal" if small else "smollm2,gemma3", "--only", "spawned cell (" if quick else
-           "stock,calls it on this device,spawned cell ("]
+           "stock,calls it on this device,spawned cell (,spawned cell, + fused"]
     dec += ["--warmup", "1", "--timed", "4", "--batch", "8", "--seq", "64"] if small else ["--warmup", "3",
                                                                                           "--timed", "10"]
     node = ["--device", a.device, "--json", str(out / "node.json"), "--out", str(out / "node")]

@@ -92,11 +92,13 @@ def cpt_speed(settings: dict[str, Any], device: str) -> dict[str, Any]:
     across epochs (a spawned worker costs seconds to start, and an epoch of a small world is a step or two) -- and
     a CPU keeps the path it was measured with (its results bit for bit). Both get fused AdamW and pinned memory
     (the Trainer's defaults). ``compile`` (torch.compile) is off unless asked for: its gain on a GPU is not yet
-    measured net of its compile time."""
+    measured net of its compile time; nor are, until measured as gains on a GPU, ``fused_ce`` (the output layer and
+    its cross-entropy chunked over the positions, :mod:`harness.core.fused_ce`) and ``prefetch_factor`` (batches
+    each loader worker prepares ahead; None: the loader's default, 2)."""
     gpu = accelerator_branches(device)
     default = {"masked_head": True, "attention_mask": not gpu, "optim": "adamw_torch_fused",
                "logging_steps": 10 if gpu else 1, "dataloader_workers": 2 if gpu else 0, "pin_memory": True,
-               "persistent_workers": gpu, "compile": False}
+               "persistent_workers": gpu, "compile": False, "fused_ce": False, "prefetch_factor": None}
     return {k: settings.get(k, v) if settings.get(k) is not None else v for k, v in default.items()}
 
 
@@ -165,8 +167,15 @@ def prepare_model(model: Any, speed: dict[str, Any], device: str) -> Any:
     """``model`` made ready for CPT: the vocabulary projection at the masked positions only (same loss, see
     :mod:`harness.core.masked_head`; a masked LM's lever: a causal LM predicts every position), the CPU's training
     attention, the memory limits installed from outside."""
-    if speed["masked_head"] and objective_of_model(model) == "mlm":
+    objective = objective_of_model(model)
+    if speed["masked_head"] and objective == "mlm":
         use_masked_only_head(model)
+    if speed.get("fused_ce"):
+        from harness.core.fused_ce import use_fused_ce
+
+        why = use_fused_ce(model, objective)
+        if why:
+            log.warning("CPT: the fused cross-entropy is not used for this model: %s", why)
     training_attention(model, device)
     for limit in hooks.MEMORY_LIMITS:
         limit.attach(model)
@@ -253,6 +262,7 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
             save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
             dataloader_num_workers=speed["dataloader_workers"], dataloader_pin_memory=speed["pin_memory"],
             dataloader_persistent_workers=bool(speed["persistent_workers"] and speed["dataloader_workers"]),
+            dataloader_prefetch_factor=speed["prefetch_factor"] if speed["dataloader_workers"] else None,
             optim=speed["optim"], torch_compile=speed["compile"],
             disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
             ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,

@@ -26,7 +26,8 @@ def test_bench_gpu_runs_on_the_cpu_under_emulation(tmp_path):
     assert "(CPT batch 16 x 1)" in rows[1]  # the paper-profile cell's wall time and the batch layout it chose
     assert "run_cpt as `harness run` calls it" in rows[2] and "spawned cell" in rows[2]
     assert "ofa" in rows[3] and "hyperofa" in rows[3] and "pairs/s" in rows[3]
-    assert "tiny-causal: stock HF path" in rows[4] and "tiny-causal: the same in a spawned cell" in rows[4]
+    assert "tiny-causal: stock HF path" in rows[4] and "tiny-causal: the same in a spawned cell 8 x 1" in rows[4]
+    assert "tiny-causal: the same in a spawned cell, + fused cross-entropy 8 x 1" in rows[4]
     assert "no CUDA context made: True" in rows[5] and "pinned: slot 0" in rows[5] and "same SR-T: True" in rows[5]
     # each part printed as it went: a cell's line, a CPT row, an initialization step before the part's end
     lines = text.splitlines()
@@ -127,17 +128,24 @@ def test_bench_cpt_rows_end_with_the_defaults_twice_the_batch_and_a_spawned_cell
 
     rows = bench_cpt.row_configs("cuda", 32, [64, 128])
     names = [r[0] for r in rows]
-    assert names[0].startswith("stock HF path") and names[-6:] == [
+    assert names[0].startswith("stock HF path") and names[-7:] == [
         bench_cpt.DEFAULTS_ROW, "the same at per-device batch 64", bench_cpt.SPAWNED_ROW,
-        bench_cpt.SPAWNED_COMPILE_ROW, "a spawned cell at per-device batch 64", "a spawned cell at per-device batch 128"]
+        bench_cpt.SPAWNED_COMPILE_ROW, bench_cpt.SPAWNED_FUSED_ROW, "a spawned cell at per-device batch 64",
+        "a spawned cell at per-device batch 128"]
     # the precision harness run resolves for the card (run_cpt takes it resolved: bf16 on a card of compute
     # capability 8.0 or more, fp32 where there is none)
     defaults = {**cpt_speed({}, "cuda"), "precision": resolve_precision("auto", "cuda")}
-    assert [r[1:] for r in rows[-6:]] == [(defaults, 32, False), (defaults, 64, False), (defaults, 32, True),
-                                          ({**defaults, "compile": True}, 32, True), (defaults, 64, True),
+    assert [r[1:] for r in rows[-7:]] == [(defaults, 32, False), (defaults, 64, False), (defaults, 32, True),
+                                          ({**defaults, "compile": True}, 32, True),
+                                          ({**defaults, "fused_ce": True}, 32, True), (defaults, 64, True),
                                           (defaults, 128, True)]
+    # every lever run_cpt has is a row, each on top of the ones before
+    levers = {n: r[1] for n, r in zip(names, rows, strict=True)}
+    assert levers["+ fused cross-entropy, chunked over the positions"]["fused_ce"]
+    assert levers["+ loader prefetch of 8 batches a worker"]["prefetch_factor"] == 8
+    assert levers["+ torch.compile"]["fused_ce"] and levers["+ torch.compile"]["compile"]
     # --only spawned takes the spawned cell, the same with torch.compile and the batch rows; --quick not the rest
-    assert [n for n in names if "spawned" in n] == names[-4:]
+    assert [n for n in names if "spawned" in n] == names[-5:]
     assert [n for n in names if any(q in n for q in bench_cpt.QUICK)] == [names[0], bench_cpt.DEFAULTS_ROW,
                                                                           bench_cpt.SPAWNED_ROW]
     assert rows[0][1]["dataloader_workers"] == 0 and not rows[0][1]["masked_head"]
