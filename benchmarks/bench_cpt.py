@@ -39,9 +39,9 @@ several shapes, comma-separated, print a table each) are the bible world's two d
 them: the source's architecture with the world's 122,776-token target vocabulary, tied, causal CPT (every position
 predicted: the masked-positions head is an encoder's lever, so their lever rows differ only from the bf16 row on).
 Their configuration is read from the bible world's converted source where that world is built here, else from
-:data:`DECODER_CONFIGS` (the same shapes: at the sources' own vocabularies they count the parameters of the
-world's converted folders, 134,515,008 and 268,098,176, which tests/test_bench_gpu.py checks). ``tiny-causal`` is a small
-Llama for checking the causal path on a CPU. MFU = 6 * N * tokens/s / peak FLOP/s (N = all the model's parameters,
+``cpt_shapes.DECODER_CONFIGS`` (the same shapes: at the sources' own vocabularies they count the parameters of
+the world's converted folders, 134,515,008 and 268,098,176, which tests/test_bench_gpu.py checks).
+``tiny-causal`` is a small Llama for checking the causal path on a CPU. MFU = 6 * N * tokens/s / peak FLOP/s (N = all the model's parameters,
 the tied embedding counted once; attention's own FLOPs left out, as in the papers' figures), the peak being the
 GPU's dense bf16 figure from its datasheet (``harness/throughput.json``), so MFU is printed only on a known GPU; on
 a CPU the tokens per second are printed alone. Torch runs ``--threads`` threads (default: every core).
@@ -85,6 +85,9 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from harness import throughput  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from cpt_shapes import DECODER_CONFIGS, SHAPES, TARGET_VOCAB, decoder_config, model_folder  # noqa: E402,F401
 
 
 def gpu_name(device: str) -> str | None:
@@ -175,74 +178,6 @@ SPAWNED_FUSED_ROW = "the same in a spawned cell, + fused cross-entropy"
 BATCH_ROW = "a spawned cell at per-device batch"  # + the batch: --batches
 QUICK = ("stock HF path", DEFAULTS_ROW, SPAWNED_ROW)
 PAPER_STEPS, PAPER_TOKENS_PER_STEP = 4_000, 512 * 512  # the paper profile's CPT: 4,000 steps of 512 blocks of 512
-
-# The decoder sources' architectures (the bible world's smollm2 and gemma3, harness/worlds/bible/decoders.py), with
-# the world's target vocabulary as the decoder job gives them; used where that world is not built here.
-TARGET_VOCAB = 122_776
-DECODER_CONFIGS: dict[str, dict[str, Any]] = {
-    "smollm2": {"model_type": "llama", "hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30,
-                "num_attention_heads": 9, "num_key_value_heads": 3, "max_position_embeddings": 8192,
-                "rms_norm_eps": 1e-5, "hidden_act": "silu", "tie_word_embeddings": True,
-                "rope_parameters": {"rope_theta": 100_000.0, "rope_type": "default"}},
-    "gemma3": {"model_type": "gemma3_text", "hidden_size": 640, "intermediate_size": 2048, "num_hidden_layers": 18,
-               "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 256, "max_position_embeddings": 32768,
-               "sliding_window": 512, "query_pre_attn_scalar": 256, "rms_norm_eps": 1e-6,
-               "hidden_activation": "gelu_pytorch_tanh", "tie_word_embeddings": True},
-    "tiny-causal": {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-                    "num_attention_heads": 2, "num_key_value_heads": 1, "max_position_embeddings": 512,
-                    "tie_word_embeddings": True},
-}
-SHAPES = ("base", "tiny", *DECODER_CONFIGS)
-
-
-def decoder_config(shape: str, world_source: Path | None = None) -> Any:
-    """The config of a decoder shape at the target vocabulary: the bible world's converted source's own config
-    where ``world_source`` names its folder, else :data:`DECODER_CONFIGS`."""
-    from transformers import CONFIG_MAPPING, AutoConfig
-
-    if world_source is not None:
-        cfg = AutoConfig.from_pretrained(world_source)
-    else:
-        values = dict(DECODER_CONFIGS[shape])
-        cfg = CONFIG_MAPPING[values.pop("model_type")](**values)
-    cfg.vocab_size = TARGET_VOCAB if shape != "tiny-causal" else 30_000
-    cfg.tie_word_embeddings = True
-    return cfg
-
-
-def _world_decoder(shape: str) -> Path | None:
-    """The folder of the bible world's decoder source ``shape`` where that world is built here, else None."""
-    if shape not in ("smollm2", "gemma3"):
-        return None
-    try:
-        from harness.worlds import get_world
-
-        folder = Path(get_world("bible", build=False).source_dir(shape))
-        return folder if (folder / "config.json").is_file() else None
-    except Exception:  # noqa: BLE001 - not built here: the declared configs
-        return None
-
-
-def model_folder(shape: str, out: Path) -> Path:
-    from transformers import AutoModelForCausalLM, XLMRobertaConfig, XLMRobertaForMaskedLM
-
-    if shape in DECODER_CONFIGS:
-        source = _world_decoder(shape)
-        torch.manual_seed(0)
-        AutoModelForCausalLM.from_config(decoder_config(shape, source)).save_pretrained(out)
-        (out / "config_from.txt").write_text(f"the bible world's {shape} ({source})" if source
-                                             else f"DECODER_CONFIGS[{shape!r}] (benchmarks/bench_cpt.py)")
-        return out
-    if shape == "base":  # the papers' model: XLM-R base with the Glot500-m vocabulary
-        cfg = XLMRobertaConfig(vocab_size=401_145, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                               intermediate_size=3072, max_position_embeddings=514)
-    else:
-        cfg = XLMRobertaConfig(vocab_size=30_000, hidden_size=128, num_hidden_layers=2, num_attention_heads=2,
-                               intermediate_size=256, max_position_embeddings=514)
-    torch.manual_seed(0)
-    XLMRobertaForMaskedLM(cfg).save_pretrained(out)
-    return out
-
 
 class TextWorld:
     """What :func:`harness.cpt.run_cpt` reads of a world: its name and its CPT text files (one per language)."""

@@ -50,7 +50,8 @@ print(json.dumps({"peak_mb": rss() - base, "seconds": min(times), "loss": float(
 
 
 def measure(path: str, vocab: int, n: int, hidden: int, threads: int, repeat: int) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": str(threads)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads),
+           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
     proc = subprocess.run([sys.executable, "-c", CHILD, path, str(vocab), str(n), str(hidden), str(threads),
                            str(repeat)], capture_output=True, text=True, env=env, cwd=REPO)
     if proc.returncode != 0:

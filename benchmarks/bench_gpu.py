@@ -324,6 +324,23 @@ def node_summary(data: dict[str, Any]) -> str:
     return "; ".join(said) or "no check ended"
 
 
+def with_repo_path(env: dict[str, str]) -> str:
+    """PYTHONPATH for a part's process: this checkout first, then what the caller had (a node where the wheelhouse
+    was installed with ``--target DIR`` finds the harness's dependencies through it)."""
+    return os.pathsep.join([str(REPO), *filter(None, [env.get("PYTHONPATH")])])
+
+
+def part_env(home: Path, device: str) -> dict[str, str]:
+    """The environment of every part: a fresh harness home, offline, progress as lines, the checkout importable."""
+    env = {**os.environ, "HARNESS_HOME": str(home), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
+           "HF_DATASETS_OFFLINE": "1", "HARNESS_PROGRESS": "lines", "PYTHONPATH": with_repo_path(dict(os.environ)),
+           "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    if not device.startswith("cuda"):
+        env["HARNESS_EMULATE_ACCELERATOR"] = "1"  # the CPU takes every branch a GPU run takes
+    return env
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="the harness's GPU checks in one command, one table")
     ap.add_argument("--device", default="cuda", help="cuda (default) or cpu")
@@ -350,12 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     out = (a.out or Path(tempfile.mkdtemp(prefix="bench-gpu-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
     home = out / "home"
-    env = {**os.environ, "HARNESS_HOME": str(home), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
-           "HF_DATASETS_OFFLINE": "1", "HARNESS_PROGRESS": "lines", "PYTHONPATH": str(REPO),
-           "HF_HUB_DISABLE_PROGRESS_BARS": "1", "PYTHONUNBUFFERED": "1"}
-    env.pop("MLFLOW_TRACKING_URI", None)
-    if not a.device.startswith("cuda"):
-        env["HARNESS_EMULATE_ACCELERATOR"] = "1"  # the CPU takes every branch a GPU run takes
+    env = part_env(home, a.device)
     every = parts(a, out)
     chosen = [int(x) for x in a.only.split(",") if x] or list(range(1, len(every) + 1))
     todo = [(i, p) for i, p in enumerate(every, 1) if i in chosen]

@@ -44,6 +44,8 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+# this checkout first, then the caller's path (a wheelhouse installed with --target DIR is found through it)
+PYTHONPATH = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
 
 NVML = """
 import json, torch
@@ -115,7 +117,7 @@ def _child(code: str, *args: str, env: dict[str, str] | None = None, timeout: fl
     t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})})
+                              timeout=timeout, env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})})
     except subprocess.TimeoutExpired:
         return {"failed": f"no answer in {timeout:.0f} s"}
     lines = proc.stdout.strip().splitlines()
@@ -168,7 +170,7 @@ def cpu_stages(a: argparse.Namespace, out: Path) -> dict[str, Any]:
     for kernels in ("avx2", "native"):
         home = out / f"home-{kernels}"
         env = {**os.environ, "HARNESS_HOME": str(home), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
-               "HF_DATASETS_OFFLINE": "1", "HARNESS_PROGRESS": "lines", "PYTHONPATH": str(REPO),
+               "HF_DATASETS_OFFLINE": "1", "HARNESS_PROGRESS": "lines", "PYTHONPATH": PYTHONPATH,
                "HARNESS_CPU_KERNELS": kernels}
         env.pop("MLFLOW_TRACKING_URI", None)
         cmd = [sys.executable, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", a.methods, "--tasks",
@@ -227,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
             return {"not_run": f"{n} GPU(s) on this node: two cells side by side and a CPT over two GPUs need two"}
         home = out / "home-two"
         env = {**os.environ, "HARNESS_HOME": str(home), "HF_HUB_OFFLINE": "1", "HARNESS_PROGRESS": "lines",
-               "PYTHONPATH": str(REPO)}
+               "PYTHONPATH": PYTHONPATH}
         env.pop("MLFLOW_TRACKING_URI", None)
         base = [sys.executable, "-m", "harness.cli", "run", "--world", "synthetic", "--tasks", "sr-t",
                 "--device", a.device, "--cpt-steps", "4", "--seeds", "1"]

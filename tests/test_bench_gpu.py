@@ -269,3 +269,19 @@ def test_the_decoder_shapes_are_the_bible_worlds_decoders_at_the_target_vocabula
         assert cfg.num_hidden_layers == DECODERS[shape].num_layers
         own = sum(p.numel() for p in model.parameters()) + (DECODERS[shape].vocab_size - table.shape[0]) * table.shape[1]
         assert own == count, shape
+
+
+def test_the_parts_find_the_checkout_first_and_the_callers_path_after(tmp_path, monkeypatch):
+    """On a node where the wheelhouse was installed with ``--target /tmp/site`` and PYTHONPATH names it, a part's
+    process must still find mlflow and the rest there, with this checkout first."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_gpu
+
+    monkeypatch.setenv("PYTHONPATH", "/tmp/site:/opt/more")
+    monkeypatch.delenv("HARNESS_EMULATE_ACCELERATOR", raising=False)
+    env = bench_gpu.part_env(tmp_path / "home", "cuda")
+    assert env["PYTHONPATH"].split(":") == [str(REPO), "/tmp/site", "/opt/more"]
+    assert env["HARNESS_HOME"] == str(tmp_path / "home") and "HARNESS_EMULATE_ACCELERATOR" not in env
+    monkeypatch.delenv("PYTHONPATH")
+    env = bench_gpu.part_env(tmp_path / "home", "cpu")
+    assert env["PYTHONPATH"] == str(REPO) and env["HARNESS_EMULATE_ACCELERATOR"] == "1"

@@ -117,7 +117,8 @@ class _PassThrough(nn.Linear):
         return x if self._through else super().forward(x)
 
 
-def _head_features(model: nn.Module, head: nn.Module, out: nn.Linear, hidden: torch.Tensor) -> torch.Tensor:
+def _head_features(head: nn.Module, out: nn.Linear, hidden: torch.Tensor) -> torch.Tensor:
+    """A masked LM's head applied to ``hidden`` up to its output layer (that layer passing its input through)."""
     out._through = True
     try:
         return head(hidden)
@@ -140,7 +141,7 @@ def _fused_forward(self: nn.Module, input_ids: torch.Tensor | None = None,
     selected = labels != IGNORE
     hidden = hidden[selected]
     if self._fused_objective == "mlm":
-        hidden = _head_features(self, mlm_head_module(self), out, hidden)
+        hidden = _head_features(mlm_head_module(self), out, hidden)
     targets = labels[selected]
     loss = _normalized(fused_loss_sum(hidden, out, targets), int(targets.numel()), num_items_in_batch)
     from transformers.modeling_outputs import ModelOutput
