@@ -202,20 +202,43 @@ class ProcessExecutor:
         self.slots = list(slots or [])
 
     def run(self, runner: Any, cells: list[Any], on_done: Any = None) -> tuple[list[dict], list[dict]]:
+        """Run ``cells``; a worker process that dies (killed, out of memory, crashed) breaks the pool and every cell
+        not finished in it: those cells run again, one at a time, each in a fresh process (cells are idempotent:
+        a cell resumes what it had logged and built), so that the cell whose process dies alone is the one that
+        fails, and the others finish."""
+        _precreate_experiments(runner, cells)
+        done, failed, died = self._pass(runner, cells, self.workers, self.fresh, on_done)
+        if died:
+            say = getattr(runner, "say", print)
+            say(f"cells: a worker process died (killed, out of memory or crashed), taking {len(died)} unfinished "
+                f"cell(s) with it; running them again one at a time, each in a fresh process")
+            again, failed_again, died_again = self._pass(runner, died, 1, True, on_done)
+            done.extend(again)
+            failed.extend(failed_again)
+            for cell in died_again:
+                failed.append({"cell": cell.label, "error": "its worker process died, alone in a fresh process "
+                                                            "too (killed, out of memory or crashed)"})
+                if on_done:
+                    on_done(cell, True)
+        return done, failed
+
+    def _pass(self, runner: Any, cells: list[Any], workers: int, fresh: bool, on_done: Any
+              ) -> tuple[list[dict], list[dict], list[Any]]:
+        """One pool over ``cells``: (results, failures, the cells whose worker died under them)."""
         import multiprocessing as mp
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+        from concurrent.futures.process import BrokenProcessPool
 
         from harness.core import processes
         from harness.core.errors import HarnessError
 
-        _precreate_experiments(runner, cells)
-        done, failed = [], []
+        done, failed, died = [], [], []
         slot_dir = tempfile.mkdtemp(prefix="harness-gpu-slots-") if self.slots else None
-        pool = ProcessPoolExecutor(max_workers=self.workers, mp_context=mp.get_context("spawn"),
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("spawn"),
                                    initializer=_init_process_worker,
                                    initargs=(_worker_env(runner.tracker.uri), self.threads, os.getpid(),
                                              self.slots, slot_dir),
-                                   max_tasks_per_child=1 if self.fresh else None)
+                                   max_tasks_per_child=1 if fresh else None)
         futures: dict[Any, Any] = {}
         pending: set[Any] = set()
         try:
@@ -231,7 +254,10 @@ class ProcessExecutor:
                         done.append(fut.result())
                     except HarnessError:
                         raise
-                    except Exception as exc:  # the cell's own error, or its worker died
+                    except BrokenProcessPool:  # its worker, or another worker of the pool, died: run again
+                        died.append(cell)
+                        continue
+                    except Exception as exc:  # the cell's own error
                         failed.append({"cell": cell.label, "error": f"{type(exc).__name__}: {exc}"})
                         bad = True
                     if on_done:
@@ -250,7 +276,8 @@ class ProcessExecutor:
         finally:
             if slot_dir:  # the GPU slots' lock files (each released when its process ended)
                 shutil.rmtree(slot_dir, ignore_errors=True)
-        return done, failed
+        died.sort(key=cells.index)  # in the run's order
+        return done, failed, died
 
     def shutdown(self) -> None:
         pass
