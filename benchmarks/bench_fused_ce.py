@@ -18,7 +18,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gpu import REPO, with_repo_path  # noqa: E402 - this checkout first on the children's path
 
 CHILD = """
 import json, resource, sys, time, torch
@@ -50,8 +51,7 @@ print(json.dumps({"peak_mb": rss() - base, "seconds": min(times), "loss": float(
 
 
 def measure(path: str, vocab: int, n: int, hidden: int, threads: int, repeat: int) -> dict:
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads),
-           "PYTHONPATH": os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONPATH": with_repo_path(dict(os.environ))}
     proc = subprocess.run([sys.executable, "-c", CHILD, path, str(vocab), str(n), str(hidden), str(threads),
                            str(repeat)], capture_output=True, text=True, env=env, cwd=REPO)
     if proc.returncode != 0:

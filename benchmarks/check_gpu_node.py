@@ -43,9 +43,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
-# this checkout first, then the caller's path (a wheelhouse installed with --target DIR is found through it)
-PYTHONPATH = os.pathsep.join([str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])])
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_gpu import REPO, part_env, with_repo_path  # noqa: E402 - the parts' environment, one definition
 
 NVML = """
 import json, torch
@@ -117,7 +116,8 @@ def _child(code: str, *args: str, env: dict[str, str] | None = None, timeout: fl
     t0 = time.perf_counter()
     try:
         proc = subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True,
-                              timeout=timeout, env={**os.environ, "PYTHONPATH": PYTHONPATH, **(env or {})})
+                              timeout=timeout,
+                              env={**os.environ, "PYTHONPATH": with_repo_path(dict(os.environ)), **(env or {})})
     except subprocess.TimeoutExpired:
         return {"failed": f"no answer in {timeout:.0f} s"}
     lines = proc.stdout.strip().splitlines()
@@ -144,20 +144,17 @@ def _cells(home: Path, experiment: str) -> list[dict[str, Any]]:
             metrics = dict(con.execute("SELECT key, value FROM latest_metrics WHERE run_uuid = ?", (uuid,)).fetchall())
             kernels = con.execute("SELECT value FROM params WHERE run_uuid = ? AND key = 'cpu_kernels'",
                                   (uuid,)).fetchone()
-            out.append({"cell": name, "status": status, "kernels": kernels[0] if kernels else None,
-                        **{k: metrics.get(k) for k in ("init/seconds", "init/wall_seconds", "cpt/seconds")},
-                        "sr-t/avg": next((v for k, v in metrics.items() if k.startswith("sr-t") and
-                                          k.endswith("avg")), None)})
-        # the tasks' seconds are logged on their task runs (children of the cell)
-        for row in out:
-            uuid = next(u for u, n, _ in runs if n == row["cell"])
-            kids = con.execute("SELECT t.run_uuid FROM tags t WHERE t.key = 'mlflow.parentRunId' AND t.value = ?",
-                               (uuid,)).fetchall()
-            for (kid,) in kids:
-                for key, value in con.execute("SELECT key, value FROM metrics WHERE run_uuid = ? AND key LIKE "
-                                              "'%seconds'", (kid,)).fetchall():
-                    if not key.startswith(("init/", "cpt/")):
-                        row[key] = row.get(key, 0.0) + value
+            row = {"cell": name, "status": status, "kernels": kernels[0] if kernels else None,
+                   **{k: metrics.get(k) for k in ("init/seconds", "init/wall_seconds", "cpt/seconds")},
+                   "sr-t/avg": next((v for k, v in metrics.items() if k.startswith("sr-t") and k.endswith("avg")),
+                                    None)}
+            # the tasks' seconds are logged on their task runs (children of the cell)
+            for key, value in con.execute(
+                    "SELECT m.key, m.value FROM metrics m JOIN tags t ON t.run_uuid = m.run_uuid WHERE t.key = "
+                    "'mlflow.parentRunId' AND t.value = ? AND m.key LIKE '%seconds'", (uuid,)).fetchall():
+                if not key.startswith(("init/", "cpt/")):
+                    row[key] = row.get(key, 0.0) + value
+            out.append(row)
     return out
 
 
@@ -169,10 +166,7 @@ def cpu_stages(a: argparse.Namespace, out: Path) -> dict[str, Any]:
                    + ("[cpt]\neffective_batch = 16\nper_device_batch = 16\n" if a.small else ""))
     for kernels in ("avx2", "native"):
         home = out / f"home-{kernels}"
-        env = {**os.environ, "HARNESS_HOME": str(home), "HF_HOME": str(home / "hf"), "HF_HUB_OFFLINE": "1",
-               "HF_DATASETS_OFFLINE": "1", "HARNESS_PROGRESS": "lines", "PYTHONPATH": PYTHONPATH,
-               "HARNESS_CPU_KERNELS": kernels}
-        env.pop("MLFLOW_TRACKING_URI", None)
+        env = {**part_env(home, a.device), "HARNESS_CPU_KERNELS": kernels}
         cmd = [sys.executable, "-m", "harness.cli", "run", "--world", "synthetic", "--methods", a.methods, "--tasks",
                "sr-t,mlm", "--device", a.device, "--profile", "paper", "--cpt-steps", str(a.cpt_steps),
                "--config", str(cfg), "--experiment", "check/cpu-stages"]
@@ -200,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     out = (a.out or Path(tempfile.mkdtemp(prefix="check-gpu-node-"))).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    from harness.core.devices import gpu_names, gpu_slots
+    from harness.core.devices import emulating, gpu_names, gpu_slots
 
     done: dict[str, Any] = {"device": a.device}
     chosen = [c for c in a.only.split(",") if c]
@@ -220,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     check("nvml", lambda: {"with_nvml": _child(NVML), "without_nvml": _child(WITHOUT_NVML),
                            "torch": _child(TORCH_CAPABILITY)})
     check("empty_cache", lambda: _child(EMPTY_CACHE, a.device))
-    slots = gpu_slots("cuda") if a.device.startswith("cuda") or os.environ.get("HARNESS_EMULATE_ACCELERATOR") else []
+    slots = gpu_slots("cuda") if a.device.startswith("cuda") or emulating() else []
     check("pinned", lambda: [_child(PINNED, slot) for slot in slots[:2]] or {"not_run": "no GPU slot"})
 
     def two_gpus() -> dict[str, Any]:
@@ -228,9 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         if n < 2:
             return {"not_run": f"{n} GPU(s) on this node: two cells side by side and a CPT over two GPUs need two"}
         home = out / "home-two"
-        env = {**os.environ, "HARNESS_HOME": str(home), "HF_HUB_OFFLINE": "1", "HARNESS_PROGRESS": "lines",
-               "PYTHONPATH": PYTHONPATH}
-        env.pop("MLFLOW_TRACKING_URI", None)
+        env = part_env(home, a.device)
         base = [sys.executable, "-m", "harness.cli", "run", "--world", "synthetic", "--tasks", "sr-t",
                 "--device", a.device, "--cpt-steps", "4", "--seeds", "1"]
         said = {}

@@ -285,3 +285,24 @@ def test_the_parts_find_the_checkout_first_and_the_callers_path_after(tmp_path, 
     monkeypatch.delenv("PYTHONPATH")
     env = bench_gpu.part_env(tmp_path / "home", "cpu")
     assert env["PYTHONPATH"] == str(REPO) and env["HARNESS_EMULATE_ACCELERATOR"] == "1"
+
+
+def test_the_node_check_runs_cells_side_by_side_and_a_cpt_over_two_gpus_on_an_emulated_node_of_two(tmp_path):
+    """``check_gpu_node.py``'s two-GPU branch (taken only on a node of several GPUs) on a CPU emulating two: a
+    process pinned to each slot, two cells side by side on their own slots, one cell's CPT over two ranks."""
+    env = {"PATH": "/usr/bin:/bin", "OMP_NUM_THREADS": "1", "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1",
+           "HARNESS_EMULATE_ACCELERATOR": "1", "HARNESS_EMULATE_GPUS": "2"}
+    out = tmp_path / "node"
+    proc = subprocess.run([sys.executable, "benchmarks/check_gpu_node.py", "--device", "cpu", "--only",
+                           "pinned,two_gpus", "--json", str(tmp_path / "node.json"), "--out", str(out)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    node = json.loads((tmp_path / "node.json").read_text())
+    assert [(r["slot"], r["CUDA_VISIBLE_DEVICES"]) for r in node["pinned"]] == [("0", "0"), ("1", "1")]
+    two = node["two_gpus"]
+    assert two["side_by_side"]["exit"] == 0 and sorted(two["side_by_side"]["cells"]) == [
+        ["ofa-full-s1", "FINISHED"], ["random-full-s1", "FINISHED"]]
+    assert two["torchrun_two_gpus"]["exit"] == 0 and two["torchrun_two_gpus"]["cells"] == [
+        ["random-full-s1", "FINISHED"]]
+    assert "2 worker process(es) starting" in (out / "side_by_side.log").read_text()
+    assert "CPT on 2 processes (torchrun)" in (out / "torchrun_two_gpus.log").read_text()

@@ -28,8 +28,10 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn import functional as F
+from transformers.modeling_outputs import ModelOutput
 
-IGNORE = -100
+from harness.core.masked_head import IGNORE, mlm_head_module, stock_loss
+
 CHUNK_ELEMENTS = 2**26  # logits a chunk: 256 MB of fp32
 
 
@@ -98,15 +100,6 @@ def fused_loss_sum(hidden: torch.Tensor, out: nn.Linear, targets: torch.Tensor) 
                                            dtype)
 
 
-def _normalized(total: torch.Tensor, count: int, num_items_in_batch: Any) -> torch.Tensor:
-    """The stock loss from a sum: over the accumulated batch's token count when the Trainer passes it, else the
-    mean over the predicted tokens."""
-    if num_items_in_batch is not None:
-        return total / (num_items_in_batch.to(total.device) if torch.is_tensor(num_items_in_batch)
-                        else float(num_items_in_batch))
-    return total / max(count, 1)
-
-
 class _PassThrough(nn.Linear):
     """The output layer of a masked LM's head, returning its input while the fused loss takes the head's features
     (``_through`` set); otherwise the layer it was (its parameters and their names unchanged)."""
@@ -132,8 +125,6 @@ def _fused_forward(self: nn.Module, input_ids: torch.Tensor | None = None,
     if labels is None or input_ids is None or kwargs.get("inputs_embeds") is not None:
         return self._fused_base.forward(self, input_ids=input_ids, attention_mask=attention_mask, labels=labels,
                                         **kwargs)
-    from harness.core.masked_head import mlm_head_module
-
     out = self.get_output_embeddings()
     hidden = self.base_model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
     if self._fused_objective == "clm":  # position i predicts token i + 1
@@ -143,9 +134,7 @@ def _fused_forward(self: nn.Module, input_ids: torch.Tensor | None = None,
     if self._fused_objective == "mlm":
         hidden = _head_features(mlm_head_module(self), out, hidden)
     targets = labels[selected]
-    loss = _normalized(fused_loss_sum(hidden, out, targets), int(targets.numel()), num_items_in_batch)
-    from transformers.modeling_outputs import ModelOutput
-
+    loss = stock_loss(fused_loss_sum(hidden, out, targets), int(targets.numel()), num_items_in_batch)
     return ModelOutput(loss=loss)
 
 
@@ -165,8 +154,6 @@ def _fused_class(cls: type) -> type:
 
 
 def _why_not(model: nn.Module, objective: str) -> str | None:
-    from harness.core.masked_head import mlm_head_module
-
     out = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     if type(out) not in (nn.Linear, _PassThrough):
         return f"its output layer is {type(out).__name__}, not a linear layer"
@@ -209,12 +196,14 @@ def use_fused_ce(model: nn.Module, objective: str) -> str | None:
             model._fused_objective = objective
             fused = model(input_ids=ids, labels=labels).loss
     except Exception as exc:  # noqa: BLE001 - a layout the fused loss cannot take: the model stays as it was
-        fused, reference = None, exc
+        why = f"the fused loss cannot run on it ({type(exc).__name__}: {exc})"
+    else:
+        why = None if torch.allclose(fused.float(), reference.float(), rtol=1e-4, atol=1e-5) else (
+            f"its own loss differs from the fused one on a check batch ({float(reference)} against "
+            f"{float(fused)}): the head does more than the projection")
     finally:
         model.train(was_training)
-    if fused is None or not torch.allclose(fused.float(), reference.float(), rtol=1e-4, atol=1e-5):
+    if why:
         model.__class__ = stock_class
         out.__class__ = nn.Linear
-        return (f"its own loss differs from the fused one on a check batch ({reference} against {fused}): the "
-                "head does more than the projection")
-    return None
+    return why

@@ -52,15 +52,18 @@ def _masked_only_forward(self: nn.Module, input_ids: torch.Tensor | None = None,
     from transformers.modeling_outputs import MaskedLMOutput
 
     logits, targets = masked_logits(self, input_ids, attention_mask, labels)
-    loss = F.cross_entropy(logits.float(), targets, reduction="sum")
-    # the stock loss: mean over the selected tokens, or the sum over the accumulated batch's token count when the
-    # Trainer passes it (gradient accumulation)
-    if num_items_in_batch is not None:
-        loss = loss / (num_items_in_batch.to(loss.device) if torch.is_tensor(num_items_in_batch)
-                       else float(num_items_in_batch))
-    else:
-        loss = loss / max(int(targets.numel()), 1)
+    loss = stock_loss(F.cross_entropy(logits.float(), targets, reduction="sum"), int(targets.numel()),
+                      num_items_in_batch)
     return MaskedLMOutput(loss=loss, logits=logits)
+
+
+def stock_loss(total: torch.Tensor, count: int, num_items_in_batch: Any) -> torch.Tensor:
+    """The stock loss from the summed cross-entropy of ``count`` predicted tokens: their mean, or the sum over the
+    accumulated batch's token count when the Trainer passes it (gradient accumulation)."""
+    if num_items_in_batch is not None:
+        return total / (num_items_in_batch.to(total.device) if torch.is_tensor(num_items_in_batch)
+                        else float(num_items_in_batch))
+    return total / max(count, 1)
 
 
 _MASKED_CLASSES: dict[type, type] = {}
