@@ -6,6 +6,15 @@ attributes (``description: ClassVar[str] = "..."``). This module reads those att
 with :mod:`ast`, following the class's bases (in the same module or imported by name from another one), so the
 declaration is written once, on the class, and never copied into a table. Values must be literals: strings,
 numbers, booleans, None, tuples, lists, dicts, and ``frozenset(...)`` / ``set(...)`` / ``tuple(...)`` of one.
+
+What the source cannot tell exactly is not read (:func:`exact_declarations` answers None, and planning imports the
+class): a class with more than one base that declares, a decorator other than a harness registry's ``register``, a
+metaclass or class keywords, a class body with anything but docstrings, plain ``name = value`` /
+``name: T = value`` assignments, functions and nested classes, an ``__init_subclass__`` of a base that does more
+than set ``cls.<name>`` (those names are then unknown), and a class or module constant that something else in its
+module may change (:func:`_touched`: ``Cls.x = ...``, ``LIST.append(...)``, ``+=``, ``del``, ``setattr``, a second
+binding, an alias that is changed, ``globals()``, a star import, or, in code run at import, a method of it called or
+the object passed to a function).
 """
 
 from __future__ import annotations
@@ -65,6 +74,8 @@ def _module_constant(module: str, name: str, depth: int) -> Any:
     found = _module_tree(module)
     if found is None:
         raise ValueError(f"module {module} not readable")
+    if _changes(module, name):
+        raise ValueError(f"{name} of {module} may be changed after it is bound")
     tree, _ = found
     value = None
     for stmt in tree.body:
@@ -102,49 +113,307 @@ def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | Non
     return None
 
 
-_UNREADABLE = object()  # an attribute assigned a value that is not a literal: known only by importing
-_UNRESOLVED = "<a base class not read>"
-_PLAIN_BASES = frozenset({"object", "Protocol", "Generic", "ABC"})  # bases that declare none of a plug-in's facts
+# -- what else in a module may change a name it binds ------------------------------------------------------------
+_ALL = "<every name>"  # globals(), exec, a star import: any name of the module may change
+_MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "add",
+                       "discard", "popitem", "sort", "reverse", "difference_update", "intersection_update",
+                       "symmetric_difference_update", "__setitem__", "__delitem__", "__setattr__", "__delattr__",
+                       "__iadd__", "__ior__", "__init_subclass__"})
+_READ_ONLY = frozenset({"get", "copy", "keys", "values", "items", "index", "count", "union", "intersection",
+                        "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint", "format",
+                        "join", "startswith", "endswith", "lower", "upper", "strip", "split", "replace"})
+_PURE = frozenset({"isinstance", "issubclass", "len", "sorted", "repr", "str", "hasattr", "getattr", "id", "hash",
+                   "type", "bool", "int", "float", "print", "super", *_MAKERS})
+_EVERYTHING = frozenset({"globals", "locals", "exec", "eval", "__import__"})
 
 
-def _chain(module: str, cls: str) -> dict[str, Any]:
-    """The class attributes of ``module:cls`` and of its bases (the class's own win), without importing: each a
-    literal value, :data:`_UNREADABLE` (assigned something else) or, for a function defined in the class body, the
-    ``"module:Class"`` that defines it."""
+def _root(node: ast.AST) -> str | None:
+    """The name an ``a.b[c].d`` chain starts from (None where it starts from a call or another expression)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _names_in(node: ast.AST | None) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
+
+
+class _Scan(ast.NodeVisitor):
+    """What a module's code may change (:func:`_touched`): ``touched`` names, ``aliases`` (a name -> the names its
+    value was taken from) and ``top`` (how many times each name is bound at the module's top level)."""
+
+    def __init__(self) -> None:
+        self.touched: set[str] = set()
+        self.aliases: dict[str, set[str]] = {}
+        self.top: dict[str, int] = {}
+        self.at_import = True  # outside a function's body: run when the module is imported
+        self.at_top = True  # the module's own statements (not a class's or a function's)
+
+    def bind(self, target: ast.AST, value: ast.AST | None) -> None:
+        if isinstance(target, ast.Name):
+            self.aliases.setdefault(target.id, set()).update(_names_in(value))
+            if self.at_top:
+                self.top[target.id] = self.top.get(target.id, 0) + 1
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for elt in target.elts:
+                self.bind(elt, value)
+        elif (name := _root(target)) is not None:  # an attribute or an item of a name set: the name changes
+            self.touched.add(name)
+        elif isinstance(target, ast.Starred):
+            self.bind(target.value, value)
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        for target in node.targets:
+            self.bind(target, node.value)
+        self.generic_visit(node)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None or not isinstance(node.target, ast.Name):
+            self.bind(node.target, node.value)
+        self.generic_visit(node)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.bind(node.target, node.value)
+        self.touched.add(_root(node.target) or _ALL)
+        self.generic_visit(node)
+
+    def visit_Delete(self, node: ast.Delete) -> None:
+        self.touched.update(_root(t) or _ALL for t in node.targets)
+        self.generic_visit(node)
+
+    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
+        self.bind(node.target, node.iter)
+        self.generic_visit(node)
+
+    visit_AsyncFor = visit_For
+
+    def visit_comprehension(self, node: ast.comprehension) -> None:
+        outer, self.at_top = self.at_top, False  # a comprehension's names are its own
+        self.bind(node.target, node.iter)
+        self.generic_visit(node)
+        self.at_top = outer
+
+    def visit_withitem(self, node: ast.withitem) -> None:
+        if node.optional_vars is not None:
+            self.bind(node.optional_vars, node.context_expr)
+        self.generic_visit(node)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.bind(node.target, node.value)
+        self.generic_visit(node)
+
+    def visit_Global(self, node: ast.Global) -> None:
+        self.touched.update(node.names)
+
+    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
+        if any(a.name == "*" for a in node.names):
+            self.touched.add(_ALL)
+        for alias in node.names:
+            self.bind(ast.Name(id=alias.asname or alias.name.partition(".")[0]), None)
+
+    visit_ImportFrom = visit_Import
+
+    def visit_Call(self, node: ast.Call) -> None:
+        func = node.func
+        if isinstance(func, ast.Name) and (func.id in _EVERYTHING or (func.id == "vars" and not node.args)):
+            self.touched.add(_ALL)
+        if isinstance(func, ast.Name) and func.id in {"setattr", "delattr"} and node.args:
+            self.touched.add(_root(node.args[0]) or _ALL)
+        if isinstance(func, ast.Attribute) and (name := _root(func.value)) is not None and (
+                func.attr in _MUTATORS or (self.at_import and func.attr not in _READ_ONLY)):
+            self.touched.add(name)
+        if self.at_import and not (isinstance(func, ast.Name) and func.id in _PURE):
+            for arg in [*node.args, *(k.value for k in node.keywords)]:  # what the callee is handed may change
+                self.touched.update(_names_in(arg))
+        self.generic_visit(node)
+
+    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        if not isinstance(node, ast.Lambda):
+            self.bind(ast.Name(id=node.name), None)
+            for deco in node.decorator_list:
+                self.visit(deco)
+            if node.returns is not None:
+                self.visit(node.returns)
+        self.visit(node.args)
+        outer = self.at_import, self.at_top
+        self.at_import = self.at_top = False
+        for stmt in node.body if isinstance(node.body, list) else [node.body]:
+            self.visit(stmt)
+        self.at_import, self.at_top = outer
+
+    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.bind(ast.Name(id=node.name), None)
+        for part in [*node.decorator_list, *node.bases, *node.keywords]:
+            self.visit(part)
+        outer = self.at_top
+        self.at_top = False
+        for stmt in node.body:
+            self.visit(stmt)
+            if isinstance(stmt, ast.Assign | ast.AnnAssign):  # the class holds what its attributes were given
+                self.aliases.setdefault(node.name, set()).update(_names_in(stmt.value))
+        self.at_top = outer
+
+
+@functools.lru_cache(maxsize=128)
+def _scan(module: str) -> _Scan:
+    scan = _Scan()
     found = _module_tree(module)
     if found is None:
-        return {}
+        scan.touched.add(_ALL)
+    else:
+        scan.visit(found[0])
+    return scan
+
+
+@functools.lru_cache(maxsize=128)
+def _touched(module: str) -> frozenset[str]:
+    """The names bound in ``module`` that something in it besides their one plain binding may change: bound more
+    than once at its top level; the root of an attribute or item assigned, deleted or augmented (``Cls.x = 1``,
+    ``TABLE[k] = v``, ``del Cls.x``, ``X += ...``); ``setattr``/``delattr``'s object; a ``global`` of a function;
+    the receiver of a method that changes it (``LIST.append``) or, in code run at import, of any method not known
+    to only read; what code run at import hands a function other than a built-in that only reads; and what such a
+    name was taken from (``A = LIST`` then ``A.append(...)`` changes ``LIST``). :data:`_ALL` among them where any
+    name may change (``globals()``, ``exec``, ``from x import *``)."""
+    scan = _scan(module)
+    touched = scan.touched | {name for name, n in scan.top.items() if n > 1}
+    todo = list(touched)
+    while todo:
+        for origin in scan.aliases.get(todo.pop(), ()):
+            if origin not in touched:
+                touched.add(origin)
+                todo.append(origin)
+    return frozenset(touched)
+
+
+def _changes(module: str, name: str) -> bool:
+    touched = _touched(module)
+    return _ALL in touched or name in touched
+
+
+_UNREADABLE = object()  # an attribute assigned a value that is not a literal: known only by importing
+_UNRESOLVED = "<a base class not read>"  # in a chain: the source cannot tell the class's attributes
+_HOOK = "<what an __init_subclass__ sets>"  # in a chain: the names it sets on a subclass (None: not understood)
+_PLAIN_BASES = {"object": "builtins", "ABC": "abc", "Protocol": "typing", "Generic": "typing"}  # declare no facts
+_REGISTRY = "harness.core.registry"  # its registries' ``register`` returns the class it is given, unchanged
+
+
+def _plain_base(tree: ast.Module, module: str, base: ast.expr) -> bool:
+    """``object``, ``abc.ABC``, ``typing.Protocol`` or ``typing.Generic`` (imported by name, not rebound)."""
+    if not isinstance(base, ast.Name) or base.id not in _PLAIN_BASES or _changes(module, base.id):
+        return False
+    if base.id == "object":
+        return base.id not in _scan(module).top
+    origin = _imported(tree, module, base.id)
+    return origin is not None and origin[1] == base.id and \
+        origin[0] in {_PLAIN_BASES[base.id], f"{_PLAIN_BASES[base.id]}_extensions"}
+
+
+def _registers(tree: ast.Module, module: str, deco: ast.expr) -> bool:
+    """A decorator ``@REG.register("name")`` of a registry of the harness (which hands the class back as it is)."""
+    if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.func.attr == "register"
+            and isinstance(deco.func.value, ast.Name) and not deco.keywords
+            and all(isinstance(a, ast.Constant) for a in deco.args)):
+        return False
+    name = deco.func.value.id
+    origin = _imported(tree, module, name)
+    return origin is not None and origin[0] == _REGISTRY and _scan(module).top.get(name) == 1 \
+        and _ALL not in _touched(module)
+
+
+def _chain(module: str, cls: str, depth: int = 0) -> dict[str, Any]:
+    """The class attributes of ``module:cls`` and of its bases (the class's own win), without importing: each a
+    literal value, :data:`_UNREADABLE` (assigned something else, or set by a base's ``__init_subclass__``) or, for
+    a function defined in the class body, the ``"module:Class"`` that defines it. :data:`_UNRESOLVED` among the
+    keys where the source cannot tell them all (see the module's docstring)."""
+    found = _module_tree(module)
+    if found is None:
+        return {_UNRESOLVED: _UNREADABLE}
     tree, _ = found
     node = _class_node(tree, cls)
-    if node is None:
-        return {}
+    origin = _imported(tree, module, cls) if node is None else None
+    if depth > 16 or _changes(module, cls) or (node is None and origin is None):
+        return {_UNRESOLVED: _UNREADABLE}
+    if node is None:  # a class this module imports from another one
+        return _chain(*origin, depth + 1)  # type: ignore[misc]
     out: dict[str, Any] = {}
-    for base in node.bases:
-        name = base.id if isinstance(base, ast.Name) else None
-        if name in _PLAIN_BASES:
-            continue
-        if name is not None and _class_node(tree, name) is not None:
-            out.update(_chain(module, name))
-        elif name is not None and (origin := _imported(tree, module, name)) is not None and _module_tree(origin[0]):
-            out.update(_chain(*origin))
+    bases = [b for b in node.bases if not _plain_base(tree, module, b)]
+    if len(bases) > 1 or node.keywords or not all(_registers(tree, module, d) for d in node.decorator_list):
+        out[_UNRESOLVED] = _UNREADABLE  # several bases (their order), a metaclass, a decorator that may change it
+    for base in bases:
+        if isinstance(base, ast.Name) and (_class_node(tree, base.id) or _imported(tree, module, base.id)):
+            out.update(_chain(module, base.id, depth + 1))
         else:  # a base whose source is not read here (another library's class, an expression)
             out[_UNRESOLVED] = _UNREADABLE
+    hook = out.pop(_HOOK, frozenset())  # what the bases' __init_subclass__ sets on this class once it is made
+    _body(module, cls, node, out)
+    if hook is None:
+        out[_UNRESOLVED] = _UNREADABLE
+    out.update(dict.fromkeys(hook or (), _UNREADABLE))
+    own = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init_subclass__"), None)
+    sets = _hook_sets(own) if own is not None else frozenset()
+    out[_HOOK] = None if hook is None or sets is None else hook | sets
+    return out
+
+
+def _body(module: str, cls: str, node: ast.ClassDef, out: dict[str, Any]) -> None:
+    """The attributes the class body of ``node`` binds, into ``out``; :data:`_UNRESOLVED` for a statement that is
+    none of a docstring, ``pass``, ``name = value``, ``name: T [= value]``, a function or a nested class."""
+    local = {t.id for s in node.body for t in ast.walk(s) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+    local |= {s.name for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for stmt in node.body:
         target, value = None, None
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
             target, value = stmt.targets[0].id, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
             target, value = stmt.target.id, stmt.value
         elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
             out[stmt.name] = _Defined(f"{module}:{cls}")
             continue
-        if target is None or value is None:
+        elif isinstance(stmt, ast.ClassDef):
+            out[stmt.name] = _UNREADABLE
+            continue
+        elif isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
+            continue
+        else:  # a, b = ...; a = b = ...; x += ...; del x; a call; an if, a for, ...: not followed here
+            out[_UNRESOLVED] = _UNREADABLE
+            continue
+        if value is None:  # an annotation alone binds nothing
             continue
         try:
+            if _names_in(value) & local:  # a name of the class body (not the module's constant of that name)
+                raise ValueError("a name bound in the class body")
             out[target] = _literal(value, module)
         except (ValueError, TypeError, SyntaxError, RecursionError):
             out[target] = _UNREADABLE
-    return out
+
+
+def _hook_sets(fn: ast.FunctionDef) -> frozenset[str] | None:
+    """The attributes an ``__init_subclass__`` sets on a subclass or reads of it (``cls.x = f(cls.y)``: x and y),
+    or None where it does more than that and call ``super().__init_subclass__(...)``."""
+    params = [*fn.args.posonlyargs, *fn.args.args]
+    if not params or fn.decorator_list:
+        return None
+    cls = params[0].arg
+    names: set[str] = set()
+    for stmt in fn.body:
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call) \
+                and isinstance(call.func, ast.Attribute) and call.func.attr == "__init_subclass__" \
+                and isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name) \
+                and call.func.value.func.id == "super" and not call.func.value.args and cls not in _names_in(call):
+            continue
+        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)
+                and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == cls):
+            return None
+        reads = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+                 and n.value.id == cls]
+        if sum(isinstance(n, ast.Name) and n.id == cls for n in ast.walk(stmt.value)) != len(reads):
+            return None  # the class itself is handed on: anything may be done to it
+        names.update([stmt.targets[0].attr, *(n.attr for n in reads)])
+    return frozenset(names)
 
 
 class _Defined(str):
@@ -154,7 +423,7 @@ class _Defined(str):
 def class_declarations(module: str, cls: str) -> dict[str, Any]:
     """The literal class attributes of ``module:cls`` and of its bases (the class's own win), without importing."""
     return {k: v for k, v in _chain(module, cls).items()
-            if k != _UNRESOLVED and v is not _UNREADABLE and not isinstance(v, _Defined)}
+            if k not in (_UNRESOLVED, _HOOK) and v is not _UNREADABLE and not isinstance(v, _Defined)}
 
 
 def exact_declarations(target: str, fields: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any] | None:
