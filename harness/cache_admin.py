@@ -19,15 +19,25 @@ kind              where                                       rebuilt by
 ``world``         ``worlds/<name>-v<N>/``                     ``harness world build`` (minutes)
 ``downloads``     ``downloads/``                              fetching the registry packages again
 ``build-envs``    ``build-envs/``                             the world build's environments
-``tracking``      ``mlflow.db``, ``mlartifacts/``, ``mlruns/`` never removed: the runs' results
+``tracking``      ``mlflow.db``, ``mlartifacts/``, ``mlruns/``,  never removed: the runs' results
+                  any SQLite file (and its companions)
 ``leaderboards``  ``leaderboards/``                           never removed: published boards
+``other``         anything else in the home                   never removed: not a product of the harness
 ================  ==========================================  =========================================
 
-``prune`` removes whole products (a folder with its ``_DONE.json``, a fastText model with its ``.json``), never
-the tracking store, the runs' artifacts or the published leaderboards, never a folder that a build is writing
-right now (``.tmp-*``, ``*.work``, ``*.launch`` younger than a day), and never a product or world that a process is
-reading (it holds a lease on it, :func:`harness.core.cache.lease`: a CPT on its corpus, a cell on its initialized
-model, a run on its world); ``--force`` removes those too. Without ``--kind`` it removes the cached
+``prune`` removes only what the harness made as a product: whole products (a folder with its ``_DONE.json``, a
+fastText model with its ``.json``, a method's cached file, with their lock and lease files), never the tracking
+store, the runs' artifacts or the published leaderboards, never an SQLite file whatever its name or place (known by
+its header ``SQLite format 3\0``; its ``-journal``, ``-wal`` and ``-shm`` files and a ``.<name>.runs.lock`` beside
+it are the store's too), never what it does not know (kind ``other``: a user's files, the runs' status files).
+Every product, in ``products/``, ``worlds/`` and the method caches alike (``cache/methods/<m>/products/<kind>/
+<key>`` included), has one build lock (``<product>.lock``, :mod:`harness.core.locks`, held while it is built) and
+one lease (``<product>.lease``, :func:`harness.core.cache.lease`, held while a process reads it). ``prune`` never
+removes a product whose lock a process holds, nor an unfinished build (``.tmp-*``, ``*.work``, ``*.launch``, a
+file being written) whose builder holds its lock or that changed within a day; it removes a product holding both
+its lock and its lease exclusively, so that no build or reader starts on it meanwhile. It never removes a product
+or world that a process is reading (a CPT its corpus, a cell its initialized model, OMP and CLP their helper model,
+a run its world) unless ``--force``. Without ``--kind`` it removes the cached
 products (``init``, ``cpt``, the CPT ``corpus``, the taggers, method caches, mappings, the boards' memo); the world, its downloads and build
 environments go only when named. A finished MLflow run does not need any of them: a later evaluation rebuilds
 what it needs, with the same numbers. The runner itself removes a cell's init and CPT products once the cell's run
@@ -52,17 +62,21 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from harness.core.cache import DONE, LEASE, claim, cpt_product_key, lease_file
+from harness.core.cache import DONE, LEASE, building, claim, cpt_product_key, lease_file
 from harness.core.errors import ConfigError
 from harness.core.hashing import hash_obj
-from harness.core.locks import lock_file
+from harness.core.locks import held, lock_file, try_lock
 from harness.core.record import TAG, Kind, tag
 
 PROTECTED = ("tracking", "leaderboards")
+NEVER = (*PROTECTED, "other")  # never pruned: the runs' results, and what the harness did not make as a product
 # what ``prune`` takes without ``--kind``: everything a run rebuilds by itself
 HEAVY = ("world", "downloads", "build-envs")
 BUSY_S = 24 * 3600  # an unfinished build younger than this may still be running
 MODEL_SUFFIXES = (".npz", ".bin")  # a cached fastText model: compact, or as fastText wrote it
+SQLITE_HEADER = b"SQLite format 3\0"  # the first 16 bytes of every SQLite database file
+SQLITE_COMPANIONS = ("-journal", "-wal", "-shm")  # a database's rollback journal, write-ahead log, its index
+RUNS_LOCK = ".runs.lock"  # .<store>.runs.lock: the tracking store's lock (harness.core.tracking)
 UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
 
@@ -76,6 +90,12 @@ class Item:
     extra: tuple[Path, ...] = ()
     busy: bool = False  # an unfinished build, perhaps still running
     finished: bool = False  # a product of a cell whose MLflow run finished (its results are logged)
+    guard: Path | None = None  # the path whose lock and lease guard the item, when not ``path`` (a fastText model)
+    why: str = ""  # why ``remove`` left it: "in use", "being built", "an SQLite store"
+
+    @property
+    def anchor(self) -> Path:
+        return self.guard or self.path
 
 
 def tree_size(path: Path) -> int:
@@ -180,8 +200,23 @@ def product_item(p: Path, kind: str, hashes: dict[str, str] | None = None, now: 
     if not isinstance(world, str):
         world = "-"
     world = (hashes or {}).get(world, world)
-    return Item(kind, p, tree_size(p), created, world, busy=unfinished and now - _mtime(p) < BUSY_S,
-                extra=_beside(p))
+    return Item(kind, p, tree_size(p), created, world, busy=unfinished and _busy(p, now), extra=_beside(p))
+
+
+def _busy(p: Path, now: float) -> bool:
+    """Whether the unfinished build at ``p`` may be running: its builder holds its lock
+    (:func:`harness.core.cache.building`), whatever its age, or something in it changed within :data:`BUSY_S` (a
+    builder that takes no lock)."""
+    return held(p) or building(p) or now - _newest(p) < BUSY_S
+
+
+def _newest(path: Path) -> float:
+    """The latest mtime of ``path`` and of everything below it."""
+    newest = _mtime(path)
+    if path.is_dir() and not path.is_symlink():
+        for q in path.rglob("*"):
+            newest = max(newest, _mtime(q))
+    return newest
 
 
 def _beside(p: Path) -> tuple[Path, ...]:
@@ -222,6 +257,76 @@ def scan(home: Path) -> list[Item]:
     """Every item in the home, by kind."""
     home = Path(home)
     hashes = world_names(home)
+    items = _products(home, hashes)
+    methods = home / "cache" / "methods"
+    if methods.is_dir():
+        for mdir in sorted(p for p in methods.iterdir() if p.is_dir()):
+            items.extend(_method_items(mdir, hashes))
+    for name, kind in (("cache/mappings", "mappings"), ("cache/boards", "boards"), ("downloads", "downloads"),
+                       ("build-envs", "build-envs")):
+        d = home / name
+        if d.is_dir():
+            for p in sorted(d.iterdir()):
+                items.append(Item(kind, p, tree_size(p), _mtime(p)))
+    if (home / "worlds").is_dir():
+        now = time.time()
+        for p in sorted((home / "worlds").iterdir()):
+            if p.name.endswith((".lock", LEASE)):
+                continue  # a world's build lock and its lease go with the world
+            items.append(Item("world", p, tree_size(p), _mtime(p), re.sub(r"-v\d+$", "", p.name), extra=_beside(p),
+                              busy=p.name.startswith(".tmp-") and _busy(p, now)))
+    for name in ("mlartifacts", "mlruns"):
+        p = home / name
+        if p.exists():
+            items.append(Item("tracking", p, tree_size(p), _mtime(p)))
+    if (home / "leaderboards").exists():
+        for p in sorted((home / "leaderboards").iterdir()):
+            items.append(Item("leaderboards", p, tree_size(p), _mtime(p), p.name))
+    known = {"products", "cache", "downloads", "build-envs", "worlds", "mlartifacts", "mlruns", "leaderboards"}
+    for p in sorted(home.iterdir()) if home.is_dir() else []:
+        if p.name not in known:
+            items.append(Item("tracking" if store_file(p) else "other", p, tree_size(p), _mtime(p)))
+    if (home / "cache").is_dir():
+        for p in sorted((home / "cache").iterdir()):
+            if p.name not in ("methods", "mappings", "boards"):
+                items.append(Item("tracking" if store_file(p) else "other", p, tree_size(p), _mtime(p)))
+    return items
+
+
+def is_sqlite(path: Path) -> bool:
+    """Whether ``path`` is an SQLite database file, whatever its name: its first 16 bytes are SQLite's header."""
+    try:
+        if path.is_symlink() or not path.is_file():
+            return False
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError:
+        return False
+
+
+def store_file(path: Path) -> bool:
+    """Whether ``path`` belongs to a tracking store (or any SQLite database): the database itself (by its header),
+    its ``-journal``, ``-wal`` or ``-shm`` file (the database beside it, or a name of the default store), or a
+    store's ``.<name>.runs.lock``. Such a file is the runs' results: nothing removes it."""
+    name = path.name
+    if name.startswith("mlflow.db") or (name.startswith(".") and name.endswith(RUNS_LOCK)) or is_sqlite(path):
+        return True
+    return any(name.endswith(c) and is_sqlite(path.with_name(name[: -len(c)])) for c in SQLITE_COMPANIONS)
+
+
+def holds_store(path: Path) -> Path | None:
+    """The first file of a tracking store (:func:`store_file`) at or below ``path``, or None."""
+    if store_file(path):
+        return path
+    if path.is_dir() and not path.is_symlink():
+        for q in path.rglob("*"):
+            if not q.is_dir() and store_file(q):
+                return q
+    return None
+
+
+def _products(home: Path, hashes: dict[str, str]) -> list[Item]:
+    """The items under ``products/``: each product with the world and the finished state of its cell."""
     items: list[Item] = []
     products = home / "products"
     if products.is_dir():
@@ -268,69 +373,53 @@ def scan(home: Path) -> list[Item]:
                     i.finished = tagger.finished
                     if i.world == "-":
                         i.world = tagger.world
-    methods = home / "cache" / "methods"
-    if methods.is_dir():
-        for mdir in sorted(p for p in methods.iterdir() if p.is_dir()):
-            items.extend(_method_items(mdir))
-    for name, kind in (("cache/mappings", "mappings"), ("cache/boards", "boards"), ("downloads", "downloads"),
-                       ("build-envs", "build-envs")):
-        d = home / name
-        if d.is_dir():
-            for p in sorted(d.iterdir()):
-                items.append(Item(kind, p, tree_size(p), _mtime(p)))
-    if (home / "worlds").is_dir():
-        for p in sorted((home / "worlds").iterdir()):
-            if p.name.endswith((".lock", LEASE)):
-                continue  # a world's build lock and its lease go with the world
-            items.append(Item("world", p, tree_size(p), _mtime(p), re.sub(r"-v\d+$", "", p.name),
-                              extra=_beside(p)))
-    for name in ("mlflow.db", "mlflow.db-journal", "mlflow.db-wal", "mlflow.db-shm", ".mlflow.db.runs.lock",
-                 "mlartifacts", "mlruns"):  # (a journal holds the pages a killed writer's rollback restores)
-        p = home / name
-        if p.exists():
-            items.append(Item("tracking", p, tree_size(p), _mtime(p)))
-    if (home / "leaderboards").exists():
-        for p in sorted((home / "leaderboards").iterdir()):
-            items.append(Item("leaderboards", p, tree_size(p), _mtime(p), p.name))
-    known = {"products", "cache", "downloads", "build-envs", "worlds", "mlflow.db", "mlflow.db-wal", "mlflow.db-shm",
-             "mlflow.db-journal", ".mlflow.db.runs.lock", "mlartifacts", "mlruns", "leaderboards"}
-    for p in sorted(home.iterdir()) if home.is_dir() else []:
-        if p.name not in known:
-            items.append(Item("other", p, tree_size(p), _mtime(p)))
-    if (home / "cache").is_dir():
-        for p in sorted((home / "cache").iterdir()):
-            if p.name not in ("methods", "mappings", "boards"):
-                items.append(Item("other", p, tree_size(p), _mtime(p)))
     return items
 
 
-def _method_items(mdir: Path) -> Iterator[Item]:
-    """A method's cache: each fastText model (``.npz`` or ``.bin``, with its ``.json``) is one item; any other
-    entry is one item."""
+def _method_items(mdir: Path, hashes: dict[str, str] | None = None) -> Iterator[Item]:
+    """A method's cache: each fastText model (``.npz`` or ``.bin``, with its ``.json``, lock and lease) is one item;
+    each product of its own product cache (``products/<kind>/<key>``: the CLP / OMP helper model, HyperOFA's
+    hypernetwork) is one, as under ``products/``; each other file (with its lock and lease), in its folders too, is
+    one."""
     kind = f"methods/{mdir.name}"
     now = time.time()
-    entries = sorted(mdir.iterdir())
-    names = {e.name for e in entries}
-    for entry in entries:
-        if entry.name.endswith(".lock") and entry.name[: -len(".lock")] in names:
-            continue  # the lock of a cached file (harness.core.locks) goes with it
-        if entry.is_dir() and entry.name == "fasttext":
-            files = sorted(entry.iterdir())
-            groups: dict[str, list[Path]] = {}
-            for f in files:
-                stem = f.name.lstrip(".").split(".")[0]
-                groups.setdefault(stem, []).append(f)
-            for group in groups.values():
-                # the model file: its compact form (.npz) or a full .bin cached before
-                main = next((f for f in group if f.suffix in MODEL_SUFFIXES and not f.name.startswith(".")),
-                            group[0])
-                busy = main.name.startswith(".") or main.suffix not in MODEL_SUFFIXES
-                created = min(_mtime(f) for f in group)
-                yield Item(kind, main, sum(tree_size(f) for f in group), created,
-                           extra=tuple(f for f in group if f != main), busy=busy and now - created < BUSY_S)
+    for entry in sorted(mdir.iterdir()):
+        if entry.is_dir() and not entry.is_symlink() and entry.name == "fasttext":
+            yield from _fasttext_items(kind, entry, now)
+        elif entry.is_dir() and not entry.is_symlink() and entry.name == "products":
+            for kind_dir in sorted(d for d in entry.iterdir() if d.is_dir()):
+                yield from _product_items(mdir, kind_dir, kind, hashes or {})
         else:
-            lock = lock_file(entry)
-            yield Item(kind, entry, tree_size(entry), _mtime(entry), extra=(lock,) if lock.name in names else ())
+            yield from _file_items(kind, entry, now)
+
+
+def _fasttext_items(kind: str, folder: Path, now: float) -> Iterator[Item]:
+    """The fastText models of a method's cache, each with the files that share its stem (``.json``, lock, lease,
+    those being written); the lock and lease are those of ``<kind>-<key>.bin``
+    (:func:`methods.fasttext_util.cached_model`)."""
+    groups: dict[str, list[Path]] = {}
+    for f in sorted(folder.iterdir()):
+        groups.setdefault(f.name.lstrip(".").split(".")[0], []).append(f)
+    for stem, group in groups.items():
+        # the model file: its compact form (.npz) or a full .bin cached before
+        main = next((f for f in group if f.suffix in MODEL_SUFFIXES and not f.name.startswith(".")), group[0])
+        unfinished = main.name.startswith(".") or main.suffix not in MODEL_SUFFIXES
+        created = min(_mtime(f) for f in group)
+        yield Item(kind, main, sum(tree_size(f) for f in group), created, extra=tuple(f for f in group if f != main),
+                   busy=unfinished and _busy(main, now), guard=folder / f"{stem}.bin")
+
+
+def _file_items(kind: str, entry: Path, now: float) -> Iterator[Item]:
+    """``entry`` of a method's cache as items: a file with its lock and lease (a file being written, ``.<stem>.<id>
+    .<suffix>``, is busy while its builder holds the lock), or each file below a folder."""
+    if entry.name.endswith((".lock", LEASE)) and entry.with_name(entry.name.rsplit(".", 1)[0]).exists():
+        return  # the lock or lease of a cached file goes with it
+    if entry.is_dir() and not entry.is_symlink():
+        for sub in sorted(entry.iterdir()):
+            yield from _file_items(kind, sub, now)
+        return
+    yield Item(kind, entry, tree_size(entry), _mtime(entry), extra=_beside(entry),
+               busy=entry.name.startswith(".") and _busy(entry, now))
 
 
 def summarize(items: Iterable[Item], by_world: bool = True) -> list[dict[str, Any]]:
@@ -350,17 +439,18 @@ def kind_matches(kind: str, wanted: list[str]) -> bool:
 
 def select(items: list[Item], kinds: list[str] | None, world: str | None, older_than_s: float | None,
            now: float | None = None, finished: bool = False) -> list[Item]:
-    """The items ``prune`` would remove (never tracking or leaderboards, never a build in progress; with
-    ``finished`` only the init, CPT and tagger products of cells whose MLflow run finished)."""
+    """The items ``prune`` would remove (never tracking, leaderboards or what is not the harness's product, never a
+    build in progress; with ``finished`` only the init, CPT and tagger products of cells whose MLflow run
+    finished)."""
     now = time.time() if now is None else now
     out = []
     for i in items:
-        if i.kind in PROTECTED or i.busy or (finished and not i.finished):
+        if i.kind in NEVER or i.busy or (finished and not i.finished):
             continue
         if kinds:
             if not kind_matches(i.kind, kinds):
                 continue
-        elif i.kind in HEAVY or i.kind == "other":
+        elif i.kind in HEAVY:
             continue
         if world and i.world != world:
             continue
@@ -371,19 +461,22 @@ def select(items: list[Item], kinds: list[str] | None, world: str | None, older_
 
 
 def leased(i: Item, home: Path) -> bool:
-    """Whether the item is a product or a world, which its readers lease (:func:`harness.core.cache.lease`)."""
-    home = Path(home).resolve()
-    path = i.path.resolve()
-    return i.path.is_dir() and not i.path.is_symlink() and (
-        path.is_relative_to(home / "products") or path.parent == home / "worlds")
+    """Whether the item can be leased by its readers (:func:`harness.core.cache.lease`): every product in the
+    home (a folder or a file, under ``products/``, ``worlds/`` or a method's cache) but a link."""
+    return not i.path.is_symlink() and Path(i.path).resolve().is_relative_to(Path(home).resolve())
 
 
 def in_use(i: Item, home: Path) -> bool:
-    """Whether a process holds a lease on the item (it is reading it); nothing is created to tell."""
-    if not leased(i, home) or fcntl is None:
+    """Whether a process reads the item (holds its lease) or builds it (holds its lock); nothing is created to
+    tell."""
+    return leased(i, home) and (_lease_held(i.anchor) or held(i.anchor))
+
+
+def _lease_held(path: Path) -> bool:
+    if fcntl is None:
         return False
     try:
-        fd = os.open(lease_file(i.path), os.O_RDONLY)
+        fd = os.open(lease_file(path), os.O_RDONLY)
     except OSError:
         return False
     try:
@@ -395,40 +488,85 @@ def in_use(i: Item, home: Path) -> bool:
         os.close(fd)
 
 
+def kept(i: Item, home: Path, force: bool = False) -> str:
+    """Why ``prune`` leaves the item now ("" when it would remove it): "an SQLite store" (a file of a tracking
+    store at or below it, :func:`store_file`: never removed), "being built" (a process holds its lock: never
+    removed), "in use" (a process holds its lease: removed by ``force``)."""
+    # (in what a world build fetched or installed, a third-party package may ship a database: only the item
+    # itself is looked at there)
+    look = store_file if i.kind in ("downloads", "build-envs") else holds_store
+    if any(look(p) for p in (i.path, *i.extra)):
+        return "an SQLite store"
+    if held(i.anchor):
+        return "being built"
+    if not force and leased(i, home) and _lease_held(i.anchor):
+        return "in use"
+    return ""
+
+
 def remove(items: Iterable[Item], home: Path, force: bool = False, skipped: list[Item] | None = None) -> int:
-    """Remove the items (inside ``home`` only); returns the bytes freed. A product or world that another process
-    leases (reads) is left in place and added to ``skipped``, unless ``force``; this process's own leases on the
-    items are dropped (it is done with them)."""
+    """Remove the items (inside ``home`` only); returns the bytes freed. An item that holds an SQLite file, one that
+    a process builds (holds its lock) and, unless ``force``, one that a process reads (holds its lease) are left in
+    place and added to ``skipped``, each with its reason (``Item.why``); this process's own leases on the items are
+    dropped (it is done with them). Each item is removed holding its lock and its lease exclusively (no build, no
+    reader starts on it meanwhile), and its lock and lease files go with it."""
     home = Path(home).resolve()
     freed = 0
     for i in items:
         for p in (i.path, *i.extra):
             if not p.resolve().is_relative_to(home) or p.resolve() == home:
                 raise ConfigError(f"refusing to remove {p}: it is not inside the harness home {home}")
-        held = None
-        if leased(i, home):
-            # its lease's exclusive lock, held while it is removed: a reader that comes meanwhile waits, then
-            # finds it gone
-            held = claim(i.path)
-            if held is None and not force:
-                if skipped is not None:
-                    skipped.append(i)
-                continue
+        why, fds = kept(i, home, force), []
+        if not why:
+            why, fds = _guard(i, home, force)
+        if why:
+            i.why = why
+            if skipped is not None:
+                skipped.append(i)
+            continue
         try:
-            extra = (*i.extra, lease_file(i.path)) if held is not None else i.extra
-            for p in dict.fromkeys((i.path, *extra)):
-                if p.is_dir() and not p.is_symlink():
-                    # out of the way in one rename first, so a reader never finds it half removed
-                    gone = p.with_name(f".tmp-removed-{p.name}-{uuid.uuid4().hex[:8]}")
-                    os.replace(p, gone)
-                    shutil.rmtree(gone)
-                elif p.exists() or p.is_symlink():
-                    p.unlink()
+            for p in dict.fromkeys((i.path, *i.extra)):
+                _delete(p)
+            if not i.path.exists():
+                _delete(lease_file(i.anchor))
+                _delete(lock_file(i.anchor))  # (held: a builder waiting on it takes the next one)
         finally:
-            if held is not None:
-                os.close(held)
+            for fd in fds:
+                os.close(fd)
         freed += i.bytes
     return freed
+
+
+def _guard(i: Item, home: Path, force: bool) -> tuple[str, list[int]]:
+    """Take the item's lock, then its lease, both exclusively without waiting: ("", the descriptors that hold
+    them), or why not ("being built", "in use"; with ``force`` a lease held elsewhere is passed over)."""
+    if not leased(i, home) or not i.anchor.parent.is_dir():
+        return "", []
+    lock = try_lock(lock_file(i.anchor))
+    if lock is None:
+        return "being built", []
+    lease = claim(i.anchor)  # (drops this process's own lease first)
+    if lease is None and not force:
+        os.close(lock)
+        return "in use", []
+    return "", [fd for fd in (lease, lock) if fd is not None]
+
+
+def _delete(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        # out of the way in one rename first, so a reader never finds it half removed (the name keeps the item's
+        # lock, held now, as its builder's: no clean-up elsewhere takes it)
+        gone = p.with_name(f".tmp-removed-{p.name}-{uuid.uuid4().hex[:8]}")
+        os.replace(p, gone)
+        shutil.rmtree(gone, onerror=_gone_already)
+    elif p.exists() or p.is_symlink():
+        p.unlink()
+
+
+def _gone_already(func: Any, path: str, exc_info: Any) -> None:
+    """``rmtree``'s error handler: an entry that vanished meanwhile is fine; any other error is raised."""
+    if not isinstance(exc_info[1], FileNotFoundError):
+        raise exc_info[1]
 
 
 def known_kinds(items: Iterable[Item]) -> list[str]:

@@ -10,7 +10,9 @@ A trained model lives at ``<cache_dir>/fasttext/<kind>-<key>.bin`` with a ``.jso
 the hash of everything that went into it (the content hashes of its input files, the tokenizer fingerprint, the
 corpus recipe and every training setting). It is written to a temporary file and renamed into place, so a killed
 run leaves no half model behind; the ``.json`` records the ``.bin``'s size and sha256, and a cached model that does
-not match them (or has no ``.json``) is reported, removed and trained again, never loaded (:func:`usable`). Models are large: ``(words + bucket) x dim`` floats (fastText's default
+not match them (or has no ``.json``) is reported, removed and trained again, never loaded (:func:`usable`). A
+model is trained under its lock (``<kind>-<key>.bin.lock``, :mod:`harness.core.locks`) and read under its lease
+(``.bin.lease``): ``harness cache prune`` leaves it while either is held. Models are large: ``(words + bucket) x dim`` floats (fastText's default
 ``bucket`` of 2,000,000 at dim 300 is 2.4 GB); the ``bucket`` setting of each method makes them smaller.
 """
 
@@ -98,7 +100,7 @@ def _train(path: Path | None, kind: str, key: str, inputs: dict[str, Any], setti
     workdir = path.parent if path is not None else Path(tempfile.gettempdir())
     workdir.mkdir(parents=True, exist_ok=True)
     if path is not None:
-        clean_stale_corpora(workdir)
+        clean_stale_corpora(workdir, own=path)
         if keep_corpus is None and (found := _load_cached(path)) is not None:  # trained while this one waited
             log.info("fastText %s: cached at %s", kind, stored_file(path))
             return CachedModel(found, stored_file(path), key, cached=True)
@@ -136,14 +138,18 @@ def model_path(cache_dir: Path | None, kind: str, inputs: dict[str, Any],
     return key, (Path(cache_dir) / "fasttext" / f"{kind}-{key}.bin" if cache_dir is not None else None)
 
 
-def clean_stale_corpora(folder: Path, older_than_s: float = 3600) -> int:
-    """Remove training corpora (``.corpus-*``) left in ``folder`` by a process killed while training."""
-    import time
+def clean_stale_corpora(folder: Path, own: Path | None = None) -> int:
+    """Remove training corpora (``.corpus-<kind>-<key>-<id>.txt``) left in ``folder`` by a process killed while
+    training: those whose model's lock (``<kind>-<key>.bin``, held from before the corpus is written until the
+    model is stored) is free, whatever their age. A corpus still waiting for its training, however long, stays.
+    ``own``: the model whose lock the caller holds and has written no corpus for yet (its corpora are stale too)."""
+    from harness.core.cache import builders_of
+    from harness.core.locks import held
 
     n = 0
     for p in folder.glob(".corpus-*"):
         try:
-            if time.time() - p.stat().st_mtime > older_than_s:
+            if not any(held(b) for b in builders_of(p) if b != own):
                 p.unlink()
                 n += 1
         except OSError:
@@ -194,16 +200,25 @@ def usable(path: Path) -> bool:
 
 
 def _load_cached(path: Path) -> Any | None:
-    """The cached model ``path`` if it is usable and reads back as recorded, else None (a damaged one removed)."""
-    if not usable(path):
+    """The cached model ``path`` if it is usable and reads back as recorded, else None (a damaged one removed). It is
+    leased while it is checked and read (``<kind>-<key>.bin.lease``, :func:`harness.core.cache.lease`): no
+    ``harness cache prune`` removes it meanwhile; once read, the model is in memory and the lease is dropped."""
+    from harness.core.cache import lease, release_lease
+
+    if not stored_file(path).is_file():
         return None
+    lease(path)
     try:
+        if not usable(path):
+            return None
         return load_model(path)
     except DamagedModelError as exc:
         log.warning("fastText model %s is damaged (%s); removing it and training it again", stored_file(path), exc)
         for p in (stored_file(path), path, meta_file(path)):
             p.unlink(missing_ok=True)
         return None
+    finally:
+        release_lease(path)
 
 
 def _store(model: Any, path: Path, meta: dict[str, Any]) -> None:

@@ -62,7 +62,9 @@ def test_cached_arrays_are_computed_once_by_two_processes(tmp_path):
     got = in_two_children(_arrays_in_child, tmp_path)
     assert got == [([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], [4, 5])] * 2  # the waiting one read the other's file
     assert (tmp_path / "computed.log").read_text() == "x\n"
-    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["subwords-k.npz", "subwords-k.npz.lock"]
+    # beside the arrays: their build lock, and the lease each reader held while it read them
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["subwords-k.npz", "subwords-k.npz.lease",
+                                                                     "subwords-k.npz.lock"]
 
 
 def test_failed_build_leaves_nothing(tmp_path):
@@ -86,7 +88,7 @@ def test_unfinished_folder_without_marker_is_rebuilt_and_stale_tmp_cleaned(tmp_p
     (path / "junk").write_text("half")
     stale = path.parent / ".tmp-dead-0000"
     stale.mkdir()
-    assert cache.clean_stale(older_than_s=0) == 1 and not stale.exists()
+    assert cache.clean_stale() == 1 and not stale.exists()  # nobody holds its builder's lock
     p = cache.get_or_build("thing", {"a": 1}, lambda d: (d / "ok").write_text("y") and None)
     assert (p.path / DONE).is_file() and (p.path / "ok").is_file() and not (p.path / "junk").exists()
 
@@ -269,21 +271,28 @@ def test_damaged_world_is_reported_and_built_again(tmp_path, monkeypatch, caplog
 
 
 def test_corpora_left_by_a_killed_training_are_removed(tmp_path):
+    """A corpus whose model's lock is free was left by a killed training: removed, however fresh; one whose model's
+    lock a process holds waits for its training: kept, however old."""
     import os
     import time
 
+    from harness.core.locks import release, try_exclusive
     from methods.fasttext_util import cached_model
     from tests.test_fasttext_prefetch import _job
 
     folder = tmp_path / "fasttext"
     folder.mkdir()
-    old, fresh = folder / ".corpus-x-old.txt", folder / ".corpus-x-new.txt"
-    old.write_text("a b\n")
-    fresh.write_text("a b\n")
-    os.utime(old, (time.time() - 7200, time.time() - 7200))
-    job = _job("gg")
-    cached_model(tmp_path, job.kind, job.inputs, job.settings, job.write_corpus)
-    assert not old.exists() and fresh.exists()  # a fresh one may belong to a training still going on
+    dead, waiting = folder / ".corpus-x-dead-0123abcd.txt", folder / ".corpus-x-live-4567cdef.txt"
+    for f in (dead, waiting):
+        f.write_text("a b\n")
+    os.utime(waiting, (time.time() - 7200, time.time() - 7200))
+    fd = try_exclusive(folder / "x-live.bin")  # its training (another process's, as far as the lock tells)
+    try:
+        job = _job("gg")
+        cached_model(tmp_path, job.kind, job.inputs, job.settings, job.write_corpus)
+        assert not dead.exists() and waiting.exists()
+    finally:
+        release(fd)
 
 
 # -- verified once, then trusted by stat ------------------------------------------------------------------------

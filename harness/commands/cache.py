@@ -13,7 +13,7 @@ from harness.cache_admin import (
     PROTECTED,
     Item,
     human,
-    in_use,
+    kept,
     kind_matches,
     known_kinds,
     parse_age,
@@ -92,10 +92,21 @@ def _kinds(values: list[str] | None) -> list[str]:
     return [k.strip() for v in values or [] for k in v.split(",") if k.strip()]
 
 
-def _in_use_line(items: list[Item], verb: str) -> str:
-    names = ", ".join(f"{i.kind} {i.path.name}" for i in items[:5]) + (", ..." if len(items) > 5 else "")
-    return (f"{verb} {len(items)} product(s) in use: {names} (a process is reading them; `harness cache prune "
-            f"--force` removes them anyway)")
+WHY = {"in use": "a process is reading them; `harness cache prune --force` removes them anyway",
+       "being built": "a process is building them; nothing removes them meanwhile",
+       "an SQLite store": "an SQLite database, a tracking store's: the runs' results are never pruned"}
+
+
+def _kept_lines(items: list[Item], verb: str) -> list[str]:
+    """One line per reason the items were left (``Item.why``): what, and why."""
+    lines = []
+    for why, text in WHY.items():
+        these = [i for i in items if i.why == why]
+        if these:
+            names = ", ".join(f"{i.kind} {i.path.name}" for i in these[:5]) + (", ..." if len(these) > 5 else "")
+            lines.append(f"{verb} {len(these)} product(s) {why if why != 'an SQLite store' else 'holding ' + why}: "
+                         f"{names} ({text})")
+    return lines
 
 
 def cmd_prune(args: argparse.Namespace) -> int:
@@ -104,6 +115,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
     if bad:
         raise ConfigError(f"--kind {', '.join(bad)}: the runs' results (the tracking store, its artifacts, the "
                           f"published leaderboards) are never pruned")
+    if "other" in kinds:
+        raise ConfigError("--kind other: what the harness home holds beside its products (a tracking store under "
+                          "another name, a user's files, the runs' status files) is never pruned; remove it "
+                          "yourself if it is yours to remove")
     older = parse_age(args.older_than) if args.older_than else None
     home = _home()
     if home is None:
@@ -111,30 +126,34 @@ def cmd_prune(args: argparse.Namespace) -> int:
     items = scan(home)
     _check_filters(items, args.world, kinds)
     chosen = select(items, kinds or None, args.world, older, finished=args.finished)
-    busy = [] if args.force else [i for i in chosen if in_use(i, home)]
-    chosen = [i for i in chosen if i not in busy]
+    busy = []
+    for i in chosen:
+        i.why = kept(i, home, force=args.force)
+        if i.why:
+            busy.append(i)
+    chosen = [i for i in chosen if not i.why]
     rows = summarize(chosen)
     total = sum(i.bytes for i in chosen)
     if args.dry_run:
         if rows:
             _table(rows, "would remove", total)
         print(f"would free {human(total)} in {len(chosen)} item(s) (dry run: nothing removed)")
-        if busy:
-            print(_in_use_line(busy, "would skip"))
+        for line in _kept_lines(busy, "would skip"):
+            print(line)
         return 0
     # what it is about to remove, before it does
+    forced = sum(kept(i, home) == "in use" for i in chosen) if args.force else 0
     print(f"removing {len(chosen)} item(s), {human(total)}"
-          + (f" (in use and removed anyway: {sum(in_use(i, home) for i in chosen)})" if args.force else ""),
-          flush=True)
+          + (f" (in use and removed anyway: {forced})" if args.force else ""), flush=True)
     skipped: list[Item] = []
-    freed = remove(chosen, home, force=args.force, skipped=skipped)  # (a reader may have come since)
+    freed = remove(chosen, home, force=args.force, skipped=skipped)  # (a reader or a build may have come since)
     busy += skipped
     removed = [i for i in chosen if i not in skipped]
     if removed:
         _table(summarize(removed), "removed", freed)
     print(f"freed {human(freed)} in {len(removed)} item(s)")
-    if busy:
-        print(_in_use_line(busy, "skipped"))
+    for line in _kept_lines(busy, "skipped"):
+        print(line)
     return 0
 
 
@@ -190,7 +209,7 @@ def add_parser(sub: Any) -> None:
     pr.add_argument("--dry-run", action="store_true", help="say what would be removed; remove nothing")
     pr.add_argument("--force", action="store_true",
                     help="also remove products that a process is reading (a CPT's corpus, a cell's model, a run's "
-                         "world): that process then fails")
+                         "world): that process then fails (never one being built, never an SQLite file)")
     pr.set_defaults(func=cmd_prune)
     ve = csub.add_parser("verify", help="hash every cached product again; exit 2 naming each that does not match")
     ve.add_argument("--kind", action="append", help="only these kinds (comma-separated or repeated)")

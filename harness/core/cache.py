@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.hashing import hash_obj, sha256_file, stable_json
-from harness.core.locks import exclusive, try_lock
+from harness.core.locks import exclusive, held, try_lock
 from harness.core.paths import harness_home
 
 try:
@@ -141,17 +141,71 @@ class ProductCache:
             raise
         return Product(kind, key, path, cached=False)
 
-    def clean_stale(self, older_than_s: float = 3600) -> int:
-        """Remove temporary folders left by killed builds."""
+    def clean_stale(self) -> int:
+        """Remove the temporary folders (``.tmp-*``) of builds that no process runs any more: those whose builder's
+        lock is free (the build was killed), whatever their age. One whose builder holds its lock stays, however long
+        the build takes. The home's cache cleans the method caches' products too
+        (``cache/methods/<m>/products/``)."""
         n = 0
-        if not self.root.exists():
-            return 0
-        for kind_dir in self.root.iterdir():
-            for p in kind_dir.glob(".tmp-*"):
-                if time.time() - p.stat().st_mtime > older_than_s:
+        for folder in self._build_folders():
+            for p in sorted(folder.glob(".tmp-*")):
+                if building(p):
+                    continue
+                if p.is_dir() and not p.is_symlink():
                     shutil.rmtree(p, ignore_errors=True)
-                    n += 1
+                else:
+                    p.unlink(missing_ok=True)
+                n += not p.exists() and not p.is_symlink()
         return n
+
+    def _build_folders(self) -> list[Path]:
+        """The folders products are built in: one per kind (``tasks/<kind>`` for the taggers), those of the method
+        caches beside this cache's root included."""
+        roots = [self.root, *sorted((self.root.parent / "cache" / "methods").glob("*/products"))]
+        out = []
+        for root in roots:
+            for kind_dir in sorted(root.iterdir()) if root.is_dir() else []:
+                if kind_dir.is_dir() and not kind_dir.name.startswith("."):
+                    out.append(kind_dir)
+                    if kind_dir.name == "tasks":
+                        out.extend(sorted(d for d in kind_dir.iterdir() if d.is_dir() and not d.name.startswith(".")))
+        return out
+
+
+def builders_of(path: Path) -> list[Path]:
+    """The products whose build lock (:mod:`harness.core.locks`) guards the temporary entry ``path``, by its name:
+    ``.tmp-<product>-<id>`` (a product or world being built, ``.tmp-removed-`` / ``.tmp-damaged-<product>-<id>``
+    one being removed), ``.corpus-<model>-<id>.txt`` (a fastText model's training text, guarded by ``<model>.bin``),
+    ``.<file stem>.<id>.<suffix>`` (a cached file being written), ``<product>.work`` and ``<product>.launch`` (a
+    CPT). A name can be read several ways; every reading is listed (a product is only ever named by one)."""
+    path = Path(path)
+    name = path.name
+    for suffix in (".work", ".launch"):
+        if name.endswith(suffix) and not name.startswith("."):
+            return [path.with_name(name[: -len(suffix)])]
+    suffixes = [""]
+    if name.startswith(".tmp-"):
+        body = name[len(".tmp-"):]
+    elif name.startswith(".corpus-"):
+        body, suffixes = name[len(".corpus-"):].removesuffix(".txt"), [".bin"]
+    elif name.startswith(".") and name.count(".") >= 3:
+        parts = name[1:].split(".")
+        return [path.with_name(parts[0] + s) for s in dict.fromkeys((f".{parts[-1]}", ".bin"))]
+    else:
+        return []
+    bodies = [body] + [body[len(p):] for p in ("removed-", "damaged-") if body.startswith(p)]
+    out: list[Path] = []
+    for b in bodies:
+        parts = b.split("-")
+        out += [path.with_name("-".join(parts[:k]) + s) for k in range(1, len(parts) + 1) for s in suffixes]
+    out += [b for p in out if p.name.endswith((".work", ".launch")) for b in builders_of(p)]  # (a CPT's, removed)
+    return list(dict.fromkeys(out))
+
+
+def building(path: Path) -> bool:
+    """Whether a process holds the build lock of the temporary entry ``path`` (:func:`builders_of`): its build is
+    running, whatever its age."""
+    return any(held(b) for b in builders_of(path))
 
 
 # -- verified once, then trusted by stat --------------------------------------------------------------------
@@ -321,10 +375,10 @@ def discard_damaged(path: Path, kind: str) -> bool:
 def discard_build_inputs(home: Path, folders: tuple[str, ...] | list[str], busy_s: float = 24 * 3600) -> int:
     """Remove the folders (relative to ``home``) a world build downloaded or installed and no later step reads;
     the bytes freed. Nothing is removed while another world build is under way (a ``.tmp-*`` folder under
-    ``worlds/`` younger than ``busy_s``): it may be reading them."""
+    ``worlds/`` whose builder holds its lock, or younger than ``busy_s``): it may be reading them."""
     worlds = Path(home) / "worlds"
     now = time.time()
-    if worlds.is_dir() and any(now - p.stat().st_mtime < busy_s for p in worlds.glob(".tmp-*")):
+    if worlds.is_dir() and any(building(p) or now - p.stat().st_mtime < busy_s for p in worlds.glob(".tmp-*")):
         log.info("another world build is under way; its build inputs (%s) are kept", ", ".join(folders))
         return 0
     freed = 0
@@ -355,7 +409,7 @@ def cached_arrays(path: Path, compute: Callable[[], dict[str, Any]], waiting: st
     """The named numpy arrays stored at ``path`` (an ``.npz``), or ``compute()``'s, written there atomically the
     first time. A lock on ``path`` (:mod:`harness.core.locks`) makes a second process that needs the same arrays
     wait for the first (``waiting``: the long step it shows meanwhile) and read its file instead of computing them
-    too."""
+    too; the file is leased (:func:`lease`) while it is read, so no prune removes it half read."""
     import numpy as np
 
     def load() -> dict[str, Any]:
@@ -363,14 +417,28 @@ def cached_arrays(path: Path, compute: Callable[[], dict[str, Any]], waiting: st
             return {k: z[k] for k in z.files}
 
     path = Path(path)
-    if path.is_file():
-        return load()
+    if (found := _leased_load(path, load)) is not None:
+        return found
     with exclusive(path, waiting):
-        if path.is_file():  # built by the process that held the lock
-            return load()
+        if (found := _leased_load(path, load)) is not None:  # built by the process that held the lock
+            return found
         arrays = compute()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.npz")
         np.savez(tmp, **arrays)
         tmp.replace(path)
     return arrays
+
+
+def _leased_load(path: Path, load: Callable[[], Any]) -> Any | None:
+    """``load()`` of the cached file ``path`` under its lease (:func:`lease`), or None when there is no such file
+    (none yet, or a prune removed it before the lease was taken)."""
+    if not path.is_file():
+        return None
+    had = str(path) in _LEASES  # (a lease this process held before stays)
+    lease(path)
+    try:
+        return load() if path.is_file() else None
+    finally:
+        if not had:
+            release_lease(path)

@@ -5,8 +5,12 @@ the first two cells that need one both train it (FOCUS's token-level model is ma
 is thrown away. With :func:`exclusive`, the second waits for the first and then finds the product in the cache.
 
 The locks are ``flock`` locks on ``<name>.lock`` files: the operating system releases them when the process that
-holds them dies, so a killed run never leaves a product locked. The lock files stay (they are empty). On a platform
-without ``fcntl`` the locks do nothing.
+holds them dies, so a killed run never leaves a product locked. The lock files stay (they are empty) until
+``harness cache prune`` removes the product, which it does holding the lock: a process that was waiting on the
+removed file then takes the lock again on the new one (:func:`try_lock`, :func:`exclusive`), so two builders never
+hold one product's lock at once. :func:`held` tells, creating nothing, whether a process builds a product now: a
+temporary folder whose builder's lock is free was left by a killed build, whatever its age. On a platform without
+``fcntl`` the locks do nothing.
 """
 
 from __future__ import annotations
@@ -40,20 +44,65 @@ def try_exclusive(path: Path) -> int | None:
 def try_lock(file: Path) -> int | None:
     """The exclusive ``flock`` of ``file`` (created if missing; its folder must exist) without waiting: an open
     descriptor that holds it, or None when another process holds it (or holds a shared lock on it)."""
-    fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+    while True:
+        fd = os.open(file, os.O_RDWR | os.O_CREAT, 0o644)
+        if fcntl is None:
+            return fd
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        if _current(fd, file):
+            return fd
+        os.close(fd)  # the file was removed (with its product) once this took it: lock the one there now
+
+
+def _current(fd: int, file: Path) -> bool:
+    """Whether the open ``fd`` is still the file at ``file`` (not one removed meanwhile)."""
+    try:
+        a, b = os.fstat(fd), os.stat(file)
+    except OSError:
+        return False
+    return (a.st_dev, a.st_ino) == (b.st_dev, b.st_ino)
+
+
+def held(path: Path) -> bool:
+    """Whether a process holds the lock of ``path`` (builds it now); nothing is created to tell. A lock that this
+    process holds through another descriptor counts as held too."""
     if fcntl is None:
-        return fd
+        return False
+    try:
+        fd = os.open(lock_file(path), os.O_RDONLY)
+    except OSError:  # no lock file: nobody ever took it, or its product was removed
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
     except BlockingIOError:
+        return True
+    finally:
         os.close(fd)
-        return None
-    return fd
 
 
 def release(fd: int | None) -> None:
     if fd is not None:
         os.close(fd)
+
+
+def _wait_for(lock: Path) -> int:
+    """Wait for the lock of ``lock`` (the file) and hold it: an open descriptor."""
+    while True:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # type: ignore[union-attr]
+        except BaseException:
+            os.close(fd)
+            raise
+        if _current(fd, lock):
+            return fd
+        os.close(fd)  # removed by a prune while this waited: wait for the new one
 
 
 @contextmanager
@@ -62,18 +111,13 @@ def exclusive(path: Path, waiting: str | None = None) -> Iterator[None]:
     ``waiting``, when given, is shown as a long step: ``<waiting>: start``, ``still running``, ``done``)."""
     fd = try_exclusive(path)
     if fd is None:
-        from harness.core.progress import activity
+        if waiting is None:
+            fd = _wait_for(lock_file(path))
+        else:
+            from harness.core.progress import activity
 
-        fd = os.open(lock_file(path), os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            if waiting is None:
-                fcntl.flock(fd, fcntl.LOCK_EX)  # type: ignore[union-attr]
-            else:
-                with activity(waiting):
-                    fcntl.flock(fd, fcntl.LOCK_EX)  # type: ignore[union-attr]
-        except BaseException:
-            os.close(fd)
-            raise
+            with activity(waiting):
+                fd = _wait_for(lock_file(path))
     try:
         yield
     finally:
