@@ -405,21 +405,24 @@ def _fasttext_items(kind: str, folder: Path, now: float) -> Iterator[Item]:
         main = next((f for f in group if f.suffix in MODEL_SUFFIXES and not f.name.startswith(".")), group[0])
         unfinished = main.name.startswith(".") or main.suffix not in MODEL_SUFFIXES
         created = min(_mtime(f) for f in group)
+        guard = folder / f"{stem}.bin"
         yield Item(kind, main, sum(tree_size(f) for f in group), created, extra=tuple(f for f in group if f != main),
-                   busy=unfinished and _busy(main, now), guard=folder / f"{stem}.bin")
+                   busy=unfinished and (_busy(main, now) or held(guard)), guard=guard)
 
 
 def _file_items(kind: str, entry: Path, now: float) -> Iterator[Item]:
     """``entry`` of a method's cache as items: a file with its lock and lease (a file being written, ``.<stem>.<id>
     .<suffix>``, is busy while its builder holds the lock), or each file below a folder."""
-    if entry.name.endswith((".lock", LEASE)) and entry.with_name(entry.name.rsplit(".", 1)[0]).exists():
+    subject = entry.with_name(entry.name.rsplit(".", 1)[0]) if entry.name.endswith((".lock", LEASE)) else None
+    if subject is not None and subject.exists():
         return  # the lock or lease of a cached file goes with it
     if entry.is_dir() and not entry.is_symlink():
         for sub in sorted(entry.iterdir()):
             yield from _file_items(kind, sub, now)
         return
-    yield Item(kind, entry, tree_size(entry), _mtime(entry), extra=_beside(entry),
-               busy=entry.name.startswith(".") and _busy(entry, now))
+    # (a lock without its file: a build that has written nothing yet, or one that failed; guarded as that file)
+    yield Item(kind, entry, tree_size(entry), _mtime(entry), extra=_beside(entry), guard=subject,
+               busy=entry.name.startswith(".") and _busy(entry, now) or subject is not None and held(subject))
 
 
 def summarize(items: Iterable[Item], by_world: bool = True) -> list[dict[str, Any]]:
