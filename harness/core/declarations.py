@@ -428,8 +428,9 @@ def class_declarations(module: str, cls: str) -> dict[str, Any]:
 
 def exact_declarations(target: str, fields: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any] | None:
     """``fields`` of the class at ``"module:Class"`` exactly as importing it would give them (``defaults`` for those
-    it does not declare), read from its source; None where its source cannot tell (the class is not found, or one
-    of ``fields`` is assigned something other than a literal or defined as a function): import it then."""
+    it does not declare), read from its source; None where its source cannot tell (the class is not found, one of
+    ``fields`` is assigned something other than a literal or defined as a function, or the class or what it names
+    is made or changed in a way this module does not follow: see its docstring): import it then."""
     module, _, cls = target.partition(":")
     found = _module_tree(module)
     if found is None or _class_node(found[0], cls) is None:
