@@ -27,18 +27,20 @@ kind              where                                       rebuilt by
 
 ``prune`` removes only what the harness made as a product: whole products (a folder with its ``_DONE.json``, a
 fastText model with its ``.json``, a method's cached file, with their lock and lease files), never the tracking
-store, the runs' artifacts or the published leaderboards, never an SQLite file whatever its name or place (known by
-its header ``SQLite format 3\0``; its ``-journal``, ``-wal`` and ``-shm`` files and a ``.<name>.runs.lock`` beside
-it are the store's too), never what it does not know (kind ``other``: a user's files, the runs' status files).
-Every product, in ``products/``, ``worlds/`` and the method caches alike (``cache/methods/<m>/products/<kind>/
-<key>`` included), has one build lock (``<product>.lock``, :mod:`harness.core.locks`, held while it is built) and
-one lease (``<product>.lease``, :func:`harness.core.cache.lease`, held while a process reads it). ``prune`` never
-removes a product whose lock a process holds, nor an unfinished build (``.tmp-*``, ``*.work``, ``*.launch``, a
-file being written) whose builder holds its lock or that changed within a day; it removes a product holding both
-its lock and its lease exclusively, so that no build or reader starts on it meanwhile. It never removes a product
-or world that a process is reading (a CPT its corpus, a cell its initialized model, OMP and CLP their helper model,
-a run its world) unless ``--force``. Without ``--kind`` it removes the cached
-products (``init``, ``cpt``, the CPT ``corpus``, the taggers, method caches, mappings, the boards' memo); the world, its downloads and build
+store, the runs' artifacts or the published leaderboards, never an SQLite file whatever its name (known by its
+header ``SQLite format 3\0``, in the home, in ``cache/`` and anywhere in the caches' entries; its ``-journal``,
+``-wal`` and ``-shm`` files and a ``.<name>.runs.lock`` beside it are the store's too), never what it does not
+know (kind ``other``: a user's files, the runs' status files).
+
+Every product, in ``products/``, ``worlds/`` and the method caches alike (``cache/methods/<m>/products/<kind>/<key>``
+included), has one build lock (``<product>.lock``, :mod:`harness.core.locks`, held while it is built) and one lease
+(``<product>.lease``, :func:`harness.core.cache.lease`, held while a process reads it). ``prune`` never removes a
+product whose lock a process holds, nor an unfinished build (``.tmp-*``, ``*.work``, ``*.launch``, a file being
+written) whose builder holds its lock or that changed within a day; it removes a product holding both its lock and
+its lease exclusively, so that no build or reader starts on it meanwhile. It never removes a product or world that
+a process is reading (a CPT its corpus, a cell its initialized model, OMP and CLP their helper model, a run its
+world) unless ``--force``. Without ``--kind`` it removes the cached products (``init``, ``cpt``, the CPT
+``corpus``, the taggers, method caches, mappings, the boards' memo); the world, its downloads and build
 environments go only when named. A finished MLflow run does not need any of them: a later evaluation rebuilds
 what it needs, with the same numbers. The runner itself removes a cell's init and CPT products once the cell's run
 finished (:func:`cell_products`, :func:`remove`; ``harness run --keep-products`` keeps them).
@@ -493,11 +495,11 @@ def _lease_held(path: Path) -> bool:
 
 def kept(i: Item, home: Path, force: bool = False) -> str:
     """Why ``prune`` leaves the item now ("" when it would remove it): "an SQLite store" (a file of a tracking
-    store at or below it, :func:`store_file`: never removed), "being built" (a process holds its lock: never
-    removed), "in use" (a process holds its lease: removed by ``force``)."""
-    # (in what a world build fetched or installed, a third-party package may ship a database: only the item
-    # itself is looked at there)
-    look = store_file if i.kind in ("downloads", "build-envs") else holds_store
+    store, :func:`store_file`, or one below a cache's folder: never removed), "being built" (a process holds its
+    lock: never removed), "in use" (a process holds its lease: removed by ``force``)."""
+    # below the folders of the caches' entries too; a world, its downloads and build environments and the products
+    # under products/ are the harness's own trees (a package fetched for a world build ships a database)
+    look = holds_store if i.kind in ("mappings", "boards") or i.kind.startswith("methods/") else store_file
     if any(look(p) for p in (i.path, *i.extra)):
         return "an SQLite store"
     if held(i.anchor):
