@@ -19,12 +19,16 @@ def seed_groups(cells: list[Any]) -> dict[tuple[str, str, int | None], list[Any]
 
 
 def group_key(spec: Any, source: str, method: str, dim: int | None, cells: list[Any]) -> str:
-    """The identity of a variant's seed aggregate: its variant, world, profile, CPT settings, parameters, seeds, and
-    the numerics of its cells' identities (the evaluation precision away from fp32, the CPU kernels away from
-    native: :func:`harness.spec.identity_numerics`), so cells computed otherwise are never aggregated as these."""
-    return hash_obj({"source": source, "method": method, "dim": dim, "world": spec.world_hash,
-                     "profile": spec.profile, "cpt": dict(spec.cpt), "params": spec.method_params[method],
-                     "seeds": sorted(c.seed for c in cells), **spec.numerics})
+    """The identity of a variant's seed aggregate: the hash of its cells' own keys (:func:`harness.spec.cell_identity`:
+    the world, the source and its own identity, the method and its parameters, the profile, the CPT product, the
+    initialization's version, the seeds and the numerics), so an aggregate is found again exactly while every cell
+    it counts is, and a change that moves a cell's key moves its group too; settings that move no cell (the CPT
+    devices, the batch search) move no group. The variant (``source``, ``method``, ``dim``) is named in it as well
+    (the cells' keys hold it already). An aggregate run logged under an earlier group (before the group was its
+    cells' keys) is left as it was: the aggregate is logged again under this one (the leaderboard reads the cells'
+    task runs, never these)."""
+    return hash_obj({"seed_aggregate": {"source": source, "method": method, "dim": dim},
+                     "cells": sorted(spec.keys(c).key for c in cells)})
 
 
 def aggregate_seeds(spec: Any, tracker: Any) -> None:

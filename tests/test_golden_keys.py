@@ -12,7 +12,12 @@ products again: :mod:`harness.rerun`); the libraries' versions, the thread count
 
 The fixture holds the keys of cells computed with each library's own CPU kernels (``native``: every cell before the
 kernels were pinned, :mod:`harness.core.kernels`), which the pinned kernels' identity field leaves as they were;
-``golden_keys_avx2.json`` holds the keys of the pinned kernels (the default) for the synthetic world's cpu profile.
+``golden_keys_avx2.json`` holds the keys of the pinned kernels (the default) for the synthetic world's cpu profile;
+``golden_keys_decoder.json`` those of the synthetic world's decoder source ``dec`` (its cells' identity holds the
+source's own identity), with the pinned kernels, for both profiles.
+
+A seed aggregate's group is the hash of its cells' keys (:func:`harness.aggregate.group_key`): the groups moved once,
+when they became so (they had left out the decoder's identity and the initialization's version).
 
 ``HARNESS_WRITE_GOLDEN=1 pytest tests/test_golden_keys.py`` writes the fixtures anew (only for a change that is
 meant to move a key: say so in its commit).
@@ -21,6 +26,7 @@ meant to move a key: say so in its commit).
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import json
 import os
 from pathlib import Path
@@ -32,8 +38,10 @@ from harness.core.hashing import hash_obj
 
 FIXTURE = Path(__file__).parent / "fixtures" / "golden_keys.json"
 PINNED_FIXTURE = Path(__file__).parent / "fixtures" / "golden_keys_avx2.json"
+DECODER_FIXTURE = Path(__file__).parent / "fixtures" / "golden_keys_decoder.json"
 CODE = "method-code-digest"  # the stand-in for a method's code digest
 TASKS = ["sr-t", "ner", "mlm"]
+DECODER_TASKS = ["sr-t", "ner", "clm"]  # (a decoder's held-out loss is clm)
 VARIANTS = {
     "default": {},
     "cpt_steps": {"cpt_steps": 25, "cpt_checkpoints": [5]},
@@ -55,8 +63,9 @@ def _world(name: str, synthetic_world: Any) -> Any:
     return dataclasses.replace(sketch, tasks={t: langs for t in TASKS})
 
 
-def home_keys(overrides: dict[str, Any], world: Any) -> dict[str, Any]:
-    """Every key of a home for the run ``overrides`` on ``world``, computed by the code that runs a cell."""
+def home_keys(overrides: dict[str, Any], world: Any, tasks: list[str] = TASKS) -> dict[str, Any]:
+    """Every key of a home for the run ``overrides`` on ``world`` with ``tasks``, computed by the code that runs a
+    cell."""
     from harness.aggregate import group_key, seed_groups
     from harness.cell import cell_params, cell_tags
     from harness.config import make_config
@@ -64,7 +73,7 @@ def home_keys(overrides: dict[str, Any], world: Any) -> dict[str, Any]:
     from harness.evaluation import task_run_tags
     from harness.spec import init_inputs, product_keys, resolve
 
-    cfg = make_config(overrides={"methods": ["all"], "tasks": TASKS, "seeds": [1, 2], "world": world.name,
+    cfg = make_config(overrides={"methods": ["all"], "tasks": tasks, "seeds": [1, 2], "world": world.name,
                                  "device": "cpu", **overrides})
     spec = resolve(cfg, world)
     out: dict[str, Any] = {"cells": {}, "groups": {}}
@@ -106,8 +115,11 @@ def evaluated_model_key(spec: Any, cell: Any, keys: Any, world: Any, step: int) 
             seen.append(settings.model_key)
 
     run = SimpleNamespace(spec=spec, cell=cell, keys=keys, world=world, device="cpu")
+    task = spec.plan.tasks[0]
+    # the languages it evaluates, where _evaluate is handed them (the plan's: a task evaluated on all of them)
+    langs = [spec.plan.languages[task]] if "languages" in inspect.signature(evaluation._evaluate).parameters else []
     with mock.patch.object(evaluation, "harness_home", lambda: Path("/nonexistent-harness-home")):
-        evaluation._evaluate(run, Recorder(), spec.plan.tasks[0], step, None, None)
+        evaluation._evaluate(run, Recorder(), task, step, None, None, *langs)
     assert len(seen) == 1 and isinstance(seen[0], str)
     return seen[0]
 
@@ -181,9 +193,13 @@ def test_the_golden_runs_differ_where_their_settings_do(synthetic_world, plain_c
             assert len(base) == len(want[f"{world}/{profile}/default"]["cells"])  # one key per cell
             for variant in ("cpt_steps", "block_size"):
                 assert not base & keys(f"{world}/{profile}/{variant}"), (world, profile, variant)
-            # the devices and the batch search change how CPT computes, not what: the same cells
+            # the devices and the batch search change how CPT computes, not what: the same cells, the same groups
             for variant in ("auto_batch_off", "cpt_devices_2"):
                 assert keys(f"{world}/{profile}/{variant}") == base, (world, profile, variant)
+                assert want[f"{world}/{profile}/{variant}"]["groups"] == want[f"{world}/{profile}/default"]["groups"]
+            for variant in ("cpt_steps", "block_size"):  # other cells: other groups
+                assert not (set(want[f"{world}/{profile}/{variant}"]["groups"].values())
+                            & set(want[f"{world}/{profile}/default"]["groups"].values())), (world, profile, variant)
         assert not keys(f"{world}/cpu/default") & keys(f"{world}/paper/default")
 
 
@@ -206,3 +222,84 @@ def test_the_pinned_kernels_are_another_identity_and_keep_theirs(synthetic_world
     for part in ("cells", "groups"):
         assert_only_new_methods_added(pinned[part], want[part], part)
         assert {k: pinned[part][k] for k in want[part]} == want[part]
+
+
+DECODER_RUNS = {"cpu/default": {"profile": "cpu"}, "cpu/cpt_steps": {"profile": "cpu", **VARIANTS["cpt_steps"]},
+                "paper/default": {"profile": "paper"}}
+
+
+def decoder_keys(synthetic_world: Any) -> dict[str, Any]:
+    from harness.worlds.synthetic import DECODER
+
+    return {run: home_keys({"source": DECODER, **overrides}, synthetic_world, DECODER_TASKS)
+            for run, overrides in DECODER_RUNS.items()}
+
+
+def test_the_decoder_cells_keep_their_keys(synthetic_world, plain_cpu, kernels_of):
+    """The synthetic world's decoder source ``dec``, with the pinned kernels: every cell's key, its init product's
+    inputs and key, its CPT product's key, its tags, parameters and model keys, and the seed aggregates' groups are
+    golden; its cells' identity holds the source's own identity (outside the world's hash), and so do their init
+    products' inputs."""
+    from harness.config import make_config
+    from harness.spec import init_inputs, resolve
+    from harness.worlds.synthetic import DECODER
+
+    kernels_of("avx2")
+    own = synthetic_world.source_identity(DECODER)
+    assert own and synthetic_world.source_identity("src") is None
+    spec = resolve(make_config(overrides={"methods": ["random"], "tasks": DECODER_TASKS, "world": "synthetic",
+                                          "source": DECODER, "device": "cpu"}), synthetic_world)
+    ident = spec.keys(spec.plan.cells[0]).identity
+    assert ident["source_identity"] == own and init_inputs(ident)["source_identity"] == own
+    got = decoder_keys(synthetic_world)
+    if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
+        DECODER_FIXTURE.write_text(json.dumps(got, indent=0, sort_keys=True) + "\n")
+    want = json.loads(DECODER_FIXTURE.read_text())
+    assert sorted(got) == sorted(want)
+    for run in want:
+        assert want[run]["cells"] and want[run]["groups"]
+        for part in ("cells", "groups"):
+            assert_only_new_methods_added(got[run][part], want[run][part], (run, part))
+            for name, value in want[run][part].items():
+                assert got[run][part][name] == value, (run, part, name)
+    assert not {c["key"] for c in want["cpu/default"]["cells"].values()} & \
+        {c["key"] for c in want["cpu/cpt_steps"]["cells"].values()}
+
+
+def _groups(spec: Any) -> dict[tuple, str]:
+    from harness.aggregate import group_key, seed_groups
+
+    return {variant: group_key(spec, *variant, cells) for variant, cells in seed_groups(spec.plan.cells).items()}
+
+
+def test_a_seed_aggregate_moves_with_everything_its_cells_keys_cover(synthetic_world, plain_cpu, kernels_of,
+                                                                     monkeypatch):
+    """A seed aggregate is found by its group: a change that moves its cells' keys (the decoder source's own
+    identity, the initialization's version) moves its group, else the aggregate of the earlier cells would be taken
+    for the new ones' and never logged again."""
+    from harness import spec as spec_module
+    from harness.config import make_config
+    from harness.spec import resolve
+    from harness.worlds.synthetic import DECODER
+
+    kernels_of("avx2")
+
+    def groups(source: str) -> dict[tuple, str]:
+        cfg = make_config(overrides={"methods": ["random", "ofa"], "tasks": ["sr-t"], "seeds": [1, 2],
+                                     "world": "synthetic", "source": source, "device": "cpu"})
+        return _groups(resolve(cfg, synthetic_world))
+
+    dec, src = groups(DECODER), groups("src")
+    assert len(dec) == len(src) == 2 and groups(DECODER) == dec  # (computed again: the same)
+    real = synthetic_world.source_identity
+    with monkeypatch.context() as m:  # the decoder built again otherwise: another identity, the same name
+        m.setattr(synthetic_world, "source_identity", lambda s: "0" * 16 if s == DECODER else real(s))
+        moved = groups(DECODER)
+        assert moved.keys() == dec.keys() and not set(moved.values()) & set(dec.values())
+        assert groups("src") == src  # (an encoder's cells are keyed by the world's hash)
+    with monkeypatch.context() as m:
+        m.setattr(spec_module, "INIT_VERSION", spec_module.INIT_VERSION + 1)
+        for source, before in ((DECODER, dec), ("src", src)):
+            after = groups(source)
+            assert after.keys() == before.keys() and not set(after.values()) & set(before.values()), source
+    assert groups(DECODER) == dec and groups("src") == src
