@@ -70,6 +70,10 @@ _kept: dict[str, str] = {}  # the pin variables the user had set to values of th
 _fingerprints: dict[bool, dict[str, str]] = {}  # this process's fingerprint (by bf16 on the CPU), computed once
 _labels: dict[bool, str] = {}  # this process's label (by bf16 on the CPU), computed once
 _recorded: set[tuple[bool, str, str]] = set()  # (bf16, label, file) this process recorded (measured_kernels)
+# the labels this process, or the harness process that started it, took from the record without measuring them:
+# ``<conditions>=<label>`` separated by spaces; a cell that measures another label under the same conditions
+# knows the run's label came from a stale record, which it has replaced (check_measured)
+TAKEN_ENV = "HARNESS_CPU_KERNELS_TAKEN"
 
 
 def cpu_flags() -> set[str]:
@@ -233,12 +237,17 @@ def cpu_kernels(bf16: bool = False) -> str:
 
     A process that has not loaded torch yet (``harness run`` deciding which cells are finished) takes the label
     measured by an earlier process under the same conditions (:func:`conditions`: the CPU, the kernel libraries'
-    files, the variables they read, this module's code), recorded in the harness home, as git trusts a file by its
-    stat: loading torch to measure it again costs a second. A process that has loaded torch measures (a cell's
-    worker always does, and refuses to compute under a label other than its run's) and records what it found."""
+    files, the variables that choose their kernels, this module's code), recorded in the harness home, as git
+    trusts a file by its stat: loading torch to measure it again costs a second. A process that has loaded torch
+    measures (a cell's process always does, and refuses to compute under a label other than its run's:
+    :func:`check_measured`) and records what it found, in place of what the record said."""
     bf16 = bool(bf16)
     if bf16 not in _labels:
-        recorded = None if "torch" in sys.modules else _recorded_label(bf16)
+        key = None if "torch" in sys.modules else conditions(bf16)
+        recorded = None if key is None else _recorded_label(bf16, key)
+        if key is not None and recorded is not None:  # said to the cells' processes, which inherit it
+            taken = [t for t in os.environ.get(TAKEN_ENV, "").split() if t != f"{key}={recorded}"]
+            os.environ[TAKEN_ENV] = " ".join([*taken, f"{key}={recorded}"][-4:])
         _labels[bf16] = recorded if recorded is not None else measured_kernels(bf16)
     return _labels[bf16]
 
@@ -253,8 +262,8 @@ def fingerprint_label(bf16: bool = False) -> str:
 
 def measured_kernels(bf16: bool = False) -> str:
     """The label of this process's kernels from its own :func:`fingerprint` (computed once a process), never from
-    a record: what a cell checks before it computes (:meth:`harness.cell.CellRun.steps`). It is recorded for later
-    processes under this one's :func:`conditions`."""
+    a record: what a cell checks before it computes (:func:`check_measured`). It is recorded for later processes
+    under this one's :func:`conditions`, replacing what the record said there."""
     bf16 = bool(bf16)
     label = fingerprint_label(bf16)
     where = (bf16, label, str(_labels_path()))
@@ -264,9 +273,37 @@ def measured_kernels(bf16: bool = False) -> str:
     return label
 
 
+def check_measured(run_label: str, bf16: bool = False) -> str:
+    """This process's label, measured (:func:`measured_kernels`), where it is the run's ``run_label``: what a cell
+    checks before it computes. Otherwise a refusal (HarnessError) whose one line says how to go on: where the run
+    took its label from a stale record under this process's conditions (its harness process said so in
+    :data:`TAKEN_ENV`), that record now holds what was measured here, and the same command runs."""
+    from harness.core.errors import HarnessError
+
+    label = measured_kernels(bf16)
+    if label == run_label:
+        return label
+    head = f"this process computes with {label} CPU kernels, the run with {run_label}"
+    key, path = conditions(bf16), _labels_path()
+    if f"{key}={run_label}" in os.environ.get(TAKEN_ENV, "").split():
+        if _recorded_label(bf16, key) == label:
+            raise HarnessError(f"{head}, which the harness process took from a stale record of the kernels ({path}); "
+                               f"the record now holds {label}: run the same command again")
+        raise HarnessError(f"{head}, which the harness process took from a stale record of the kernels ({path}) "
+                           f"that this process could not replace: remove that file and run the same command again")
+    raise HarnessError(f"{head} (harness.core.kernels): its numbers would not be the cell's; the harness process and "
+                       f"this one compute with other kernels (another machine or environment, or torch or numpy "
+                       f"loaded before the harness): `python -m harness.core.kernels` on each says which")
+
+
 # -- the labels measured, by the conditions they were measured under -------------------------------------------
-# the environment variables the kernel libraries read (their prefixes) and the loader's
-_LIBRARY_ENV = ("MKL_", "DNNL_", "ONEDNN_", "OPENBLAS_", "GOTO", "ATEN_", "OMP_", "KMP_", "GOMP_")
+# the environment variables that choose the kernel libraries' kernels (their prefixes) and the loader's; not those
+# of their threads (OpenMP's OMP_*, KMP_*, GOMP_*; MKL_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_DYNAMIC, ...): the
+# fingerprint is computed on one thread, and each cell's process sets its own (the local executor's workers
+# OMP_NUM_THREADS, harness.executors._init_process_worker; Ray its workers'), so that a cell's process records what
+# it measured under the key its harness process reads
+_LIBRARY_ENV = ("MKL_", "DNNL_", "ONEDNN_", "OPENBLAS_", "GOTO", "ATEN_")
+_THREAD_ENV = ("_NUM_THREADS", "_DYNAMIC")  # (their suffixes)
 _LOADER_ENV = ("LD_PRELOAD", "LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH", ENV, PINNED_ENV)
 LABELS_FILE = "kernels.json"  # under <HARNESS_HOME>/cache: {conditions digest: label}
 
@@ -314,9 +351,11 @@ def _cpu_identity() -> list[str]:
 
 def conditions(bf16: bool) -> str:
     """A digest of everything a process's kernel label depends on besides chance: the CPU, the libraries' files,
-    the variables they read, how this process pinned (and what it had loaded first), this module's code and
-    golden fingerprints, and whether bf16 kernels are measured."""
-    env = sorted(f"{k}={v}" for k, v in os.environ.items() if k.startswith(_LIBRARY_ENV) or k in _LOADER_ENV)
+    the variables that choose their kernels (the pins among them; not their threads' count), how this process
+    pinned (and what it had loaded first), this module's code and golden fingerprints, and whether bf16 kernels
+    are measured."""
+    env = sorted(f"{k}={v}" for k, v in os.environ.items()
+                 if (k.startswith(_LIBRARY_ENV) and not k.endswith(_THREAD_ENV)) or k in _LOADER_ENV)
     parts = [f"bf16={bool(bf16)}", f"pin={pin()}", f"python={sys.version}", *_cpu_identity(), *env,
              *_library_files()]
     for f in (Path(__file__), GOLDEN):
@@ -338,12 +377,13 @@ def _labels_path() -> Path | None:
     return home / "cache" / LABELS_FILE if home.is_dir() else None
 
 
-def _recorded_label(bf16: bool) -> str | None:
+def _recorded_label(bf16: bool, key: str | None = None) -> str | None:
+    """The label recorded under this process's conditions (``key``, computed where not given), or None."""
     path = _labels_path()
     if path is None or not path.is_file():
         return None
     try:
-        label = json.loads(path.read_text()).get(conditions(bf16))
+        label = json.loads(path.read_text()).get(key or conditions(bf16))
     except (OSError, ValueError, AttributeError):
         return None
     return label if isinstance(label, str) and label else None
