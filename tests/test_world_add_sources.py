@@ -254,3 +254,131 @@ def test_an_addition_waits_for_another_process_holding_the_world(old_world):
     assert added == ["dec"] and waited > 2.5  # it began only once the holder had let go
     assert {rel for rel in before if before[rel] != _files(old_world).get(rel)} == {"manifest.json",
                                                                                      "checksums.json"}
+
+
+def _kill_in_commit(old_world: Path, monkeypatch, renames_done: int) -> None:
+    """An addition killed after ``renames_done`` of its commit's renames (the journal written)."""
+    import harness.worlds.adding as adding
+    from harness.worlds.adding import add_sources, journal_path
+
+    real = os.replace
+    calls = {"n": 0}
+
+    def dying(src, dst):
+        if str(src).startswith(str(old_world.parent / ".tmp-")):  # a commit's rename
+            if calls["n"] == renames_done:
+                raise KeyboardInterrupt  # the kill
+            calls["n"] += 1
+        return real(src, dst)
+
+    monkeypatch.setattr(adding.os, "replace", dying)
+    with pytest.raises(KeyboardInterrupt):
+        add_sources("synthetic", note=lambda _: None)
+    monkeypatch.setattr(adding.os, "replace", real)
+    assert journal_path(old_world).is_file()
+
+
+def _finished_without_a_build(root: Path, monkeypatch) -> None:
+    """The next load finishes the addition at ``root``: the world is not built again, it has the decoder, nothing
+    of the addition is left and its files are as its record says."""
+    import harness.worlds as worlds
+    from harness.worlds.adding import journal_path
+
+    monkeypatch.setattr(worlds, "_build_locked", lambda *a, **k: pytest.fail("the world was built again"))
+    world = worlds.get_world("synthetic")
+    assert world.root == root and "dec" in world.sources
+    assert not journal_path(root).exists() and not list(root.parent.glob(".tmp-*"))
+    check = worlds.check_world_files(root, full=True)
+    assert check.problems == [] and check.unlisted == []
+
+
+@pytest.mark.parametrize("renames_done", [0, 1, 2])
+def test_a_home_moved_after_a_kill_in_the_commit_is_finished_not_built_again(old_world, tmp_path, monkeypatch,
+                                                                             renames_done):
+    """The journal names the staging folder relative to the world's folder: the whole home renamed after the kill,
+    the next load finds the staging folder and finishes the renames."""
+    from harness.worlds.adding import journal_path
+
+    _kill_in_commit(old_world, monkeypatch, renames_done)
+    named = json.loads(journal_path(old_world).read_text(encoding="utf-8"))["staging"]
+    home = old_world.parents[1]
+    moved = home.rename(tmp_path / "moved-home")
+    monkeypatch.setenv("HARNESS_HOME", str(moved))
+    _finished_without_a_build(moved / "worlds" / old_world.name, monkeypatch)
+    assert not Path(named).is_absolute() and Path(named).name.startswith(f".tmp-{old_world.name}-add-")
+
+
+@pytest.mark.parametrize("moved", [False, True], ids=["in place", "home moved"])
+def test_a_journal_naming_an_absolute_staging_folder_is_still_finished(old_world, tmp_path, monkeypatch, moved):
+    """A journal an earlier version wrote names the staging folder by its absolute path: read where that path
+    exists, and beside the world where the home was moved since."""
+    from harness.worlds.adding import journal_path
+
+    _kill_in_commit(old_world, monkeypatch, 1)
+    journal = journal_path(old_world)
+    plan = json.loads(journal.read_text(encoding="utf-8"))
+    plan["staging"] = str((old_world / plan["staging"]).resolve())
+    journal.write_text(json.dumps(plan), encoding="utf-8")
+    root = old_world
+    if moved:
+        root = old_world.parents[1].rename(tmp_path / "moved-home") / "worlds" / old_world.name
+        monkeypatch.setenv("HARNESS_HOME", str(root.parents[1]))
+    _finished_without_a_build(root, monkeypatch)
+
+
+def test_a_journal_naming_a_folder_elsewhere_is_refused(old_world, monkeypatch):
+    """A journal whose staging folder is not an addition's beside the world is not followed (nothing is moved from
+    nor removed at what it names): the load says so in one line."""
+    from harness.core.errors import MissingResourceError
+    from harness.worlds import get_world
+    from harness.worlds.adding import journal_path
+
+    elsewhere = old_world.parent / "elsewhere"
+    (elsewhere / "sources" / "dec").mkdir(parents=True)
+    journal_path(old_world).write_text(json.dumps({"staging": "../elsewhere", "sources": ["dec"]}))
+    with pytest.raises(MissingResourceError, match="journal of an addition of sources.* is unreadable"):
+        get_world("synthetic")
+    assert (elsewhere / "sources" / "dec").is_dir() and not (old_world / "sources" / "dec").exists()
+
+
+def test_the_staged_files_their_folders_and_the_journal_are_fsynced_before_the_renames(old_world, monkeypatch):
+    """Every staged file and folder, then the journal and its folder, are on the disk before the first rename of
+    the commit; the folder each rename writes into is fsynced after it."""
+    from harness.worlds.adding import add_sources, journal_path
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc to name what an fsync'd descriptor is")
+    events: list[tuple[str, Path, Path | None]] = []
+    staged: set[Path] = set()
+    real_fsync, real_replace, real_rename = os.fsync, os.replace, os.rename
+    prefix = str(old_world.parent / f".tmp-{old_world.name}-add-")
+
+    def fsync(fd):
+        events.append(("fsync", Path(os.readlink(f"/proc/self/fd/{fd}")), None))
+        return real_fsync(fd)
+
+    def moving(real):
+        def move(src, dst):
+            if str(src).startswith(prefix) and not staged:  # the commit's first rename: what was staged
+                staging = Path(prefix + str(src)[len(prefix):].split(os.sep)[0])
+                staged.update(p.resolve() for p in [staging, *staging.rglob("*")])
+            events.append(("rename", Path(src).resolve(), Path(dst).resolve()))
+            return real(src, dst)
+        return move
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "replace", moving(real_replace))
+    monkeypatch.setattr(os, "rename", moving(real_rename))
+    assert add_sources("synthetic", note=lambda _: None) == ["dec"]
+    renames = [i for i, e in enumerate(events) if e[0] == "rename"]
+    journal = journal_path(old_world).resolve()
+    at_journal = next(i for i in renames if events[i][2] == journal)
+    commit = [i for i in renames if str(events[i][1]).startswith(str(Path(prefix).resolve()))]
+    assert len(commit) == 3 and at_journal < commit[0]
+    synced_first = {e[1] for e in events[:at_journal] if e[0] == "fsync"}
+    assert staged and staged <= synced_first, sorted(map(str, staged - synced_first))
+    assert events[at_journal][1] in synced_first  # the journal's own bytes before it is put in place
+    assert ("fsync", journal.parent, None) in events[at_journal:commit[0]]  # its folder before the first rename
+    for n, i in enumerate(commit):
+        until = commit[n + 1] if n + 1 < len(commit) else len(events)
+        assert ("fsync", events[i][2].parent, None) in events[i:until], events[i]

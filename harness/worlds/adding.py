@@ -8,18 +8,19 @@ sha256 and times added to the old record).
 
 Nothing is lost when it is killed or the disk fills. Everything the addition writes is staged first beside the world
 (``.tmp-<world>-add-<id>/``: each source's folder, the new manifest, the new record), under the world's lock; a
-failure while staging leaves the world as it was (the staging folder is removed, now or by the next addition). Then a
-journal (``.add-<world>.json`` beside the world) names the staging folder, and the commit is three renames (the
-source folders into ``sources/``, the manifest, the record), which need no new space on the disk. A process killed
-after the journal was written leaves it, and the next load of the world (:func:`harness.worlds.get_world`) finishes
-the renames under the lock before it checks the world; the renames are idempotent, so a kill while finishing is
-finished by the load after.
+failure while staging leaves the world as it was (the staging folder is removed, now or by the next addition). The
+staged files and folders are fsynced; then a journal (``.add-<world>.json`` beside the world, fsynced with its
+folder) names the staging folder relative to the world's folder (a home moved after a kill still finds it), and the
+commit is three renames (the source folders into ``sources/``, the manifest, the record; the folder each writes into
+fsynced after it), which need no new space on the disk. A process killed after the journal was written leaves it,
+and the next load of the world (:func:`harness.worlds.get_world`) finishes the renames under the lock before it
+checks the world; the renames are idempotent, so a kill while finishing is finished by the load after.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import os  # noqa: F401  (the renames are os.replace's: a test stands in for it through this module)
 import shutil
 import uuid
 from collections.abc import Callable
@@ -28,7 +29,14 @@ from typing import Any
 
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.worlds.base import CHECKSUMS
-from harness.worlds.journal import MANIFEST, finish_pending, journal_path
+from harness.worlds.journal import (
+    MANIFEST,
+    finish_pending,
+    journal_path,
+    staging_prefix,
+    sync_tree,
+    write_journal,
+)
 
 __all__ = ["add_sources", "finish_pending", "journal_path", "missing_sources"]
 
@@ -72,22 +80,16 @@ def add_sources(name: str, *, note: Callable[[str], None] = print, keep_inputs: 
         if not callable(build_source):
             raise ConfigError(f"world {name!r}: its builder cannot add a source to a built world "
                               f"({', '.join(missing)}); `harness world build {name} --force` builds it again")
-        for stale in root.parent.glob(f".tmp-{root.name}-add-*"):  # a staging that was killed before its journal
+        for stale in root.parent.glob(f"{staging_prefix(root)}*"):  # a staging that was killed before its journal
             shutil.rmtree(stale, ignore_errors=True)
-        staging = root.parent / f".tmp-{root.name}-add-{uuid.uuid4().hex[:8]}"
+        staging = root.parent / f"{staging_prefix(root)}{uuid.uuid4().hex[:8]}"
         try:
             _stage(name, root, staging, missing, build_source, note)
+            sync_tree(staging)  # on the disk before the journal names it
+            write_journal(root, staging, missing)
         except BaseException:
-            shutil.rmtree(staging, ignore_errors=True)
-            raise
-        journal = journal_path(root)
-        tmp = journal.with_name(f"{journal.name}.{uuid.uuid4().hex[:8]}")
-        try:
-            tmp.write_text(json.dumps({"staging": str(staging), "sources": missing}))
-            os.replace(tmp, journal)
-        except BaseException:
-            tmp.unlink(missing_ok=True)
-            shutil.rmtree(staging, ignore_errors=True)
+            if not journal_path(root).is_file():  # (once it is, the next load finishes the addition)
+                shutil.rmtree(staging, ignore_errors=True)
             raise
         finish_pending(root)
     if not keep_inputs:
