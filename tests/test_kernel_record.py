@@ -86,11 +86,12 @@ def test_a_stale_record_under_the_harness_process_key_is_replaced_by_a_worker(ho
 
 def _take_from_record() -> str:
     """What a harness process that has not loaded torch yet takes as the run's label (from the record)."""
-    torch = sys.modules.pop("torch")
+    torch = sys.modules.pop("torch", None)
     try:
         return kernels.cpu_kernels(False)
     finally:
-        sys.modules["torch"] = torch
+        if torch is not None:
+            sys.modules["torch"] = torch
 
 
 def test_the_refusal_of_a_stale_label_says_how_to_go_on(home, monkeypatch):
