@@ -64,7 +64,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from harness.core.cache import DONE, LEASE, building, claim, cpt_product_key, lease_file
+from harness.core.cache import DONE, LEASE, building, claim, cpt_product_key, lease_file, release_lease
 from harness.core.errors import ConfigError
 from harness.core.hashing import hash_obj
 from harness.core.locks import held, lock_file, try_lock
@@ -521,6 +521,7 @@ def remove(items: Iterable[Item], home: Path, force: bool = False, skipped: list
         for p in (i.path, *i.extra):
             if not p.resolve().is_relative_to(home) or p.resolve() == home:
                 raise ConfigError(f"refusing to remove {p}: it is not inside the harness home {home}")
+        release_lease(i.anchor)  # (this process's own: it is done with the item)
         why, fds = kept(i, home, force), []
         if not why:
             why, fds = _guard(i, home, force)

@@ -8,6 +8,11 @@ marks it done so that a resumed cell skips it:
     step 0 -> continue pre-training (a cached product) -> evaluate at each evaluated step -> finish -> release
     its products
 
+An evaluation covers the languages it was asked for (:func:`harness.core.record.covered_languages`): a cell
+evaluated with ``--langs`` on some languages is not finished for a command that asks for more, which evaluates
+the languages it lacks (and only those) on the same products; the cell keeps its products while some language of
+its tasks is left out, so that this costs no second initialization or CPT.
+
 A cell whose run is FINISHED with every evaluation the command asks for logged has nothing left to do: it is
 found before anything is built (:func:`pending`, in the parent, before any worker starts) and found again, the
 same way, where it runs (a worker re-checks, idempotently). Its init and CPT products are read by nothing else of
@@ -40,8 +45,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,9 +146,11 @@ def finished_run(record: RunRecord, exp: str, key: str, spec: Any) -> str | None
 
 
 def finished_cell_run(record: RunRecord, exp: str, key: str, spec: Any) -> Any:
-    """:func:`finished_run`'s run itself (with the code it recorded), or None."""
+    """:func:`finished_run`'s run itself (with the code it recorded), or None. An evaluation covers the languages
+    it was asked for: one asked for fewer (``--langs``) leaves the cell unfinished for a run that asks for more."""
     need = [Done.INIT, *([Done.CPT_LOG, *map(Done.heldout, spec.cpt.heldout_steps())] if spec.cpt.steps > 0 else [])]
-    return record.finished_cell_run(exp, key, need, spec.plan.tasks, spec.cpt.task_steps())
+    languages = {task: list(spec.plan.languages[task]) for task in spec.plan.tasks}
+    return record.finished_cell_run(exp, key, need, languages, spec.cpt.task_steps())
 
 
 def pending(spec: Any, tracker: Any, finished: dict[Cell, Any] | None = None) -> list[Cell]:
@@ -185,6 +193,26 @@ def stale_report(results: list[dict[str, Any]]) -> str | None:
             f"`--rerun stale` runs them again[/yellow]: " + "; ".join(c["cell"] for c in stale))
 
 
+@contextlib.contextmanager
+def cell_lock(path: Path, waiting: Callable[[], None]) -> Iterator[None]:
+    """Hold the lock of the file ``path`` for the block, first waiting (``waiting()`` is called once) for another
+    process that holds it. A POSIX record lock: a child forked meanwhile (a loader's worker, a CPT rank) does not
+    inherit it, and the system releases it when its process dies."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            waiting()
+            fcntl.lockf(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 class CellRun:
     """One cell of ``spec`` on ``world``, logged through ``tracker``; ``say`` prints a line of the run."""
 
@@ -210,7 +238,17 @@ class CellRun:
 
     def run(self) -> dict[str, Any]:
         """Every stage the cell has left; ``{cell, run_id, experiment_id}`` (``skipped``, ``stale`` when it had
-        none)."""
+        none). One process computes a cell at a time in a home: a second command that comes to a cell another
+        computes waits for it (saying so), then finds what it logged."""
+        from harness.core.hashing import hash_obj
+        from harness.core.paths import harness_home
+
+        where = hash_obj({"experiment": self.spec.experiment(self.cell.source), "cell": self.keys.key})
+        with cell_lock(harness_home() / "locks" / "cells" / f"{where}.lock",
+                       lambda: self.say(f"  {self.cell.label}: another process computes this cell; waiting for it")):
+            return self._run()
+
+    def _run(self) -> dict[str, Any]:
         spec, cell = self.spec, self.cell
         self.exp = self.tracker.experiment(spec.experiment(cell.source))
         if start_over(self.record, self.exp, self.keys.key, spec.cfg.rerun, cell_variant(spec, cell), cell.seed,
@@ -305,14 +343,18 @@ class CellRun:
     def continue_pretraining(self, model_dir: Path, tokenizer: Any) -> dict[int, Path]:
         """The cell's CPT (a cached product), its loss and layouts handed to the record; {step: model folder}."""
         from harness.core.cache import ProductCache
+        from harness.core.locks import exclusive
         from harness.cpt import read_layouts, read_train_log, train_cell
         from harness.initialize import load_model
 
         t_cpt = time.time()
         cpt_dir = ProductCache().root / "cpt" / str(self.keys.cpt_key)
-        ckpts = train_cell(model_dir=model_dir, tokenizer=tokenizer, world=self.world, settings=dict(self.spec.cpt),
-                           seed=self.cell.seed, device=self.device, product_dir=cpt_dir, prog=self.prog,
-                           say=self.say, load_fn=lambda p: load_model(p, device=self.device))
+        # its build lock, as every product's: prune passes over a CPT in progress, another cell waits for it
+        with exclusive(cpt_dir, waiting=f"  CPT {self.cell.label}: another process builds it; waiting"):
+            ckpts = train_cell(model_dir=model_dir, tokenizer=tokenizer, world=self.world,
+                               settings=dict(self.spec.cpt), seed=self.cell.seed, device=self.device,
+                               product_dir=cpt_dir, prog=self.prog, say=self.say,
+                               load_fn=lambda p: load_model(p, device=self.device))
         # the wall time of this call (a resumed CPT counts only what was left): benchmarks/bench_main_job.py
         self.record.log_cpt(self.parent, self.spec.cpt.steps, time.time() - t_cpt, read_train_log(cpt_dir),
                             read_layouts(cpt_dir))
@@ -322,8 +364,8 @@ class CellRun:
         """Remove the finished cell's init and CPT products (the same removal as ``harness cache prune
         --finished``), but those keyed to another cell of the command and those a live run of another command
         names. Returns the bytes freed."""
-        if self.spec.cfg.keep_products:
-            return 0
+        if self.spec.cfg.keep_products or self.spec.plan.subset:
+            return 0  # (a later run on more languages evaluates them on these products)
         from harness.cache_admin import cell_products, human, remove
         from harness.core.paths import harness_home
 
@@ -334,12 +376,16 @@ class CellRun:
                     r.info.run_id != run_id for r in self.tracker.live_runs({tag: item.path.name})):
                 continue
             items.append(item)
+        kept: list[Any] = []
         try:
-            freed = remove(items, home)
+            freed = remove(items, home, skipped=kept)
         except OSError as exc:  # the cell's results are logged: a product left behind only takes disk
             self.say(f"  [yellow]could not remove the finished cell's products: {exc}[/yellow]")
             return 0
-        if items:
-            self.say(f"  removed the finished cell's {' and '.join(i.kind for i in items)} product(s) "
+        gone = [i for i in items if i not in kept]
+        if gone:
+            self.say(f"  removed the finished cell's {' and '.join(i.kind for i in gone)} product(s) "
                      f"({human(freed)}; `--keep-products` keeps them)")
+        for i in kept:
+            self.say(f"  kept the finished cell's {i.kind} product: {i.why}")
         return freed

@@ -39,39 +39,65 @@ def task_run_tags(spec: Any, cell: Any, task: Any) -> dict[str, Any]:
 
 def evaluate_step(run: Any, step: int, model_dir: Path, tokenizer: Any, tasks: list[str] | None = None) -> None:
     """Evaluate ``tasks`` (default: the plan's) on the model at ``step`` of the cell ``run``
-    (:class:`harness.cell.CellRun`), then the held-out MLM loss when the run has CPT."""
-    from harness.initialize import load_model
-
-    spec, record, model = run.spec, run.record, None
+    (:class:`harness.cell.CellRun`), then the held-out MLM loss when the run has CPT. A task evaluated at the step
+    before on fewer languages than the plan's evaluates the languages it lacks, and only those."""
+    spec, model = run.spec, None
     heldout: float | None = None
     shown_lm = False
     for task_name in spec.plan.tasks if tasks is None else tasks:
         task = TASKS.get(task_name)()
-        trun = record.open_task(run.exp, run.keys.key, task_name, run.parent, task_run_tags(spec, run.cell, task))
-        if record.done(trun, Done.evaluated(step)):
+        trun = run.record.open_task(run.exp, run.keys.key, task_name, run.parent,
+                                    task_run_tags(spec, run.cell, task))
+        asked = list(spec.plan.languages[task_name])
+        missing = run.record.missing(trun, task_name, step, asked)
+        if not missing:
             run.say(f"  {task_name} @ step {step}: already logged")
             if step == spec.cpt.last_task_step():
                 run.tracker.finish(trun)  # a resumed run whose work is done ends FINISHED
             continue
         if model is None:
-            model = load_model(model_dir, device=run.device)
-        res, seconds = _evaluate(run, task, task_name, step, model, tokenizer)
-        record.log_evaluation(trun, run.parent, task_name, step, res, seconds)
-        head = res.averages().get(task.headline)
-        shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
-        run.say(f"  {task_name} @ step {step}: {shown} ({seconds:.1f}s)")
-        metric = getattr(task, "heldout_metric", None)
-        shown_lm = shown_lm or bool(metric)  # a language-model loss printed at this step
-        if metric and spec.cpt["eval_tasks"]:
-            heldout = res.averages().get(metric)  # the diagnostic's figure (not when only it runs after CPT)
-        if step == spec.cpt.last_task_step():
-            run.tracker.finish(trun)
-    if spec.cpt.steps <= 0 or record.done(run.parent, Done.heldout(step)):
+            model = _load(run, model_dir)
+        lm = _evaluate_task(run, task, task_name, step, model, tokenizer, trun, asked, missing)
+        shown_lm = shown_lm or lm is not None  # a language-model loss printed at this step
+        if lm is not None and spec.cpt["eval_tasks"] and missing == asked and _heldout_languages_of(spec, asked):
+            heldout = lm  # the diagnostic's figure (not when only it runs after CPT)
+    if spec.cpt.steps <= 0 or run.record.done(run.parent, Done.heldout(step)):
         return
     _heldout(run, step, model_dir, tokenizer, model, heldout, quiet=shown_lm)
 
 
-def _evaluate(run: Any, task: Any, task_name: str, step: int, model: Any, tokenizer: Any) -> tuple[Any, float]:
+def _load(run: Any, model_dir: Path) -> Any:
+    from harness.initialize import load_model
+
+    return load_model(model_dir, device=run.device)
+
+
+def _heldout_languages_of(spec: Any, languages: list[str]) -> bool:
+    """Whether a task's ``languages`` are the held-out diagnostic's (its average is then the diagnostic's)."""
+    return sorted(languages) == sorted(spec.heldout_languages)
+
+
+def _evaluate_task(run: Any, task: Any, task_name: str, step: int, model: Any, tokenizer: Any, trun: str,
+                   asked: list[str], missing: list[str]) -> float | None:
+    """One task at ``step`` on the languages it ``missing`` of those ``asked``, logged; the average of its
+    held-out language-model metric when it has one (else None)."""
+    spec = run.spec
+    pivot = getattr(run.world, "pivot", None)
+    langs = asked if missing == asked else [lang for lang in asked if lang in missing or lang == pivot]
+    res, seconds = _evaluate(run, task, task_name, step, model, tokenizer, langs)
+    run.record.log_evaluation(trun, run.parent, task_name, step, res, seconds, languages=langs)
+    head = res.averages().get(task.headline)
+    more = "" if missing == asked else f" (the {len(missing)} language(s) it lacked: {', '.join(missing)})"
+    shown = f"{task.headline} avg {head:.4f}" if head is not None else "done"
+    run.say(f"  {task_name} @ step {step}: {shown}{more} ({seconds:.1f}s)")
+    if step == spec.cpt.last_task_step():
+        run.tracker.finish(trun)
+    metric = getattr(task, "heldout_metric", None)
+    return res.averages().get(metric) if metric else None
+
+
+def _evaluate(run: Any, task: Any, task_name: str, step: int, model: Any, tokenizer: Any,
+              languages: list[str]) -> tuple[Any, float]:
     from tasks.base import TaskSettings
 
     spec = run.spec
@@ -80,7 +106,7 @@ def _evaluate(run: Any, task: Any, task_name: str, step: int, model: Any, tokeni
                             cache_dir=harness_home() / "products" / "tasks", model_key=f"{run.keys.key}:{step}",
                             precision=spec.eval_precision)
     t0 = time.time()
-    res = task.evaluate(model, tokenizer, run.world, spec.plan.languages[task_name], settings)
+    res = task.evaluate(model, tokenizer, run.world, languages, settings)
     return res, time.time() - t0
 
 
@@ -94,7 +120,8 @@ def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, h
     spec = run.spec
     name = heldout_task(run)
     diagnostic = TASKS.get(name)()
-    if heldout is None and name in spec.plan.tasks and spec.cpt["eval_tasks"]:
+    if heldout is None and name in spec.plan.tasks and spec.cpt["eval_tasks"] and \
+            _heldout_languages_of(spec, spec.plan.languages[name]):
         # the task at this step was logged before a kill: the same figure, not a second sample
         heldout = run.record.logged_average(run.parent, name, diagnostic.heldout_metric, step)
     if heldout is None:

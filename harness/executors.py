@@ -178,6 +178,14 @@ def _init_process_worker(env: dict[str, str], threads: int, parent_pid: int | No
     atexit.register(gc.freeze)  # the worker's exit skips collecting torch's and mlflow's objects (seconds)
 
 
+def _mark_dead(runner: Any, cells: list[Any]) -> None:
+    """The runs of ``cells`` whose worker process died become KILLED now (their process is gone; a cell run
+    again becomes RUNNING when it starts), not at the next command's start."""
+    if cells:
+        names = sorted({runner.spec.experiment(c.source) for c in cells})
+        runner.tracker.mark_orphans_killed([runner.tracker.experiment(n) for n in names])
+
+
 def _precreate_experiments(runner: Any, cells: list[Any]) -> None:
     """Create the cells' experiments here, before workers race to create the same one."""
     for source in sorted({c.source for c in cells}):
@@ -212,9 +220,11 @@ class ProcessExecutor:
             say = getattr(runner, "say", print)
             say(f"cells: a worker process died (killed, out of memory or crashed), taking {len(died)} unfinished "
                 f"cell(s) with it; running them again one at a time, each in a fresh process")
+            _mark_dead(runner, died)
             again, failed_again, died_again = self._pass(runner, died, 1, True, on_done)
             done.extend(again)
             failed.extend(failed_again)
+            _mark_dead(runner, died_again)
             for cell in died_again:
                 failed.append({"cell": cell.label, "error": "its worker process died, alone in a fresh process "
                                                             "too (killed, out of memory or crashed)"})

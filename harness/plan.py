@@ -40,6 +40,7 @@ class Plan:
     tasks: list[str]
     languages: dict[str, list[str]]  # task -> languages
     skipped: list[str] = field(default_factory=list)
+    subset: bool = False  # some task leaves out languages it has data for (``--langs``)
 
 
 METHOD_FACTS = {"requires": frozenset(), "supports_factorized": False, "serves_untied_output": True}
@@ -146,13 +147,14 @@ def make_plan(cfg: RunConfig, world: Any) -> Plan:
     dims, seeds = cfg.dim_values(), run_seeds(cfg, world.name)
     cells, skipped = _cells(cfg, world, cfg.methods != ["all"], methods, dims, seeds)
     tasks = objective_tasks(cfg, world, tasks, sorted({c.source for c in cells}), [])  # (_cells said why)
-    languages = {}
+    languages, subset = {}, False
     for t in tasks:
         have = task_languages(t, world)
         if not have:
             raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
         languages[t] = languages_within(cfg, world, have)
-    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped)
+        subset = subset or len(languages[t]) < len(have)
+    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped, subset=subset)
 
 
 def _objective_refusal(world: Any, task: str, source: str, objective: str) -> str | None:

@@ -393,9 +393,11 @@ def fit_cpt(cpt: dict[str, Any], world: Any, sources: list[str]) -> tuple[dict[s
 
 
 def _heldout_languages(cfg: Any, world: Any, cpt: CptSpec) -> list[str]:
-    """The languages of the held-out MLM diagnostic: the MLM task's, within ``--langs`` (and the pivot)."""
+    """The languages of the held-out MLM diagnostic: every language of the MLM task, whatever ``--langs`` says.
+    It is a figure of the cell's CPT (one value a step, logged once), not of an evaluation: a run on a subset of
+    the languages and a later one on all of them must find the same value."""
     if cpt.steps <= 0:
         return []
-    from harness.plan import languages_within, task_languages
+    from harness.plan import task_languages
 
-    return languages_within(cfg, world, task_languages("mlm", world))
+    return task_languages("mlm", world)

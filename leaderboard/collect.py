@@ -17,10 +17,10 @@ from harness.core.record import (  # noqa: F401 - re-exported: the leaderboard's
     Kind,
     TaskFacts,
     TaskRun,
-    items_path,
     kind_filter,
     metric_names,
     read_cell_run,
+    read_items,
     read_json_artifact,
     read_task_run,
     search_runs,
@@ -65,7 +65,7 @@ class ExperimentData:
         if key not in self._items:
             data: dict[str, Any] = {}
             if step in run.item_steps and self.client is not None:
-                raw = read_json_artifact(self.client, run.run_id, items_path(run.task, step), run.artifact_uri)
+                raw = read_items(self.client, run.run_id, run.task, step, run.artifact_uri)
                 names = metric_names(run.facts)
                 data = {names.get(m, m): v for m, v in (raw or {}).items()}
             self._items[key] = data

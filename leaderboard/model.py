@@ -81,6 +81,13 @@ class Row:
     mean_rank: float | None = None
     steps: list[int] = field(default_factory=list)  # the CPT step(s) its values are from (of a final board)
 
+    def uneven_languages(self) -> dict[str, int]:
+        """``{lang: seeds}`` of the languages fewer of the row's seeds cover than its others ({}: every language
+        of the row has the same seeds): its average then mixes languages averaged over different seeds."""
+        counts = {lang: len(set(e.seeds)) for lang, e in self.entries.items()}
+        most = max(counts.values(), default=0)
+        return {lang: n for lang, n in sorted(counts.items()) if n < most}
+
     def value(self, lang: str) -> float | None:
         e = self.entries.get(lang)
         return e.mean if e is not None else None
@@ -249,6 +256,14 @@ def finish_board(b: Board) -> None:
         r.avg_common = statistics.fmean(vals[lang] for lang in b.common) if b.common and all(
             lang in vals for lang in b.common) else None
         r.mean_rank = ranks.get(r.label) if r.kind == "ours" else None
+    for r in b.rows:
+        if r.kind == "ours" and (fewer := r.uneven_languages()):
+            which = ", ".join(f"{lang} {n}" for lang, n in fewer.items())
+            b.notes.append(f"{r.label}: its seeds cover different languages ({which} of its {len(r.seeds)} seeds); "
+                           f"its average mixes them")
+        elif r.kind == "ours" and r.avg is None and r.entries:
+            b.notes.append(f"{r.label}: evaluated on {len(r.entries)} of the board's {len(b.languages)} languages "
+                           f"(no average; avg∩ is over the languages every row has)")
     sign = -1.0 if b.higher_is_better else 1.0
     b.rows.sort(key=lambda r: (r.mean_rank is None, r.mean_rank or 0.0,
                                r.avg_common is None, sign * (r.avg_common or 0.0), r.label))

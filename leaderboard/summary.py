@@ -92,7 +92,7 @@ def seed_spread(row: Row, languages: list[str]) -> tuple[float | None, int]:
 
 def _cell(board: Board, row: Row) -> str:
     if row.avg is None:
-        return "incomplete"
+        return f"incomplete ({len(row.entries)} of {len(board.languages)} languages)"
     sd, n = seed_spread(row, board.common or board.languages)
     text = f"{row.avg:.3f}"
     text += (f" ± {sd:.3f}" if sd is not None else "") + (f" ({n} seeds)" if n > 1 else "")
@@ -119,6 +119,7 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
             for r in ranked:
                 origin = (origins or {}).get((profile, r.variant))
                 label = r.label + "".join(f" [{m}]" for m in origin.marks()) if origin else r.label
+                label += " [languages by seed]" if r.uneven_languages() else ""
                 if label not in table.rows:
                     table.rows.append(label)
                 table.cells[(label, b.task)] = _cell(b, r)
@@ -175,6 +176,9 @@ def _notes(origins: list[RowOrigin], rows: list[str]) -> list[str]:
     if any("[earlier run]" in r for r in rows):
         notes.append("[earlier run]: from earlier runs of this experiment, not this command's cells "
                      "(`harness leaderboard` shows the whole experiment)")
+    if any("[languages by seed]" in r for r in rows):
+        notes.append("[languages by seed]: the row's seeds cover different languages (a run with --langs); its "
+                     "average mixes languages averaged over different seeds (`harness leaderboard` shows which)")
     if any(" earlier]" in r for r in rows):
         notes.append("[seeds ... earlier]: the row averages this command's seeds with those seeds of earlier runs "
                      "of this experiment")

@@ -81,9 +81,12 @@ def test_what_the_record_writes_it_reads(tracking_uri):
     assert task.parent_id == parent and task.scores == {0: {"acc@10": {"qaa_Latn": 0.5, "qab_Latn": 0.25}}}
     assert task.item_steps == {0} and task.protocol == {"k": "1"} and task.facts.headline == "acc@10"
     tracker.finish(parent)
-    assert record.finished_cell(exp, "k1", [Done.INIT], ["sr-t"], [0]) == parent
-    assert record.finished_cell(exp, "k1", [Done.INIT, Done.CPT_LOG], ["sr-t"], [0]) is None
-    assert record.finished_cell(exp, "k1", [Done.INIT], ["sr-t", "ner"], [0]) is None
+    sr_t = {"sr-t": ["qaa_Latn", "qab_Latn"]}
+    assert record.finished_cell(exp, "k1", [Done.INIT], sr_t, [0]) == parent
+    assert record.finished_cell(exp, "k1", [Done.INIT, Done.CPT_LOG], sr_t, [0]) is None
+    assert record.finished_cell(exp, "k1", [Done.INIT], {**sr_t, "ner": ["qaa_Latn"]}, [0]) is None
+    # an evaluation on fewer languages than asked for is not finished (a run with --langs, then one without)
+    assert record.finished_cell(exp, "k1", [Done.INIT], {"sr-t": ["qaa_Latn", "qab_Latn", "qac_Latn"]}, [0]) is None
     assert record.delete_cell(exp, "k1", {"method": "random"}, 1) == 2
 
 

@@ -15,7 +15,9 @@ The record, per experiment (one per world and source model):
   :data:`INIT_REPORT`, :data:`LANGUAGES`, :data:`CPT_LAYOUT`, ``init/...``;
 * a **task run** per cell and task (``harness.kind = task``, ``harness.task``, ``harness.parent``), tagged with the
   task's facts (``harness.task.headline``, ``.higher_is_better``, ``.metrics``), done marker
-  ``harness.done.step_<step>`` per evaluated CPT step, artifacts :func:`table_path` and :func:`items_path`;
+  ``harness.done.step_<step>`` per evaluated CPT step with the languages it covers (``harness.langs.step_<step>``:
+  :func:`coverage_tags`), artifacts :func:`table_path` and :func:`items_path` (a later evaluation of more
+  languages at the same step adds the step's next part);
 * an **aggregate run** per variant and task over seeds (``harness.kind = aggregate``, ``harness.group``,
   ``harness.seeds``), done markers ``harness.done.agg_<step>_<n>``;
 * the leaderboard's own runs (``harness.kind = leaderboard`` and ``result``).
@@ -159,17 +161,22 @@ CPT_LAYOUT = "cpt_layout.json"
 INIT_ARTIFACTS = "init"
 TABLES = "tables"
 ITEMS = "items"
-_TABLE = re.compile(rf"^{TABLES}/(?P<task>.+)_step(?P<step>\d+)\.json$")
+_TABLE = re.compile(rf"^{TABLES}/(?P<task>.+)_step(?P<step>\d+)(?:\.part\d+)?\.json$")
 
 
-def table_path(task: str, step: int) -> str:
-    """The per-language table of a task at a step (scores, averages, label sources, extras)."""
-    return f"{TABLES}/{task}_step{step}.json"
+def _part(part: int) -> str:
+    return f".part{part}" if part else ""
 
 
-def items_path(task: str, step: int) -> str:
-    """The per-item statistics of a task at a step (what the bootstrap resamples)."""
-    return f"{ITEMS}/{task}_step{step}.json"
+def table_path(task: str, step: int, part: int = 0) -> str:
+    """The per-language table of a task at a step (scores, averages, label sources, extras); ``part`` > 0: the
+    table of languages evaluated later at the same step (a run that asked for more languages), beside the first."""
+    return f"{TABLES}/{task}_step{step}{_part(part)}.json"
+
+
+def items_path(task: str, step: int, part: int = 0) -> str:
+    """The per-item statistics of a task at a step (what the bootstrap resamples); ``part`` as :func:`table_path`."""
+    return f"{ITEMS}/{task}_step{step}{_part(part)}.json"
 
 
 def board_table_path(board_id: str) -> str:
@@ -183,8 +190,58 @@ def parse_table_path(path: str) -> tuple[str, int] | None:
 
 
 def parse_items_path(path: str, task: str) -> int | None:
-    m = re.match(rf"^{ITEMS}/{re.escape(task)}_step(\d+)\.json$", path)
+    m = re.match(rf"^{ITEMS}/{re.escape(task)}_step(\d+)(?:\.part\d+)?\.json$", path)
     return int(m.group(1)) if m else None
+
+
+def read_items(client: Any, run_id: str, task: str, step: int, artifact_uri: str | None = None) -> dict[str, Any]:
+    """``{metric: {lang: item statistics}}`` of a task run at ``step``, every part of the step merged."""
+    out: dict[str, Any] = {}
+    for path in list_artifact_paths(client, run_id, ITEMS, artifact_uri):
+        if parse_items_path(path, task) == step:
+            for metric, per in (read_json_artifact(client, run_id, path, artifact_uri) or {}).items():
+                out.setdefault(metric, {}).update(per)
+    return out
+
+
+# -- what an evaluation covers --------------------------------------------------------------------------------
+_CHUNK = 4000  # characters of one coverage tag (MLflow caps a tag's value); longer lists continue in ``.1``, ...
+
+
+def langs_tag(step: int) -> str:
+    """The tag naming the languages a task run's evaluation at ``step`` covers (``harness.langs.step_<step>``)."""
+    return f"langs.step_{step}"
+
+
+def coverage_tags(step: int, languages: list[str] | set[str]) -> dict[str, str]:
+    """The tags that record ``languages`` as covered at ``step`` (sorted, comma-separated, split over tags)."""
+    text = ",".join(sorted(set(languages)))
+    parts = [text[i:i + _CHUNK] for i in range(0, len(text), _CHUNK)] or [""]
+    return {langs_tag(step) + (f".{i}" if i else ""): part for i, part in enumerate(parts)}
+
+
+def covered_languages(run: Any, task: str, step: int) -> set[str] | None:
+    """The languages a fetched task run's evaluation at ``step`` covers; None when it is not marked evaluated
+    there. A run logged before coverage was recorded covers the languages its ``{task}/{metric}/{lang}``
+    metrics name (it ran in one command, on one set of languages)."""
+    if not is_marked(run, Done.evaluated(step)):
+        return None
+    tags, first = run.data.tags, run.data.tags.get(tag(langs_tag(step)))
+    if first is None:
+        return {parts[2] for k in run.data.metrics if k.startswith(task + "/")
+                and len(parts := k.split("/")) == 3 and parts[2] != "avg"}
+    chunks, i = [first], 1
+    while (more := tags.get(tag(f"{langs_tag(step)}.{i}"))) is not None:
+        chunks.append(more)
+        i += 1
+    return {lang for lang in "".join(chunks).split(",") if lang}
+
+
+def missing_languages(run: Any, task: str, step: int, languages: list[str]) -> list[str]:
+    """Those of ``languages`` a fetched task run has not evaluated at ``step`` (all of them when it has not
+    evaluated the step); [] when it covers them."""
+    covered = covered_languages(run, task, step) if run is not None else None
+    return list(languages) if covered is None else [lang for lang in languages if lang not in covered]
 
 
 def evaluated_steps(client: Any, run: Any, task: str) -> set[int]:
@@ -338,6 +395,15 @@ def search_runs(client: Any, exp_id: str, flt: str) -> list[Any]:
             return out
 
 
+def one_per_step(history: list[Any]) -> list[tuple[int, float]]:
+    """``[(step, value)]`` of a metric's history, one value a step (the last logged): a process killed between
+    logging a value and marking it done logs it again when the cell resumes."""
+    last: dict[int, float] = {}
+    for m in sorted(history, key=lambda m: m.timestamp):
+        last[int(m.step)] = float(m.value)
+    return sorted(last.items())
+
+
 def read_cell_run(client: Any, run: Any) -> CellRun:
     tags = own_tags(run)
     final = tags.get("final_step")
@@ -354,7 +420,7 @@ def read_cell_run(client: Any, run: Any) -> CellRun:
         cell.init_report = read_json_artifact(client, run.info.run_id, INIT_REPORT, run.info.artifact_uri) or {}
     for key in ("cpt/train_loss", "cpt/heldout_loss"):
         if key in run.data.metrics:
-            cell.curves[key] = sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+            cell.curves[key] = one_per_step(client.get_metric_history(run.info.run_id, key))
     return cell
 
 
@@ -393,8 +459,8 @@ def read_task_run(client: Any, run: Any) -> TaskRun | None:
             if len(parts) != 2 or parts[1] == "avg":
                 continue
             metric = names.get(parts[0], parts[0])
-            for h in client.get_metric_history(run.info.run_id, key):
-                scores.setdefault(int(h.step), {}).setdefault(metric, {})[parts[1]] = float(h.value)
+            for step, value in one_per_step(client.get_metric_history(run.info.run_id, key)):
+                scores.setdefault(step, {}).setdefault(metric, {})[parts[1]] = value
     return TaskRun(**RunIdentity.read(run, tags), task=task, parent_id=parent_of(run), scores=scores,
                    label_source=label_source, item_steps=item_steps, tagged_facts=tagged,
                    protocol={k[len(task) + 1:]: v for k, v in run.data.params.items()
@@ -427,25 +493,31 @@ class RunRecord:
     def done(self, run_id: str, marker: str) -> bool:
         return self.tracker.is_done(run_id, marker)
 
-    def finished_cell(self, experiment_id: str, key: str, cell_markers: list[str], tasks: list[str],
-                      task_steps: list[int]) -> str | None:
-        """The cell's run when it is FINISHED with ``cell_markers`` done and every task marked done at every step
-        of ``task_steps``; else None."""
-        run = self.finished_cell_run(experiment_id, key, cell_markers, tasks, task_steps)
+    def finished_cell(self, experiment_id: str, key: str, cell_markers: list[str],
+                      languages: dict[str, list[str]], task_steps: list[int]) -> str | None:
+        """The cell's run when it is FINISHED with ``cell_markers`` done and every task of ``languages`` evaluated
+        on its languages at every step of ``task_steps``; else None."""
+        run = self.finished_cell_run(experiment_id, key, cell_markers, languages, task_steps)
         return None if run is None else run.info.run_id
 
-    def finished_cell_run(self, experiment_id: str, key: str, cell_markers: list[str], tasks: list[str],
-                          task_steps: list[int]) -> Any:
-        """:meth:`finished_cell`'s run itself (its tags read with it: the code it recorded), or None."""
+    def finished_cell_run(self, experiment_id: str, key: str, cell_markers: list[str],
+                          languages: dict[str, list[str]], task_steps: list[int]) -> Any:
+        """:meth:`finished_cell`'s run itself (its tags read with it: the code it recorded), or None.
+        ``languages``: each task the command asks for, with the languages it asks for (an evaluation that
+        covers fewer is not finished: :func:`missing_languages`)."""
         runs = self.tracker.find_runs(experiment_id, cell_identity(key))
         if not runs or runs[0].info.status != "FINISHED" or not all(is_marked(runs[0], m) for m in cell_markers):
             return None
         done = {r.data.tags.get(tag("task")): r
                 for r in reversed(self.tracker.find_runs(experiment_id, cell_task_runs(key)))}
-        for task in tasks:
-            if task not in done or not all(is_marked(done[task], Done.evaluated(s)) for s in task_steps):
+        for task, langs in languages.items():
+            if any(missing_languages(done.get(task), task, s, langs) for s in task_steps):
                 return None
         return runs[0]
+
+    def missing(self, task_run: str, task: str, step: int, languages: list[str]) -> list[str]:
+        """Those of ``languages`` the task run ``task_run`` has not evaluated at ``step``."""
+        return missing_languages(self.tracker.reader.get_run(task_run), task, step, languages)
 
     @staticmethod
     def recorded_code(run: Any) -> dict[str, str] | None:
@@ -520,32 +592,65 @@ class RunRecord:
             tr.log_dict(parent, layouts, CPT_LAYOUT)
         tr.mark_done(parent, Done.CPT_LOG)
 
-    def log_evaluation(self, task_run: str, parent: str, task: str, step: int, result: Any, seconds: float) -> None:
+    def log_evaluation(self, task_run: str, parent: str, task: str, step: int, result: Any, seconds: float,
+                       languages: list[str] | None = None) -> None:
         """A task's result at a CPT step: its protocol as params, per-language and average metrics on the task run
-        (the averages on the cell run too), the per-language table and the per-item statistics as artifacts."""
+        (the averages on the cell run too), the per-language table and the per-item statistics as artifacts, the
+        languages it covers (``languages``, those asked for; default: those scored) as coverage tags.
+
+        A task run that has evaluated the step on other languages before is extended: ``result`` holds the
+        languages it lacked; their metrics are logged, the averages over all its languages logged again at the
+        step (the readers keep the last value of a key at a step), their table and items written as the step's
+        next part beside the first, and the coverage widened."""
         tr = self.tracker
+        run = tr.reader.get_run(task_run)
+        earlier = covered_languages(run, task, step)
         hp = result.extras.get("hyperparameters") or {}  # the task's resolved protocol settings
         tr.log_params(task_run, {f"{task}.{k}": v for k, v in hp.items()})
-        metrics = {metric_key(task, metric, lang): v for metric, per_lang in result.scores.items()
+        scores = {m: dict(per) for m, per in result.scores.items()}
+        if earlier is not None:  # only the languages it lacked, on top of what it logged (their scores kept)
+            scores = {m: {lang: v for lang, v in per.items() if lang not in earlier} for m, per in scores.items()}
+        metrics = {metric_key(task, metric, lang): v for metric, per_lang in scores.items()
                    for lang, v in per_lang.items()}
-        avgs = result.averages()
+        logged = {} if earlier is None else self.logged_scores(run, task, step)
+        merged = {m: {**logged.get(m, {}), **scores.get(m, {})} for m in {*logged, *scores}}
+        avgs = {m: float(sum(per.values()) / len(per)) for m, per in merged.items() if per}
         metrics.update({metric_key(task, metric, "avg"): v for metric, v in avgs.items()})
-        metrics[metric_key(task, "seconds")] = seconds
+        if earlier is None:
+            metrics[metric_key(task, "seconds")] = seconds
         tr.log_metrics(task_run, metrics, step=step)
         tr.log_metrics(parent, {metric_key(task, m, "avg"): v for m, v in avgs.items()}, step=step)
-        tr.log_dict(task_run, {"task": task, "step": step, "scores": result.scores, "averages": avgs,
+        part = 0 if earlier is None else self._next_part(run, task, step)
+        tr.log_dict(task_run, {"task": task, "step": step, "part": part, "scores": scores, "averages": avgs,
                                "label_source": result.label_source, "extras": result.extras, "seconds": seconds},
-                    table_path(task, step))
+                    table_path(task, step, part))
         if result.items:
-            tr.log_dict(task_run, {m: {lang: st.to_dict() for lang, st in per.items()}
-                                   for m, per in result.items.items()}, items_path(task, step))
+            tr.log_dict(task_run, {m: {lang: st.to_dict() for lang, st in per.items() if lang in scores.get(m, {})}
+                                   for m, per in result.items.items()}, items_path(task, step, part))
+        asked = set(languages if languages is not None else {lang for per in scores.values() for lang in per})
+        tr.set_tags(task_run, coverage_tags(step, asked | (earlier or set())))
         tr.mark_done(task_run, Done.evaluated(step))
+
+    def logged_scores(self, run: Any, task: str, step: int) -> dict[str, dict[str, float]]:
+        """``{metric: {lang: value}}`` a fetched task run logged at ``step`` (its tables' scores, every part)."""
+        scores: dict[str, dict[str, float]] = {}
+        for path in list_artifact_paths(self.tracker.reader, run.info.run_id, TABLES, run.info.artifact_uri):
+            parsed = parse_table_path(path)
+            if parsed is None or parsed != (task, step):
+                continue
+            doc = read_json_artifact(self.tracker.reader, run.info.run_id, path, run.info.artifact_uri)
+            for metric, per in (doc or {}).get("scores", {}).items():
+                scores.setdefault(metric, {}).update({lang: float(v) for lang, v in per.items() if v is not None})
+        return scores
+
+    def _next_part(self, run: Any, task: str, step: int) -> int:
+        paths = list_artifact_paths(self.tracker.reader, run.info.run_id, TABLES, run.info.artifact_uri)
+        return sum(1 for path in paths if parse_table_path(path) == (task, step))
 
     def logged_average(self, parent: str, task: str, metric: str, step: int) -> float | None:
         """The average a cell run holds for a task's metric at a step (None when not logged)."""
-        hist = self.tracker.reader.get_metric_history(parent, metric_key(task, metric, "avg"))
-        vals = [m.value for m in hist if m.step == step]
-        return vals[-1] if vals else None
+        hist = one_per_step(self.tracker.reader.get_metric_history(parent, metric_key(task, metric, "avg")))
+        return next((v for s, v in hist if s == step), None)
 
     def log_heldout(self, parent: str, step: int, loss: float | None) -> None:
         if loss is not None:
@@ -557,7 +662,7 @@ class RunRecord:
             self.tracker.log_metrics(parent, metrics, step=step)
 
     def heldout_curve(self, parent: str) -> list[tuple[int, float]]:
-        return sorted((m.step, m.value) for m in self.tracker.reader.get_metric_history(parent, "cpt/heldout_loss"))
+        return one_per_step(self.tracker.reader.get_metric_history(parent, "cpt/heldout_loss"))
 
     def task_values(self, experiment_id: str, key: str, task: str) -> dict[tuple[str, int], float]:
         """``{(metric key, step): value}`` of a cell's task run: each ``{task}/{metric}/{lang}`` metric at every
