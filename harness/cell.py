@@ -52,7 +52,6 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.declarations import changed_files
-from harness.core.errors import HarnessError
 from harness.core.record import INIT_REPORT, Done, RunRecord
 from harness.plan import Cell
 
@@ -284,13 +283,12 @@ class CellRun:
 
     def steps(self, started: float) -> None:
         """Initialize, evaluate at step 0, continue pre-training, evaluate at each evaluated step, finish."""
-        from harness.core.kernels import measured_kernels
+        from harness.core.kernels import check_measured
         from harness.evaluation import convergence, evaluate_step
 
-        if measured_kernels(self.spec.cpu_bf16) != self.spec.cpu_kernels:  # (measured here: a worker that loaded
-            # torch or numpy before the harness, another machine of a cluster, a run that took a stale record)
-            raise HarnessError(f"this process computes with {measured_kernels(self.spec.cpu_bf16)} CPU kernels, the run with "
-                               f"{self.spec.cpu_kernels} (harness.core.kernels): its numbers would not be the cell's")
+        # measured here: a worker that loaded torch or numpy before the harness, another machine of a cluster, a
+        # run that took a stale record are refused in one line that says how to go on
+        check_measured(self.spec.cpu_kernels, self.spec.cpu_bf16)
         cpt = self.spec.cpt
         self.tracker.log_params(self.parent, cell_params(self.spec, self.cell))
         self.passed("start")

@@ -135,6 +135,7 @@ def test_a_stale_record_does_not_refuse_every_run_with_workers(harness_home, syn
     first = subprocess.run(job, capture_output=True, text=True, cwd=REPO, env=parent, timeout=300)
     assert first.returncode == 2 and f"the run with {STALE}" in first.stderr, first.stderr[-3000:]
     assert json.loads(labels.read_text())[key] == kernels.fingerprint_label(False)  # replaced by a worker
+    assert first.stderr.strip().splitlines()[-1].endswith("run the same command again"), first.stderr[-2000:]
     again = subprocess.run(job, capture_output=True, text=True, cwd=REPO, env=parent, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "cells: done 2/2" in again.stderr
