@@ -26,7 +26,6 @@ meant to move a key: say so in its commit).
 from __future__ import annotations
 
 import dataclasses
-import inspect
 import json
 import os
 from pathlib import Path
@@ -116,10 +115,8 @@ def evaluated_model_key(spec: Any, cell: Any, keys: Any, world: Any, step: int) 
 
     run = SimpleNamespace(spec=spec, cell=cell, keys=keys, world=world, device="cpu")
     task = spec.plan.tasks[0]
-    # the languages it evaluates, where _evaluate is handed them (the plan's: a task evaluated on all of them)
-    langs = [spec.plan.languages[task]] if "languages" in inspect.signature(evaluation._evaluate).parameters else []
     with mock.patch.object(evaluation, "harness_home", lambda: Path("/nonexistent-harness-home")):
-        evaluation._evaluate(run, Recorder(), task, step, None, None, *langs)
+        evaluation._evaluate(run, Recorder(), task, step, None, None, spec.plan.languages[task])
     assert len(seen) == 1 and isinstance(seen[0], str)
     return seen[0]
 
@@ -245,12 +242,6 @@ def test_the_decoder_cells_keep_their_keys(synthetic_world, plain_cpu, kernels_o
     from harness.worlds.synthetic import DECODER
 
     kernels_of("avx2")
-    own = synthetic_world.source_identity(DECODER)
-    assert own and synthetic_world.source_identity("src") is None
-    spec = resolve(make_config(overrides={"methods": ["random"], "tasks": DECODER_TASKS, "world": "synthetic",
-                                          "source": DECODER, "device": "cpu"}), synthetic_world)
-    ident = spec.keys(spec.plan.cells[0]).identity
-    assert ident["source_identity"] == own and init_inputs(ident)["source_identity"] == own
     got = decoder_keys(synthetic_world)
     if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
         DECODER_FIXTURE.write_text(json.dumps(got, indent=0, sort_keys=True) + "\n")
@@ -264,6 +255,12 @@ def test_the_decoder_cells_keep_their_keys(synthetic_world, plain_cpu, kernels_o
                 assert got[run][part][name] == value, (run, part, name)
     assert not {c["key"] for c in want["cpu/default"]["cells"].values()} & \
         {c["key"] for c in want["cpu/cpt_steps"]["cells"].values()}
+    own = synthetic_world.source_identity(DECODER)
+    assert own and synthetic_world.source_identity("src") is None
+    spec = resolve(make_config(overrides={"methods": ["random"], "tasks": DECODER_TASKS, "world": "synthetic",
+                                          "source": DECODER, "device": "cpu"}), synthetic_world)
+    ident = spec.keys(spec.plan.cells[0]).identity
+    assert ident.get("source_identity") == own and init_inputs(ident).get("source_identity") == own
 
 
 def _groups(spec: Any) -> dict[tuple, str]:
