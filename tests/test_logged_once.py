@@ -20,9 +20,9 @@ JOB = ["run", "--world", "synthetic", "--methods", "random", "--tasks", "sr-t", 
        "--workers", "1", "--experiment", "once"]
 
 
-def _home(tmp_path: Path, harness_home: Path) -> Path:
+def _home(tmp_path: Path, world) -> Path:
     home = tmp_path / "home"
-    shutil.copytree(harness_home / "worlds" / "synthetic", home / "worlds" / "synthetic", symlinks=True)
+    shutil.copytree(world.root, home / "worlds" / world.root.name, symlinks=True)
     return home
 
 
@@ -46,12 +46,11 @@ def _cell_run(home: Path):
     return client, runs[0]
 
 
-def test_a_kill_between_logging_and_marking_leaves_one_value_a_step_to_every_reader(tmp_path, harness_home,
-                                                                                   synthetic_world):
+def test_a_kill_between_logging_and_marking_leaves_one_value_a_step_to_every_reader(tmp_path, synthetic_world):
     from harness.core.record import RunRecord, read_cell_run
     from harness.core.tracking import Tracker
 
-    home = _home(tmp_path, harness_home)
+    home = _home(tmp_path, synthetic_world)
     # the 4th call of log_metrics is the held-out loss at step 0 (init, the task's run, its cell's averages first)
     killed = _start(home, tmp_path / "killed.log", HARNESS_FAULT_AT="harness.core.tracking:Tracker.log_metrics@4/after")
     assert killed.wait(timeout=600) == -signal.SIGKILL, (tmp_path / "killed.log").read_text()[-3000:]
@@ -65,8 +64,8 @@ def test_a_kill_between_logging_and_marking_leaves_one_value_a_step_to_every_rea
     assert [s for s, _ in read_cell_run(client, run).curves["cpt/heldout_loss"]] == [0, 2]
 
 
-def test_two_commands_in_one_home_compute_a_cell_once(tmp_path, harness_home, synthetic_world):
-    home = _home(tmp_path, harness_home)
+def test_two_commands_in_one_home_compute_a_cell_once(tmp_path, synthetic_world):
+    home = _home(tmp_path, synthetic_world)
     first = _start(home, tmp_path / "first.log")
     time.sleep(2)
     second = _start(home, tmp_path / "second.log")
