@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Mutation testing of the identity and data-safety modules (mutmut 3, pinned in scripts/mutation-constraints.txt;
+# not part of CI: a full run takes hours on two cores).
+#
+#   scripts/mutation.sh                 every module below, one after the other
+#   scripts/mutation.sh journal cell    the named modules only
+#   scripts/mutation.sh --list          the modules, their files and their test selections
+#
+# The code mutated is harness/ as committed (HEAD, recorded in .mutation/<module>/commit); the tests are those of
+# the work tree. Each module runs in a folder of its own (.mutation/<module>/, ignored by git) that holds the mutmut settings
+# (setup.cfg) and mutmut's copy of the code (mutants/), so that neither the project's pyproject.toml nor its normal
+# test run is touched. Each module's mutants run against a fast selection of in-process unit tests (no test that
+# starts a `harness run` subprocess), in one test process at a time.
+#
+# A mutant that survives (or that no selected test reaches) must either be killed by a test or be listed in
+# scripts/mutation-equivalent.txt (its mutmut name, " # ", why no test can tell it from the code). The script
+# prints one row per module (mutants, killed, survived, equivalent, unexplained), writes the survivors it cannot
+# explain to .mutation/<module>/unexplained.txt (see one with `cd .mutation/<module> && mutmut show NAME`), and
+# exits 1 when one remains, 2 on bad input.
+#
+# Install: .venv/bin/pip install -c scripts/mutation-constraints.txt mutmut
+# Environment: MUTATION_CHILDREN (default 1) mutants run at once; MUTATION_WORK (default .mutation) the work folder.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-$ROOT/.venv/bin/python}"
+MUTMUT="$(dirname "$PY")/mutmut"
+WORK="${MUTATION_WORK:-$ROOT/.mutation}"
+CHILDREN="${MUTATION_CHILDREN:-1}"
+EQUIVALENT="$ROOT/scripts/mutation-equivalent.txt"
+
+# module | file mutated | mutant names (globs; "*" = all of the file) | tests run against its mutants
+MODULES=(
+  "journal|harness/worlds/journal.py|*|tests/test_mutation_journal.py"
+  "record-coverage|harness/core/record.py|harness.core.record.x_coverage_tags__mutmut_* harness.core.record.x_covered_languages__mutmut_* harness.core.record.x_missing_languages__mutmut_* harness.core.record.x*finished_cell_run__mutmut_* harness.core.record.x_one_per_step__mutmut_*|tests/test_mutation_record.py"
+  "declarations|harness/core/declarations.py|*|tests/test_declarations_exact.py tests/test_code_identity.py tests/test_registry.py"
+  "store_open|harness/core/store_open.py|*|tests/test_mutation_store_open.py tests/test_store_faults.py"
+  "cache_admin|harness/cache_admin.py|*|tests/test_cache_admin.py tests/test_prune_safety.py"
+  "cache|harness/core/cache.py|*|tests/test_cache.py tests/test_prune_safety.py"
+  "cell|harness/cell.py|*|tests/test_golden_keys.py tests/test_cpu_kernels.py"
+  "spec-identity|harness/spec.py|harness.spec.x_cell_identity__mutmut_* harness.spec.x_init_inputs__mutmut_* harness.spec.x_product_keys__mutmut_* harness.spec.x_identity_numerics__mutmut_*|tests/test_golden_keys.py tests/test_numerics_identity.py tests/test_input_account.py"
+  "adding|harness/worlds/adding.py|*|tests/test_world_add_sources.py"
+  "record|harness/core/record.py|*|tests/test_mutation_record.py tests/test_record.py tests/test_langs_coverage.py tests/test_logged_once.py"
+)
+
+die() { echo "mutation.sh: $*" >&2; exit 2; }
+
+module_line() {
+  local m
+  for m in "${MODULES[@]}"; do
+    [[ "${m%%|*}" == "$1" ]] && { echo "$m"; return 0; }
+  done
+  return 1
+}
+
+if [[ "${1:-}" == "--list" ]]; then
+  for m in "${MODULES[@]}"; do IFS='|' read -r name file globs tests <<<"$m"; echo "$name: $file [$globs] <- $tests"; done
+  exit 0
+fi
+[[ -x "$MUTMUT" ]] || die "mutmut is not installed beside $PY: $PY -m pip install -c scripts/mutation-constraints.txt mutmut"
+[[ "$CHILDREN" =~ ^[1-9][0-9]*$ ]] || die "MUTATION_CHILDREN must be a positive whole number, not '$CHILDREN'"
+[[ -f "$EQUIVALENT" ]] || die "missing $EQUIVALENT"
+NAMES=("$@")
+if [[ ${#NAMES[@]} -eq 0 ]]; then
+  for m in "${MODULES[@]}"; do NAMES+=("${m%%|*}"); done
+fi
+for name in "${NAMES[@]}"; do
+  module_line "$name" >/dev/null || die "unknown module '$name' (scripts/mutation.sh --list names them)"
+done
+
+# setup.cfg for one module: mutmut reads its settings there when pyproject.toml has no [tool.mutmut] table
+write_config() {  # folder file tests...
+  local dir="$1" file="$2"; shift 2
+  {
+    echo "[mutmut]"
+    echo "source_paths = harness"
+    echo "only_mutate = $file"
+    echo "use_git_change_detection = false"
+    echo "pytest_add_cli_args ="
+    printf '    %s\n' -n 0 -p no:cacheprovider -p no:randomly
+    echo "pytest_add_cli_args_test_selection ="
+    printf '    %s\n' "$@"
+  } >"$dir/setup.cfg"
+}
+
+run_module() {  # name file globs tests
+  local name="$1" file="$2" globs="$3" tests="$4" dir="$WORK/$1"
+  local -a selectors=()
+  rm -rf "$dir/mutants" "$dir/harness"
+  mkdir -p "$dir"
+  # the product code as committed (HEAD), so that an edit in progress in the work tree is not mutated with it
+  git -C "$ROOT" archive --format=tar HEAD harness | tar -x -C "$dir"
+  ln -sfn "$ROOT/tests" "$dir/tests"
+  cp "$ROOT/pyproject.toml" "$dir/pyproject.toml"
+  # shellcheck disable=SC2086
+  write_config "$dir" "$file" $tests
+  [[ "$globs" != "*" ]] && read -r -a selectors <<<"$globs"
+  git -C "$ROOT" rev-parse HEAD >"$dir/commit"
+  echo "== $name: $file ($globs) against $tests" >&2
+  (cd "$dir" && OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$MUTMUT" run --max-children "$CHILDREN" "${selectors[@]}" \
+     >"$dir/run.log" 2>&1) || { tail -n 30 "$dir/run.log" >&2; echo "mutmut failed on $name: $dir/run.log" >&2; return 3; }
+}
+
+rc=0
+for name in "${NAMES[@]}"; do
+  IFS='|' read -r _ file globs tests <<<"$(module_line "$name")"
+  run_module "$name" "$file" "$globs" "$tests" || rc=3
+done
+
+"$PY" "$ROOT/scripts/mutation_table.py" "$WORK" "$EQUIVALENT" "${NAMES[@]}" -- "${MODULES[@]}" || rc=$((rc > 0 ? rc : 1))
+exit "$rc"
