@@ -44,3 +44,10 @@ def test_a_cell_whose_process_dies_alone_too_fails_and_says_so(run_cli, tracking
     for seed in (1, 2):
         assert (f"cell random | src | dim full | seed {seed} failed: its worker process died, alone in a fresh "
                 f"process too") in out
+    # their runs say at once that their process died (not RUNNING until the next command starts)
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name("t-dies")
+    cells = client.search_runs([exp.experiment_id], "tags.`harness.kind` = 'cell'")
+    assert len(cells) == 2 and {c.info.status for c in cells} == {"KILLED"}
