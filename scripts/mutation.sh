@@ -34,7 +34,7 @@ MODULES=(
   "journal|harness/worlds/journal.py|*|tests/test_mutation_journal.py"
   "record-coverage|harness/core/record.py|harness.core.record.x_coverage_tags__mutmut_* harness.core.record.x_covered_languages__mutmut_* harness.core.record.x_missing_languages__mutmut_* harness.core.record.x*finished_cell_run__mutmut_* harness.core.record.x_one_per_step__mutmut_*|tests/test_mutation_record.py"
   "declarations|harness/core/declarations.py|*|tests/test_declarations_exact.py tests/test_code_identity.py tests/test_registry.py"
-  "store_open|harness/core/store_open.py|*|tests/test_mutation_store_open.py tests/test_store_faults.py"
+  "store_open|harness/core/store_open.py|*|tests/test_mutation_store_open.py"
   "cache_admin|harness/cache_admin.py|*|tests/test_cache_admin.py tests/test_prune_safety.py"
   "cache|harness/core/cache.py|*|tests/test_cache.py tests/test_prune_safety.py"
   "cell|harness/cell.py|*|tests/test_golden_keys.py tests/test_cpu_kernels.py"

@@ -149,3 +149,12 @@ def test_one_per_step_keeps_the_last_logged_value_of_each_step():
 @pytest.mark.parametrize("n", [1, 2])
 def test_one_per_step_of_one_step(n):
     assert R.one_per_step([_m(0, float(i), i) for i in range(n)]) == [(0, float(n - 1))]
+
+
+def test_a_run_before_coverage_is_read_by_its_task_s_metrics_where_it_is_missing_and_finished():
+    old = _run({R.tag(k): v for k, v in R.task_identity("k", "t").items()}, {"t/acc/a": 1.0, "u/acc/b": 1.0},
+               run_id="t0", evaluated=(0,))
+    assert R.missing_languages(old, "t", 0, ["a", "b"]) == ["b"]
+    record = R.RunRecord(_Tracker([_cell(), old]))
+    assert record.finished_cell_run("e", "k", [], {"t": ["a"]}, [0]) is not None
+    assert record.finished_cell_run("e", "k", [], {"t": ["b"]}, [0]) is None
