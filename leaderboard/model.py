@@ -139,33 +139,31 @@ class Board:
     # the rows' source models and their objectives ({"src": "mlm", "dec": "clm"}): part of the title, so every
     # rendering's header names what kind of model each row extends ({}: boards built before, no source named)
     sources: dict[str, str] = field(default_factory=dict)
+    # rows that stopped CPT at different steps: the budget (its final step) whose rows alone this board holds (its
+    # final step, kind "step"; or its change from step 0, kind "delta"); None: every row of the task
+    budget: int | None = None
+    cpt_steps: list[int] = field(default_factory=list)  # the CPT steps its rows' cells ran
 
     # -- labels ---------------------------------------------------------------------------------------------
     @property
     def step_label(self) -> str:
-        """The step each row shows: ``step 10 (final)``; ``step 0, before CPT`` where the cells ran CPT but the
-        tasks were evaluated at step 0 only; ``each row's final step (0, 2)`` where rows differ (then
-        :meth:`mixed_steps` and a step column say which)."""
+        """The one step every column shows: ``step 10 (final)``; ``step 0, before CPT`` where the cells ran CPT but
+        the tasks were evaluated at step 0 only (or where rows stopped CPT at different steps: every row at step 0);
+        ``step 2 (final of the 2-step CPT budget)`` for a board of one budget's rows."""
         if self.kind == "delta":
-            fin = f"step {self.step}" if self.step is not None else "each row's final step"
-            return f"delta {fin} - step 0"
+            return f"delta step {self.step} - step 0" + (f" ({self.budget}-step CPT budget)" if self.budget else "")
+        if self.budget is not None:
+            return f"step {self.step} (final of the {self.budget}-step CPT budget)"
         if self.kind == "final":
-            if self.step is not None:
-                if self.step == 0 and any(s > 0 for s in self.cpt_steps):
-                    return "step 0, before CPT"
-                return f"step {self.step} (final)"
-            return "each row's final step (" + ", ".join(str(s) for s in self.final_steps) + ")"
+            if self.step == 0 and any(s > 0 for s in self.cpt_steps):
+                return "step 0, before CPT"
+            return f"step {self.step} (final)"
         return f"step {self.step}"
 
     @property
-    def mixed_steps(self) -> bool:
-        """Whether the rows show values of different steps (a final board of rows that stopped at different
-        steps): every rendering then says each row's step."""
-        return self.kind == "final" and self.step is None and len(self.final_steps) > 1
-
-    @staticmethod
-    def row_step(row: Row) -> str:
-        return "/".join(str(s) for s in row.steps) if row.steps else ""
+    def budget_final(self) -> bool:
+        """Whether the board shows one CPT budget's final step (beside the final board that shows step 0)."""
+        return self.kind == "step" and self.budget is not None
 
     @property
     def title(self) -> str:
@@ -176,6 +174,7 @@ class Board:
     @property
     def id(self) -> str:
         step = {"final": "final", "delta": "delta"}.get(self.kind, f"step{self.step}")
+        step += f"{self.step}" if self.kind == "delta" and self.budget is not None else ""
         raw = f"{self.task}__{self.metric}__{step}__{self.profile}"
         return re.sub(r"[^\w.-]", "_", raw.replace("@", "_at_"))
 
@@ -239,6 +238,12 @@ class Leaderboard:
     def headline_boards(self) -> list[Board]:
         return [b for b in self.boards if b.headline and b.kind == "final"]
 
+    def budget_boards(self, final: Board) -> list[Board]:
+        """The boards of each CPT budget's final step beside a final board (rows that stopped CPT at different
+        steps; none otherwise): with it, a column per step."""
+        return [b for b in self.boards if b.budget_final and (b.task, b.metric, b.profile) ==
+                (final.task, final.metric, final.profile)]
+
 
 # -- building ---------------------------------------------------------------------------------------------
 
@@ -282,7 +287,7 @@ def board_dict(b: Board) -> dict[str, Any]:
                            for lang, e in sorted(r.entries.items())}}
 
     return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,
-            "profile": b.profile, "precision": b.precision, "sources": b.sources, "kind": b.kind, "step": b.step,
+            "profile": b.profile, "precision": b.precision, "sources": b.sources, "kind": b.kind, "step": b.step, "budget": b.budget,
             "higher_is_better": b.higher_is_better,
             "headline": b.headline,
             "languages": b.languages, "common_languages": b.common, "rows": [row(r) for r in b.rows],

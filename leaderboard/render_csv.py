@@ -17,11 +17,10 @@ def board_csv(board: Board) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     inits = board.init_columns()
-    step = ["step"] if board.mixed_steps else []  # rows of different steps: each row's
-    w.writerow(["row", "kind", "seeds", *step, *board.languages, "avg", "avg_common", "mean_rank",
+    w.writerow(["row", "kind", "seeds", *board.languages, "avg", "avg_common", "mean_rank",
                 *[k for k, _ in inits]])
     for r in board.rows + board.paper_rows:
-        w.writerow([r.label, r.kind, " ".join(r.seeds), *([board.row_step(r)] if step else []),
+        w.writerow([r.label, r.kind, " ".join(r.seeds),
                     *[_num(r.value(lang)) for lang in board.languages],
                     _num(r.avg), _num(r.avg_common), _num(r.mean_rank), *[_num(r.init.get(k)) for k, _ in inits]])
     return buf.getvalue()
@@ -35,8 +34,7 @@ def long_csv(lb: Leaderboard) -> str:
     for b in lb.boards:
         for r in b.rows + b.paper_rows:
             for lang, e in sorted(r.entries.items()):
-                step = b.step if b.step is not None else b.row_step(r)  # a final board's: each row's step
-                w.writerow([b.experiment, b.profile, b.task, b.metric, b.kind, "" if step is None else step,
+                w.writerow([b.experiment, b.profile, b.task, b.metric, b.kind, "" if b.step is None else b.step,
                             r.label, r.kind, lang, _num(e.mean), _num(e.std), e.n,
                             _num(e.ci[0] if e.ci else None), _num(e.ci[1] if e.ci else None)])
     return buf.getvalue()

@@ -124,9 +124,6 @@ def board_html(lb: Leaderboard, board: Board) -> str:
     show_common = board.common != board.languages
     inits = board.init_columns()
     heads = ['<th title="model variant (method, factorized dim); mean over seeds">row</th>']
-    step = board.mixed_steps  # rows of different steps: each row's step in a column
-    if step:
-        heads.append('<th title="the CPT step of the row\'s values">step</th>')
     heads += [f'<th title="{esc(_lang_title(lb, board, lang))}">{esc(lang)}</th>' for lang in board.languages]
     heads.append('<th title="mean over all languages; only rows with every language">avg</th>')
     if show_common:
@@ -153,8 +150,6 @@ def board_html(lb: Leaderboard, board: Board) -> str:
             mark = (f'<span class="ref ref-{k}" title="{esc(references.SETTING)}: {esc(line)}">'
                     f"{references.MARKS[k]}</span>")
             cells = [_td(esc(r.label) + mark, r.label, "label", f"{seeds} · {references.SETTING}: {line}")]
-        if step:
-            cells.append(_td(esc(board.row_step(r)), board.row_step(r)))
         cells += [_value_td(board, r, lang) for lang in board.languages]
         if r.avg is None:
             cells.append(_td("gaps" if ours else fmt.MISSING, "", "gap", "missing languages: no average"))
@@ -347,7 +342,7 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
         sid = f"task-{task}-{profile}"
         nav.append(f'<a href="#{esc(sid)}">{esc(task)} ({esc(profile)})</a>')
         head = next((b for b in boards if b.headline and b.kind == "final"), boards[0])
-        delta = next((b for b in boards if b.kind == "delta" and b.metric == head.metric), None)
+        deltas = [b for b in boards if b.kind == "delta" and b.metric == head.metric]
         parts = [f'<h2 id="{esc(sid)}">{esc(task)} · {esc(head.metric)} · profile {esc(profile)}</h2>',
                  board_html(lb, head), slices_html(head),
                  f'<h3>Per language · {esc(head.metric)} · {esc(head.step_label)}</h3><div class="charts">'
@@ -359,9 +354,11 @@ def leaderboard_html(lb: Leaderboard, *, generated: str = "", tracking_uri: str 
                          f"{'right' if head.higher_is_better else 'left'} of 0 beat random on that language."
                          f'</p><div class="charts">{versus}</div>')
         parts.append(pairs_html(head))
-        if delta is not None:
-            parts += [board_html(lb, delta), slices_html(delta)]
-        rest = [b for b in boards if b is not head and b is not delta]
+        budgets = lb.budget_boards(head)  # each CPT budget's final step, where rows stopped at different steps
+        for b in budgets + deltas:
+            parts += [board_html(lb, b), slices_html(b)]
+        shown = {id(b) for b in (head, *budgets, *deltas)}
+        rest = [b for b in boards if id(b) not in shown]
         if rest:
             parts.append(f"<details><summary>All steps and metrics of {esc(task)} ({len(rest)} more tables)"
                          "</summary>" + "".join(board_html(lb, b) + slices_html(b) + pairs_html(b) for b in rest)

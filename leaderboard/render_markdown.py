@@ -45,8 +45,7 @@ def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
     show_common = board.common != board.languages
     inits = board.init_columns()
     checked = refs is not None and any(r.label in refs for r in board.rows)
-    step = board.mixed_steps  # rows of different steps: each row's step in a column
-    head = ["row", *(["checked against"] if checked else []), *(["step"] if step else []), *board.languages, "avg",
+    head = ["row", *(["checked against"] if checked else []), *board.languages, "avg",
             *(["avg∩"] if show_common else []), "rank", *[n for _, n in inits]]
     best_avg = board.best_of([r.avg for r in board.rows])
     best_common = board.best_of([r.avg_common for r in board.rows])
@@ -60,8 +59,6 @@ def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
             line = refs.get(r.label) if ours else None
             cells.append(f"{references.MARKS[references.kind(line)]} {_esc(references.short(line))}" if line
                          else fmt.MISSING)
-        if step:
-            cells.append(board.row_step(r))
         cells += [_cell(board, r, lang) for lang in board.languages]
         cells.append(_bold(fmt.cell(board, r.avg), ours and r.avg is not None and r.avg == best_avg)
                      if r.avg is not None else ("gaps" if ours else fmt.MISSING))
@@ -74,7 +71,7 @@ def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
     out = [f"#### {_esc(board.title)}", "", f"*{fmt.direction(board)}; mean ± std over seeds; "
            f"avg only for rows with every language; rank = mean rank over the {len(board.common)} languages "
            f"every row has (ties share their average rank).*", ""]
-    out += _table(head, rows, (2 if checked else 1) + (1 if step else 0))
+    out += _table(head, rows, 2 if checked else 1)
     out += [f"> note: {n}" for n in board.notes]
     if tie_note := fmt.ties_note(board):
         out.append(f"> note: {tie_note} (none is bold)")
@@ -168,12 +165,15 @@ def leaderboard_md(lb: Leaderboard, *, generated: str = "", html_name: str = "le
     for b in heads:
         out += [f"## {_esc(b.task)} · {_esc(b.metric)} · profile {_esc(b.profile)}", ""]
         out += board_md(b, refs) + slices_md(b)
-        delta = next((d for d in lb.boards if d.kind == "delta" and (d.task, d.metric, d.profile) ==
-                      (b.task, b.metric, b.profile)), None)
-        if delta is not None:
+        for budget in lb.budget_boards(b):  # each CPT budget's final step, where rows stopped at different steps
+            out += board_md(budget, refs) + slices_md(budget)
+        for delta in [d for d in lb.boards if d.kind == "delta" and (d.task, d.metric, d.profile) ==
+                      (b.task, b.metric, b.profile)]:
             out += board_md(delta, refs) + slices_md(delta)
         out += pairs_md(b)
-    others = [b for b in lb.boards if b not in heads and not (b.headline and b.kind == "delta")]
+    shown = {id(x) for b in heads for x in lb.budget_boards(b)}
+    others = [b for b in lb.boards if b not in heads and not (b.headline and b.kind == "delta")
+              and id(b) not in shown]
     if others:
         out += ["## All steps and metrics", ""]
         for b in others:

@@ -188,21 +188,17 @@ def board_grid(board: Board, transpose: bool | None = None) -> Grid:
     transpose = len(board.languages) > TRANSPOSE_ABOVE if transpose is None else transpose
     title = f"{board.title} ({fmt.direction(board)})"
     rows = board.rows + board.paper_rows
-    step = board.mixed_steps  # rows of different steps: each row's step in a column of its own
     if not transpose:
-        g = Grid(title, Col("row", "left", text=True), ([Col("step")] if step else [])
-                 + [Col(lang) for lang in board.languages] + [Col(h) for h in _summary_headers(board)])
+        g = Grid(title, Col("row", "left", text=True), [Col(lang) for lang in board.languages]
+                 + [Col(h) for h in _summary_headers(board)])
         for i, r in enumerate(rows):
             label = r.label if r.kind == "ours" else f"[italic]{r.label}[/italic]"
-            g.add(label, [*([board.row_step(r)] if step else []), *[_cell(board, r, lang) for lang in board.languages],
-                          *_summary(board, r)],
+            g.add(label, [*[_cell(board, r, lang) for lang in board.languages], *_summary(board, r)],
                   section=r.kind != "ours" and (i == 0 or rows[i - 1].kind == "ours"))
         return g
     g = Grid(title, Col("language", "left"), [Col(r.label) for r in rows])
-    if step:
-        g.add("step", [board.row_step(r) for r in rows])
     for lang in board.languages:
-        g.add(lang, [_cell(board, r, lang) for r in rows], section=step and lang == board.languages[0])
+        g.add(lang, [_cell(board, r, lang) for r in rows])
     sums = [_summary(board, r) for r in rows]
     for i, h in enumerate(_summary_headers(board)):
         g.add(h, [s[i] for s in sums], section=i == 0)

@@ -21,9 +21,12 @@ from leaderboard.model import GUESS, Board, Leaderboard, Row, sources_phrase
 class SummaryTable:
     experiment: str
     profile: str
-    tasks: list[tuple[str, str, str]]  # (task, headline metric, step label)
+    # the columns: (task, headline metric, step label), each the values of one step (a task whose rows stopped CPT
+    # at different steps: a column at step 0 and one per CPT budget's final step)
+    tasks: list[tuple[str, str, str]]
     rows: list[str]  # row labels, in the first task's order (best first)
-    cells: dict[tuple[str, str], str] = field(default_factory=dict)  # (row, task) -> "0.322 ± 0.013 (3)"
+    # (row, column: "task · step label") -> "0.322 ± 0.013 (3)"
+    cells: dict[tuple[str, str], str] = field(default_factory=dict)
     claims: str = ""
     precision: str = ""  # the boards' precision of evaluation and CPT (Board.precision)
     sources: str = ""  # the rows' sources and their kinds (Board.sources: model.sources_phrase)
@@ -96,7 +99,12 @@ def _cell(board: Board, row: Row) -> str:
     sd, n = seed_spread(row, board.common or board.languages)
     text = f"{row.avg:.3f}"
     text += (f" ± {sd:.3f}" if sd is not None else "") + (f" ({n} seeds)" if n > 1 else "")
-    return text + (f" @ step {board.row_step(row)}" if board.mixed_steps and row.steps else "")
+    return text
+
+
+def column(board: Board) -> str:
+    """A summary column's key: its task and the one step its values are of."""
+    return f"{board.task} · {board.step_label}"
 
 
 def summaries(lb: Leaderboard, tasks: list[str] | None = None,
@@ -108,6 +116,7 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
     for profile in sorted({b.profile for b in heads}):
         boards = sorted((b for b in heads if b.profile == profile), key=lambda b: (tasks or []).index(b.task)
                         if tasks and b.task in tasks else 99)
+        boards = [c for b in boards for c in (b, *lb.budget_boards(b))]  # a column per step
         table = SummaryTable(lb.experiment, profile, [(b.task, b.metric, b.step_label) for b in boards], [],
                              precision="; ".join(dict.fromkeys(b.precision for b in boards if b.precision)),
                              sources=sources_phrase({k: v for b in boards for k, v in b.sources.items()})
@@ -122,7 +131,7 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                 label += " [languages by seed]" if r.uneven_languages() else ""
                 if label not in table.rows:
                     table.rows.append(label)
-                table.cells[(label, b.task)] = _cell(b, r)
+                table.cells[(label, column(b))] = _cell(b, r)
                 if r.variant is not None:
                     methods[label] = r.variant.method
         cost_board = next((b for b in boards if b.costs), None)
@@ -134,7 +143,7 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                     label = r.label.split(" (")[0] + " (ln |V|)" if b.metric == "loss" else r.label
                     if label not in table.rows:
                         table.rows.append(label)
-                    table.cells[(label, b.task)] = f"{r.avg:.3f}"
+                    table.cells[(label, column(b))] = f"{r.avg:.3f}"
         table.notes = _notes([o for (p, _), o in (origins or {}).items() if p == profile], table.rows)
         from leaderboard.claims import summary
 
@@ -144,22 +153,31 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
     return out
 
 
-# the cost table's columns shown beside the averages (leaderboard.costs.HEAD: its method is the row's, its best
-# average the row's own)
-COST_COLUMNS = ("init s", "peak MB", "GPU-h (plan)", "needs", "x time")
+# the cost table's columns shown beside the averages (leaderboard.costs.KEYS: its row is the row's, its average the
+# row's own); "plan" names its unit in each cell: core-minutes on a board of CPU cells, GPU-hours on a GPU board
+COST_COLUMNS = ("init s", "peak MB", "plan", "needs", "x time")
 
 
 def _attach_costs(table: SummaryTable, board: Board, methods: dict[str, str]) -> None:
-    """The cost cells of each row's method (:mod:`leaderboard.costs`, of the headline board ``board``)."""
-    from leaderboard.costs import HEAD, cells_of, lead_note
+    """The cost cells of each row (:mod:`leaderboard.costs`, of the headline board ``board``): those of the board's
+    row of the same variant (the table's label is the board row's, with its marks), never another variant's."""
+    from leaderboard.costs import CPU_PLAN, cost_cells, lead_note, plan_head
 
-    by_method = {r.method: dict(zip(HEAD, cells_of(board, r), strict=True)) for r in board.costs}
-    for label, method in methods.items():
-        if method in by_method:
-            table.costs[label] = [by_method[method][c] for c in COST_COLUMNS]
+    unit = "core-min" if plan_head(board) == CPU_PLAN else "GPU-h"
+    by_label = {r.name: cost_cells(board, r) for r in board.costs}
+    for label in methods:
+        base = next((b for b in sorted(by_label, key=len, reverse=True)
+                     if label == b or label.startswith(b + " [")), None)
+        if base is None:
+            continue
+        cells = dict(by_label[base])
+        cells["plan"] = f"{cells['plan']} {unit}" if cells["plan"] != "-" else "-"
+        table.costs[label] = [cells[c] for c in COST_COLUMNS]
     lead = lead_note(board)
-    table.cost_note = ("what each method costs: its initialization, median over its cells (x time: as a multiple "
-                       "of the cheapest method's)" + (f"; cost: {lead}" if lead else ""))
+    table.cost_note = ("what each row costs: its initialization's own time (the method's call: not the worker's "
+                       "start, the world's loading or a wait for a shared product), median over its cells; plan: "
+                       "what `harness plan` prices one initialization at (x time: as a multiple of the cheapest "
+                       "row's)" + (f"; cost: {lead}" if lead else ""))
 
 
 def _notes(origins: list[RowOrigin], rows: list[str]) -> list[str]:
@@ -206,7 +224,7 @@ def render(table: SummaryTable, console: Any) -> None:
                      max_width=28 if c == "needs" else None)
     blank = [""] * len(COST_COLUMNS) if table.costs else []  # (a uniform guess costs nothing)
     for label in table.rows:
-        t.add_row(escape(label), *(table.cells.get((label, task), "-") for task, _, _ in table.tasks),
+        t.add_row(escape(label), *(table.cells.get((label, f"{task} · {step}"), "-") for task, _, step in table.tasks),
                   *map(escape, table.costs.get(label, blank)))
     console.print(t)
     if table.cost_note:

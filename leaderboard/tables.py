@@ -87,7 +87,11 @@ class _Builder:
         return SeedSample(value)
 
     def board(self, task: str, metric: str, profile: str, kind: str, step: int | None,
-              groups: dict[VariantKey, list[TaskRun]], labels: dict[VariantKey, str], hib: bool) -> Board:
+              groups: dict[VariantKey, list[TaskRun]], labels: dict[VariantKey, str], hib: bool,
+              budget: int | None = None) -> Board:
+        """One board. Where the rows stopped CPT at different steps (``finals`` differ), every column still holds
+        one step: the final board shows every row at ``step`` 0, and ``budget`` restricts a board to the runs whose
+        final step is ``budget`` (that budget's final step, or its change from step 0)."""
         data = self.data
         rows: list[Row] = []
         finals = sorted({f for runs in groups.values() for r in runs if (f := data.final_step(r)) is not None})
@@ -95,8 +99,11 @@ class _Builder:
             entries: dict[str, Entry] = {}
             per_lang: dict[str, tuple[list[float], list[str], list[SeedSample]]] = {}
             row_steps: set[int] = set()
+            runs = [r for r in runs if budget is None or data.final_step(r) == budget]
             for run in sorted(runs, key=lambda r: _seed_order(r.seed)):
                 fin = data.final_step(run)
+                if kind == "final" and step is not None:
+                    fin = step  # rows of several budgets: each at the board's one step
                 if kind == "final" and fin is not None:
                     row_steps.add(fin)
                 langs = set()
@@ -130,8 +137,8 @@ class _Builder:
             seeds_all = sorted({r.seed for r in runs}, key=_seed_order)
             rows.append(Row(labels[key], entries, "ours", key, seeds_all, self.init_of(runs),
                             steps=sorted(row_steps)))
-        b = Board(data.name, task, metric, profile, hib, kind, step if kind == "step" else
-                  (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals)
+        b = Board(data.name, task, metric, profile, hib, kind, step if kind == "step" or step is not None else
+                  (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals, budget=budget)
         board_cells = list({id(p): p for runs in groups.values() for r in runs
                             if (p := data.parent(r)) is not None}.values())
         b.precision = precision_label(board_cells)
@@ -141,9 +148,9 @@ class _Builder:
                 {lang for r in rows for lang in r.entries}), board_cells)) is not None:
             b.paper_rows.append(row)
         finish_board(b)
-        if kind in ("final", "delta") and len(finals) > 1:
-            b.notes.append("rows stopped CPT at different steps: " + ", ".join(str(f) for f in finals))
-        if kind in ("final", "delta") and any(f > 0 for f in finals) and (
+        if kind == "final" and len(finals) > 1:
+            b.notes.append(budgets_note(finals))
+        if (kind in ("final", "delta") or budget) and any(f > 0 for f in finals) and (
                 note := cpt_note(profile, groups, board_cells, data)):
             b.notes.append(note)
         cpt_only = sorted({p.final_step for runs in groups.values() for r in runs if (p := data.parent(r)) is not None
@@ -362,6 +369,34 @@ def build_leaderboard(data: ExperimentData, *, per_seed: bool = False, bootstrap
                                   level=level, papers=papers, progress=progress)
 
 
+def board_specs(steps: list[int], finals: set[int]) -> list[tuple[str, int | None, int | None]]:
+    """(kind, step, budget) of each board of a task's metric, so that every column holds the values of one step.
+    One final step: a board per other step, the final board and the change from step 0. Rows that stopped CPT at
+    different steps (several budgets): the final board shows every row at step 0, and each budget's final step is
+    a board of its own (kind ``step``, its ``budget`` set: the rows of that budget only), as is its change from step
+    0; the other steps a board each, as before."""
+    if len(finals) <= 1:
+        final = next(iter(finals), None)
+        specs: list[tuple[str, int | None, int | None]] = [("step", s, None) for s in steps if s != final]
+        if finals:
+            specs.append(("final", final, None))
+        if any(f > 0 for f in finals) and 0 in steps:
+            specs.append(("delta", final, None))
+        return specs
+    budgets = sorted(f for f in finals if f > 0)
+    specs = [("step", s, s if s in budgets else None) for s in steps if s != 0]
+    specs.append(("final", 0, None))
+    specs += [("delta", f, f) for f in budgets if 0 in steps]
+    return specs
+
+
+def budgets_note(finals: list[int]) -> str:
+    """The note of a final board whose rows stopped CPT at different steps: what it shows, and where the rest is."""
+    later = ", ".join(f"step {f}" for f in finals if f > 0)
+    return (f"rows stopped CPT at different steps ({', '.join(map(str, finals))}): this board shows every row at "
+            f"step 0, so that a column holds one step; each CPT budget's final step is a board of its own ({later})")
+
+
 def intervals_memo() -> Path | None:
     """Where the bootstrap intervals of this home's boards are remembered (:class:`leaderboard.stats.IntervalMemo`)."""
     from harness.core.paths import home_dir
@@ -392,20 +427,14 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
             groups.setdefault(_variant(run, data.parent(run), per_seed), []).append(run)
         steps = sorted({s for r in runs for s in r.scores})
         finals = {f for r in runs if (f := data.final_step(r)) is not None}
-        common_final = next(iter(finals)) if len(finals) == 1 else None
         present = {m for r in runs for per in r.scores.values() for m in per}
         for metric in _metric_order(facts, present):
-            specs: list[tuple[str, int | None]] = [("step", s) for s in steps if s != common_final]
-            if finals:
-                specs.append(("final", common_final))
-            if any(f > 0 for f in finals) and 0 in steps:
-                specs.append(("delta", common_final))
-            for kind, step in specs:
-                jobs.append((task, metric, profile, kind, step, groups, labels, hib, metric == headline))
+            for kind, step, budget in board_specs(steps, finals):
+                jobs.append((task, metric, profile, kind, step, budget, groups, labels, hib, metric == headline))
     bar = progress.add_task(f"tables {data.name}", total=len(jobs)) if progress and jobs else None
     boards = []
-    for task, metric, profile, kind, step, groups, labels, hib, is_head in jobs:
-        b = bld.board(task, metric, profile, kind, step, groups, labels, hib)
+    for task, metric, profile, kind, step, budget, groups, labels, hib, is_head in jobs:
+        b = bld.board(task, metric, profile, kind, step, groups, labels, hib, budget)
         b.headline = is_head
         boards.append(b)
         if bar is not None:

@@ -149,9 +149,11 @@ def test_the_step_each_row_shows_and_the_digits_of_a_change(mixed_lb, main_shape
     from tests._leaderboard_runs import _board, _build
 
     final = _board(mixed_lb, metric="acc@10")
-    assert final.mixed_steps and final.step_label == "each row's final step (0, 2)"
-    assert {r.label: r.steps for r in final.rows}["random d=full cpt=2 cpt.precision=fp32 eval=fp32"] == [2]
-    assert sorted(json.dumps(r["steps"]) for r in board_dict(final)["rows"]) == ["[0]"] * 4 + ["[2]"]
+    # every row at step 0 (one step a column); the 2-step budget's final step is a board of its own
+    assert final.step == 0 and final.step_label == "step 0, before CPT"
+    assert {r.label: r.steps for r in final.rows}["random d=full cpt=2 cpt.precision=fp32 eval=fp32"] == [0]
+    assert sorted(json.dumps(r["steps"]) for r in board_dict(final)["rows"]) == ["[0]"] * 5
+    assert [b.step for b in mixed_lb.budget_boards(final)] == [2]
     main = _board(_build(tracking_uri, main_shaped, bootstrap=0), metric="acc@10")
     assert main.step == 0 and main.step_label == "step 0, before CPT"
     assert fmt.pair(6.1234, 6.1189) == ("6.123", "6.119") and fmt.pair(6.12, 6.12) == ("6.12", "6.12")
