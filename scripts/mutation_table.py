@@ -53,6 +53,8 @@ def main(argv: list[str]) -> int:
             print(f"{name:<16} {'no results (mutmut did not finish)':>46}")
             bad = True
             continue
+        unchecked = sorted(k for k, v in codes.items() if v is None)
+        codes = {k: v for k, v in codes.items() if v is not None}
         survived = sorted(k for k, v in codes.items() if v not in KILLED)
         equivalent = [k for k in survived if k in listed]
         unexplained = [k for k in survived if k not in listed]
@@ -64,7 +66,9 @@ def main(argv: list[str]) -> int:
             print(f"    unexplained: {k} ({'no test reaches it' if codes[k] == 33 else 'survived'})")
         for k in stale:
             print(f"    listed as equivalent but killed (drop the line): {k}")
-        bad = bad or bool(unexplained)
+        if unchecked:
+            print(f"    {len(unchecked)} more mutants not checked (the run did not finish)")
+        bad = bad or bool(unexplained) or bool(unchecked)
     return 1 if bad else 0
 
 
