@@ -33,11 +33,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from leaderboard.fmt import signed
-from leaderboard.stats import DiffInterval, diff_interval, paired_test
+from leaderboard.stats import (
+    ALPHA,
+    VERDICT_RESAMPLES,
+    DiffInterval,
+    design_note,  # noqa: F401 -- with smallest_p: what the test can reach, decided beside the verdict it limits
+    diff_interval,
+    languages_needed,
+    pair_verdict,
+    paired_test,
+    smallest_p,  # noqa: F401
+    verdict_key,
+)
 
-ALPHA = 0.05
 LEVEL_TOLERANCE = 0.02
-RESAMPLES = 2000  # of the two-level bootstrap of each claim's average difference
+RESAMPLES = VERDICT_RESAMPLES  # of the two-level bootstrap of each claim's average difference (the verdict's)
 VERDICTS = ("holds", "contradicted", "inconclusive", "not tested")
 
 
@@ -97,31 +107,6 @@ class ClaimResult:
                 "b_avg": self.b_avg, "diff": self.diff, "p_value": self.p_value, "n": self.n,
                 "detail": self.detail, "languages_needed": self.languages_needed,
                 "interval": dict(self.interval.__dict__) if self.interval else None}
-
-
-# -- what the paired test can reach ------------------------------------------------------------------------------
-def smallest_p(n: int) -> float:
-    """The smallest p-value the exact two-sided Wilcoxon signed-rank test can give over ``n`` non-zero differences:
-    every difference on one side (the statistic 0, probability 2^-n under the null), doubled."""
-    return 1.0 if n <= 0 else min(1.0, 2.0 * 0.5**n)
-
-
-def languages_needed(alpha: float = ALPHA) -> int:
-    """The fewest languages (non-zero differences) with which the test can give p < ``alpha`` at all (6 at 0.05)."""
-    n = 1
-    while smallest_p(n) >= alpha:
-        n += 1
-    return n
-
-
-def design_note(n: int, ties: int = 0, alpha: float = ALPHA) -> str:
-    """Why the test over ``n`` differing languages cannot reach significance ("" when it can)."""
-    if smallest_p(n) < alpha:
-        return ""
-    tied = f" ({ties} more tied, which the test leaves out)" if ties else ""
-    return (f"with {n} language{'s' if n != 1 else ''}{tied} the Wilcoxon test cannot go below "
-            f"p = {smallest_p(n):.3g}; it needs at least {languages_needed(alpha)} languages (at any number of "
-            "seeds: it pairs the languages' means over seeds)")
 
 
 # -- the verdicts -----------------------------------------------------------------------------------------------
@@ -240,42 +225,40 @@ def _pairwise(claim: Claim, board: Any, where: str | None = None) -> ClaimResult
     res.n = len(langs)
     res.a_avg = statistics.fmean(va[x] for x in langs)
     res.b_avg = statistics.fmean(vb[x] for x in langs)
-    res.diff = res.a_avg - res.b_avg
-    res.interval = iv = diff_interval({x: ra.entries[x].values for x in langs}, {x: rb.entries[x].values for x in langs},
-                                      resamples=RESAMPLES, key=(board.task, board.profile, claim.id))
-    lo, hi = (iv.lo, iv.hi) if iv is not None else (res.diff, res.diff)
-    test = paired_test(claim.a, claim.b, va, vb, board.higher_is_better)  # over the languages both rows have
-    res.p_value = test.p_value
+    # the one verdict on the pair (leaderboard.stats.pair_verdict), as `harness compare` gives it for these rows
+    v = pair_verdict({x: ra.entries[x].values for x in langs}, {x: rb.entries[x].values for x in langs},
+                     board.higher_is_better, resamples=RESAMPLES,
+                     key=verdict_key(board.task, board.metric, board.profile, board.step, ra.label, rb.label))
+    assert v is not None  # the rows share languages
+    res.diff, res.interval, res.p_value = res.a_avg - res.b_avg, v.interval, v.test.p_value
+    lo, hi = v.interval.lo, v.interval.hi
     if claim.kind == "level":
         _level(res, lo, hi)
         return res
-    sign = 1.0 if board.higher_is_better else -1.0
-    near, far = (lo, hi) if sign > 0 else (-hi, -lo)  # the interval on a's side: above 0 is a ahead
+    _beats(res, v, board.higher_is_better)
+    return res
+
+
+def _beats(res: ClaimResult, v: Any, higher_is_better: bool) -> None:
+    """The verdict on "a beats b" from the pair's verdict ``v`` (:func:`leaderboard.stats.pair_verdict`): holds
+    where it finds a better, contradicted where the whole interval lies on b's side, inconclusive otherwise."""
+    test, sign = v.test, 1.0 if higher_is_better else -1.0
+    far = v.interval.hi if sign > 0 else -v.interval.lo
     ahead, behind = sign * res.diff > 0, sign * res.diff < 0
-    significant = test.p_value is not None and test.p_value < ALPHA
     side = "below" if sign > 0 else "above"  # where the interval of a - b lies when a is behind
     counts = f"{test.wins} wins / {test.ties} ties / {test.losses} losses; "
-    if ahead and significant and near > 0:
+    if v.better == "a":
         res.status = "holds"
         res.detail = counts + f"ahead: Wilcoxon p < {ALPHA} and the interval excludes 0"
-        return res
-    if far < 0:
+    elif far < 0:
         res.status = "contradicted"
         res.detail = counts + f"behind: the whole interval lies {side} 0"
-        return res
-    res.status = "inconclusive"
-    why = []
-    if near <= 0:
-        why.append("the interval includes 0")
-    if not significant:
-        note = design_note(test.wins + test.losses, test.ties)
-        if note:
-            res.languages_needed, res.design = languages_needed(), note
-        why.append(note or ("Wilcoxon p = " + ("-" if test.p_value is None else f"{test.p_value:.3g}")
-                            + f" ≥ {ALPHA}"))
-    res.detail = counts + ("ahead" if ahead else "behind" if behind else "level") + (f"; {'; '.join(why)}"
-                                                                                    if why else "")
-    return res
+    else:
+        res.status = "inconclusive"
+        if v.design:
+            res.languages_needed, res.design = languages_needed(), v.design
+        res.detail = counts + ("ahead" if ahead else "behind" if behind else "level") + (f"; {v.why}" if v.why
+                                                                                        else "")
 
 
 def _cpt_verdict(changes: dict[str, float], rose: list[str]) -> str:

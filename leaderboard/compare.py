@@ -38,6 +38,7 @@ import io
 import json
 import re
 import statistics
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,7 +46,15 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import HarnessError
-from leaderboard.stats import ItemSample, SeedSample, diff_interval, stable_seed
+from leaderboard.stats import (
+    VERDICT_RESAMPLES,
+    ItemSample,
+    PairVerdict,
+    SeedSample,
+    pair_verdict,
+    stable_seed,
+    verdict_key,
+)
 from leaderboard.where_rows import where_rows_are
 
 RUN_ID = re.compile(r"^[0-9a-f]{32}$")
@@ -63,6 +72,9 @@ class SideRow:
     items: dict[str, list[ItemSample | None]] = field(default_factory=dict)
     seeds: dict[str, list[str]] = field(default_factory=dict)  # the seed of each value ([] where unknown)
     runs: dict[str, str] = field(default_factory=dict)  # the cell runs the row's values come from: id -> name
+    # what the row was computed with beyond its method (its variant: source, CPT budget and settings, evaluation
+    # precision, CPU kernels), as the qualifiers of a label name it; {} where unknown (a leaderboard folder)
+    variant: dict[str, str] = field(default_factory=dict)
 
     def mean(self, lang: str) -> float:
         return statistics.fmean(self.values[lang])
@@ -77,6 +89,7 @@ class SideTable:
     higher_is_better: bool
     headline: bool
     rows: dict[str, SideRow] = field(default_factory=dict)
+    at: int | None = None  # the CPT step the values are from (of the "final" table: the final step)
 
 
 @dataclass
@@ -162,7 +175,7 @@ def from_rows(client: Any, spec: str, experiment: str | None = None) -> Side:
             rows = {spec: rows[spec]}
         if rows:
             picked.tables[key] = SideTable(table.task, table.metric, table.profile, table.step,
-                                           table.higher_is_better, table.headline, rows)
+                                           table.higher_is_better, table.headline, rows, table.at)
     if not picked.tables:
         methods = sorted({_method_dim(lab)[0] for lab in labels})
         names = sorted(e.name for e in client.search_experiments())
@@ -183,7 +196,8 @@ def _step_key(kind: str, step: int | None) -> str | None:
 
 def _from_data(name: str, kind: str, data: Any) -> Side:
     """Rows of every board of the runs in ``data`` (an ``ExperimentData``), with each seed's items."""
-    from leaderboard.tables import _variant, build_leaderboard
+    from leaderboard.labels import qualifier_values
+    from leaderboard.tables import _variant, build_leaderboard, profile_cpt
 
     side = Side(name, kind, experiment=data.name)
     if not data.tasks:
@@ -194,11 +208,14 @@ def _from_data(name: str, kind: str, data: Any) -> Side:
         if step is None:
             continue
         headline = data.task_info(b.task).headline  # unknown: every metric is shown
-        table = SideTable(b.task, b.metric, b.profile, step, b.higher_is_better, headline in (None, b.metric))
+        table = SideTable(b.task, b.metric, b.profile, step, b.higher_is_better, headline in (None, b.metric),
+                          at=b.step)
         for r in b.rows:
             runs = [t for t in data.tasks if t.task == b.task and t.profile == b.profile
                     and _variant(t, data.parent(t), False) == r.variant]
             row = SideRow(r.label, world=runs[0].world if runs else "")
+            if r.variant is not None:
+                row.variant = {"source": r.variant.source, **qualifier_values(r.variant, profile_cpt(b.profile))}
             for t in runs:
                 cell = data.parent(t)
                 if cell is not None:
@@ -209,7 +226,8 @@ def _from_data(name: str, kind: str, data: Any) -> Side:
                 its: list[ItemSample | None] = []
                 for seed in e.seeds:
                     run = next((t for t in runs if t.seed == seed), None)
-                    st = None if run is None else (data.final_step(run) if step == "final" else int(step))
+                    st = None if run is None else (int(step) if step != "final" else data.final_step(run)
+                                                   if b.step is None else b.step)  # the step of the values
                     raw = data.items(run, st).get(b.metric, {}).get(lang) if run is not None and st is not None \
                         else None
                     its.append(ItemSample.from_dict(raw) if raw and raw.get("num") else None)
@@ -272,7 +290,7 @@ def from_folder(folder: Path, path: Path) -> Side:
         else:  # written before the boards said which is the headline
             is_head = untagged_task_facts(b["task"]).headline in (None, b["metric"])
         table = SideTable(b["task"], b["metric"], b["profile"], step, bool(b.get("higher_is_better", True)),
-                          is_head)
+                          is_head, at=b.get("step"))
         for r in b.get("rows", []):
             row = SideRow(r["label"], world=",".join(worlds))
             for lang, v in (r.get("values") or {}).items():
@@ -297,9 +315,12 @@ class LangDiff:
     hi: float | None = None
     p: float | None = None
     resampled: str = ""  # what the interval resamples; "" when there is none
+    verdict: PairVerdict | None = None  # the average's: the one verdict on the pair (stats.pair_verdict)
 
     @property
     def significant(self) -> bool | None:
+        if self.verdict is not None:
+            return self.verdict.significant
         if self.lo is None or self.hi is None:
             return None
         return self.lo > 0 or self.hi < 0
@@ -316,12 +337,23 @@ class Comparison:
     row_b: str
     lines: list[LangDiff]
     average: LangDiff | None
+    at: int | None = None  # the CPT step compared (of the "final" table: the final step, where one is known)
+    differs: list[str] = field(default_factory=list)  # what tells the rows' variants apart (--across-variants)
 
     def better(self, d: LangDiff) -> str:
         """``A`` or ``B`` when the difference is significant, else ``—``."""
+        if d.verdict is not None:
+            return {"a": "A", "b": "B"}.get(d.verdict.better or "", "—")
         if not d.significant or d.diff is None:
             return "—"
         return "A" if (d.diff > 0) == self.higher_is_better else "B"
+
+    @property
+    def step_title(self) -> str:
+        """The step compared, by its number: ``step 0 (final)``; ``final step`` where the number is unknown."""
+        if self.step != "final":
+            return f"step {self.step}"
+        return "final step" if self.at is None else f"step {self.at} (final)"
 
 
 def _mean_replicates(values: list[float], items: list[ItemSample | None], rng: np.random.Generator,
@@ -448,10 +480,41 @@ def _variant_rest(label: str) -> str:
     return label.partition(" ")[2]
 
 
+def variant_differences(ra: SideRow, rb: SideRow) -> list[str]:
+    """What tells the variants of two rows apart, one ``name A / B`` each (``cpt 2 / 10``, ``eval fp32 / bf16``);
+    [] where they are of one variant or a side does not know its rows' variants (a leaderboard folder)."""
+    if not ra.variant or not rb.variant:
+        return []
+    names = sorted(set(ra.variant) | set(rb.variant))
+    return [f"{n} {ra.variant.get(n, '-')} / {rb.variant.get(n, '-')}" for n in names
+            if ra.variant.get(n) != rb.variant.get(n)]
+
+
+def _average(t: SideTable, ra: SideRow, rb: SideRow, both: list[str], resamples: int, seed: int) -> LangDiff:
+    """The rows' average over the languages both have, with the one verdict on the pair
+    (:func:`leaderboard.stats.pair_verdict`: the claims' test, on the same rows the same interval and p)."""
+    avg = LangDiff(f"avg ({len(both)})", statistics.fmean(ra.mean(x) for x in both),
+                   statistics.fmean(rb.mean(x) for x in both),
+                   max(len(ra.values[x]) for x in both), max(len(rb.values[x]) for x in both))
+    avg.diff = avg.a - avg.b  # type: ignore[operator]
+    if resamples <= 0:
+        return avg
+    step = t.at if t.step == "final" else t.step
+    v = pair_verdict({x: ra.values[x] for x in both}, {x: rb.values[x] for x in both}, t.higher_is_better,
+                     resamples=resamples, seed=seed,
+                     key=verdict_key(t.task, t.metric, t.profile, step, ra.label, rb.label))
+    if v is not None:
+        avg.verdict, avg.lo, avg.hi, avg.p = v, v.interval.lo, v.interval.hi, v.test.p_value
+        avg.resampled = "languages + seeds; Wilcoxon"
+    return avg
+
+
 def compare(a: Side, b: Side, *, task: str | None = None, metric: str | None = None, step: str = "final",
-            resamples: int = 1000, seed: int = 0) -> list[Comparison]:
+            resamples: int = VERDICT_RESAMPLES, seed: int = 0, across_variants: bool = False) -> list[Comparison]:
     """Every table both sides have (``metric``: None = the task's headline, ``all``; ``step``: ``final``, a CPT
-    step, or ``all``), row against row, language by language, with the average."""
+    step, or ``all``), row against row, language by language, with the average and its verdict. Rows of different
+    variants (:func:`variant_differences`) are refused unless ``across_variants``; then each comparison names
+    what differs."""
     out: list[Comparison] = []
     for key in sorted(set(a.tables) & set(b.tables)):
         ta, tb = a.tables[key], b.tables[key]
@@ -460,8 +523,12 @@ def compare(a: Side, b: Side, *, task: str | None = None, metric: str | None = N
             continue
         if (metric is None and not ta.headline) or (metric not in (None, "all") and m != metric):
             continue
-        pairs = match_rows(ta, tb)
-        for ra, rb in pairs:
+        for ra, rb in match_rows(ta, tb):
+            differs = variant_differences(ra, rb)
+            if differs and not across_variants:
+                raise HarnessError(f"{ra.label!r} and {rb.label!r} are rows of different variants "
+                                   f"({'; '.join(differs)}): their difference is not the methods'; give "
+                                   "--across-variants to compare them anyway")
             langs = sorted(set(ra.values) | set(rb.values))
             lines = []
             for lang in langs:
@@ -473,19 +540,9 @@ def compare(a: Side, b: Side, *, task: str | None = None, metric: str | None = N
                                           rb.mean(lang) if lang in rb.values else None,
                                           len(ra.values.get(lang, [])), len(rb.values.get(lang, []))))
             both = [lang for lang in langs if lang in ra.values and lang in rb.values]
-            avg = None
-            if both:
-                avg = LangDiff(f"avg ({len(both)})", statistics.fmean(ra.mean(x) for x in both),
-                               statistics.fmean(rb.mean(x) for x in both),
-                               max(len(ra.values[x]) for x in both), max(len(rb.values[x]) for x in both))
-                avg.diff = avg.a - avg.b  # type: ignore[operator]
-                iv = diff_interval({x: ra.values[x] for x in both}, {x: rb.values[x] for x in both},
-                                   resamples=resamples, level=LEVEL, seed=seed,
-                                   key=("compare", t, m, prof, st, ra.label, rb.label)) \
-                    if resamples > 0 and len(both) > 1 else None
-                if iv is not None:
-                    avg.lo, avg.hi, avg.p, avg.resampled = iv.lo, iv.hi, iv.p_value, "languages + seeds"
-            out.append(Comparison(t, m, prof, st, ta.higher_is_better, ra.label, rb.label, lines, avg))
+            avg = _average(ta, ra, rb, both, resamples, seed) if both else None
+            out.append(Comparison(t, m, prof, st, ta.higher_is_better, ra.label, rb.label, lines, avg,
+                                  at=ta.at if ta.at == tb.at else None, differs=differs))
     return out
 
 
@@ -501,41 +558,128 @@ def _sig(d: LangDiff) -> str:
     return "—" if s is None else ("yes" if s else "no")
 
 
-def _step_title(step: str) -> str:
-    return "final step" if step == "final" else f"step {step}"
+COLUMNS = ["language", "A", "B", "A - B", "interval", "significant", "p", "better", "seeds A/B", "resampled"]
+
+
+def cells(c: Comparison, d: LangDiff, resamples: int) -> list[str]:
+    """One line of a comparison's table as text, in :data:`COLUMNS`' order (every rendering)."""
+    iv = f"[{_v(d.lo, True)}, {_v(d.hi, True)}]" if d.lo is not None else "—"
+    p = "—" if d.p is None else (f"< {1 / resamples:.2g}" if d.p == 0 and resamples > 0 else f"{d.p:.3g}")
+    return [d.language, _v(d.a), _v(d.b), _v(d.diff, True), iv, _sig(d), p, c.better(d),
+            f"{d.seeds_a}/{d.seeds_b}", d.resampled or "none"]
+
+
+def notes(c: Comparison) -> list[str]:
+    """What a reader needs under a comparison's table: what tells the rows' variants apart (--across-variants),
+    and why the average is not significant."""
+    out = []
+    if c.differs:
+        out.append(f"rows of different variants (A / B): {'; '.join(c.differs)}")
+    v = c.average.verdict if c.average is not None else None
+    if v is not None and not v.significant and v.why:
+        out.append(f"avg: not significant: {v.why}")
+    return out
+
+
+def intro(a: Side, b: Side, resamples: int) -> str:
+    """What the tables show, in one paragraph (every rendering)."""
+    return (f"A = {a.title}, B = {b.title}. Per task and language: means over seeds, A - B, its {int(LEVEL * 100)} % "
+            f"bootstrap interval ({resamples} resamples; what is resampled in the last column) and whether it is "
+            "significant (the interval excludes 0). The average over the languages both rows have is significant "
+            "where the Wilcoxon test over the languages gives p < 0.05 and its interval (languages, then seeds "
+            "resampled) excludes 0: the verdict of the claims on the same rows. better names the better side "
+            "where there is one.")
 
 
 def to_markdown(a: Side, b: Side, comps: list[Comparison], *, resamples: int, ids: bool = False) -> str:
-    out = [f"# {a.name} vs {b.name}", "",
-           f"A = {a.title}, B = {b.title}. Per task and language: means over seeds, `A - B`, its "
-           f"{int(LEVEL * 100)} % bootstrap interval ({resamples} resamples; what is resampled in the last column) "
-           "and whether it is significant (the interval excludes 0). *better* names the better side when it is.", ""]
+    out = [f"# {a.name} vs {b.name}", "", textwrap.fill(intro(a, b, resamples), 118), ""]
     if not comps:
-        only_a = sorted({k[:2] for k in a.tables} - {k[:2] for k in b.tables})
-        out.append("No table in common" + (f" (only in A: {', '.join(' · '.join(k) for k in only_a)})"
-                                          if only_a else "") + ".")
-        return "\n".join(out) + "\n"
+        return "\n".join(out + [no_table(a, b)]) + "\n"
     for c in comps:
         rows = f"row {c.row_a}" if c.row_a == c.row_b else f"A: {c.row_a}, B: {c.row_b}"
-        out += [f"## {c.task} · {c.metric} · {_step_title(c.step)} · profile {c.profile} · {rows}", "",
+        out += [f"## {c.task} · {c.metric} · {c.step_title} · profile {c.profile} · {rows}", "",
                 f"{'higher' if c.higher_is_better else 'lower'} is better", "",
-                "| language | A | B | A - B | interval | significant | p | better | seeds A/B | resampled |",
-                "| --- | ---: | ---: | ---: | --- | --- | ---: | --- | --- | --- |"]
+                "| " + " | ".join(COLUMNS) + " |", "| --- | ---: | ---: | ---: | --- | --- | ---: | --- | --- | --- |"]
         for d in c.lines + ([c.average] if c.average else []):
-            name = f"**{d.language}**" if d is c.average else d.language
-            iv = f"[{_v(d.lo, True)}, {_v(d.hi, True)}]" if d.lo is not None else "—"
-            p = "—" if d.p is None else (f"< {1 / resamples:.2g}" if d.p == 0 and resamples > 0 else f"{d.p:.3g}")
-            out.append(f"| {name} | {_v(d.a)} | {_v(d.b)} | {_v(d.diff, True)} | {iv} | {_sig(d)} | {p} | "
-                       f"{c.better(d)} | {d.seeds_a}/{d.seeds_b} | {d.resampled or 'none'} |")
-        out.append("")
+            line = cells(c, d, resamples)
+            if d is c.average:
+                line[0] = f"**{line[0]}**"
+            out.append("| " + " | ".join(line) + " |")
+        out += [""] + [f"*{n}*\n" for n in notes(c)]
     rows_a, rows_b = {c.row_a for c in comps}, {c.row_b for c in comps}
     out += ["---", "", f"A's rows: {where_rows_are(a, rows_a, ids)}", "",
             f"B's rows: {where_rows_are(b, rows_b, ids)}" + ("" if ids else " (run ids: --ids)"), ""]
     return "\n".join(out)
 
 
+def no_table(a: Side, b: Side) -> str:
+    only_a = sorted({k[:2] for k in a.tables} - {k[:2] for k in b.tables})
+    return "No table in common" + (f" (only in A: {', '.join(' · '.join(k) for k in only_a)})" if only_a else "") + "."
+
+
+WIDTH = 160  # the terminal rendering's widest line
+FORMATS = ("terminal", "md", "csv")
+
+
+def _fit(text: str, width: int = WIDTH, indent: str = "") -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken between words only; a word wider than a line
+    (a path, a label) is shortened in its middle, never broken over two lines."""
+    words = [w if len(indent) + len(w) <= width else w[: (width - len(indent)) // 2 - 1] + "…"
+             + w[-((width - len(indent)) // 2 - 1):] for w in text.split(" ")]
+    return textwrap.wrap(" ".join(words), width, initial_indent=indent, subsequent_indent=indent + "  ",
+                         break_long_words=False, break_on_hyphens=False) or [indent]
+
+
+def _label_line(side: str, label: str, indent: str = "  ") -> str:
+    """``A: <label>``: a label on one line of its own, whole (shortened in its middle only where it alone is
+    wider than the terminal)."""
+    head = f"{indent}{side}: "
+    if len(head) + len(label) <= WIDTH:
+        return head + label
+    keep = (WIDTH - len(head) - 1) // 2
+    return head + label[:keep] + "…" + label[-keep:]
+
+
+def _packed(head: str, items: list[str]) -> list[str]:
+    """``head`` then ``items`` joined by commas, as many a line as fit, an item never broken."""
+    lines, cur = [], head
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if len(cur) + 1 + len(piece) > WIDTH and cur.strip():
+            lines.append(cur)
+            cur = "    " + piece
+        else:
+            cur = f"{cur} {piece}" if cur else piece
+    return lines + [cur]
+
+
+def to_terminal(a: Side, b: Side, comps: list[Comparison], *, resamples: int, ids: bool = False) -> str:
+    """The comparison for a terminal: plain text, at most :data:`WIDTH` columns, every row label on a line of its
+    own (``--format md`` gives Markdown, ``csv`` CSV)."""
+    out = _fit(f"{a.name} vs {b.name}") + [""] + _fit(intro(a, b, resamples)) + [""]
+    if not comps:
+        return "\n".join(out + _fit(no_table(a, b))) + "\n"
+    for c in comps:
+        out += _fit(f"{c.task} · {c.metric} · {c.step_title} · profile {c.profile} · "
+                    f"{'higher' if c.higher_is_better else 'lower'} is better")
+        out += [_label_line("A", c.row_a), _label_line("B", c.row_b)]
+        table = [COLUMNS] + [cells(c, d, resamples) for d in c.lines + ([c.average] if c.average else [])]
+        widths = [max(len(r[j]) for r in table) for j in range(len(COLUMNS))]
+        right = {1, 2, 3, 6}
+        for r in table:
+            line = "  ".join(x.rjust(w) if j in right else x.ljust(w) for j, (x, w) in enumerate(zip(r, widths, strict=True)))
+            out.append(("  " + line).rstrip())
+        out += [x for n in notes(c) for x in _fit(n, indent="  ")] + [""]
+    rows_a, rows_b = {c.row_a for c in comps}, {c.row_b for c in comps}
+    for name, side, rows in (("A's rows:", a, rows_a), ("B's rows:", b, rows_b)):
+        out += _packed(name, where_rows_are(side, rows, ids).split(", "))
+    if not ids:
+        out.append("(run ids: --ids)")
+    return "\n".join(out) + "\n"
+
+
 CSV_FIELDS = ["task", "metric", "profile", "step", "row_a", "row_b", "language", "a", "b", "diff", "ci_low",
-              "ci_high", "p", "significant", "better", "seeds_a", "seeds_b", "resampled", "higher_is_better"]
+              "ci_high", "p", "significant", "better", "seeds_a", "seeds_b", "resampled", "higher_is_better", "cpt_step", "variants_differ"]
 
 
 def to_csv(comps: list[Comparison]) -> str:
@@ -551,28 +695,33 @@ def to_csv(comps: list[Comparison]) -> str:
                         "ci_high": "" if d.hi is None else d.hi, "p": "" if d.p is None else d.p,
                         "significant": {None: "", True: "yes", False: "no"}[d.significant],
                         "better": "" if c.better(d) == "—" else c.better(d), "seeds_a": d.seeds_a,
-                        "seeds_b": d.seeds_b, "resampled": d.resampled, "higher_is_better": c.higher_is_better})
+                        "seeds_b": d.seeds_b, "resampled": d.resampled, "higher_is_better": c.higher_is_better,
+                        "cpt_step": c.step if c.step != "final" else ("" if c.at is None else c.at),
+                        "variants_differ": "; ".join(c.differs)})
     return buf.getvalue()
 
 
 def run_compare(a: str, b: str, *, tracking_uri: str | None = None, task: str | None = None,
-                metric: str | None = None, step: str = "final", fmt: str = "md", out: Path | None = None,
-                resamples: int = 1000, seed: int = 0, experiment: str | None = None, ids: bool = False) -> int:
+                metric: str | None = None, step: str = "final", fmt: str = "terminal", out: Path | None = None,
+                resamples: int = VERDICT_RESAMPLES, seed: int = 0, experiment: str | None = None, ids: bool = False,
+                across_variants: bool = False) -> int:
     """``harness compare``: print (or write to ``out``) the comparison of ``a`` and ``b``."""
     import sys
 
     from harness.core.tracking import Tracker
 
-    if fmt not in ("md", "csv"):
-        raise HarnessError(f"--format {fmt!r}: use md or csv")
+    if fmt not in FORMATS:
+        raise HarnessError(f"--format {fmt!r}: use {', '.join(FORMATS)}")
     if step not in ("final", "all") and not str(step).isdigit():
         raise HarnessError(f"--step {step!r}: use final, all or a CPT step (0, 10, ...)")
     client = None
     if not all(Path(x).expanduser().exists() for x in (a, b)):
         client = Tracker(tracking_uri).reader
     side_a, side_b = resolve(a, client, experiment), resolve(b, client, experiment)
-    comps = compare(side_a, side_b, task=task, metric=metric, step=step, resamples=resamples, seed=seed)
-    text = to_csv(comps) if fmt == "csv" else to_markdown(side_a, side_b, comps, resamples=resamples, ids=ids)
+    comps = compare(side_a, side_b, task=task, metric=metric, step=step, resamples=resamples, seed=seed,
+                    across_variants=across_variants)
+    text = to_csv(comps) if fmt == "csv" else (to_markdown if fmt == "md" else to_terminal)(
+        side_a, side_b, comps, resamples=resamples, ids=ids)
     if out is not None:
         out = Path(out)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -585,4 +734,5 @@ def run_compare(a: str, b: str, *, tracking_uri: str | None = None, task: str | 
     return 0
 
 
-__all__ = ["Comparison", "LangDiff", "Side", "compare", "resolve", "run_compare", "to_csv", "to_markdown"]
+__all__ = ["Comparison", "LangDiff", "Side", "compare", "resolve", "run_compare", "to_csv", "to_markdown",
+           "to_terminal"]

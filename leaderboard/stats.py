@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 import os
+import statistics
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -390,6 +391,94 @@ def diff_interval(a: dict[str, Sequence[float]], b: dict[str, Sequence[float]], 
     p = min(1.0, 2.0 * min(float((reps <= 0).mean()), float((reps >= 0).mean())))
     return DiffInterval(point, float(lo), float(hi), p, n, max(len(a[x]) for x in langs),
                         max(len(b[x]) for x in langs), resamples)
+
+
+# -- the verdict on a pair of rows ---------------------------------------------------------------------------
+ALPHA = 0.05  # the level of the Wilcoxon test of a verdict
+VERDICT_RESAMPLES = 2000  # of the two-level bootstrap of a verdict's average difference
+
+
+def smallest_p(n: int) -> float:
+    """The smallest p-value the exact two-sided Wilcoxon signed-rank test can give over ``n`` non-zero differences:
+    every difference on one side (the statistic 0, probability 2^-n under the null), doubled."""
+    return 1.0 if n <= 0 else min(1.0, 2.0 * 0.5**n)
+
+
+def languages_needed(alpha: float = ALPHA) -> int:
+    """The fewest languages (non-zero differences) with which the test can give p < ``alpha`` at all (6 at 0.05)."""
+    n = 1
+    while smallest_p(n) >= alpha:
+        n += 1
+    return n
+
+
+def design_note(n: int, ties: int = 0, alpha: float = ALPHA) -> str:
+    """Why the test over ``n`` differing languages cannot reach significance ("" when it can)."""
+    if smallest_p(n) < alpha:
+        return ""
+    tied = f" ({ties} more tied, which the test leaves out)" if ties else ""
+    return (f"with {n} language{'s' if n != 1 else ''}{tied} the Wilcoxon test cannot go below "
+            f"p = {smallest_p(n):.3g}; it needs at least {languages_needed(alpha)} languages (at any number of "
+            "seeds: it pairs the languages' means over seeds)")
+
+
+@dataclass
+class PairVerdict:
+    """What :func:`pair_verdict` decides about the average over languages of ``a - b``."""
+
+    diff: float
+    interval: DiffInterval  # of the average difference (languages, then each row's seeds resampled)
+    test: PairTest  # the Wilcoxon signed-rank test over the languages
+    better: str | None  # "a" or "b": the side the difference is significant for; None: not significant
+    why: str  # why it is not significant ("" when it is)
+    design: str = ""  # where the number of languages cannot reach significance at all: why (also in ``why``)
+
+    @property
+    def significant(self) -> bool:
+        return self.better is not None
+
+
+def verdict_key(task: str, metric: str, profile: str, step: object, row_a: str, row_b: str) -> tuple:
+    """The name of a verdict's bootstrap stream: the same rows of the same board draw the same resamples, whoever
+    asks (``harness compare``, the claims)."""
+    return ("pair", task, metric, profile, str(step), row_a, row_b)
+
+
+def pair_verdict(a: dict[str, Sequence[float]], b: dict[str, Sequence[float]], higher_is_better: bool, *,
+                 resamples: int = VERDICT_RESAMPLES, seed: int = 0, key: object = "",
+                 alpha: float = ALPHA) -> PairVerdict | None:
+    """The one verdict on two rows (``a`` and ``b``: a language -> the values of each seed) over the languages both
+    have: the average of ``a - b`` is significant, for the side it favours, when the paired Wilcoxon test over the
+    languages (on their means over seeds) gives p < ``alpha`` and the two-level bootstrap interval of the average
+    (:func:`diff_interval`) lies wholly on that side of zero. ``harness compare`` and the claims both ask this
+    function, so they cannot give two verdicts for one pair. None when the rows share no language."""
+    iv = diff_interval(a, b, resamples=resamples, seed=seed, key=key)
+    if iv is None:
+        return None
+    ma = {x: statistics.fmean(v) for x, v in a.items()}  # as a board's row means them (Entry.mean)
+    mb = {x: statistics.fmean(v) for x, v in b.items()}
+    test = paired_test("a", "b", ma, mb, higher_is_better)
+    sign = 1.0 if higher_is_better else -1.0
+    near, far = (iv.lo, iv.hi) if sign > 0 else (-iv.hi, -iv.lo)  # the interval on a's side: above 0, a better
+    tested = test.p_value is not None and test.p_value < alpha
+    better = None
+    if tested and near > 0 and sign * iv.diff > 0:
+        better = "a"
+    elif tested and far < 0 and sign * iv.diff < 0:
+        better = "b"
+    why, design = [], ""
+    if better is None:
+        if not iv.resamples:
+            why.append("no interval")
+        elif near <= 0 <= far:
+            why.append("the interval includes 0")
+        if not tested:
+            design = design_note(test.wins + test.losses, test.ties, alpha)
+            why.append(design or ("Wilcoxon p = " + ("-" if test.p_value is None else f"{test.p_value:.3g}")
+                                  + f" ≥ {alpha}"))
+    if better is None and not why:
+        why.append("the interval lies on the other side of 0 than the difference")
+    return PairVerdict(iv.diff, iv, test, better, "; ".join(why), design)
 
 
 def holm(p_values: Sequence[float | None]) -> list[float | None]:

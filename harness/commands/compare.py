@@ -29,7 +29,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         check_tracking_reachable(args.tracking_uri)
     return run_compare(args.a, args.b, tracking_uri=args.tracking_uri, task=args.task, metric=args.metric,
                        step=args.step, fmt=args.format, out=args.out, resamples=args.bootstrap,
-                       seed=args.bootstrap_seed, experiment=args.experiment, ids=args.ids)
+                       seed=args.bootstrap_seed, experiment=args.experiment, ids=args.ids,
+                       across_variants=args.across_variants)
+
+
+# leaderboard.compare.FORMATS and leaderboard.stats.VERDICT_RESAMPLES, named here so that building the parser
+# imports neither (tests/test_compare_verdict.py checks they agree)
+FORMATS = ("terminal", "md", "csv")
+VERDICT_RESAMPLES = 2000
 
 
 def add_parser(sub: Any) -> None:
@@ -41,13 +48,19 @@ def add_parser(sub: Any) -> None:
     c.add_argument("--experiment", help="where method names and row labels are looked for (default: the "
                                         "experiment of the latest cell run)")
     c.add_argument("--ids", action="store_true", help="name the MLflow run id of every cell run the rows come from")
-    c.add_argument("--tracking-uri")
+    c.add_argument("--tracking-uri", help="the MLflow store to read (default: $MLFLOW_TRACKING_URI, else the "
+                                          "harness home's sqlite store)")
     c.add_argument("--task", help="only this task")
     c.add_argument("--metric", help="this metric (default: the task's headline; 'all' for every one)")
     c.add_argument("--step", default="final", help="final (default), a CPT step (0, 10, ...) or all")
-    c.add_argument("--format", choices=["md", "csv"], default="md", help="Markdown (default) or CSV")
+    c.add_argument("--format", choices=list(FORMATS), default="terminal",
+                   help="terminal: plain text at most 160 columns wide (default); md: Markdown; csv: one line per "
+                        "language and average")
+    c.add_argument("--across-variants", action="store_true",
+                   help="compare rows of different variants (CPT budget or settings, evaluation precision, CPU "
+                        "kernels, source model), refused otherwise; each table then says what differs")
     c.add_argument("--out", type=Path, help="write to this file instead of printing")
-    c.add_argument("--bootstrap", type=int, default=1000,
-                   help="bootstrap resamples for the intervals (default 1000; 0: none)")
+    c.add_argument("--bootstrap", type=int, default=VERDICT_RESAMPLES,
+                   help=f"bootstrap resamples for the intervals (default {VERDICT_RESAMPLES}, as the claims'; 0: none)")
     c.add_argument("--bootstrap-seed", type=int, default=0, help="seed of the bootstrap (default 0)")
     c.set_defaults(func=cmd_compare)
