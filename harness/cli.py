@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="harness", description="Compare embedding-initialization methods for "
                                 "vocabulary expansion on per-language leaderboards.")
     p.add_argument("--version", action=_Version)
-    p.add_argument("-v", "--verbose", action="store_true")
+    p.add_argument("-v", "--verbose", action="store_true", help="log at INFO level (the libraries' logs too)")
     p.add_argument("--debug", action="store_true", help="show the full traceback of an error")
     sub = p.add_subparsers(dest="command", required=True)
     from harness.commands import cache, compare, init, leaderboard, listing, plan, run, ui, world

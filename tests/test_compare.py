@@ -79,15 +79,15 @@ def test_compare_two_experiments_per_task_and_language(run_cli, two_experiments,
         better = "" if r["significant"] == "no" else ("A" if (float(r["diff"]) > 0) == hib else "B")
         assert r["better"] == better
     avgs = [r for r in rows if r["language"].startswith("avg")]
-    assert len(avgs) == 4 and all(r["resampled"] == "languages + seeds" for r in avgs)
+    assert len(avgs) == 4 and all(r["resampled"] == "languages + seeds; Wilcoxon" for r in avgs)
 
 
 def test_an_experiment_against_itself_differs_nowhere(run_cli, two_experiments):
     a, _ = two_experiments
-    proc = run_cli("compare", a, a, "--task", "sr-t", check=True)
+    proc = run_cli("compare", a, a, "--task", "sr-t", "--format", "md", check=True)
     md = proc.stdout
     assert md.startswith(f"# {a} vs {a}")
-    assert "## sr-t · acc@10 · final step · profile cpu · row random d=full" in md
+    assert "## sr-t · acc@10 · step 0 (final) · profile cpu · row random d=full" in md
     lines = [x for x in md.splitlines() if x.startswith("| ") and "_" in x.split("|")[1]]
     assert lines
     for x in lines:
@@ -222,7 +222,8 @@ def test_compare_methods_and_row_labels_of_an_experiment_paired_by_seed(run_cli,
     assert {r["seeds_a"] for r in one if not r["language"].startswith("avg")} == {"1"}
     assert {r["resampled"] for r in one if not r["language"].startswith("avg")} == {"items, paired"}
     # where the rows are: the experiment and the cell runs; with --ids their run ids; a run id still works
-    md = run_cli("compare", "fvt", "random d=full", "--task", "sr-t", "--bootstrap", "0", check=True).stdout
+    md = run_cli("compare", "fvt", "random d=full", "--task", "sr-t", "--bootstrap", "0", "--format", "md",
+                 check=True).stdout
     assert f"A's rows: experiment {b}, runs fvt-full-s2, fvt-full-s3" in md
     assert f"B's rows: experiment {b}, runs random-full-s2, random-full-s3 (run ids: --ids)" in md
     eid = client.get_experiment_by_name(b).experiment_id

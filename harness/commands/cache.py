@@ -47,7 +47,12 @@ def _check_filters(items: list[Item], world: str | None, kinds: list[str]) -> No
     known = known_kinds(items)
     unknown = [k for k in kinds if k not in known and k not in PROTECTED]
     if unknown:
-        raise UnknownNameError("kind", unknown[0], known)
+        import difflib
+
+        close = difflib.get_close_matches(unknown[0], known, n=3, cutoff=0.5)
+        hint = f" Did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(f"unknown kind {unknown[0]!r}.{hint} Kinds: {', '.join(known)} (`harness cache du "
+                          "--by-kind` shows what the home holds of each)")
     if world and world != "-":
         worlds = sorted(set(WORLDS.names()) | {i.world for i in items if i.world != "-"})
         if world not in worlds:

@@ -78,15 +78,16 @@ def _check_source_and_dim(cfg: Any, world: Any) -> None:
 
 def add_parser(sub: Any) -> None:
     i = sub.add_parser("init", help="write one initialized model folder and its init_report.json")
-    i.add_argument("--world", default="bible")
+    i.add_argument("--world", default="bible", help="the world whose source model and target tokenizer it uses "
+                                                    "(default: bible; `harness list` names them)")
     i.add_argument("--source", help="source model (default: the world's default)")
-    i.add_argument("--method", required=True)
+    i.add_argument("--method", required=True, help="the initialization method (`harness list` names them)")
     i.add_argument("--dim", type=int, default=None, help="factorized dim (default: full)")
     i.add_argument("--seed", type=int, default=None, help="seed (default: the world's first default seed, 1)")
     i.add_argument("--params", help="method parameters as a JSON object (over the profile's)")
     i.add_argument("--profile", default="cpu",
                    help="whose method parameters to start from: cpu (default, as `harness run` uses) or paper")
-    i.add_argument("--device", default="auto")
-    i.add_argument("--out", required=True)
+    i.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto (default: a CUDA GPU where this machine has one, else the CPU)")
+    i.add_argument("--out", required=True, help="the folder to write the model and its init_report.json to")
     i.add_argument("--force", action="store_true", help="write into a non-empty --out")
     i.set_defaults(func=cmd_init)

@@ -167,7 +167,8 @@ def _board_console() -> Console:
 
 def add_parser(sub: Any) -> None:
     lb = sub.add_parser("leaderboard", help="per-language tables from the runs in MLflow")
-    lb.add_argument("--tracking-uri")
+    lb.add_argument("--tracking-uri", help="the MLflow store to read (default: $MLFLOW_TRACKING_URI, else the "
+                                           "harness home's sqlite store)")
     lb.add_argument("--experiment", help="experiment name (default: all)")
     lb.add_argument("--world", help="only experiments of this world")
     lb.add_argument("--task", help="print only this task (the files always hold every task)")

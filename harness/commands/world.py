@@ -177,8 +177,10 @@ def _default_info(world: Any) -> list[dict[str, Any]]:
 
 def add_parser(sub: Any) -> None:
     w = sub.add_parser("world", help="build, describe or check a world")
-    w.add_argument("action", choices=["build", "info", "check"])
-    w.add_argument("name", nargs="?", default="bible")
+    w.add_argument("action", choices=["build", "info", "check"],
+                   help="build: build it (once; then cached); info: describe it; check: which of its inputs are present "
+                        "and where each comes from")
+    w.add_argument("name", nargs="?", default="bible", help="the world (default: bible; `harness list` names them)")
     w.add_argument("--force", action="store_true", help="rebuild even if cached")
     w.add_argument("--add-sources", action="store_true",
                    help="add to a world built by an earlier version the sources it lacks that carry their own "
