@@ -132,6 +132,19 @@ def progress_from_rich(progress: Any) -> Callable[[str, int], Callable[[int], No
     return start
 
 
+def row_norm_ratio(result: InitResult, source_matrix: torch.Tensor) -> float | None:
+    """The largest L2 norm of the target rows the method did not copy (computed, drawn or UNK rows) over the
+    largest norm of the source rows it started from, in the same space (the factorized coordinates where it
+    factorized); None where every row was copied or the source rows are all zero."""
+    new = torch.as_tensor(result.provenance != int(Provenance.COPIED))
+    if not bool(new.any()):
+        return None
+    top = float(source_matrix.float().norm(dim=1).max())
+    if not top > 0:
+        return None
+    return round(float(result.matrix.float()[new].norm(dim=1).max()) / top, 6)
+
+
 def _check_result(result: InitResult, n_t: int, width: int, method: str) -> None:
     m = result.matrix
     if tuple(m.shape) != (n_t, width):
@@ -424,7 +437,9 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         "method_seconds": round(method_seconds, 3),
         "memory": mem.as_dict(),
         "costs": method_costs(cls, profile),
-        "method_stats": result.stats,
+        # the method's statistics, and the largest norm of the rows it did not copy over the source rows' largest
+        # (init/row_norm_ratio: far above 1, rows far outside the source's; the leaderboard marks such a row)
+        "method_stats": {**(result.stats or {}), "row_norm_ratio": row_norm_ratio(result, source_matrix)},
         "artifacts": {k: str(v) for k, v in result.artifacts.items()},
         "surgery": surgery,
         "device": device,

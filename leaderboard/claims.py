@@ -416,10 +416,24 @@ def open_question_rows(results: list[OpenResult]) -> tuple[list[str], list[list[
 
     head = ["comparison", "source", "task", "verdict", "a", "b", "diff", "95% interval", "p", "n", "note"]
     rows = [[o.result.claim.statement, f"{o.source} ({o.objective})", o.result.where, o.result.status,
-             fmt.value(o.result.a_avg), fmt.value(o.result.b_avg), _diff(o.result), _interval(o.result.interval),
+             fmt.value(o.result.a_avg), fmt.value(o.result.b_avg), open_diff(o.result), _interval(o.result.interval),
              "-" if o.result.p_value is None else f"{o.result.p_value:.3g}", _n(o.result), o.result.detail]
             for o in results]
     return head, rows
+
+
+def open_diff(r: ClaimResult) -> str:
+    """The open question's difference with what its sign means on the task's headline metric: ``-0.0051 (ofa −
+    random; bpb ↓: ofa ahead)``."""
+    from harness.core.record import untagged_task_facts
+
+    if r.diff is None:
+        return "-"
+    facts = untagged_task_facts(r.task)
+    hib = facts.higher_is_better
+    side = "level" if r.diff == 0 else "ahead" if (r.diff > 0) == hib else "behind"
+    return (f"{signed(r.diff)} ({r.claim.a} − {r.claim.b}; {facts.headline or 'the metric'} {'↑' if hib else '↓'}: "
+            f"{r.claim.a} {side})")
 
 
 # -- as text ------------------------------------------------------------------------------------------------------

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from leaderboard.model import Board
+from leaderboard.blowups import MARK
+from leaderboard.model import Board, Row
 
 MISSING = "—"
 
@@ -35,6 +36,11 @@ def pair(a: float, b: float, decimals: int = 2) -> tuple[str, str]:
     return f"{a:.{d}f}", f"{b:.{d}f}"
 
 
+def blowup(row: Row) -> str:
+    """The mark a row that blew up carries after its name on every board (leaderboard.blowups); "" otherwise."""
+    return f" {MARK}" if row.blowup else ""
+
+
 def cell(board: Board, v: float | None) -> str:
     return value(v, board.kind == "delta")
 
@@ -54,6 +60,8 @@ def init(key: str, v: float | None) -> str:
         return f"{v:.2f}"
     if key == "init/val_cosine":
         return f"{v:.3f}"
+    if key == "cpt/heldout_loss":
+        return f"{v:,.2f}"
     return f"{v:.0f}" if abs(v - round(v)) < 1e-9 else f"{v:.1f}"
 
 
@@ -65,8 +73,13 @@ def ci(c: tuple[float, float] | None, delta: bool = False) -> str:
     return "" if c is None else f"[{value(c[0], delta)}, {value(c[1], delta)}]"
 
 
+def arrow(higher_is_better: bool) -> str:
+    """The direction of a metric as lm-eval's tables give it: ``↑`` higher is better, ``↓`` lower is better."""
+    return "↑" if higher_is_better else "↓"
+
+
 def direction(board: Board) -> str:
-    return "higher is better" if board.higher_is_better else "lower is better"
+    return f"{arrow(board.higher_is_better)} " + ("higher is better" if board.higher_is_better else "lower is better")
 
 
 def tied_columns(board: Board) -> dict[str, float]:

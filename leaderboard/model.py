@@ -16,6 +16,13 @@ from leaderboard.stats import PairTest, mean_ranks, pairwise_tests
 GUESS = "guess"  # the kind of a loss board's row of a uniform guess over the target vocabulary (ln |V|)
 INIT_COLUMNS = (("init/copied", "copied"), ("init/method", "method"), ("init/random", "random"),
                 ("init/seconds", "init s"), ("init/val_cosine", "val cos"))
+HELDOUT = "cpt/heldout_loss"  # a decoder's board: each row's held-out loss (the CPT diagnostic) at its step, nats
+# what a metric is, in a line under its board and under the results table (lm-eval's and MTEB's boards say it)
+METRIC_NOTES = {
+    "bpb": "bpb ↓ (bits per byte): the held-out text's summed negative log-likelihood over ln 2 times its UTF-8 "
+           "bytes; lower is better, and rows whose tokenizers differ compare on it (a loss a token does not)",
+    "ppl": "ppl ↓ (perplexity): exp of the loss a token; lower is better",
+}
 
 
 OBJECTIVE_NAMES = {"mlm": "encoder, masked LM", "clm": "decoder, causal LM"}
@@ -80,6 +87,7 @@ class Row:
     avg_common: float | None = None
     mean_rank: float | None = None
     steps: list[int] = field(default_factory=list)  # the CPT step(s) its values are from (of a final board)
+    blowup: str = ""  # why the row is marked as blown up (leaderboard.blowups); "" where it is not
 
     def uneven_languages(self) -> dict[str, int]:
         """``{lang: seeds}`` of the languages fewer of the row's seeds cover than its others ({}: every language
@@ -143,6 +151,7 @@ class Board:
     # final step, kind "step"; or its change from step 0, kind "delta"); None: every row of the task
     budget: int | None = None
     cpt_steps: list[int] = field(default_factory=list)  # the CPT steps its rows' cells ran
+    guess: float | None = None  # ln |V| of its rows' target vocabulary (a uniform guess's loss), where they say
 
     # -- labels ---------------------------------------------------------------------------------------------
     @property
@@ -203,8 +212,13 @@ class Board:
         return min(vals) if low else max(vals)
 
     def init_columns(self) -> list[tuple[str, str]]:
-        """The init-report columns that at least one row has (val cos only for methods that log it)."""
-        return [(k, name) for k, name in INIT_COLUMNS if any(k in r.init for r in self.rows)]
+        """The init-report columns that at least one row has (val cos only for methods that log it), and on a
+        decoder's board each row's held-out loss in nats beside a uniform guess's (ln |V|)."""
+        cols = [(k, name) for k, name in INIT_COLUMNS if any(k in r.init for r in self.rows)]
+        if any(HELDOUT in r.init for r in self.rows):
+            guess = f", guess {self.guess:.2f}" if self.guess is not None else ""
+            cols.append((HELDOUT, f"held-out loss ↓ (nats{guess})"))
+        return cols
 
 
 @dataclass

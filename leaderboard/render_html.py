@@ -52,6 +52,7 @@ table.board th:first-child,table.slices th:first-child,table.claims th:first-chi
 th{z-index:2}tbody.paper td:first-child{background:#fafafa}
 .ref{font-weight:400;font-size:12px;margin-left:4px;cursor:help}.ref-checked{color:#145214}.ref-none{color:#777}
 .ref-unknown{color:#8a5300}
+.blowup{color:#b3261e;font-weight:700;margin-left:4px;cursor:help}
 """
 
 JS = """
@@ -143,13 +144,17 @@ def board_html(lb: Leaderboard, board: Board) -> str:
             "a uniform guess over the target vocabulary: what a model that learned nothing scores"
             if r.kind == GUESS else "published figure")
         line = refs.get(r.label) if ours else None
+        if r.blowup:
+            seeds += f" · blew up: {r.blowup}"
+        name = esc(r.label) + (f'<span class="blowup" title="{esc(r.blowup)}">{esc(fmt.blowup(r))}</span>'
+                               if r.blowup else "")
         if line is None:
-            cells = [_td(esc(r.label), r.label, "label", seeds)]
+            cells = [_td(name, r.label, "label", seeds)]
         else:
             k = references.kind(line)
             mark = (f'<span class="ref ref-{k}" title="{esc(references.SETTING)}: {esc(line)}">'
                     f"{references.MARKS[k]}</span>")
-            cells = [_td(esc(r.label) + mark, r.label, "label", f"{seeds} · {references.SETTING}: {line}")]
+            cells = [_td(name + mark, r.label, "label", f"{seeds} · {references.SETTING}: {line}")]
         cells += [_value_td(board, r, lang) for lang in board.languages]
         if r.avg is None:
             cells.append(_td("gaps" if ours else fmt.MISSING, "", "gap", "missing languages: no average"))

@@ -54,7 +54,7 @@ def board_md(board: Board, refs: dict[str, str] | None = None) -> list[str]:
     for r in board.rows + board.paper_rows:
         ours = r.kind == "ours"
         label = _esc(r.label) if ours else f"*{_esc(r.label)}*"
-        cells = [label]
+        cells = [label + (f" **{fmt.blowup(r).strip()}**" if r.blowup else "")]
         if checked:
             line = refs.get(r.label) if ours else None
             cells.append(f"{references.MARKS[references.kind(line)]} {_esc(references.short(line))}" if line

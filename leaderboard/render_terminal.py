@@ -193,10 +193,11 @@ def board_grid(board: Board, transpose: bool | None = None) -> Grid:
                  + [Col(h) for h in _summary_headers(board)])
         for i, r in enumerate(rows):
             label = r.label if r.kind == "ours" else f"[italic]{r.label}[/italic]"
+            label += f"[bold red]{escape(fmt.blowup(r))}[/bold red]" if r.blowup else ""
             g.add(label, [*[_cell(board, r, lang) for lang in board.languages], *_summary(board, r)],
                   section=r.kind != "ours" and (i == 0 or rows[i - 1].kind == "ours"))
         return g
-    g = Grid(title, Col("language", "left"), [Col(r.label) for r in rows])
+    g = Grid(title, Col("language", "left"), [Col(r.label + escape(fmt.blowup(r))) for r in rows])
     for lang in board.languages:
         g.add(lang, [_cell(board, r, lang) for r in rows])
     sums = [_summary(board, r) for r in rows]
@@ -339,12 +340,13 @@ def render_open_question(results: list, console: Console, *, split: bool = True)
     (nothing where no decoder's rows are on the board)."""
     if not results:
         return
-    from leaderboard.claims import OPEN_QUESTION, brief_rows
+    from leaderboard.claims import OPEN_QUESTION, brief_rows, open_diff
 
     console.print(f"[bold]{escape(OPEN_QUESTION)}[/bold]")
     head, rows = brief_rows([o.result for o in results])
     head[1] = "source · task"
-    rows = [[r[0], f"{o.source} ({o.objective}) · {o.result.task}", *r[2:]]
+    # the difference says which sign is better on the task's metric
+    rows = [[r[0], f"{o.source} ({o.objective}) · {o.result.task}", r[2], open_diff(o.result), *r[4:]]
             for r, o in zip(rows, results, strict=True)]
     console.print(claims_table(head, rows, _width(console, split), title="the open question, source by source"))
     console.print()

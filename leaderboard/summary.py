@@ -14,7 +14,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from leaderboard.model import GUESS, Board, Leaderboard, Row, sources_phrase
+from leaderboard.blowups import MARK, blowup_note
+from leaderboard.fmt import arrow
+from leaderboard.model import GUESS, HELDOUT, METRIC_NOTES, Board, Leaderboard, Row, sources_phrase
 
 
 @dataclass
@@ -117,11 +119,13 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
         boards = sorted((b for b in heads if b.profile == profile), key=lambda b: (tasks or []).index(b.task)
                         if tasks and b.task in tasks else 99)
         boards = [c for b in boards for c in (b, *lb.budget_boards(b))]  # a column per step
-        table = SummaryTable(lb.experiment, profile, [(b.task, b.metric, b.step_label) for b in boards], [],
+        table = SummaryTable(lb.experiment, profile, [(b.task, f"{b.metric} {arrow(b.higher_is_better)}",
+                                                       b.step_label) for b in boards], [],
                              precision="; ".join(dict.fromkeys(b.precision for b in boards if b.precision)),
                              sources=sources_phrase({k: v for b in boards for k, v in b.sources.items()})
                              if any(b.sources for b in boards) else "")
         methods: dict[str, str] = {}  # row label -> its method (what its costs are looked up by)
+        shown: dict[str, str] = {}  # a board's row label -> its label in the table (with its marks)
         for b in boards:
             ranked = sorted(b.rows, key=lambda r: (r.avg is None, -(r.avg or 0) if b.higher_is_better
                                                    else (r.avg or 0)))
@@ -129,6 +133,8 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                 origin = (origins or {}).get((profile, r.variant))
                 label = r.label + "".join(f" [{m}]" for m in origin.marks()) if origin else r.label
                 label += " [languages by seed]" if r.uneven_languages() else ""
+                label += f" {MARK}" if r.blowup else ""
+                shown[r.label] = label
                 if label not in table.rows:
                     table.rows.append(label)
                 table.cells[(label, column(b))] = _cell(b, r)
@@ -145,12 +151,35 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                         table.rows.append(label)
                     table.cells[(label, column(b))] = f"{r.avg:.3f}"
         table.notes = _notes([o for (p, _), o in (origins or {}).items() if p == profile], table.rows)
+        _meaning(table, boards, shown)
         from leaderboard.claims import summary
 
         table.claims = summary([c for c in lb.claims if getattr(c, "profile", profile) == profile]) if lb.claims \
             else ""
         out.append(table)
     return out
+
+
+def _meaning(table: SummaryTable, boards: list[Board], shown: dict[str, str]) -> None:
+    """What the table's numbers mean: each row's held-out loss in nats beside a uniform guess's where the rows are
+    a decoder's (a column of its own), why a row is marked as blown up, and what each headline metric is."""
+    loss_board = next((b for b in boards if any(HELDOUT in r.init for r in b.rows)), None)
+    if loss_board is not None:
+        key = ("held-out loss", "↓ nats", loss_board.step_label)
+        table.tasks.append(key)
+        for r in loss_board.rows:
+            if HELDOUT in r.init and r.label in shown:
+                table.cells[(shown[r.label], f"{key[0]} · {key[2]}")] = f"{r.init[HELDOUT]:,.2f}"
+        if loss_board.guess is not None:
+            guess = next((label for label in table.rows if label.startswith("uniform guess")), None)
+            if guess is None:
+                guess = "uniform guess (ln |V|)"
+                table.rows.append(guess)
+            table.cells[(guess, f"{key[0]} · {key[2]}")] = f"{loss_board.guess:,.2f}"
+    marked = {r.label: r.blowup for b in boards for r in b.rows if r.blowup}
+    if marked:
+        table.notes.append(blowup_note(marked))
+    table.notes += [METRIC_NOTES[m] for m in dict.fromkeys(b.metric for b in boards) if m in METRIC_NOTES]
 
 
 # the cost table's columns shown beside the averages (leaderboard.costs.KEYS: its row is the row's, its average the

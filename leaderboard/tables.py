@@ -24,13 +24,16 @@ from typing import Any
 from harness.core.kernels import NATIVE as NATIVE_KERNELS
 from harness.core.objective import heldout_name
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
+from leaderboard.blowups import blowup_note, find_blowups
 from leaderboard.claims import evaluate_claims, evaluate_open_question
 from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
 from leaderboard.fmt import pair as fmt_pair
 from leaderboard.labels import _variant, variant_labels
 from leaderboard.model import (
     GUESS,
+    HELDOUT,
     INIT_COLUMNS,
+    METRIC_NOTES,
     Board,
     Entry,
     Leaderboard,
@@ -67,6 +70,7 @@ class _Builder:
         self.bootstrap_seed = bootstrap_seed
         self.level = level
         self.progress = progress
+        self.blowups: dict[tuple[str, VariantKey], str] = {}  # (profile, row) -> why it blew up
 
     def value(self, run: TaskRun, metric: str, lang: str, step: int | None) -> float | None:
         if step is None:
@@ -96,47 +100,10 @@ class _Builder:
         rows: list[Row] = []
         finals = sorted({f for runs in groups.values() for r in runs if (f := data.final_step(r)) is not None})
         for key, runs in groups.items():
-            entries: dict[str, Entry] = {}
-            per_lang: dict[str, tuple[list[float], list[str], list[SeedSample]]] = {}
-            row_steps: set[int] = set()
             runs = [r for r in runs if budget is None or data.final_step(r) == budget]
-            for run in sorted(runs, key=lambda r: _seed_order(r.seed)):
-                fin = data.final_step(run)
-                if kind == "final" and step is not None:
-                    fin = step  # rows of several budgets: each at the board's one step
-                if kind == "final" and fin is not None:
-                    row_steps.add(fin)
-                langs = set()
-                for st in {fin, 0, step} - {None}:
-                    langs |= set(run.scores.get(st, {}).get(metric, {}))  # type: ignore[arg-type]
-                for lang in sorted(langs):
-                    if kind == "delta":
-                        if fin is None or fin == 0:
-                            continue
-                        a, b = self.value(run, metric, lang, fin), self.value(run, metric, lang, 0)
-                        if a is None or b is None:
-                            continue
-                        v = a - b
-                        smp = self.delta_sample(run, metric, lang, fin, v)
-                    else:
-                        st = fin if kind == "final" else step
-                        v = self.value(run, metric, lang, st)
-                        if v is None:
-                            continue
-                        smp = self.sample(run, metric, lang, st, v)  # type: ignore[arg-type]
-                    vals, seeds, smps = per_lang.setdefault(lang, ([], [], []))
-                    vals.append(v)
-                    seeds.append(run.seed)
-                    smps.append(smp)
-            for lang, (vals, seeds, smps) in per_lang.items():
-                ci = bootstrap_ci(smps, resamples=self.bootstrap, level=self.level, seed=self.bootstrap_seed,
-                                  key=(task, metric, profile, kind, step, labels[key], lang))
-                entries[lang] = Entry(vals, seeds, ci)
-            if not entries:
-                continue
-            seeds_all = sorted({r.seed for r in runs}, key=_seed_order)
-            rows.append(Row(labels[key], entries, "ours", key, seeds_all, self.init_of(runs),
-                            steps=sorted(row_steps)))
+            row = self.row(task, metric, profile, kind, step, key, runs, labels[key])
+            if row is not None:
+                rows.append(row)
         b = Board(data.name, task, metric, profile, hib, kind, step if kind == "step" or step is not None else
                   (finals[0] if len(finals) == 1 else None), [], rows, final_steps=finals, budget=budget)
         board_cells = list({id(p): p for runs in groups.values() for r in runs
@@ -144,14 +111,83 @@ class _Builder:
         b.precision = precision_label(board_cells)
         b.sources = {p.source: p.objective for p in board_cells}
         b.cpt_steps = sorted({p.final_step for p in board_cells if p.final_step is not None})
+        guess = uniform_guess(board_cells)
+        b.guess = guess[1] if guess else None
         if kind != "delta" and (row := guess_row(task, metric, b.languages or sorted(
                 {lang for r in rows for lang in r.entries}), board_cells)) is not None:
+            if "clm" in b.sources.values() and b.guess is not None:
+                row.init[HELDOUT] = b.guess  # beside each row's held-out loss
             b.paper_rows.append(row)
         finish_board(b)
+        self.notes(b, groups, labels, board_cells)
+        return b
+
+    def row(self, task: str, metric: str, profile: str, kind: str, step: int | None, key: VariantKey,
+            runs: list[TaskRun], label: str) -> Row | None:
+        """A row of the board: its runs' values at the board's step (their change from step 0 on a delta board),
+        its init columns, the held-out loss at that step beside them on a decoder's board, and its mark where it
+        blew up (:mod:`leaderboard.blowups`); None when it has no value there."""
+        data = self.data
+        entries: dict[str, Entry] = {}
+        per_lang: dict[str, tuple[list[float], list[str], list[SeedSample]]] = {}
+        row_steps: set[int] = set()
+        for run in sorted(runs, key=lambda r: _seed_order(r.seed)):
+            fin = data.final_step(run)
+            if kind == "final" and step is not None:
+                fin = step  # rows of several budgets: each at the board's one step
+            if kind == "final" and fin is not None:
+                row_steps.add(fin)
+            langs = set()
+            for st in {fin, 0, step} - {None}:
+                langs |= set(run.scores.get(st, {}).get(metric, {}))  # type: ignore[arg-type]
+            for lang in sorted(langs):
+                if kind == "delta":
+                    if fin is None or fin == 0:
+                        continue
+                    a, b = self.value(run, metric, lang, fin), self.value(run, metric, lang, 0)
+                    if a is None or b is None:
+                        continue
+                    v = a - b
+                    smp = self.delta_sample(run, metric, lang, fin, v)
+                else:
+                    st = fin if kind == "final" else step
+                    v = self.value(run, metric, lang, st)
+                    if v is None:
+                        continue
+                    smp = self.sample(run, metric, lang, st, v)  # type: ignore[arg-type]
+                vals, seeds, smps = per_lang.setdefault(lang, ([], [], []))
+                vals.append(v)
+                seeds.append(run.seed)
+                smps.append(smp)
+        for lang, (vals, seeds, smps) in per_lang.items():
+            ci = bootstrap_ci(smps, resamples=self.bootstrap, level=self.level, seed=self.bootstrap_seed,
+                              key=(task, metric, profile, kind, step, label, lang))
+            entries[lang] = Entry(vals, seeds, ci)
+        if not entries:
+            return None
+        seeds_all = sorted({r.seed for r in runs}, key=_seed_order)
+        init = self.init_of(runs)
+        cells = [p for r in runs if (p := data.parent(r)) is not None]
+        if kind != "delta" and any(c.objective == "clm" for c in cells) and (
+                loss := heldout_at(cells, sorted(row_steps)[0] if len(row_steps) == 1 else step)) is not None:
+            init[HELDOUT] = loss
+        return Row(label, entries, "ours", key, seeds_all, init, steps=sorted(row_steps),
+                   blowup=self.blowups.get((profile, key), ""))
+
+    def notes(self, b: Board, groups: dict[VariantKey, list[TaskRun]], labels: dict[VariantKey, str],
+              board_cells: list[CellRun]) -> None:
+        """The notes under a board: rows that blew up, budgets, CPT, the protocol, fitted settings, versions and
+        unfinished cells."""
+        data, kind, profile, task, finals = self.data, b.kind, b.profile, b.task, b.final_steps
+        if marked := {r.label: r.blowup for r in b.rows if r.blowup}:
+            b.notes.append(blowup_note(marked))
+        if METRIC_NOTES.get(b.metric):
+            b.notes.append(METRIC_NOTES[b.metric])
+        left_out = {k: labels[k] for k in groups if self.blowups.get((profile, k))}
         if kind == "final" and len(finals) > 1:
             b.notes.append(budgets_note(finals))
-        if (kind in ("final", "delta") or budget) and any(f > 0 for f in finals) and (
-                note := cpt_note(profile, groups, board_cells, data)):
+        if (kind in ("final", "delta") or b.budget) and any(f > 0 for f in finals) and (
+                note := cpt_note(profile, groups, board_cells, data, left_out)):
             b.notes.append(note)
         cpt_only = sorted({p.final_step for runs in groups.values() for r in runs if (p := data.parent(r)) is not None
                            and p.task_final_step == 0 and (p.final_step or 0) > 0})
@@ -161,7 +197,7 @@ class _Builder:
                    "the run set `[cpt] eval_tasks = false`; `[cpt] eval_tasks = true` evaluates them")
             b.notes.append(f"the tasks were evaluated at step 0 only: after CPT ({', '.join(map(str, cpt_only))} "
                            f"steps) only the {heldout_name(c.objective for c in board_cells)} was measured ({why})")
-            if (note := cpt_note(profile, groups, board_cells, data)) and note not in b.notes:
+            if (note := cpt_note(profile, groups, board_cells, data, left_out)) and note not in b.notes:
                 b.notes.append(note)
         b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
         fitted = sorted({f"{k[len('fitted.'):]} {v}" for runs in groups.values() for r in runs
@@ -179,7 +215,6 @@ class _Builder:
         if unfinished:
             b.notes.append("incomplete cells (their runs did not finish; the same `harness run` command resumes "
                            "them): " + ", ".join(unfinished))
-        return b
 
     def init_of(self, runs: list[TaskRun]) -> dict[str, float]:
         vals: dict[str, list[float]] = {}
@@ -232,11 +267,24 @@ def protocol_notes(task: str, runs: list[TaskRun]) -> list[str]:
     return notes
 
 
+def heldout_at(cells: list[CellRun], step: int | None) -> float | None:
+    """The held-out loss (the CPT diagnostic, nats) at ``step`` (None: the last logged), mean over the cells that
+    logged it there; None when none did."""
+    vals = []
+    for c in cells:
+        curve = sorted(c.curves.get(HELDOUT) or [])
+        at = curve[-1:] if step is None else [p for p in curve if p[0] == step]
+        vals += [v for _, v in at]
+    return statistics.fmean(vals) if vals else None
+
+
 def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[CellRun],
-             data: ExperimentData) -> str | None:
+             data: ExperimentData, left_out: dict[VariantKey, str] | None = None) -> str | None:
     """What the profile's post-CPT tables are, when it says (the ``cpu`` profile: a smoke test), with what this
     board's own cells logged of their CPT: its budget (``cpt.*`` params) and the held-out MLM loss at step 0 and at
-    the final step (``cpt/heldout_loss``), averaged over each row's seeds. No number comes from anywhere else."""
+    the final step (``cpt/heldout_loss``), averaged over each row's seeds. No number comes from anywhere else. The
+    rows of ``left_out`` (row -> label: rows that blew up, :mod:`leaderboard.blowups`) are named, not averaged in;
+    where every other row stays above a uniform guess without one far above it, the note says why, once."""
     from harness.core.profiles import PROFILES
 
     note = PROFILES.get(profile, {}).get("cpt_note")
@@ -252,7 +300,10 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
     if not profile_budget(profile, cells):
         note = own_budget_note(profile, budget, cells)
     by_steps: dict[str, tuple[list[float], list[float]]] = {}  # a budget -> each row's loss before and after
-    for runs in groups.values():
+    left_out = left_out or {}
+    for key, runs in groups.items():
+        if key in left_out:
+            continue
         curves = [(p.params.get("cpt.steps") or "?", c) for r in runs if (p := data.parent(r)) is not None
                   and len(c := sorted(p.curves.get("cpt/heldout_loss") or [])) > 1]
         if curves:
@@ -271,6 +322,13 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
     guess = uniform_guess(cells)
     if guess is not None:
         parts[-1] += f"; a uniform guess over the {guess[0]:,}-token target vocabulary scores ln |V| = {guess[1]:.2f}"
+        after = [a for _, (_, aft) in by_steps.items() for a in aft]
+        if after and min(after) > guess[1]:
+            lo, hi = fmt_pair(min(after), max(after))
+            parts[-1] += (f"; every {'other ' if left_out else ''}row stays above it ({lo} to {hi} nats) but none "
+                          "far above it: a CPT this short leaves the new rows barely trained, which is no blow-up")
+    if left_out:
+        parts.append("left out of these means, as they blew up: " + ", ".join(sorted(left_out.values())))
     return f"{note}; on this board, " + "; ".join(parts)
 
 
@@ -414,6 +472,7 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
 
     bld = _Builder(data, per_seed=per_seed, bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, level=level,
                    progress=progress)
+    bld.blowups = find_blowups(list(data.cells.values()), lambda c: _variant(c, c, per_seed), uniform_guess)
     by_group: dict[tuple[str, str], list[TaskRun]] = {}
     for run in data.tasks:
         by_group.setdefault((run.task, run.profile), []).append(run)

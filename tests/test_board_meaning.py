@@ -6,8 +6,10 @@ difference is better. Runs are written in the runner's schema (tests/_leaderboar
 from __future__ import annotations
 
 import io
+import re
 
 import pytest
+from mlflow.tracking import MlflowClient
 from rich.console import Console
 
 from tests._leaderboard_runs import LANGS, _build, mixed_experiment
@@ -71,3 +73,137 @@ def test_every_column_holds_the_values_of_one_step(mixed_lb):
         assert "step 2 (final of the 2-step CPT budget)" in out[name], name
     assert "step,sr-t" not in out["csv"] and ",step," not in out["csv"].splitlines()[0]  # no per-row step column
     assert len({b.id for b in mixed_lb.boards}) == len(mixed_lb.boards)  # a file per board
+
+
+# -- runs of a chosen held-out loss, norm ratio and task scores ------------------------------------------------
+def _cell(client, exp_id: str, method: str, *, heldout: tuple[float, float], vocab: int, task: str, scores: dict,
+          objective: str = "mlm", norm: float | None = None, source: str = "src", cpt_steps: int = 10,
+          higher: bool = True) -> None:
+    """One cell run (seed 1, the cpu profile, CPT of ``cpt_steps`` steps, tasks evaluated at step 0 as the main job
+    does) whose held-out loss goes from ``heldout[0]`` at step 0 to ``heldout[1]``, whose init report names a
+    ``vocab``-token target vocabulary, with its task run of ``scores`` ({metric: {lang: value}}, at step 0)."""
+    from mlflow.entities import Metric, Param
+
+    from harness.core.tracking import metric_key
+    from tests._leaderboard_runs import LANG_META, _log_json
+
+    tags = {"harness.kind": "cell", "harness.method": method, "harness.source": source, "harness.dim": "full",
+            "harness.seed": "1", "harness.profile": "cpu", "harness.world": "fakeworld",
+            "harness.final_step": str(cpt_steps), "harness.task_final_step": "0",
+            "harness.cell": f"{method}-1-cpu-{source}-full"}
+    parent = client.create_run(exp_id, tags=tags, run_name=f"{method}-s1").info.run_id
+    client.log_batch(parent, params=[Param(k, v) for k, v in {
+        "method": method, "seed": "1", "world_hash": "abc", "cpt.steps": str(cpt_steps), "cpt.lr": "5e-5",
+        "cpt.eval_tasks": "False", "eval_precision": "fp32", "cpt.precision": "fp32", "cpu_kernels": "avx2"}.items()])
+    ms = [Metric("init/copied", 100.0, 0, 0), Metric("init/method", 50.0, 0, 0), Metric("init/random", 10.0, 0, 0),
+          Metric("cpt/heldout_loss", heldout[0], 0, 0), Metric("cpt/heldout_loss", heldout[1], 0, cpt_steps)]
+    if norm is not None:
+        ms.append(Metric("init/row_norm_ratio", norm, 0, 0))
+    client.log_batch(parent, metrics=ms)
+    _log_json(client, parent, {"method": method, "counts": {"copied": 100, "method": 50, "random": 10, "unk": 0},
+                               "target_vocab_size": vocab, "surgery": {"mode": "extension", "objective": objective}},
+              "init_report.json")
+    _log_json(client, parent, LANG_META, "languages.json")
+    ttags = {**{k: v for k, v in tags.items() if k not in ("harness.kind", "harness.final_step",
+                                                            "harness.task_final_step")},
+             "harness.kind": "task", "harness.task": task, "harness.parent": parent, "mlflow.parentRunId": parent,
+             "harness.task.headline": next(iter(scores)), "harness.task.higher_is_better": str(higher).lower(),
+             "harness.task.metrics": ",".join(scores)}
+    trun = client.create_run(exp_id, tags=ttags, run_name=task).info.run_id
+    client.log_batch(trun, metrics=[Metric(metric_key(task, m, lang), v, 0, 0) for m, per in scores.items()
+                                    for lang, v in per.items()])
+    client.set_terminated(trun)
+    client.set_terminated(parent)
+
+
+def _experiment(tracking_uri: str, name: str, rows: dict, **kw):
+    """An experiment of one cell a method (``rows``: method -> (held-out loss at step 0, at step 10) or a dict of
+    more :func:`_cell` arguments), each with an sr-t task run, and its leaderboard."""
+    client = MlflowClient(tracking_uri)
+    exp_id = client.create_experiment(name)
+    for i, (method, spec) in enumerate(rows.items()):
+        spec = spec if isinstance(spec, dict) else {"heldout": spec}
+        args = {"vocab": 860, "task": "sr-t", "scores": {"acc@10": {lang: 0.3 + 0.01 * (i + j)
+                                                                    for j, lang in enumerate(LANGS)}}, **kw, **spec}
+        _cell(client, exp_id, method, **args)
+    return _build(tracking_uri, name, bootstrap=0)
+
+
+# -- 4. blow-ups marked ---------------------------------------------------------------------------------------
+def test_a_row_that_blew_up_is_marked_on_every_board_and_left_out_of_the_notes(tracking_uri):
+    """CLP's held-out loss at 1,915.9 nats against ln |V| = 6.76 (the synthetic world): marked on every board and
+    rendering, and the CPT note names it instead of averaging it in; the others' mean is theirs alone."""
+    lb = _experiment(tracking_uri, "meaning-blowup", {
+        "ofa": (7.5, 7.2), "random": (7.9, 7.6), "fvt": (7.4, 7.1), "focus": (7.6, 7.3), "clp": (1915.9, 1800.0)})
+    assert lb.boards
+    for b in lb.boards:
+        marked = [r.label for r in b.rows if r.blowup]
+        assert marked == ["clp d=full"], (b.title, marked)
+        assert "1,915.9 nats" in b.row("clp d=full").blowup and "ln |V| = 6.76" in b.row("clp d=full").blowup
+        assert any(n.startswith("blew up: clp d=full (held-out loss 1,915.9 nats") for n in b.notes), b.notes
+    note = next(n for b in lb.boards for n in b.notes if "took the held-out MLM loss" in n)
+    # the four others alone: (7.5 + 7.9 + 7.4 + 7.6) / 4 = 7.60 to (7.2 + 7.6 + 7.1 + 7.3) / 4 = 7.30
+    assert "from 7.60 to 7.30 nats (mean over 4 row(s)" in note, note
+    assert "left out of these means, as they blew up: clp d=full" in note
+    out = _renderings(lb)
+    for name in ("terminal", "summary", "markdown", "html"):
+        assert "[blew up]" in out[name], name
+    assert out["csv"].splitlines()[0].endswith(",better,blew_up")  # the CSV: why, in a column of its own
+    assert re.search(r"clp d=full \[blew up\] +│", out["summary"]), out["summary"]
+    assert re.search(r"clp d=full\[blew up\]|clp d=full \[blew up\]", out["terminal"])
+    assert "| clp d=full **[blew up]** |" in out["markdown"]
+    assert '<span class="blowup" title="held-out loss 1,915.9 nats' in out["html"]
+    assert re.search(r"^clp d=full,ours,1,.*,held-out loss 1,915\.9 nats", out["csv"], re.M) or \
+        '"held-out loss 1,915.9 nats' in out["csv"]
+    ofa_line = next(line for line in out["csv"].splitlines() if line.startswith("ofa d=full,"))
+    assert ofa_line.endswith(",")  # not marked: an empty field
+
+
+def test_rows_above_the_guess_but_not_far_above_it_are_not_marked_and_the_board_says_why(tracking_uri):
+    """The main job's encoder: every row at 15 to 17 nats against ln |V| = 11.7 (a 120,000-token vocabulary) after
+    a short CPT: none blew up, and the note says once that a CPT this short is the reason."""
+    lb = _experiment(tracking_uri, "meaning-short-cpt", {
+        "ofa": (16.8, 15.2), "random": (17.4, 17.0), "focus": (16.9, 15.9), "wechsel": (17.0, 16.1)},
+        vocab=120_000)
+    assert not [r.label for b in lb.boards for r in b.rows if r.blowup]
+    final = next(b for b in lb.boards if b.kind == "final")
+    note = next(n for n in final.notes if "took the held-out MLM loss" in n)
+    assert "ln |V| = 11.70; every row stays above it (15.20 to 17.00 nats) but none far above it: a CPT this " \
+           "short leaves the new rows barely trained, which is no blow-up" in note, note
+    assert "[blew up]" not in "".join(_renderings(lb).values())
+
+
+def test_embedding_rows_far_outside_the_source_mark_a_row(tracking_uri):
+    """A row whose computed rows' largest norm is 40x the source rows' largest (init/row_norm_ratio) is marked, even
+    where its loss looks ordinary; 3x is not far outside."""
+    lb = _experiment(tracking_uri, "meaning-norms", {
+        "ofa": {"heldout": (7.5, 7.2), "norm": 0.9}, "omp": {"heldout": (7.8, 7.5), "norm": 40.0},
+        "focus": {"heldout": (7.6, 7.3), "norm": 3.0}})
+    final = next(b for b in lb.boards if b.kind == "final")
+    assert {r.label: r.blowup for r in final.rows if r.blowup} == {
+        "omp d=full": "its computed rows' largest norm 40.0x the source rows' largest"}
+
+
+def test_the_blowup_rule_bounds():
+    """Three times both bounds: over ln |V| alone (every row) or over the others alone is not a blow-up; one row
+    alone is judged by ln |V|; a row with no held-out loss is judged by its norms only."""
+    from leaderboard.blowups import find_blowups
+
+    class C:  # a cell run: what the rule reads
+        def __init__(self, method, first, last=None, norm=None, source="src"):
+            self.profile, self.source, self.method = "cpu", source, method
+            self.curves = {"cpt/heldout_loss": [(0, first), (10, first if last is None else last)]} if first else {}
+            self.metrics = {"init/row_norm_ratio": norm} if norm is not None else {}
+
+    def marked(cells, ln_v=6.76):
+        return sorted(k for _, k in find_blowups(cells, lambda c: c.method, lambda cs: (860, ln_v)))
+
+    assert marked([C("a", 7.0), C("b", 7.2), C("c", 22.0)]) == ["c"]  # 22.0 > 3 x 6.76 and > 3 x 7.1
+    assert marked([C("a", 7.0), C("b", 7.2), C("c", 20.0)]) == []  # 20.0 < 3 x 6.76 = 20.28
+    assert marked([C("a", 30.0), C("b", 31.0), C("c", 32.0)]) == []  # all far above ln |V|, none above the others
+    assert marked([C("a", 1.0), C("b", 1.0), C("c", 3.5)], ln_v=11.7) == []  # above the others, below ln |V|
+    assert marked([C("a", 21.0)]) == ["a"]  # alone: ln |V| only
+    assert marked([C("a", 7.0, 25.0), C("b", 7.0)]) == ["a"]  # its final step counts too
+    assert marked([C("a", 0, norm=10.5), C("b", 0, norm=10.0)]) == ["a"]
+    # each source apart: a decoder's rows do not set an encoder's bounds
+    assert marked([C("a", 7.0), C("b", 7.2, source="dec"), C("c", 25.0, source="dec")]) == ["c"]
