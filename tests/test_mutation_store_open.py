@@ -381,3 +381,61 @@ def test_a_store_another_process_linked_first_wins(tmp_path):
     S._create_store(p)
     assert p.read_bytes() == b"theirs"
     assert _left(tmp_path) == ["mlflow.db"]
+
+
+def test_store_runs(tmp_path):
+    assert S.store_runs(_tables(tmp_path / "a.db", "runs", runs=3)) == 3
+    assert S.store_runs(_tables(tmp_path / "b.db", "other")) == 0
+
+
+def test_lock_holders_parse_the_lock_table(tmp_path, monkeypatch):
+    """Lines as /proc/locks has them (device numbers in hex, a waiting lock's line with ``->``); the store's own
+    device taken as 0xab:0x1f so that hex and decimal differ."""
+    import os
+    import pathlib
+
+    p = tmp_path / "s.db"
+    p.write_text("x")
+    shm = Path(f"{p}-shm")
+    shm.write_text("x")
+    ino, shm_ino = p.stat().st_ino, shm.stat().st_ino
+    monkeypatch.setattr(S.os, "major", lambda dev: 0xAB)
+    monkeypatch.setattr(S.os, "minor", lambda dev: 0x1F)
+    table = "\n".join([
+        "1: POSIX  ADVISORY  WRITE 77 ab:1f:999 0 EOF",  # another file
+        f"2: POSIX  ADVISORY  WRITE 101 ab:1f:{ino} 0 EOF",
+        f"2: -> POSIX  ADVISORY  WRITE 102 ab:1f:{ino} 0 EOF",  # waits: not a holder
+        "3: garbled",
+        f"4: POSIX  ADVISORY  READ {os.getpid()} ab:1f:{ino} 0 EOF",  # this process
+        f"5: POSIX  ADVISORY  READ 0 ab:1f:{ino} 0 EOF",
+        f"6: POSIX  ADVISORY  READ 103 ab:1f:{shm_ino} 0 EOF",
+        f"7: POSIX  ADVISORY  READ 101 ab:1f:{shm_ino} 0 EOF",  # named once
+        f"8: POSIX  ADVISORY  READ 104 ab:31:{ino} 0 EOF",  # the minor in decimal: another device
+        f"9: POSIX  ADVISORY  READ 105 171:1f:{ino} 0 EOF",
+        f"10: POSIX  ADVISORY  READ 1 ab:1f:{ino} 0 EOF",
+    ])
+    real = pathlib.Path.read_text
+
+    def read_text(self, *a, **k):
+        return table if str(self) == "/proc/locks" else real(self, *a, **k)
+
+    monkeypatch.setattr(pathlib.Path, "read_text", read_text)
+    assert S._lock_holders(p) == [101, 103, 1]
+    p.unlink()  # the store gone, its shared-memory file still held
+    assert S._lock_holders(p) == [103, 101]
+
+    def unreadable(self, *a, **k):
+        raise OSError("no /proc")
+
+    monkeypatch.setattr(pathlib.Path, "read_text", unreadable)
+    assert S._lock_holders(shm) == []
+
+
+def test_a_creation_that_fails_raises_its_own_error_and_leaves_nothing(tmp_path, monkeypatch):
+    def fail(path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(S, "_build_store", fail)
+    with pytest.raises(OSError, match="No space left"):
+        S._create_store(tmp_path / "mlflow.db")
+    assert _left(tmp_path) == []
