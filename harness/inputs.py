@@ -72,7 +72,9 @@ def _gap(name: str, why: str) -> Input:
 # -- the run's settings (harness.config.RunConfig: the config-file keys, and the flags of harness run) -----------
 SETTINGS = (
     _key("methods", "method", "each cell is one method"),
-    _covers("tasks", "tasks", "a finished cell is skipped only with every task of the command logged"),
+    _covers("tasks", "tasks", "a finished cell is skipped only with every task of the command logged (its held-out "
+                              "curve is the MLM task's figure where mlm is among them after CPT, else the "
+                              "diagnostic's own, at another sentence cap: that choice is covered by nothing yet)"),
     _key("world", "world", "the world's hash (its name picks the experiment, <world>/<source>)"),
     _key("source", "source", "each cell is one source model"),
     _covers("langs", "languages", "the languages each task scores (and the held-out diagnostic's) are within it"),
