@@ -59,7 +59,8 @@ def evaluate_step(run: Any, step: int, model_dir: Path, tokenizer: Any, tasks: l
             model = _load(run, model_dir)
         lm = _evaluate_task(run, task, task_name, step, model, tokenizer, trun, asked, missing)
         shown_lm = shown_lm or lm is not None  # a language-model loss printed at this step
-        if lm is not None and spec.cpt["eval_tasks"] and missing == asked and _heldout_languages_of(spec, asked):
+        if lm is not None and spec.cpt["eval_tasks"] and missing == asked and \
+                _heldout_languages_of(spec, asked, task_name):
             heldout = lm  # the diagnostic's figure (not when only it runs after CPT)
     if spec.cpt.steps <= 0 or run.record.done(run.parent, Done.heldout(step)):
         return
@@ -72,9 +73,13 @@ def _load(run: Any, model_dir: Path) -> Any:
     return load_model(model_dir, device=run.device)
 
 
-def _heldout_languages_of(spec: Any, languages: list[str]) -> bool:
-    """Whether a task's ``languages`` are the held-out diagnostic's (its average is then the diagnostic's)."""
-    return sorted(languages) == sorted(spec.heldout_languages)
+def _heldout_languages_of(spec: Any, languages: list[str], task: str = HELDOUT_TASK) -> bool:
+    """Whether the language-model task ``task`` on ``languages`` computes what the held-out diagnostic does (its
+    average is then the diagnostic's figure, not a second sample): the same languages, the same sentence cap, no
+    parameters of the run's own. Else the diagnostic is computed on its own, so that a cell's held-out curve is the
+    same whichever tasks the command that computed it asked for."""
+    return (sorted(languages) == sorted(spec.heldout_languages)
+            and spec.eval_max_sentences == spec.heldout_max_sentences and not spec.cfg.task_params.get(task))
 
 
 def _evaluate_task(run: Any, task: Any, task_name: str, step: int, model: Any, tokenizer: Any, trun: str,
@@ -121,7 +126,7 @@ def _heldout(run: Any, step: int, model_dir: Path, tokenizer: Any, model: Any, h
     name = heldout_task(run)
     diagnostic = TASKS.get(name)()
     if heldout is None and name in spec.plan.tasks and spec.cpt["eval_tasks"] and \
-            _heldout_languages_of(spec, spec.plan.languages[name]):
+            _heldout_languages_of(spec, spec.plan.languages[name], name):
         # the task at this step was logged before a kill: the same figure, not a second sample
         heldout = run.record.logged_average(run.parent, name, diagnostic.heldout_metric, step)
     if heldout is None:

@@ -86,7 +86,7 @@ class RunSpec:
     @property
     def numerics(self) -> dict[str, str]:
         """:func:`identity_numerics` of the run."""
-        return identity_numerics(self.eval_precision, self.cpu_kernels)
+        return identity_numerics(self.eval_precision, self.cpu_kernels, accelerator_label(self.device))
 
     def keys(self, cell: Cell) -> CellKeys:
         return self.cells[cell]
@@ -114,7 +114,7 @@ class RunSpec:
 
 
 def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any]:
-    kernels = {"cpu_kernels": ident["cpu_kernels"]} if "cpu_kernels" in ident else {}  # (an init computes with them)
+    kernels = {k: ident[k] for k in ("cpu_kernels", "accelerator") if k in ident}  # (an init computes with them)
     own = {"source_identity": ident["source_identity"]} if "source_identity" in ident else {}  # (a decoder's)
     return {**{k: ident[k] for k in INIT_INPUTS}, **kernels, **own, **({"code": code} if code else {})}
 
@@ -126,12 +126,25 @@ def cpu_bf16(device: str, *precisions: str) -> bool:
     return not str(device).startswith(("cuda", "mps")) and "bf16" in precisions
 
 
-def identity_numerics(eval_precision: str, cpu_kernels: str) -> dict[str, str]:
-    """What a cell's numbers were computed with, as its identity (and its seed aggregate's group) holds it: the
-    evaluation precision away from fp32, the CPU kernels' measured label (:mod:`harness.core.kernels`: ``avx2``,
-    ``native:<fingerprint>``), so the homes made before either was part of it keep their keys."""
+def identity_numerics(eval_precision: str, cpu_kernels: str, accelerator: str | None = None) -> dict[str, str]:
+    """What a cell's numbers were computed with, as its identity holds it: the evaluation precision away from
+    fp32, the CPU kernels' measured label (:mod:`harness.core.kernels`: ``avx2``, ``native:<fingerprint>``), the
+    accelerator whose branches it takes (:func:`accelerator_label`; none on a plain CPU), so the homes made before
+    any of them was part of it keep their keys."""
     return {**({"eval_precision": eval_precision} if eval_precision != DEFAULT_EVAL_PRECISION else {}),
-            **({"cpu_kernels": cpu_kernels} if cpu_kernels != NATIVE_KERNELS else {})}
+            **({"cpu_kernels": cpu_kernels} if cpu_kernels != NATIVE_KERNELS else {}),
+            **({"accelerator": accelerator} if accelerator else {})}
+
+
+def accelerator_label(device: str) -> str | None:
+    """The accelerator a run on ``device`` computes with, as its cells' identity names it: ``cuda`` or ``mps`` (its
+    kernels, attention and batch search are not a CPU's), ``emulated`` for a CPU that takes the accelerator's
+    branches (:data:`harness.core.devices.EMULATE_ENV`); None on a plain CPU (no key of a CPU cell moves)."""
+    from harness.core.devices import emulating, is_accelerator
+
+    if is_accelerator(device):
+        return str(device).split(":")[0]
+    return "emulated" if emulating() else None
 
 
 def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
@@ -142,8 +155,10 @@ def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
              "params": spec_fields["method_params"][cell.method], "dim": cell.dim, "seed": cell.seed,
              "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION}
     own = spec_fields.get("source_identity", {}).get(cell.source)  # a source outside the world's hash (a decoder)
-    return {**ident, **({"source_identity": own} if own else {}),
-            **identity_numerics(spec_fields["eval_precision"], spec_fields["cpu_kernels"])}
+    tasks = spec_fields.get("task_params") or {}  # the tasks' protocol as given (none: no key moves)
+    return {**ident, **({"source_identity": own} if own else {}), **({"task_params": tasks} if tasks else {}),
+            **identity_numerics(spec_fields["eval_precision"], spec_fields["cpu_kernels"],
+                                spec_fields.get("accelerator"))}
 
 
 def product_keys(ident: dict[str, Any], code: str | None) -> tuple[str, str | None]:
@@ -174,7 +189,8 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
     cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
     fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
-              "method_params": params,
+              "method_params": params, "accelerator": accelerator_label(device),
+              "task_params": {t: dict(p) for t, p in sorted(cfg.task_params.items()) if p},
               # measured where the cells run; a plan (for a cluster, maybe) asks nothing of this machine
               "cpu_kernels": cpu_kernels(cpu_bf16(device, eval_precision, str(settings.get("precision", "fp32"))))
               if probe else planned_kernels(),

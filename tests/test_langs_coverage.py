@@ -147,3 +147,21 @@ def test_a_row_whose_seeds_cover_different_languages_says_so():
     assert "random: its seeds cover different languages (b 1 of its 2 seeds)" in notes
     assert "focus: evaluated on 1 of the board's 2 languages" in notes and "ofa" not in notes
     assert _cell(board, gaps) == "incomplete (1 of 2 languages)"
+
+
+def test_a_tasks_loss_stands_for_the_diagnostic_only_where_it_computes_the_same():
+    """The held-out curve is the cell's, whichever tasks the command that computed it asked for: the MLM task's
+    average is its figure only on the diagnostic's languages, at its sentence cap, without parameters of its own."""
+    from types import SimpleNamespace
+
+    from harness.evaluation import _heldout_languages_of
+
+    def spec(eval_cap=None, heldout_cap=None, task_params=None):
+        return SimpleNamespace(heldout_languages=("a", "b"), eval_max_sentences=eval_cap,
+                               heldout_max_sentences=heldout_cap, cfg=SimpleNamespace(task_params=task_params or {}))
+
+    assert _heldout_languages_of(spec(), ["b", "a"], "mlm")
+    assert not _heldout_languages_of(spec(), ["a"], "mlm")  # --langs a
+    assert not _heldout_languages_of(spec(200, 16), ["a", "b"], "mlm")  # the paper profile's two caps
+    assert not _heldout_languages_of(spec(task_params={"mlm": {"mlm_probability": 0.3}}), ["a", "b"], "mlm")
+    assert _heldout_languages_of(spec(task_params={"sr-t": {"layer": 4}}), ["a", "b"], "mlm")
