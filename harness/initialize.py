@@ -42,6 +42,7 @@ from harness.core.record import INIT_REPORT
 from harness.core.registry import dim_refusal, untied_refusal
 from harness.core.surgery import assemble_model, save_model
 from harness.core.surgery import load_model as load_full_model
+from methods import own_cost
 from methods.base import InitContext, InitResult, Provenance
 
 log = logging.getLogger(__name__)
@@ -288,6 +289,12 @@ def untied_policy(surgery_opts: dict[str, Any], tables: Any, dim: int | None, hi
     return str(surgery_opts["untied_output"])
 
 
+def _source_model(src_dir: Path) -> torch.nn.Module:
+    """:func:`load_backbone` as a method's ``ctx.source_model()``: loading the world's model is not its own cost."""
+    with own_cost.not_own(own_cost.SOURCE_MODEL):
+        return load_backbone(src_dir)
+
+
 def load_backbone(src_dir: Path) -> torch.nn.Module:
     """The source model's backbone (``AutoModel``: an encoder or a decoder without its head), for a method that
     runs the model (``InitContext.source_model``); the global RNG is left as it was (heads it lacks are drawn)."""
@@ -309,6 +316,23 @@ def method_costs(cls: Any, profile: str | None) -> dict[str, Any]:
     needs += [str(n) for n in getattr(cls, "needs", ())]
     ask = getattr(cls, "cost_estimate", None)
     return {"needs": needs, "gpu_hours_plan": float(ask(profile or "paper")) if ask is not None else None}
+
+
+def cpu_plan_minutes(world: Any, source: str, method: str, ledger: own_cost.Ledger) -> float | None:
+    """The core-minutes ``harness plan`` prices this initialization at on a CPU (:class:`harness.throughput.
+    CpuCost` at the world's declared shape, on this cell's threads): the first cell of its family where it built
+    what later cells reuse, and the shared products it built (the helper model); None for a world the plan
+    cannot price."""
+    from harness.throughput import cpu_cost, shared_products
+
+    built = {e["product"] for e in ledger.shared if e["built"]}
+    try:
+        cost = cpu_cost(str(getattr(world, "name", "")), source)
+        seconds = cost.init(method, bool(built)) + sum(cost.shared(p) for p in shared_products(method)
+                                                       if p in built)
+    except (HarnessError, KeyError, OSError, ValueError):
+        return None
+    return round(seconds * torch.get_num_threads() / 60, 4)
 
 
 def initialize_model(world: Any, source: str, method: str, *, dim: int | None, seed: int, params: dict,
@@ -380,22 +404,23 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
             mapping_for=mapping_cache(source_tokenizer, target_tokenizer, cache_dir), world=world, seed=int(seed),
             device=device, profile=profile, factorized=fact is not None, params=params, workdir=workdir,
             cache_dir=harness_home() / "cache" / "methods" / getattr(cls, "cache_name", method), progress=progress,
-            log_metric=log_metric, source_model=lambda: load_backbone(src_dir),
+            log_metric=log_metric, source_model=lambda: _source_model(src_dir),
         )
-        t_method = time.perf_counter()
-        result = cls().initialize(ctx)
-        n_t = len(target_tokenizer)
-        _check_result(result, n_t, source_matrix.shape[1], method)
-        output_result = None
-        if untied == "recompute":  # the same method on the untied output table (same seed, same mapping)
-            out_work = workdir / "output-table"  # its own artifacts, beside the input table's
-            out_work.mkdir(exist_ok=True)
-            output_result = cls().initialize(dataclasses.replace(
-                ctx, source_matrix=tables.token_rows(tables.output), workdir=out_work))
-            if not any(out_work.iterdir()):
-                out_work.rmdir()
-            _check_result(output_result, n_t, source_matrix.shape[1], method)
-        method_seconds = time.perf_counter() - t_method
+        with own_cost.ledger() as ledger:  # what of the call is not the method's own work (methods.own_cost)
+            t_method = time.perf_counter()
+            result = cls().initialize(ctx)
+            n_t = len(target_tokenizer)
+            _check_result(result, n_t, source_matrix.shape[1], method)
+            output_result = None
+            if untied == "recompute":  # the same method on the untied output table (same seed, same mapping)
+                out_work = workdir / "output-table"  # its own artifacts, beside the input table's
+                out_work.mkdir(exist_ok=True)
+                output_result = cls().initialize(dataclasses.replace(
+                    ctx, source_matrix=tables.token_rows(tables.output), workdir=out_work))
+                if not any(out_work.iterdir()):
+                    out_work.rmdir()
+                _check_result(output_result, n_t, source_matrix.shape[1], method)
+            method_seconds = time.perf_counter() - t_method
 
         surgery = assemble_model(model, source_tokenizer, target_tokenizer, result.matrix.float(), result.copy,
                                  primitive=None if fact is None else fact.primitive,
@@ -433,10 +458,15 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         "counts": counts,
         "target_vocab_size": n_t,
         "source_vocab_size": n_s,
-        "seconds": round(time.perf_counter() - t0, 3),
+        # the method's own time: its call, less waiting for shared products and loading the source model
+        # (methods.own_cost); the whole of this function (loading, surgery, writing): call_seconds
+        "seconds": round(ledger.own(method_seconds), 6),
         "method_seconds": round(method_seconds, 3),
+        "call_seconds": round(time.perf_counter() - t0, 3),
+        "own_cost": ledger.as_dict(),
         "memory": mem.as_dict(),
-        "costs": method_costs(cls, profile),
+        "costs": {**method_costs(cls, profile), **({"core_minutes_plan": cpu_plan_minutes(
+            world, source, method, ledger)} if str(device).startswith("cpu") else {})},
         # the method's statistics, and the largest norm of the rows it did not copy over the source rows' largest
         # (init/row_norm_ratio: far above 1, rows far outside the source's; the leaderboard marks such a row)
         "method_stats": {**(result.stats or {}), "row_norm_ratio": row_norm_ratio(result, source_matrix)},

@@ -405,6 +405,22 @@ def on_cpu(cfg: Any) -> bool:
     return cfg.profile == "cpu" and not str(cfg.device).startswith("cuda")
 
 
+def shared_builders(order: list[Any], cpu: dict[str, Any] | None = None) -> dict[Any, list[str]]:
+    """``{cell: [product, ...]}``: the products several methods share (the helper model of OMP, CLP and CLP+),
+    each priced once per source, on the first cell of ``order`` that reads it -- the one that builds it when the
+    cells are handed out in that order (the others wait for it, which is not their cost: :mod:`methods.own_cost`)."""
+    from harness.throughput import shared_products
+
+    out: dict[Any, list[str]] = {}
+    seen: set[tuple[str, str]] = set()
+    for c in order:
+        for product in shared_products(c.method, cpu):
+            if (c.source, product) not in seen:
+                seen.add((c.source, product))
+                out.setdefault(c, []).append(product)
+    return out
+
+
 def cpu_rows(spec: Any, workers: int, figures: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """One row of seconds per cell of the resolved run ``spec`` on a CPU, in the order the cells are handed out
     (:func:`run_order`): its initialization, its tasks at each step they are evaluated, its CPT and what every
@@ -414,12 +430,13 @@ def cpu_rows(spec: Any, workers: int, figures: dict[str, Any] | None = None) -> 
 
     plan, cpt = spec.plan, spec.cpt
     costs = {s: cpu_cost(spec.world, s, figures) for s in {c.source for c in plan.cells}}
-    order = run_order(plan.cells, init_cost("cpu", figures and figures["reference"]["seconds"]))
+    order = run_order(plan.cells, init_cost("cpu", figures and figures["cpu"]["reference"]["seconds"]))
     leaders = family_leaders(plan.cells)
+    builds = shared_builders(order, figures and figures.get("cpu"))
     seconds, rows = {}, []
     for cell in order:
         cost = costs[cell.source]
-        init_s = cost.init(cell.method, cell in leaders)
+        init_s = cost.init(cell.method, cell in leaders) + sum(cost.shared(p) for p in builds.get(cell, []))
         eval_s = cpt.evaluations() * sum(cost.task(t) for t in plan.tasks)
         cpt_s = cost.cpt(cpt.steps, int(cpt["effective_batch"]), int(cpt["block_size"]))
         total = cost.cell() + init_s + eval_s + cpt_s

@@ -261,16 +261,32 @@ class CpuCost:
         return self._stage(f["fixed"]["cell"], f["reference"]["seconds"]["cell"], self._ratio("embedding"))
 
     def init(self, method: str, first: bool) -> float:
-        """One initialization: the first cell of a method's product family trains what its later cells reuse
-        (fastText models, word sets, hypernetworks); the others' work scales with the embedding (V x h)."""
+        """One initialization's own time (the method's call, :mod:`methods.own_cost`): the first cell of a method's
+        product family trains what its later cells reuse (fastText models, word sets); a method whose later seeds
+        redo work of their own (HyperOFA trains a hypernetwork per seed) has its figure for them (``init_later``);
+        the others' work scales with the embedding (V x h). A product that several methods share is priced apart
+        (:meth:`shared`)."""
         fx, ref = self.figures["fixed"], self.figures["reference"]["seconds"]
-        if first and method not in ref["init_first"] and method in self.figures.get("reference_mlm", {}).get(
-                "seconds", {}).get("init_first", {}):  # a decoder's first seed the decoder reference did not time
+        table = "init_first" if first else "init_later"
+        if method not in ref.get(table, {}) and method in self.figures.get("reference_mlm", {}).get(
+                "seconds", {}).get(table, {}):  # a decoder's figure the decoder reference did not time
             return self._encoder().init(method, first)
-        if first and method in ref["init_first"]:
-            return self._stage(fx["init_first"].get(method, fx["init_other"]), ref["init_first"][method],
-                               self._ratio("embedding"))
-        return self._stage(fx["init_other"], ref["init_other"], self._ratio("embedding"))
+        # a method the reference model timed: its figure; one only the synthetic world timed: that figure, scaled
+        # towards the reference's other initializations
+        return self._stage(fx.get(table, {}).get(method, fx["init_other"]),
+                           ref.get(table, {}).get(method, ref["init_other"]), self._ratio("embedding"))
+
+    def shared(self, product: str) -> float:
+        """Building a product that several methods read (the helper model of OMP, CLP and CLP+): paid once, by
+        the cell that builds it (``shared`` figures; 0 for a product they do not hold)."""
+        fx, ref = self.figures["fixed"].get("shared", {}), self.figures["reference"]["seconds"].get("shared", {})
+        if product not in ref and product in self.figures.get("reference_mlm", {}).get("seconds", {}).get(
+                "shared", {}):
+            return self._encoder().shared(product)
+        if product not in ref:
+            return float(fx.get(product, 0.0))
+        return self._stage(fx.get(product, 0.0), ref[product], self._ratio("embedding"))
+
 
     def task(self, task: str) -> float:
         """One evaluation of ``task`` (a task the figures do not hold is taken as the one ``tasks_as`` names)."""
@@ -294,6 +310,12 @@ class CpuCost:
         per_step = (float(ref["seconds"]["cpt"]) - float(fx["cpt"])) / int(ref["cpt_steps"])
         tokens = effective_batch * block_size / float(ref["cpt_tokens_per_step"])
         return float(fx["cpt"]) + steps * max(0.0, per_step) * tokens * self._ratio("cpt")
+
+
+def shared_products(method: str, cpu: dict[str, Any] | None = None) -> list[str]:
+    """The products shared across methods that ``method`` reads (the ``cpu`` section's ``shared_by``)."""
+    users = (cpu if cpu is not None else cpu_figures()).get("shared_by", {})
+    return sorted(p for p, methods in users.items() if method in methods)
 
 
 def cpu_cost(world_name: str, source: str | None = None, data: dict[str, Any] | None = None) -> CpuCost:

@@ -24,6 +24,7 @@ import logging
 import os
 import re
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,6 +36,7 @@ import numpy as np
 from harness.core.errors import MissingResourceError
 from harness.core.hashing import hash_obj
 from harness.core.locks import exclusive, release, try_exclusive
+from methods import own_cost
 from methods.fasttext_compact import (
     COMPACT_FORMAT,
     COMPACT_SUFFIX,
@@ -86,13 +88,21 @@ def cached_model(cache_dir: Path | None, kind: str, inputs: dict[str, Any], sett
     key, path = model_path(cache_dir, kind, inputs, settings)
     if path is not None and keep_corpus is None and (found := _load_cached(path)) is not None:
         log.info("fastText %s: cached at %s", kind, stored_file(path))
+        own_cost.shared(f"fastText {kind}", built=False)
         return CachedModel(found, stored_file(path), key, cached=True)
+    t0 = time.perf_counter()
     if path is None:
-        return _train(None, kind, key, inputs, settings, write_corpus, keep_corpus)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # one process trains a model at a time; another that needs it waits, then finds it in the cache
-    with exclusive(path, waiting=f"fastText {kind}: another process is training this model, waiting for it"):
-        return _train(path, kind, key, inputs, settings, write_corpus, keep_corpus)
+        cm = _train(None, kind, key, inputs, settings, write_corpus, keep_corpus)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # one process trains a model at a time; another that needs it waits, then finds it in the cache
+        with exclusive(path, waiting=f"fastText {kind}: another process is training this model, waiting for it"):
+            own_cost.exclude(own_cost.WAITING, time.perf_counter() - t0)  # (its training: the other's cell's)
+            t0 = time.perf_counter()
+            cm = _train(path, kind, key, inputs, settings, write_corpus, keep_corpus)
+    own_cost.shared(f"fastText {kind}", built=not cm.cached,
+                    seconds=None if cm.cached else time.perf_counter() - t0)
+    return cm
 
 
 def _train(path: Path | None, kind: str, key: str, inputs: dict[str, Any], settings: dict[str, Any],
@@ -286,6 +296,7 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
 
     ctx = mp.get_context("fork")
     running: list[tuple[Any, Path, int]] = []
+    started: dict[int, tuple[str, float]] = {}  # id(process) -> its model's kind, when it started
     trained = 0
 
     def reap(block: bool) -> None:
@@ -297,6 +308,9 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
                 release(fd)
                 running.remove((proc, corpus, fd))
                 trained += proc.exitcode == 0
+                kind, t_start = started.pop(id(proc), ("?", time.perf_counter()))
+                if proc.exitcode == 0:  # trained by this cell: its cost (methods.own_cost)
+                    own_cost.shared(f"fastText {kind}", True, time.perf_counter() - t_start)
                 if progress is not None:
                     progress(1)
                 if block:
@@ -333,6 +347,7 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
                 release(fd)
                 raise
             running.append((proc, corpus, fd))
+            started[id(proc)] = (job.kind, time.perf_counter())
         while running:
             reap(block=True)
     except BaseException:  # stopped (SIGINT/SIGTERM) or failed here: the children stop too, no model is stored

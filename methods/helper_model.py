@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from harness.core.errors import ConfigError, MissingResourceError
+from methods import own_cost
 from methods.canonical import CanonicalVocab
 from methods.fasttext_util import read_text_lines, sha256_of
 from methods.overlap import SPECIALS_MODES, exact_table, match_specials, register_rule, string_of
@@ -187,10 +188,16 @@ def helper_tables(ctx: Any, p: dict[str, Any], *, who: str) -> HelperTables:
     built: dict[str, Any] = {}
 
     def build(folder: Path) -> dict[str, Any]:
+        t_build = time.perf_counter()
         built["model"], built["meta"] = train(folder)
+        built["seconds"] = time.perf_counter() - t_build
         return _summary(built["meta"])
 
+    t_get = time.perf_counter()
     prod = ProductCache(root).get_or_build(HELPER_KIND, inputs, build)
+    # the training is this cell's cost, once; waiting for another process's training is not
+    own_cost.exclude(own_cost.WAITING, time.perf_counter() - t_get - built.get("seconds", 0.0))
+    own_cost.shared(HELPER_KIND, "model" in built, built.get("seconds"))
     if "model" in built:
         tables = HelperTables(*_tables_of_model(built["model"]))
         meta = built["meta"]

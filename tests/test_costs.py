@@ -54,7 +54,8 @@ def test_cost_table_on_the_terminal_board(costed):
     lines = {m.group(1): ln for ln in text.splitlines() if (m := re.match(r"^\W*(alpha|beta)\s.*x\s*\W*$", ln))}
     assert re.search(r"alpha\s.*\b2\s.*\b2\.5\s.*\b320\s.*0\.05\s.*word vectors.*1\.0x", lines["alpha"])
     assert re.search(r"beta\s.*\b2\s.*\b300\s.*\b950\s.*0\.20\s.*CPT text.*120x", lines["beta"])
-    assert re.search(r"cost: beta leads alpha by \S+ at 120\.0x its init time \(300 s vs 2\.5 s\)", text)
+    assert re.search(r"cost: beta d=full leads alpha d=full by \S+ at 120\.0x its init time \(300 s vs 2\.5 s\)",
+                     text)
 
 
 def test_cost_table_on_the_default_terminal_leaderboard(costed, tracking_uri):
@@ -81,9 +82,9 @@ def test_cost_table_on_the_html_page(costed):
     assert table is not None
     rows = re.findall(r"<tr>(.*?)</tr>", table.group(0))
     cells = {re.findall(r"<td>(.*?)</td>", r)[0]: re.findall(r"<td>(.*?)</td>", r) for r in rows[1:]}
-    assert cells["alpha"][1:5] == ["2", "2.5", "320", "0.05"] and cells["alpha"][-1] == "1.0x"
-    assert cells["beta"][2:5] == ["300", "950", "0.20"] and cells["beta"][-1] == "120x"
-    assert "beta leads alpha by" in page and "120.0x its init time" in page
+    assert cells["alpha d=full"][1:5] == ["2", "2.5", "320", "0.05"] and cells["alpha d=full"][-1] == "1.0x"
+    assert cells["beta d=full"][2:5] == ["300", "950", "0.20"] and cells["beta d=full"][-1] == "120x"
+    assert "beta d=full leads alpha d=full by" in page and "120.0x its init time" in page
 
 
 def test_a_tie_at_the_top_names_the_cheapest(costed):
@@ -94,8 +95,8 @@ def test_a_tie_at_the_top_names_the_cheapest(costed):
     saved = rows["alpha"].avg
     rows["alpha"].avg = rows["beta"].avg
     try:
-        assert lead_note(board) == (f"beta, alpha share the best average ({rows['beta'].avg:.3f}); the cheapest of "
-                                    "them is alpha (2.5 s)")
+        assert lead_note(board) == (f"beta d=full, alpha d=full share the best average ({rows['beta'].avg:.3f}); the "
+                                    "cheapest of them is alpha d=full (2.5 s)")
     finally:
         rows["alpha"].avg = saved
 
