@@ -203,10 +203,10 @@ def _attach_costs(table: SummaryTable, board: Board, methods: dict[str, str]) ->
         cells["plan"] = f"{cells['plan']} {unit}" if cells["plan"] != "-" else "-"
         table.costs[label] = [cells[c] for c in COST_COLUMNS]
     lead = lead_note(board)
-    table.cost_note = ("what each row costs: its initialization's own time (the method's call: not the worker's "
-                       "start, the world's loading or a wait for a shared product), median over its cells; plan: "
-                       "what `harness plan` prices one initialization at (x time: as a multiple of the cheapest "
-                       "row's)" + (f"; cost: {lead}" if lead else ""))
+    table.cost_note = ("what each method costs, each variant apart: its initialization's own time (the method's "
+                       "call: not the worker's start, the world's loading or a wait for a shared product), median "
+                       "over the row's cells; plan: what `harness plan` prices one initialization at (x time: as a "
+                       "multiple of the cheapest row's)" + (f"; cost: {lead}" if lead else ""))
 
 
 def _notes(origins: list[RowOrigin], rows: list[str]) -> list[str]:
