@@ -5,6 +5,7 @@ difference is better. Runs are written in the runner's schema (tests/_leaderboar
 
 from __future__ import annotations
 
+import html
 import io
 import re
 
@@ -17,7 +18,7 @@ from tests._leaderboard_runs import LANGS, _build, mixed_experiment
 
 def _renderings(lb) -> dict[str, str]:
     """The terminal (boards and the `harness run` table), Markdown, CSV (every board's and the long file) and HTML
-    renderings of a leaderboard."""
+    renderings of a leaderboard (the HTML with its entities read back)."""
     from leaderboard.render_csv import board_csv, long_csv
     from leaderboard.render_html import leaderboard_html
     from leaderboard.render_markdown import leaderboard_md
@@ -29,7 +30,7 @@ def _renderings(lb) -> dict[str, str]:
         render(table, con)
     return {"terminal": render_text(lb.boards, claims=lb.claims), "summary": con.export_text(),
             "markdown": leaderboard_md(lb), "csv": "\n".join(board_csv(b) for b in lb.boards) + long_csv(lb),
-            "html": leaderboard_html(lb)}
+            "html": html.unescape(leaderboard_html(lb))}
 
 
 # -- 1. one step a column -------------------------------------------------------------------------------------
@@ -207,3 +208,69 @@ def test_the_blowup_rule_bounds():
     assert marked([C("a", 0, norm=10.5), C("b", 0, norm=10.0)]) == ["a"]
     # each source apart: a decoder's rows do not set an encoder's bounds
     assert marked([C("a", 7.0), C("b", 7.2, source="dec"), C("c", 25.0, source="dec")]) == ["c"]
+
+
+# -- 5. a decoder's boards a reader understands ------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def decoder_lb(tracking_uri):
+    """A decoder's rows (the clm task: bpb, then loss; lower is better) after a 10-step CPT, tasks at step 0: ofa
+    ahead of random on bpb, CLP blown up (120 nats at step 0 against ln |V| = 11.70)."""
+    def scores(base: float) -> dict:
+        return {"bpb": {lang: base + 0.01 * j for j, lang in enumerate(LANGS)},
+                "loss": {lang: 3 * base + 0.01 * j for j, lang in enumerate(LANGS)}}
+
+    return _experiment(tracking_uri, "meaning-decoder", {
+        "ofa": {"heldout": (13.1, 12.4), "scores": scores(1.50)},
+        "random": {"heldout": (14.0, 13.5), "scores": scores(1.60)},
+        "clp": {"heldout": (120.0, 60.0), "scores": scores(9.0)}},
+        vocab=120_000, objective="clm", task="clm", source="dec", higher=False)
+
+
+def test_a_decoder_board_says_each_metric_s_direction_and_defines_bits_per_byte(decoder_lb):
+    out = _renderings(decoder_lb)
+    bpb = next(b for b in decoder_lb.boards if b.metric == "bpb" and b.kind == "final")
+    assert "dec (decoder, causal LM)" in bpb.title
+    assert "(↓ lower is better)" in out["terminal"] and "*↓ lower is better;" in out["markdown"]
+    assert '<p class="hint">↓ lower is better;' in out["html"]
+    assert re.search(r"clm bpb ↓", out["summary"]) and re.search(r"clm loss ↓|clm bpb ↓", out["summary"])
+    assert ",lower," in out["csv"]  # the long file's "better" column
+    definition = "bpb ↓ (bits per byte): the held-out text's summed negative log-likelihood over ln 2 times its " \
+                 "UTF-8 bytes; lower is better"
+    assert any(n.startswith(definition) for n in bpb.notes)
+    for name in ("terminal", "summary", "markdown", "html"):
+        assert definition in " ".join(out[name].split()), name
+
+
+def test_a_decoder_board_shows_each_row_s_held_out_loss_beside_the_guess(decoder_lb):
+    """Each row's held-out loss (the CPT diagnostic, nats) at the board's step in a column of its own, the uniform
+    guess's ln |V| beside it, on every rendering and in `harness run`'s table."""
+    bpb = next(b for b in decoder_lb.boards if b.metric == "bpb" and b.kind == "final")
+    assert ("cpt/heldout_loss", "held-out loss ↓ (nats, guess 11.70)") in bpb.init_columns()
+    assert {r.label: r.init["cpt/heldout_loss"] for r in bpb.rows} == {
+        "ofa d=full": pytest.approx(13.1), "random d=full": pytest.approx(14.0), "clp d=full": pytest.approx(120.0)}
+    loss = next(b for b in decoder_lb.boards if b.metric == "loss" and b.kind == "final")
+    guess = next(r for r in loss.paper_rows if r.label.startswith("uniform guess"))
+    assert guess.init["cpt/heldout_loss"] == pytest.approx(11.695, abs=1e-3)
+    out = _renderings(decoder_lb)
+    for name in ("terminal", "markdown", "html"):
+        assert "held-out loss ↓ (nats, guess 11.70)" in out[name] and "13.10" in out[name], name
+    assert "cpt/heldout_loss" in out["csv"].splitlines()[0]
+    summary = out["summary"]
+    assert re.search(r"held-out loss ↓ nats", summary)
+    assert re.search(r"ofa d=full .*│ +13\.10 │", summary) and re.search(r"uniform guess \(ln \|V\|\) .*│ +11\.70 │",
+                                                                          summary), summary
+
+
+def test_the_open_question_says_which_sign_of_its_difference_is_better(decoder_lb):
+    """OFA > random on a decoder's bpb: the difference names what it subtracts, the metric's direction and who
+    is ahead, on every rendering of the open question."""
+    from leaderboard.render_terminal import render_overview
+
+    ofa = next(o for o in decoder_lb.open_question if o.result.claim.a == "ofa")
+    assert ofa.result.diff == pytest.approx(-0.10)
+    said = "-0.100 (ofa − random; bpb ↓: ofa ahead)"
+    con = Console(width=300, record=True, file=io.StringIO())
+    render_overview(decoder_lb, con)
+    out = _renderings(decoder_lb)
+    for name, text in (("terminal", con.export_text()), ("markdown", out["markdown"]), ("html", out["html"])):
+        assert said in text, name
