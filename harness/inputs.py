@@ -72,31 +72,25 @@ def _gap(name: str, why: str) -> Input:
 # -- the run's settings (harness.config.RunConfig: the config-file keys, and the flags of harness run) -----------
 SETTINGS = (
     _key("methods", "method", "each cell is one method"),
-    _covers("tasks", "tasks", "a finished cell is skipped only with every task of the command logged (its held-out "
-                              "curve is the MLM task's figure where mlm is among them after CPT, else the "
-                              "diagnostic's own, at another sentence cap: that choice is covered by nothing yet)"),
+    _covers("tasks", "tasks", "a finished cell is skipped only with every task of the command logged (the held-out "
+                              "curve is the diagnostic's own wherever the MLM task would compute it otherwise)"),
     _key("world", "world", "the world's hash (its name picks the experiment, <world>/<source>)"),
     _key("source", "source", "each cell is one source model"),
-    _covers("langs", "languages", "the languages each task scores (and the held-out diagnostic's) are within it"),
+    _covers("langs", "languages", "the languages each task scores: an evaluation covers those it was asked for "
+                              "(harness.langs.step_<step>); the held-out diagnostic is over every language"),
     _key("dims", "dim", "each cell is one factorized dimension"),
     _key("seeds", "seed", "each cell is one seed"),
     _key("cpt_steps", "cpt.steps", "the CPT budget (its schedule decays over it); also the evaluated steps"),
     _key("cpt_checkpoints", "cpt.checkpoints", "in the CPT settings of the identity; also the evaluated steps"),
     _key("profile", "profile", "its name; its CPT and method settings also enter the identity as resolved"),
-    _gap("device", "cuda (or mps) vs cpu moves every number (cuBLAS/SDPA, unmasked packed blocks, the batch "
-                   "search), but only the precision it resolves enters the key: a GPU cell at --precision fp32 "
-                   "takes a CPU cell's key, and the GPU's model is nowhere; fix: identity_numerics gains the "
-                   "accelerator (its name and capability, or 'emulated') where the accelerator's branches are "
-                   "taken, absent on a plain CPU (no CPU key moves)"),
+    _key("device", "accelerator", "the accelerator whose branches a cell takes (cuda, mps; emulated on a CPU), "
+                                  "absent on a plain CPU; its resolved precision is keyed as precision"),
     _key("precision", "eval_precision", "resolved: the evaluation precision (away from fp32) and cpt.precision"),
     _inert("tracking_uri", "where the runs are logged: a cell is looked for in that store and computed in it"),
     _inert("experiment", "where a cell is looked for: another experiment holds no cell of this one, so it is "
                          "computed there"),
     _key("method_params", "params", "the method's parameters, merged over the profile's"),
-    _gap("task_params", "the tasks' protocol (tagging epochs, retrieval layer, ...) is handed to each task and "
-                        "logged as its <task>.* params, but is in no key nor done marker: a finished cell keeps the "
-                        "numbers of other task params; fix: a task's given params enter the cell identity "
-                        "(only when given: no key moves), or the task run's identity and done marker"),
+    _key("task_params", "task_params", "the tasks' protocol a run gives (none given: absent)"),
     Input("cpt", DERIVED, "cpt.*", "the [cpt] table: each of its keys is an entry"),
     _inert("fail_fast", "stops the run at the first failed cell; computes nothing otherwise"),
     _inert("rerun", "which logged cells start over (the resume policy): they compute the same numbers"),
@@ -104,10 +98,8 @@ SETTINGS = (
     _inert("executor", "where a cell runs (local, ray): the kernels are measured where it runs and must match"),
     _inert("ray_address", "which Ray cluster runs the cells"),
     _inert("max_retries", "how often Ray retries a cell whose worker died; a retry resumes the same cell"),
-    _gap("workers", "inert on the cpu profile (one thread a cell); under a profile of more CPUs per cell (paper: "
-                    "8) more workers than cores / 8 give each cell fewer torch threads (runner.cell_threads), "
-                    "whose sums split otherwise; the thread count is logged (torch_threads), not keyed; fix: "
-                    "identity_numerics gains the threads where a cell gets fewer than the profile's CPUs"),
+    _key("workers", "threads", "cells side by side share the cores: where a cell gets fewer threads than "
+                                 "its profile's CPUs (harness.spec.cell_threads), the count is keyed"),
     _inert("isolate_cells", "whether each cell runs in a fresh process of its own"),
 )
 
@@ -148,21 +140,23 @@ SPEC = (
     Input("spec.cfg", DERIVED, "RunConfig", "the settings as given: each field is an entry of SETTINGS"),
     _key("spec.world", "world", "the world's name; the world's hash is the identity's"),
     _key("spec.world_hash", "world", "the hash of the world's manifest (harness.worlds.base.world_identity)"),
-    _gap("spec.device", "as the device setting: the accelerator is not in the key"),
+    _key("spec.device", "accelerator", "as the device setting"),
     _key("spec.eval_precision", "eval_precision", "resolved; absent from the identity at fp32"),
     _key("spec.cpu_kernels", "cpu_kernels", "the measured label of the CPU kernels (harness.core.kernels)"),
     Input("spec.cpt", DERIVED, "cpt.*", "the resolved CPT settings: each key is an entry; the product's are keyed"),
     _key("spec.fitted", "cpt.block_size", "a setting clamped to the source model: the clamped value is keyed"),
     Input("spec.plan", DERIVED, "methods, source, dims, seeds, tasks, langs",
           "the cells (method, source, dim, seed), the tasks and each task's languages"),
-    _covers("spec.heldout_languages", "languages", "the held-out diagnostic's languages: the MLM task's within "
-                                                  "--langs"),
+    _inert("spec.heldout_languages", "every language of the MLM task, whatever --langs says: a function of the "
+                                          "world, which is keyed"),
     _key("spec.method_params", "params", "each method's resolved parameters"),
     _key("spec.method_code", "init:code", "the digest of each method's code keys its init product; a finished "
                                           "cell of other code is named stale (--rerun stale runs it again)"),
     _key("spec.eval_max_sentences", "profile", "the profile's cap on the sentences a task scores"),
     _key("spec.heldout_max_sentences", "profile", "the profile's cap on the held-out diagnostic's sentences"),
     _inert("spec.cpt_devices", "as cpt.devices"),
+    _key("spec.threads", "threads", "the torch threads every cell computes with: keyed where fewer than the "
+                                    "profile's CPUs (as workers)"),
     _key("spec.cpus_per_cell", "profile", "the profile's CPUs per cell (the threads a cell asks for: see workers)"),
     Input("spec.cells", DERIVED, "spec.plan", "each cell's identity, key and products' keys, computed from the rest"),
     _inert("spec.executor", "as executor, workers and isolate_cells"),
@@ -188,13 +182,11 @@ ENV = (
     _key("env:LD_PRELOAD", "cpu_kernels", "another library loaded: " + _KERNELS),
     _key("env:LD_LIBRARY_PATH", "cpu_kernels", "another library found: " + _KERNELS),
     _key("env:DYLD_LIBRARY_PATH", "cpu_kernels", "another library found: " + _KERNELS),
-    _gap("env:OMP_NUM_THREADS", "the threads of the harness process (and so of an in-process cell): as workers, a "
-                                "profile of more CPUs per cell than it allows computes on fewer threads, unkeyed"),
+    _key("env:OMP_NUM_THREADS", "threads", "the harness process held to fewer threads than the profile's "
+                                               "CPUs a cell: the cells compute with that many, keyed"),
     _inert("env:OMP_*", "OpenMP's other settings (affinity, scheduling), as KMP_*"),
-    _gap("env:HARNESS_EMULATE_ACCELERATOR", "takes the accelerator's branches on a CPU (SDPA attention in "
-                                            "training, unmasked packed blocks, the batch search): as device, only "
-                                            "the precision it resolves is keyed, so an emulated cell takes the "
-                                            "key of a plain CPU cell of the same precision"),
+    _key("env:HARNESS_EMULATE_ACCELERATOR", "accelerator", "the accelerator's branches taken on a CPU: "
+                                                          "keyed as the accelerator 'emulated'"),
     _inert("env:HARNESS_EMULATE_GPUS", "how many GPUs the emulation counts: cells side by side"),
     _inert("env:CUDA_VISIBLE_DEVICES", "which of the node's GPUs a cell computes on (their kind: see device)"),
     _inert("env:HARNESS_PINNED_GPUS", "the GPUs a cell process was pinned to, as CUDA_VISIBLE_DEVICES"),

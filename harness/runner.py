@@ -20,17 +20,17 @@ console = log_console()
 
 
 @contextlib.contextmanager
-def cell_threads(cpus_per_cell: int) -> Iterator[int]:
-    """torch's threads while a cell runs: the CPUs the profile gives a cell, or fewer where this process has fewer
-    (a pool worker gets the machine's cores over the workers; the harness process, every core or
-    ``OMP_NUM_THREADS``), wherever the cell runs -- in the harness process, a pool worker or Ray. A parallel
+def cell_threads(threads: int) -> Iterator[int]:
+    """torch's threads while a cell runs: exactly the run's (:func:`harness.spec.cell_threads`: the CPUs the
+    profile gives a cell, or fewer where the machine has fewer cores for each of the cells side by side, and then
+    in the cells' identity), wherever the cell runs -- in the harness process, a pool worker or Ray. A parallel
     reduction splits its sum by thread, so the thread count moves the last digits of a pass and, through training,
-    every number after it: the cpu profile's one thread a cell makes a cell compute the same whatever the machine's
-    cores or ``--workers``. Restored after the cell."""
+    every number after it: one count a run, whatever the process's own (``OMP_NUM_THREADS``, ``--workers``, how
+    many cells are left), makes a cell compute the same. Restored after the cell."""
     import torch
 
     before = torch.get_num_threads()
-    n = max(1, min(int(cpus_per_cell), before))
+    n = max(1, int(threads))
     torch.set_num_threads(n)
     try:
         yield n
@@ -226,7 +226,7 @@ class Runner:
         run = CellRun(self.spec, self.world, self.tracker, cell, self.say, prog, self.finished.get(cell))
         if self.todo is not None and cell not in self.todo:
             return run.run()  # found finished (harness.cell.pending): it computes nothing, and loads no torch
-        with cell_threads(self.spec.cpus_per_cell):
+        with cell_threads(self.spec.threads):
             return run.run()
 
     def aggregate(self) -> None:

@@ -63,6 +63,7 @@ class RunSpec:
     heldout_max_sentences: int | None
     cpt_devices: int
     cpus_per_cell: int
+    threads: int  # the torch threads each cell computes with (:func:`cell_threads`)
     cells: dict[Cell, CellKeys]
     executor: Any  # where the cells run (:class:`harness.executors.ExecutorChoice`; None in a plan)
 
@@ -86,7 +87,8 @@ class RunSpec:
     @property
     def numerics(self) -> dict[str, str]:
         """:func:`identity_numerics` of the run."""
-        return identity_numerics(self.eval_precision, self.cpu_kernels, accelerator_label(self.device))
+        return identity_numerics(self.eval_precision, self.cpu_kernels, accelerator_label(self.device),
+                                 self.threads if self.threads < self.cpus_per_cell else None)
 
     def keys(self, cell: Cell) -> CellKeys:
         return self.cells[cell]
@@ -114,7 +116,8 @@ class RunSpec:
 
 
 def init_inputs(ident: dict[str, Any], code: str | None = None) -> dict[str, Any]:
-    kernels = {k: ident[k] for k in ("cpu_kernels", "accelerator") if k in ident}  # (an init computes with them)
+    kernels = {k: ident[k] for k in ("cpu_kernels", "accelerator", "threads") if k in ident}  # (an init computes
+    # with them)
     own = {"source_identity": ident["source_identity"]} if "source_identity" in ident else {}  # (a decoder's)
     return {**{k: ident[k] for k in INIT_INPUTS}, **kernels, **own, **({"code": code} if code else {})}
 
@@ -126,14 +129,35 @@ def cpu_bf16(device: str, *precisions: str) -> bool:
     return not str(device).startswith(("cuda", "mps")) and "bf16" in precisions
 
 
-def identity_numerics(eval_precision: str, cpu_kernels: str, accelerator: str | None = None) -> dict[str, str]:
+def identity_numerics(eval_precision: str, cpu_kernels: str, accelerator: str | None = None,
+                      threads: int | None = None) -> dict[str, Any]:
     """What a cell's numbers were computed with, as its identity holds it: the evaluation precision away from
     fp32, the CPU kernels' measured label (:mod:`harness.core.kernels`: ``avx2``, ``native:<fingerprint>``), the
-    accelerator whose branches it takes (:func:`accelerator_label`; none on a plain CPU), so the homes made before
-    any of them was part of it keep their keys."""
+    accelerator whose branches it takes (:func:`accelerator_label`; none on a plain CPU), the torch threads a cell
+    computes with where they are fewer than its profile's CPUs (:func:`cell_threads`; a parallel sum splits by
+    thread), so the homes made before any of them was part of it keep their keys."""
     return {**({"eval_precision": eval_precision} if eval_precision != DEFAULT_EVAL_PRECISION else {}),
             **({"cpu_kernels": cpu_kernels} if cpu_kernels != NATIVE_KERNELS else {}),
-            **({"accelerator": accelerator} if accelerator else {})}
+            **({"accelerator": accelerator} if accelerator else {}),
+            **({"threads": int(threads)} if threads else {})}
+
+
+def cell_threads(cpus_per_cell: int, executor: Any) -> int:
+    """The torch threads every cell of a run computes with (:func:`harness.runner.cell_threads` sets exactly
+    these, in the harness process, a pool worker or Ray): the profile's CPUs a cell, or fewer where the machine
+    has fewer cores for each of the cells side by side (the local executor's ``workers``, at most), or the harness
+    process is held to fewer (``OMP_NUM_THREADS``); on Ray, or in a plan, the profile's."""
+    if executor is None or getattr(executor, "kind", "local") == "ray":
+        return cpus_per_cell
+    import os
+
+    from harness.core.hosts import available_cpus
+
+    cores = available_cpus() // max(1, int(executor.workers))
+    held = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if held.isdigit() and int(held) > 0:
+        cores = min(cores, int(held))
+    return max(1, min(cpus_per_cell, cores))
 
 
 def accelerator_label(device: str) -> str | None:
@@ -158,7 +182,7 @@ def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
     tasks = spec_fields.get("task_params") or {}  # the tasks' protocol as given (none: no key moves)
     return {**ident, **({"source_identity": own} if own else {}), **({"task_params": tasks} if tasks else {}),
             **identity_numerics(spec_fields["eval_precision"], spec_fields["cpu_kernels"],
-                                spec_fields.get("accelerator"))}
+                                spec_fields.get("accelerator"), spec_fields.get("fewer_threads"))}
 
 
 def product_keys(ident: dict[str, Any], code: str | None) -> tuple[str, str | None]:
@@ -196,13 +220,15 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
               if probe else planned_kernels(),
               "source_identity": {s: h for s in {c.source for c in plan.cells} if (h := _source_identity(world, s))}}
     cpus = cell_cpus(prof)
+    executor = _executor(cfg, device, cpt.devices, cpus) if probe else None
+    threads = cell_threads(cpus, executor)
+    fields["fewer_threads"] = threads if threads < cpus else None
     return RunSpec(cfg=cfg, world=world.name, world_hash=world.hash,
                    device=device, eval_precision=eval_precision, cpu_kernels=fields["cpu_kernels"], cpt=cpt, fitted=fitted, plan=plan,
                    heldout_languages=tuple(_heldout_languages(cfg, world, cpt)), method_params=params,
                    method_code=code, eval_max_sentences=prof.get("eval_max_sentences"),
                    heldout_max_sentences=prof.get("heldout_max_sentences"), cpt_devices=cpt.devices,
-                   cpus_per_cell=cpus, cells=_cells(plan, fields, code),
-                   executor=_executor(cfg, device, cpt.devices, cpus) if probe else None)
+                   cpus_per_cell=cpus, threads=threads, cells=_cells(plan, fields, code), executor=executor)
 
 
 def _source_identity(world: Any, source: str) -> str | None:

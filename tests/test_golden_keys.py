@@ -65,6 +65,8 @@ def _world(name: str, synthetic_world: Any) -> Any:
 def home_keys(overrides: dict[str, Any], world: Any, tasks: list[str] = TASKS) -> dict[str, Any]:
     """Every key of a home for the run ``overrides`` on ``world`` with ``tasks``, computed by the code that runs a
     cell."""
+    from unittest import mock
+
     from harness.aggregate import group_key, seed_groups
     from harness.cell import cell_params, cell_tags
     from harness.config import make_config
@@ -74,7 +76,11 @@ def home_keys(overrides: dict[str, Any], world: Any, tasks: list[str] = TASKS) -
 
     cfg = make_config(overrides={"methods": ["all"], "tasks": tasks, "seeds": [1, 2], "world": world.name,
                                  "device": "cpu", **overrides})
-    spec = resolve(cfg, world)
+    # on a machine of as many cores as every profile gives a cell: the keys of a machine with fewer name the threads
+    # its cells compute with (harness.spec.cell_threads; tests/test_input_account.py)
+    with mock.patch("harness.core.hosts.available_cpus", return_value=64), \
+            mock.patch.dict(os.environ, {"OMP_NUM_THREADS": ""}):
+        spec = resolve(cfg, world)
     out: dict[str, Any] = {"cells": {}, "groups": {}}
     for cell in spec.plan.cells:
         keys = spec.keys(cell)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import dataclasses
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -31,8 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCANNED = ("harness", "methods", "tasks", "leaderboard")
 # the inputs that move numbers and are in no key, no coverage and not inert today (harness/inputs.py says what each
 # moves and the fix proposed): a new gap is a change of this list, and so is a fixed one
-KNOWN_GAPS = {"device", "spec.device", "env:HARNESS_EMULATE_ACCELERATOR", "task_params", "workers",
-              "env:OMP_NUM_THREADS", "code:tasks", "code:harness", "code:libraries"}
+KNOWN_GAPS = {"code:tasks", "code:harness", "code:libraries"}
 FAST = settings(max_examples=10, deadline=None)
 
 
@@ -245,7 +245,7 @@ def test_every_entry_says_where_or_why():
         assert e.category != INERT or len(e.why) <= 120, f"{e.name}: an inert input's reason is one short line"
     assert {e.where for e in of(COVERAGE)} == set(COVERAGE_FIELDS)
     assert {e.name: e.where for e in of(COVERAGE)} == {
-        "tasks": "tasks", "langs": "languages", "cpt.eval_tasks": "steps", "spec.heldout_languages": "languages"}
+        "tasks": "tasks", "langs": "languages", "cpt.eval_tasks": "steps"}
 
 
 def test_the_key_fields_named_are_the_identitys(synthetic_world):
@@ -257,6 +257,11 @@ def test_the_key_fields_named_are_the_identitys(synthetic_world):
     idents = [k.identity for k in spec.cells.values()]
     fields = {f for ident in idents for f in ident} | {f"cpt.{k}" for k in idents[0]["cpt"]}
     fields |= {f"init:{f}" for f in init_inputs(idents[0], "code")}
+    # the fields a cell's identity has only where they are given: the accelerator, the tasks' parameters, fewer
+    # threads than the profile's CPUs
+    fields |= set(_key_of(synthetic_world, device="cuda").identity)
+    fields |= set(_key_of(synthetic_world, task_params={"sr-t": {"layer": 2}}).identity)
+    fields |= set(_fewer_threads_key(synthetic_world, cores=2).identity)
     unknown = [(e.name, e.where) for e in of(KEY) if e.where not in fields]
     assert not unknown, f"key inputs naming a field the identity does not have: {unknown}"
 
@@ -520,6 +525,53 @@ def test_init_version_moves_the_key(synthetic_world, version):
     assert after.key != before.key and after.init_key != before.init_key
 
 
+@FAST
+@given(device=st.sampled_from(["cuda", "cuda:1", "mps"]), emulated=st.booleans())
+def test_the_accelerator_moves_the_key(synthetic_world, device, emulated):
+    """A cell computed on an accelerator, or on a CPU taking its branches, is not a plain CPU cell (at the same
+    precision); a plain CPU cell's key carries no accelerator."""
+    with mock.patch.dict(os.environ, {"HARNESS_EMULATE_ACCELERATOR": "1" if emulated else ""}):
+        cpu = _key_of(synthetic_world, device="cpu", precision="fp32")
+        acc = _key_of(synthetic_world, device=device, precision="fp32")
+    assert acc.key != cpu.key and acc.init_key != cpu.init_key
+    assert ("accelerator" in cpu.identity) == emulated
+    assert "accelerator" not in _key_of(synthetic_world, device="cpu", precision="fp32").identity
+
+
+@FAST
+@given(layer=st.integers(0, 3), epochs=st.integers(1, 9))
+def test_task_params_move_the_key(synthetic_world, layer, epochs):
+    plain = _key_of(synthetic_world)
+    a = _key_of(synthetic_world, task_params={"sr-t": {"layer": layer}})
+    b = _key_of(synthetic_world, task_params={"sr-t": {"layer": layer}, "ner": {"epochs": epochs}})
+    assert len({plain.key, a.key, b.key}) == 3 and plain.init_key == a.init_key == b.init_key
+    assert _key_of(synthetic_world, task_params={"sr-t": {}}).key == plain.key  # none given: no key moves
+
+
+def _fewer_threads_key(world: Any, cores: int, held: str = "", workers: int | None = None) -> Any:
+    """The keys of a paper-profile cell (8 CPUs a cell) on a machine of ``cores`` cores (``held``: the harness
+    process's OMP_NUM_THREADS; ``workers``: cells side by side)."""
+    with mock.patch("harness.core.hosts.available_cpus", return_value=cores), \
+            mock.patch("harness.executors.available_cpus", return_value=cores), \
+            mock.patch.dict(os.environ, {"OMP_NUM_THREADS": held}):
+        return _key_of(world, probe=True, profile="paper", **({"workers": workers} if workers else {}))
+
+
+@FAST
+@given(cores=st.integers(1, 64), held=st.sampled_from(["", "1", "2", "4", "16"]), workers=st.sampled_from([None, 1, 2]))
+def test_fewer_threads_than_the_profiles_cpus_move_the_key(synthetic_world, cores, held, workers):
+    from harness.spec import cell_threads
+
+    got = _fewer_threads_key(synthetic_world, cores, held, workers)
+    full = _fewer_threads_key(synthetic_world, 64)
+    assert "threads" not in full.identity
+    side = workers or max(1, cores // 8)
+    threads = max(1, min(8, cores // side, int(held) if held else 64))
+    assert (got.key == full.key) == (threads == 8)
+    assert got.identity.get("threads", 8) == threads
+    assert cell_threads(8, None) == 8  # a plan, or Ray: the profile's
+
+
 KERNEL_VARIABLES = ("spec.cpu_kernels", "env:HARNESS_CPU_KERNELS", "env:HARNESS_CPU_KERNELS_PINNED", "env:MKL_*",
                     "env:ATEN_*", "env:OPENBLAS_*", "env:ONEDNN_*", "env:DNNL_*", "env:GOTO*", "env:LD_PRELOAD",
                     "env:LD_LIBRARY_PATH", "env:DYLD_LIBRARY_PATH")
@@ -542,6 +594,10 @@ KEY_TESTS = {
     **dict.fromkeys(KERNEL_VARIABLES, test_the_cpu_kernels_label_moves_the_key),
     **dict.fromkeys(("spec.method_code", "code:method"), test_the_method_code_moves_the_init_products_key),
     "code:INIT_VERSION": test_init_version_moves_the_key,
+    **dict.fromkeys(("device", "spec.device", "env:HARNESS_EMULATE_ACCELERATOR"), test_the_accelerator_moves_the_key),
+    "task_params": test_task_params_move_the_key,
+    **dict.fromkeys(("workers", "env:OMP_NUM_THREADS", "spec.threads"),
+                    test_fewer_threads_than_the_profiles_cpus_move_the_key),
 }
 
 
