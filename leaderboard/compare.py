@@ -214,8 +214,9 @@ def _from_data(name: str, kind: str, data: Any) -> Side:
             runs = [t for t in data.tasks if t.task == b.task and t.profile == b.profile
                     and _variant(t, data.parent(t), False) == r.variant]
             row = SideRow(r.label, world=runs[0].world if runs else "")
-            if r.variant is not None:
-                row.variant = {"source": r.variant.source, **qualifier_values(r.variant, profile_cpt(b.profile))}
+            if r.variant is not None:  # (whether tasks ran after CPT moves no number: the step compared says it)
+                row.variant = {"source": r.variant.source, **{k: v for k, v in qualifier_values(
+                    r.variant, profile_cpt(b.profile)).items() if k != "cpt.eval_tasks"}}
             for t in runs:
                 cell = data.parent(t)
                 if cell is not None:
