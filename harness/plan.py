@@ -303,11 +303,12 @@ def init_cost(profile: str, figures: dict[str, Any] | None = None) -> Any:
     seconds this code took on a CPU (``harness/throughput.json``: a family's first cell trains the fastText models
     and word sets its later cells reuse); on another profile the method's own GPU-hour estimate."""
     if profile == "cpu":
-        from harness.throughput import cpu_figures
+        from harness.throughput import cpu_figures, shared_products
 
         f = figures or cpu_figures()["reference"]["seconds"]
-        return lambda method, first: float(f["init_first"].get(method, f["init_other"]) if first
-                                           else f["init_other"])
+        # a first cell that may build a product several methods share counts it (the first of them builds it)
+        return lambda method, first: float(f["init_first"].get(method, f["init_other"]) + sum(
+            f.get("shared", {}).get(p, 0.0) for p in shared_products(method)) if first else f["init_other"])
     init = PAPER_ESTIMATES["init"]
     return lambda method, first: 3600.0 * init.get(method, init["default"])
 
