@@ -21,6 +21,10 @@ four verdicts:
   need (:func:`languages_needed`; seeds do not count there, the test pairs the languages' means over seeds);
 * **not tested** -- a row the claim needs is not on the board (the method was not run, or not this task).
 
+The pairwise verdicts are :func:`leaderboard.stats.pair_verdict`'s, the one verdict on a pair of rows that
+``harness compare`` gives too: on the same rows, compare's average and the claim show the same interval, the same p
+and agree (a claim "a beats b" holds where compare finds a the better, and only there).
+
 A row is found by its method name; where a method has several rows (variants with other parameters), the one
 with the method's default parameters at full dimension is used.
 """

@@ -26,9 +26,23 @@ it is significant (the interval excludes 0), with a two-sided bootstrap p-value:
     replacement and, within each drawn seed, its items when the run logged them (:mod:`leaderboard.stats`);
   * no interval when a side has neither items nor two seeds (a single run read from a leaderboard folder).
 
-A row's average over the languages both rows have comes with :func:`leaderboard.stats.diff_interval` (languages and
-seeds resampled). Output: Markdown (one table per task, metric, step and pair of rows) or CSV (one line per language
-and average).
+A row's average over the languages both rows have gets **the one verdict on the pair**,
+:func:`leaderboard.stats.pair_verdict`, the function the claims of the board ask too: its interval is
+:func:`leaderboard.stats.diff_interval`'s (languages, then each row's seeds resampled), its p the paired Wilcoxon test's
+over the languages, and it is significant where both agree (p < 0.05 and the interval on one side of 0); on the same
+rows, the same interval, p and verdict as the claims table (the default ``--bootstrap`` is the claims' resamples).
+Where the number of languages cannot reach significance at all (4 languages: p >= 0.125), a note under the table says
+so.
+
+Rows of different **variants** (another source model, CPT budget or CPT setting, evaluation precision or CPU
+kernels: what a label's qualifiers name) are not put side by side: their difference is not the methods'. The
+comparison is refused unless ``across_variants`` (``--across-variants``), and then each table says what differs.
+A leaderboard folder does not record its rows' variants: nothing is refused there.
+
+Each table names the step it compares by its number (``step 0 (final)``: the final table of a run whose tasks were
+evaluated at step 0 only). Output: for a terminal (the default: plain text at most :data:`WIDTH` columns wide, each
+row label whole on a line of its own), Markdown (one table per task, metric, step and pair of rows) or CSV (one line
+per language and average).
 """
 
 from __future__ import annotations

@@ -24,6 +24,11 @@ Paired test between two rows
     metric's direction. Across all pairs of a table, Holm's step-down adjustment controls the family-wise error.
     With few languages the test cannot reach small p-values (5 languages: p >= 0.0625); the counts still show the
     direction.
+
+The verdict on a pair of rows
+    :func:`pair_verdict`, the one function that decides whether two rows differ over their languages (the claims and
+    ``harness compare`` both ask it): significant where the Wilcoxon test over the languages gives p < ``ALPHA`` and
+    the two-level bootstrap interval of the average difference (:func:`diff_interval`) lies on one side of zero.
 """
 
 from __future__ import annotations
