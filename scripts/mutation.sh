@@ -19,6 +19,8 @@
 # exits 1 when one remains, 2 on bad input.
 #
 # Install: .venv/bin/pip install -c scripts/mutation-constraints.txt mutmut
+# MUTATION_RERUN=1 runs again only the mutants the last run of each module left unexplained (after a test was added
+# for them), keeping the other results of that run (same commit, same mutants).
 # Environment: MUTATION_CHILDREN (default 1) mutants run at once; MUTATION_WORK (default .mutation) the work folder.
 set -euo pipefail
 
@@ -33,7 +35,7 @@ EQUIVALENT="$ROOT/scripts/mutation-equivalent.txt"
 MODULES=(
   "journal|harness/worlds/journal.py|*|tests/test_mutation_journal.py"
   "record-coverage|harness/core/record.py|harness.core.record.x_coverage_tags__mutmut_* harness.core.record.x_covered_languages__mutmut_* harness.core.record.x_missing_languages__mutmut_* harness.core.record.x*finished_cell_run__mutmut_* harness.core.record.x_one_per_step__mutmut_*|tests/test_mutation_record.py"
-  "declarations|harness/core/declarations.py|*|tests/test_declarations_exact.py tests/test_code_identity.py::test_code_digest_follows_the_package_imports tests/test_registry.py --deselect tests/test_registry.py::test_start_up_commands_import_no_torch"
+  "declarations|harness/core/declarations.py|*|tests/test_declarations_exact.py tests/test_code_identity.py::test_code_digest_follows_the_package_imports"
   "store_open|harness/core/store_open.py|*|tests/test_mutation_store_open.py"
   "cache_admin|harness/cache_admin.py|*|tests/test_cache_admin.py tests/test_prune_safety.py"
   "cache|harness/core/cache.py|*|tests/test_cache.py tests/test_prune_safety.py --deselect tests/test_cache.py::test_cache_verify_hashes_everything_again --deselect tests/test_cache.py::test_damaged_world_is_reported_and_built_again"
@@ -86,6 +88,16 @@ write_config() {  # folder file tests...
 run_module() {  # name file globs tests
   local name="$1" file="$2" globs="$3" tests="$4" dir="$WORK/$1"
   local -a selectors=()
+  if [[ "${MUTATION_RERUN:-}" == 1 && -s "$dir/unexplained.txt" && -d "$dir/mutants" ]]; then
+    mapfile -t selectors <"$dir/unexplained.txt"
+    # shellcheck disable=SC2086
+    write_config "$dir" "$file" $tests
+    echo "== $name: the ${#selectors[@]} unexplained mutants of the last run again, against $tests" >&2
+    (cd "$dir" && OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 "$MUTMUT" run --max-children "$CHILDREN" "${selectors[@]}" \
+       >"$dir/run.log" 2>&1) || { tail -n 30 "$dir/run.log" >&2; echo "mutmut failed on $name" >&2; return 3; }
+    return 0
+  fi
+  [[ "${MUTATION_RERUN:-}" == 1 && -d "$dir/mutants" ]] && { echo "== $name: nothing unexplained to run again" >&2; return 0; }
   rm -rf "$dir/mutants" "$dir/harness"
   mkdir -p "$dir"
   # the product code as committed (HEAD), so that an edit in progress in the work tree is not mutated with it

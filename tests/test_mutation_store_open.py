@@ -439,3 +439,23 @@ def test_a_creation_that_fails_raises_its_own_error_and_leaves_nothing(tmp_path,
     with pytest.raises(OSError, match="No space left"):
         S._create_store(tmp_path / "mlflow.db")
     assert _left(tmp_path) == []
+
+
+def test_recreate_waits_for_a_held_store_only_as_long_as_it_is_told(tmp_path, monkeypatch):
+    import time
+
+    p = _tables(tmp_path / "mlflow.db")
+    monkeypatch.setenv(S.STORE_WAIT_ENV, "3")
+    monkeypatch.setattr(S, "store_holder", lambda path: "locked by X")
+    holder = sqlite3.connect(p, isolation_level=None)
+    holder.execute("begin exclusive")
+    try:
+        started = time.monotonic()
+        with pytest.raises(S.StoreUnavailable) as exc:
+            S._recreate(p, 0.0)
+        assert time.monotonic() - started < 2.0  # each try waits for the lock no longer than the wait left
+        assert str(exc.value).startswith(f"tracking store {p} is held by another process past the wait (0 s,")
+    finally:
+        holder.execute("rollback")
+        holder.close()
+    assert S.read_store(p, 1.0).tables == set()
