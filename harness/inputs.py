@@ -238,13 +238,14 @@ IDENTITIES = (
 CODE = (
     _key("code:method", "init:code", "as spec.method_code"),
     _key("code:INIT_VERSION", "init_version", "bumped when the initialization path changes its output"),
-    _gap("code:tasks", "a task's code and protocol defaults (tasks/*.py PROFILES) move its numbers and are in no key "
-                       "nor stale check (the taggers' cache has TAGGER_VERSION); fix: the tasks' code digest "
-                       "recorded and checked as the method's is (stale), or a TASK_VERSION in the identity"),
-    _gap("code:harness", "CPT, surgery and evaluation code other than INIT_VERSION's and the profiles' values "
-                         "(eval_max_sentences, ...) are keyed by the profile's name only; fix: as code:tasks"),
-    _gap("code:libraries", "torch, transformers, numpy versions move numbers; logged as version.* params, keyed "
-                           "only where they change the measured kernel label; fix: named stale as method code"),
+    _key("code:tasks", "eval_version", "a task's code and protocol defaults: EVAL_VERSION (harness.spec) is bumped "
+                                       "when they change a number, as INIT_VERSION; the taggers' cache has its own"),
+    _key("code:harness", "cpt_version", "CPT's code (and the surgery it trains): CPT_VERSION (harness.spec), bumped "
+                                        "when it changes a number; evaluation code and a profile's caps: "
+                                        "EVAL_VERSION"),
+    _key("code:libraries", "init:code", "the versions of torch, transformers, tokenizers, fasttext and numpy are "
+                                        "recorded with the method's code (harness.spec.library_code): they key "
+                                        "its init product, and a finished cell of other versions is named stale"),
 )
 
 ACCOUNT: dict[str, Input] = {}

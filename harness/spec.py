@@ -32,6 +32,11 @@ INIT_VERSION = 3  # bump when the initialization path changes its output for the
 # DEFAULT_EVAL_PRECISION (fp32) and NATIVE_KERNELS (the label of no kernels: every cell computed before the kernels
 # entered the identity) are absent from a cell's identity: the homes made before either was part of it keep their
 # keys. A process labels its kernels by measuring them (harness.core.kernels: avx2, or native:<fingerprint>)
+# bump when continued pre-training (harness/cpt*.py, the surgery it trains) or the evaluation (tasks/, harness/
+# evaluation.py, a profile's caps) changes its numbers for the same inputs, as INIT_VERSION for the initialization:
+# a cell's identity holds each only once it is above 0, so the homes made before keep their keys
+CPT_VERSION = 0
+EVAL_VERSION = 0
 INIT_INPUTS = ("world", "source", "method", "params", "dim", "seed", "init_version")
 @dataclass(frozen=True)
 class CellKeys:
@@ -177,7 +182,9 @@ def cell_identity(spec_fields: dict[str, Any], cell: Cell) -> dict[str, Any]:
     it keep their keys (the pinned set's label, ``avx2``, is the one they carry)."""
     ident = {"world": spec_fields["world_hash"], "source": cell.source, "method": cell.method,
              "params": spec_fields["method_params"][cell.method], "dim": cell.dim, "seed": cell.seed,
-             "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION}
+             "profile": spec_fields["profile"], "cpt": spec_fields["cpt"].product(), "init_version": INIT_VERSION,
+             **({"cpt_version": CPT_VERSION} if CPT_VERSION else {}),
+             **({"eval_version": EVAL_VERSION} if EVAL_VERSION else {})}
     own = spec_fields.get("source_identity", {}).get(cell.source)  # a source outside the world's hash (a decoder)
     tasks = spec_fields.get("task_params") or {}  # the tasks' protocol as given (none: no key moves)
     return {**ident, **({"source_identity": own} if own else {}), **({"task_params": tasks} if tasks else {}),
@@ -192,7 +199,8 @@ def product_keys(ident: dict[str, Any], code: str | None) -> tuple[str, str | No
     init_key = hash_obj(init_inputs(ident, code))
     if int(ident["cpt"]["steps"]) <= 0:
         return init_key, None
-    return init_key, cpt_product_key(init_key, ident["cpt"], ident["seed"])
+    settings = {**ident["cpt"], "version": ident["cpt_version"]} if "cpt_version" in ident else ident["cpt"]
+    return init_key, cpt_product_key(init_key, settings, ident["seed"])
 
 
 def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
@@ -207,7 +215,7 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     prof, plan = profile_of(cfg), make_plan(cfg, world)
     device = resolve_device(cfg.device) if probe else ("cuda" if cfg.device == "auto" else cfg.device)
     methods = sorted({c.method for c in plan.cells})
-    code = {m: method_code(m) for m in methods} if probe else {}
+    code = {m: {**method_code(m), **library_code()} for m in methods} if probe else {}
     settings = cpt_settings(cfg, prof)
     settings["precision"], eval_precision = run_precisions(cfg, device, prof, resolve=probe)
     settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
@@ -229,6 +237,30 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
                    method_code=code, eval_max_sentences=prof.get("eval_max_sentences"),
                    heldout_max_sentences=prof.get("heldout_max_sentences"), cpt_devices=cpt.devices,
                    cpus_per_cell=cpus, threads=threads, cells=_cells(plan, fields, code), executor=executor)
+
+
+NUMERIC_LIBRARIES = ("torch", "transformers", "tokenizers", "fasttext", "numpy")
+
+
+def library_code() -> dict[str, str]:
+    """The versions of the libraries that compute a cell's numbers (``{"lib:torch": "2.13.0", ...}``), recorded with
+    its method's code: a finished cell computed with other versions is named stale as one of older method code is
+    (``--rerun stale`` computes it again), and its init product is keyed by them."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from harness.core.versions import library_versions
+
+    have = library_versions()
+    out = {}
+    for lib in NUMERIC_LIBRARIES:
+        if lib in have:
+            out[f"lib:{lib}"] = have[lib]
+            continue
+        try:
+            out[f"lib:{lib}"] = version(lib)
+        except PackageNotFoundError:
+            out[f"lib:{lib}"] = "absent"
+    return out
 
 
 def _source_identity(world: Any, source: str) -> str | None:

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCANNED = ("harness", "methods", "tasks", "leaderboard")
 # the inputs that move numbers and are in no key, no coverage and not inert today (harness/inputs.py says what each
 # moves and the fix proposed): a new gap is a change of this list, and so is a fixed one
-KNOWN_GAPS = {"code:tasks", "code:harness", "code:libraries"}
+KNOWN_GAPS: set[str] = set()
 FAST = settings(max_examples=10, deadline=None)
 
 
@@ -262,6 +262,8 @@ def test_the_key_fields_named_are_the_identitys(synthetic_world):
     fields |= set(_key_of(synthetic_world, device="cuda").identity)
     fields |= set(_key_of(synthetic_world, task_params={"sr-t": {"layer": 2}}).identity)
     fields |= set(_fewer_threads_key(synthetic_world, cores=2).identity)
+    with mock.patch("harness.spec.CPT_VERSION", 1), mock.patch("harness.spec.EVAL_VERSION", 1):
+        fields |= set(_key_of(synthetic_world).identity)
     unknown = [(e.name, e.where) for e in of(KEY) if e.where not in fields]
     assert not unknown, f"key inputs naming a field the identity does not have: {unknown}"
 
@@ -513,6 +515,37 @@ def test_the_method_code_moves_the_init_products_key(synthetic_world, codes):
 
 
 @FAST
+@given(versions=_two(st.fixed_dictionaries({"lib:torch": st.sampled_from(["2.13.0", "2.14.0", "3.0.0"]),
+                                            "lib:numpy": st.sampled_from(["2.2.6", "2.3.0"])})))
+def test_the_libraries_versions_key_the_init_product_and_name_a_cell_stale(synthetic_world, versions):
+    from harness.core.declarations import changed_files
+
+    a, b = versions
+    with mock.patch("harness.spec.library_code", return_value=a):
+        key_a = _key_of(synthetic_world, probe=True)
+    with mock.patch("harness.spec.library_code", return_value=b):
+        key_b = _key_of(synthetic_world, probe=True)
+    assert key_a.key == key_b.key and key_a.init_key != key_b.init_key
+    method = {"methods/random_init.py": "0" * 16}
+    assert changed_files({**method, **a}, {**method, **b}) == sorted(k for k in a if a[k] != b[k])
+    assert changed_files(method, {**method, **b}) == []  # recorded before the libraries were
+
+
+@FAST
+@given(name=st.sampled_from(["CPT_VERSION", "EVAL_VERSION"]), version=st.integers(1, 10**6))
+def test_the_cpt_and_evaluation_versions_move_the_key(synthetic_world, name, version):
+    """Bumped from 0, each moves the key (CPT's its product's too); at 0, neither is in the identity."""
+    from harness import spec as spec_module
+
+    before = _key_of(synthetic_world, cpt_steps=2)
+    assert "cpt_version" not in before.identity and "eval_version" not in before.identity
+    with mock.patch.object(spec_module, name, version):
+        after = _key_of(synthetic_world, cpt_steps=2)
+    assert after.key != before.key and after.init_key == before.init_key
+    assert (after.cpt_key != before.cpt_key) == (name == "CPT_VERSION")
+
+
+@FAST
 @given(version=st.integers(0, 10**6))
 def test_init_version_moves_the_key(synthetic_world, version):
     from harness import spec as spec_module
@@ -593,7 +626,10 @@ KEY_TESTS = {
     "spec.fitted": test_the_block_size_fitted_to_the_source_is_keyed,
     **dict.fromkeys(KERNEL_VARIABLES, test_the_cpu_kernels_label_moves_the_key),
     **dict.fromkeys(("spec.method_code", "code:method"), test_the_method_code_moves_the_init_products_key),
+    "code:libraries": test_the_libraries_versions_key_the_init_product_and_name_a_cell_stale,
     "code:INIT_VERSION": test_init_version_moves_the_key,
+    "code:tasks": test_the_cpt_and_evaluation_versions_move_the_key,
+    "code:harness": test_the_cpt_and_evaluation_versions_move_the_key,
     **dict.fromkeys(("device", "spec.device", "env:HARNESS_EMULATE_ACCELERATOR"), test_the_accelerator_moves_the_key),
     "task_params": test_task_params_move_the_key,
     **dict.fromkeys(("workers", "env:OMP_NUM_THREADS", "spec.threads"),

@@ -524,7 +524,10 @@ def _parsed(path: str, size: int, mtime_ns: int, name: str, top: str) -> tuple[s
 
 
 def changed_files(recorded: dict[str, str] | None, code: dict[str, str]) -> list[str]:
-    """The files of a method's code that differ between what a run recorded and now (added or removed ones too)."""
+    """The files of a method's code that differ between what a run recorded and now (added or removed ones too),
+    and the libraries (``lib:<name>``) whose version differs from the one it recorded (a run recorded before the
+    libraries were has none to differ)."""
     if recorded is None:
         return []
-    return sorted(f for f in set(recorded) | set(code) if recorded.get(f) != code.get(f))
+    return sorted(f for f in set(recorded) | set(code) if recorded.get(f) != code.get(f)
+                  and not (f.startswith("lib:") and f not in recorded))
