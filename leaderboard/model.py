@@ -293,7 +293,7 @@ def board_dict(b: Board) -> dict[str, Any]:
     """A board as plain data (the JSON artifact and the HTML page's numbers come from here)."""
 
     def row(r: Row) -> dict[str, Any]:
-        return {"label": r.label, "kind": r.kind, "seeds": r.seeds, "steps": r.steps, "avg": r.avg,
+        return {"label": r.label, "kind": r.kind, "seeds": r.seeds, "steps": r.steps, "blowup": r.blowup, "avg": r.avg,
                 "avg_common": r.avg_common,
                 "mean_rank": r.mean_rank, "init": r.init,
                 "values": {lang: {"mean": e.mean, "std": e.std, "n": e.n, "ci": list(e.ci) if e.ci else None,
@@ -301,7 +301,8 @@ def board_dict(b: Board) -> dict[str, Any]:
                            for lang, e in sorted(r.entries.items())}}
 
     return {"id": b.id, "title": b.title, "experiment": b.experiment, "task": b.task, "metric": b.metric,
-            "profile": b.profile, "precision": b.precision, "sources": b.sources, "kind": b.kind, "step": b.step, "budget": b.budget,
+            "profile": b.profile, "precision": b.precision, "sources": b.sources, "kind": b.kind, "step": b.step,
+            "budget": b.budget, "guess": b.guess,
             "higher_is_better": b.higher_is_better,
             "headline": b.headline,
             "languages": b.languages, "common_languages": b.common, "rows": [row(r) for r in b.rows],

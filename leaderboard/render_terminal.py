@@ -340,16 +340,30 @@ def render_open_question(results: list, console: Console, *, split: bool = True)
     (nothing where no decoder's rows are on the board)."""
     if not results:
         return
-    from leaderboard.claims import OPEN_QUESTION, brief_rows, open_diff
+    from leaderboard.claims import OPEN_QUESTION, brief_rows
 
     console.print(f"[bold]{escape(OPEN_QUESTION)}[/bold]")
     head, rows = brief_rows([o.result for o in results])
     head[1] = "source · task"
-    # the difference says which sign is better on the task's metric
-    rows = [[r[0], f"{o.source} ({o.objective}) · {o.result.task}", r[2], open_diff(o.result), *r[4:]]
+    rows = [[r[0], f"{o.source} ({o.objective}) · {o.result.task}", *r[2:]]
             for r, o in zip(rows, results, strict=True)]
     console.print(claims_table(head, rows, _width(console, split), title="the open question, source by source"))
+    console.print(escape(open_sign_sentence(results)))
     console.print()
+
+
+def open_sign_sentence(results: list) -> str:
+    """Which sign of the open question's differences is better, task by task: ``diff = OFA or HyperOFA minus
+    random on each task's headline metric; on clm bpb ↓ a diff below 0 is the method ahead``."""
+    from harness.core.record import untagged_task_facts
+
+    parts = []
+    for task in dict.fromkeys(o.result.task for o in results):
+        facts = untagged_task_facts(task)
+        better = "above" if facts.higher_is_better else "below"
+        parts.append(f"on {task} {facts.headline or ''} {fmt.arrow(facts.higher_is_better)} a diff {better} 0 is "
+                     "the method ahead")
+    return "diff = OFA or HyperOFA minus random on each task's headline metric; " + "; ".join(parts)
 
 
 def render_claims_detail(claims: list, console: Console, *, split: bool = True) -> None:

@@ -5,8 +5,12 @@ one-line summary. The full boards are ``harness leaderboard``'s; this reads the 
 A row is marked where its numbers are not simply this command's with the method's current code
 (:func:`row_origins`): ``[older code]`` when a cell run of the row recorded another version of its method's code
 than the one installed now, ``[earlier run]`` when none of the row's cell runs is one of the command's cells (an
-earlier run of the same experiment), ``[seeds 2, 3 earlier]`` when some of its seeds are; a note under the table
-says what each mark means."""
+earlier run of the same experiment), ``[seeds 2, 3 earlier]`` when some of its seeds are, ``[blew up]`` when its
+held-out loss or its new rows' norms are far outside the others' (:mod:`leaderboard.blowups`); a note under the table
+says what each mark means. Each column holds one step and names its metric's direction (↑ / ↓); where rows stopped
+CPT at different steps, a task has a column at step 0 and one at each CPT budget's final step. A decoder's rows show
+their held-out loss in nats beside a uniform guess's, and each headline metric that needs it is defined under the
+table."""
 
 from __future__ import annotations
 

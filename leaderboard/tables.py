@@ -8,7 +8,11 @@ seeds and a bootstrap confidence interval over seeds and test items (:mod:`leade
 Averages follow MTEB: ``avg`` is the mean over all the board's languages and only for rows that have every one of
 them (a row with gaps shows them and gets no average); ``avg∩`` is the mean over the languages every row has, so it is
 comparable across all rows. The mean rank is computed over that common set too, with ties sharing their average
-rank. A *delta* board holds final − step 0 per seed. Published figures ("paper: <method>" rows,
+rank. A *delta* board holds final − step 0 per seed. Every column holds the values of one step: where rows stopped
+CPT at different steps (several CPT budgets), the final board shows every row at step 0 and each budget's final step
+(and its change from step 0) is a board of its own (:func:`board_specs`). A row that blew up carries a mark and is
+left out of the notes' means (:mod:`leaderboard.blowups`); a decoder's board shows each row's held-out loss beside
+a uniform guess's. Published figures ("paper: <method>" rows,
 :mod:`leaderboard.papers`) sit beside ours but never enter averages of the common set, ranks or tests. Profiles are
 never mixed in one board.
 """
