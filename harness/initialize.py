@@ -335,6 +335,27 @@ def cpu_plan_minutes(world: Any, source: str, method: str, ledger: own_cost.Ledg
     return round(seconds * torch.get_num_threads() / 60, 4)
 
 
+def _call_method(cls: Any, ctx: InitContext, method: str, n_t: int, output_table: torch.Tensor | None
+                 ) -> tuple[InitResult, InitResult | None, float, own_cost.Ledger]:
+    """The method's call on the input table and, given ``output_table`` (an untied output table to recompute), again
+    on it (same seed, same mapping; its artifacts beside the input table's), each result checked; with the seconds
+    of the calls and their ledger of what in them was not the method's own work (:mod:`methods.own_cost`)."""
+    width = ctx.source_matrix.shape[1]
+    with own_cost.ledger() as ledger:
+        t_method = time.perf_counter()
+        result = cls().initialize(ctx)
+        _check_result(result, n_t, width, method)
+        output_result = None
+        if output_table is not None:
+            out_work = ctx.workdir / "output-table"
+            out_work.mkdir(exist_ok=True)
+            output_result = cls().initialize(dataclasses.replace(ctx, source_matrix=output_table, workdir=out_work))
+            if not any(out_work.iterdir()):
+                out_work.rmdir()
+            _check_result(output_result, n_t, width, method)
+        return result, output_result, time.perf_counter() - t_method, ledger
+
+
 def initialize_model(world: Any, source: str, method: str, *, dim: int | None, seed: int, params: dict,
                      out_dir: Path, device: str = "cpu",
                      progress: Callable[[str, int], Callable[[int], None]] | None = None,
@@ -406,21 +427,9 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
             cache_dir=harness_home() / "cache" / "methods" / getattr(cls, "cache_name", method), progress=progress,
             log_metric=log_metric, source_model=lambda: _source_model(src_dir),
         )
-        with own_cost.ledger() as ledger:  # what of the call is not the method's own work (methods.own_cost)
-            t_method = time.perf_counter()
-            result = cls().initialize(ctx)
-            n_t = len(target_tokenizer)
-            _check_result(result, n_t, source_matrix.shape[1], method)
-            output_result = None
-            if untied == "recompute":  # the same method on the untied output table (same seed, same mapping)
-                out_work = workdir / "output-table"  # its own artifacts, beside the input table's
-                out_work.mkdir(exist_ok=True)
-                output_result = cls().initialize(dataclasses.replace(
-                    ctx, source_matrix=tables.token_rows(tables.output), workdir=out_work))
-                if not any(out_work.iterdir()):
-                    out_work.rmdir()
-                _check_result(output_result, n_t, source_matrix.shape[1], method)
-            method_seconds = time.perf_counter() - t_method
+        n_t = len(target_tokenizer)
+        result, output_result, method_seconds, ledger = _call_method(
+            cls, ctx, method, n_t, tables.token_rows(tables.output) if untied == "recompute" else None)
 
         surgery = assemble_model(model, source_tokenizer, target_tokenizer, result.matrix.float(), result.copy,
                                  primitive=None if fact is None else fact.primitive,

@@ -295,22 +295,18 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
     import multiprocessing as mp
 
     ctx = mp.get_context("fork")
-    running: list[tuple[Any, Path, int]] = []
-    started: dict[int, tuple[str, float]] = {}  # id(process) -> its model's kind, when it started
+    running: list[tuple[Any, Path, int, tuple[str, float]]] = []  # (.., its model's kind and when it started)
     trained = 0
 
     def reap(block: bool) -> None:
         nonlocal trained
-        for proc, corpus, fd in list(running):
+        for proc, corpus, fd, started in list(running):
             if block or not proc.is_alive():
                 proc.join()
                 corpus.unlink(missing_ok=True)
                 release(fd)
-                running.remove((proc, corpus, fd))
-                trained += proc.exitcode == 0
-                kind, t_start = started.pop(id(proc), ("?", time.perf_counter()))
-                if proc.exitcode == 0:  # trained by this cell: its cost (methods.own_cost)
-                    own_cost.shared(f"fastText {kind}", True, time.perf_counter() - t_start)
+                running.remove((proc, corpus, fd, started))
+                trained += _trained(started, proc.exitcode)
                 if progress is not None:
                     progress(1)
                 if block:
@@ -346,19 +342,27 @@ def prefetch_models(cache_dir: Path | None, jobs: list[TrainJob], workers: int |
             except BaseException:
                 release(fd)
                 raise
-            running.append((proc, corpus, fd))
-            started[id(proc)] = (job.kind, time.perf_counter())
+            running.append((proc, corpus, fd, (job.kind, time.perf_counter())))
         while running:
             reap(block=True)
     except BaseException:  # stopped (SIGINT/SIGTERM) or failed here: the children stop too, no model is stored
         from harness.core.processes import stop_processes
 
-        stop_processes([proc for proc, _, _ in running])
-        for _, corpus, fd in running:
+        stop_processes([proc for proc, *_ in running])
+        for _, corpus, fd, _ in running:
             corpus.unlink(missing_ok=True)
             release(fd)
         raise
     return trained
+
+
+def _trained(started: tuple[str, float], exitcode: int | None) -> int:
+    """1 when a side-by-side training succeeded (then noted as a product this cell built, :mod:`methods.own_cost`:
+    its training is this cell's cost), else 0."""
+    if exitcode != 0:
+        return 0
+    own_cost.shared(f"fastText {started[0]}", True, time.perf_counter() - started[1])
+    return 1
 
 
 def _train_child(corpus: Path, settings: dict[str, Any], path: Path, meta: dict[str, Any],
