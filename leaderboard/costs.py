@@ -110,10 +110,20 @@ def cost_rows(board: Any, data: Any) -> list[CostRow]:
     task and profile."""
     cells = _cells_by_variant(board, data)
     out = [cost_row(r, list(cells.get(r.variant, {}).values())) for r in board.rows if r.variant is not None]
-    cheapest = min((r.seconds for r in out if r.seconds), default=None)
+    cheapest = min((r.seconds for r in out if r.seconds is not None), default=None)
     for r in out:
-        r.ratio = r.seconds / cheapest if cheapest and r.seconds is not None else None
+        r.ratio = time_ratio(r.seconds, cheapest)
     return out
+
+
+RATIO_FLOOR_S = 1.0  # init times are compared as at least a second: a ratio of two fractions of a second means nothing
+
+
+def time_ratio(a: float | None, b: float | None) -> float | None:
+    """``a / b``, each taken as at least :data:`RATIO_FLOOR_S` (None where either is unknown)."""
+    if a is None or b is None:
+        return None
+    return max(a, RATIO_FLOOR_S) / max(b, RATIO_FLOOR_S)
 
 
 def attach_costs(boards: list[Any], data: Any) -> None:
@@ -161,8 +171,10 @@ def lead_note(board: Any) -> str | None:
         return (f"{', '.join(r.name for r in best)} share the best average ({fmt.cell(board, a.avg)})"
                 + (f"; the cheapest of them is {cheap.name} ({_secs(cheap.seconds)} s)" if cheap else ""))
     lead = abs(a.avg - b.avg)
-    cost = (f"at {a.seconds / b.seconds:,.1f}x its init time ({_secs(a.seconds)} s vs {_secs(b.seconds)} s)"
-            if a.seconds and b.seconds else "(init times not logged)")
+    ratio = time_ratio(a.seconds, b.seconds)
+    times = f"({_secs(a.seconds)} s vs {_secs(b.seconds)} s)"
+    cost = ("(init times not logged)" if ratio is None else f"at {ratio:,.1f}x its init time {times}" if ratio >= 1
+            else f"at 1/{1 / ratio:,.0f} of its init time {times}")
     return f"{a.name} leads {b.name} by {fmt.cell(board, lead)} {cost}"
 
 

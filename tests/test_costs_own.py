@@ -140,6 +140,16 @@ def test_the_cost_table_keeps_each_variant_apart(two_variants):
     assert {r.name for r in board.costs} == {r.label for r in board.rows}
 
 
+def test_times_under_a_second_are_not_multiplied_into_hundreds(two_variants):
+    """"x time" and the lead's cost compare init times as a second at least: 5 s against 0.01 s is 5x, not 500x."""
+    from leaderboard.costs import lead_note
+
+    board = next(b for b in two_variants.boards if b.costs)
+    assert sorted(r.ratio for r in board.costs) == [1.0, 5.0]
+    note = lead_note(board)
+    assert "5.0x its init time (5.0 s vs 0.01 s)" in note or "1/5 of its init time (0.01 s vs 5.0 s)" in note
+
+
 def test_a_cpu_board_shows_the_plan_in_core_minutes(two_variants):
     from leaderboard.costs import CPU_PLAN, cells_of, head
     from leaderboard.render_terminal import render_text
