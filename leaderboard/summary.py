@@ -210,7 +210,8 @@ def _attach_costs(table: SummaryTable, board: Board, methods: dict[str, str]) ->
     table.cost_note = ("what each method costs, each variant apart: its initialization's own time (the method's "
                        "call: not the worker's start, the world's loading or a wait for a shared product), median "
                        "over the row's cells; plan: what `harness plan` prices one initialization at (x time: as a "
-                       "multiple of the cheapest row's)" + (f"; cost: {lead}" if lead else ""))
+                       "multiple of the cheapest row's, each taken as a second at least)"
+                       + (f"; cost: {lead}" if lead else ""))
 
 
 def _notes(origins: list[RowOrigin], rows: list[str]) -> list[str]:
