@@ -51,6 +51,12 @@ def parse() -> argparse.Namespace:
     return args
 
 
+def refuse(message: str) -> None:
+    """A one-line error and exit status 2 (bad input: nothing was run)."""
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
 def world_of(args: argparse.Namespace) -> str:
     return "bible" if args.bible else "synthetic"
 
@@ -61,8 +67,11 @@ def experiment_of(args: argparse.Namespace) -> str:
 
 def run_job(args: argparse.Namespace) -> float:
     """The run's initializations in ``args.home``; its wall time."""
-    if args.bible and not (args.home / "worlds" / "bible" / "manifest.json").is_file():
-        sys.exit(f"--bible: the bible world is not built in {args.home} (this script does not build it)")
+    from harness.worlds import world_dir
+
+    if args.bible and not (world_dir("bible") / "manifest.json").is_file():
+        refuse(f"--bible: the bible world is not built in {args.home} (this script does not build it): give the "
+               f"home where `harness world build bible` ran")
     cmd = [sys.executable, "-m", "harness.cli", "run", "--world", world_of(args), "--methods", args.methods,
            "--tasks", "sr-t", "--cpt-steps", "0", "--seeds", args.seeds, "--experiment", experiment_of(args)]
     env = {**os.environ, "HARNESS_HOME": str(args.home), "OMP_NUM_THREADS": "1"}
@@ -82,7 +91,8 @@ def measured(experiment: str) -> dict[tuple[str, str, str, int], float]:
     client = MlflowClient(default_tracking_uri())
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
-        sys.exit(f"no experiment {experiment!r} in {os.environ['HARNESS_HOME']}")
+        refuse(f"no experiment {experiment!r} in {os.environ['HARNESS_HOME']}: run this script without --no-run "
+               f"first")
     out = {}
     for r in client.search_runs([exp.experiment_id], max_results=5000):
         t, m = r.data.tags, r.data.metrics
