@@ -180,10 +180,15 @@ def test_read_once(tmp_path):
 
 def test_waiting_retries_a_busy_store_then_refuses(tmp_path, monkeypatch, capsys):
     p = tmp_path / "s.db"
-    monkeypatch.setattr(S, "store_holder", lambda path: "locked by X")
-    clock = {"t": 0.0}
+    monkeypatch.setattr(S, "store_holder", lambda path: f"locked by X of {path.name}")
+    clock, sleeps = {"t": 1000.0}, []
     monkeypatch.setattr(S.time, "monotonic", lambda: clock["t"])
-    monkeypatch.setattr(S.time, "sleep", lambda s: clock.__setitem__("t", clock["t"] + 1.0))
+
+    def sleep(s):
+        sleeps.append(s)
+        clock["t"] += 1.0
+
+    monkeypatch.setattr(S.time, "sleep", sleep)
     timeouts = []
 
     def busy_twice(timeout):
@@ -201,16 +206,17 @@ def test_waiting_retries_a_busy_store_then_refuses(tmp_path, monkeypatch, capsys
         raise _err("SQLITE_LOCKED")
 
     timeouts.clear()
-    clock["t"] = 0.0
+    clock["t"] = 1000.0
     with pytest.raises(S.StoreUnavailable) as exc:
         S._waiting(p, always_busy, 12.0)
     assert str(exc.value) == (f"tracking store {p} is held by another process past the wait (12 s, "
-                              "HARNESS_STORE_WAIT): locked by X; nothing was changed: run the same command again "
+                              "HARNESS_STORE_WAIT): locked by X of s.db; nothing was changed: run the same command again "
                               "once it has let go")
     assert exc.value.__cause__ is None and exc.value.__suppress_context__
     assert len(timeouts) == 13 and timeouts[-1] == 0.05
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"waiting for tracking store {p}: locked by X ({s} s of 12 s)" for s in (5, 10)]
+    assert err == [f"waiting for tracking store {p}: locked by X of s.db ({s} s of 12 s)" for s in (5, 10)]
+    assert set(sleeps) == {0.05}
 
 
 def test_waiting_refuses_other_errors_at_once(tmp_path, monkeypatch):
@@ -298,8 +304,11 @@ def test_old_creation_leftovers_are_removed_and_new_ones_kept(tmp_path, monkeypa
     now = old.stat().st_mtime + 601
     monkeypatch.setattr(S.time, "time", lambda: now)
     os.utime(new, (now - 599, now - 599))
+    edge = tmp_path / ".mlflow.db.e.creating"
+    edge.write_text("")
+    os.utime(edge, (now - 600, now - 600))
     S.ensure_sqlite_store(f"sqlite:///{p}", 1.0)
-    assert _left(tmp_path) == [new.name, other.name, "mlflow.db"]
+    assert _left(tmp_path) == [new.name, edge.name, other.name, "mlflow.db"]
 
 
 def test_a_store_with_runs_or_at_the_tested_schema_is_kept_byte_for_byte(tmp_path):
@@ -459,3 +468,72 @@ def test_recreate_waits_for_a_held_store_only_as_long_as_it_is_told(tmp_path, mo
         holder.execute("rollback")
         holder.close()
     assert S.read_store(p, 1.0).tables == set()
+
+
+def test_complete_needs_every_table_and_the_head_revision():
+    from mlflow.store.db.utils import Base, _get_latest_schema_revision
+
+    S._complete(S._StoreState(set(), 0, None))  # registers MLflow's tables
+    tables, head = set(Base.metadata.tables), _get_latest_schema_revision()
+    assert S._complete(S._StoreState(tables, 0, head))
+    assert S._complete(S._StoreState(tables | {"alembic_version"}, 0, head))
+    assert not S._complete(S._StoreState(tables, 0, "0ld"))
+    assert not S._complete(S._StoreState(tables - {"runs"}, 0, head))
+
+
+def test_a_busy_error_without_a_name_is_no_busy_store(tmp_path):
+    calls = []
+
+    def unnamed(timeout):
+        calls.append(timeout)
+        raise sqlite3.OperationalError("odd")  # no sqlite_errorname (not raised by SQLite)
+
+    with pytest.raises(S.StoreUnavailable, match="cannot be used: odd;"):
+        S._waiting(tmp_path / "s.db", unnamed, 10.0)
+    assert calls == [1.0]
+
+
+@pytest.mark.parametrize("read", ["read_store", "ensure_sqlite_store"])
+def test_a_held_store_is_waited_for_as_long_as_the_caller_says(tmp_path, monkeypatch, read):
+    import time
+
+    p = _tables(tmp_path / "mlflow.db", "runs")
+    monkeypatch.setenv(S.STORE_WAIT_ENV, "3")
+    holder = sqlite3.connect(p, isolation_level=None)
+    holder.execute("begin exclusive")
+    try:
+        started = time.monotonic()
+        with pytest.raises(S.StoreUnavailable) as exc:
+            S.read_store(p, 0.0) if read == "read_store" else S.ensure_sqlite_store(f"sqlite:///{p}", 0.0)
+        assert time.monotonic() - started < 2.0
+        assert str(exc.value).startswith(f"tracking store {p} is held by another process past the wait (0 s,")
+    finally:
+        holder.execute("rollback")
+        holder.close()
+
+
+class _FakeStore:
+    """MLflow's SqlAlchemyStore as _build_store uses it (its tables made elsewhere), fast."""
+
+    _engine_map: dict = {}
+    register = True
+
+    def __init__(self, uri, artifacts):
+        self.engine = SimpleNamespace(dispose=lambda: None)
+        if _FakeStore.register:
+            _FakeStore._engine_map[uri] = self.engine
+
+
+@pytest.mark.parametrize("register", [True, False])
+def test_build_store_names_its_file_beside_the_store_and_forgets_its_engine(tmp_path, monkeypatch, register):
+    import mlflow.store.tracking.sqlalchemy_store as sa
+
+    monkeypatch.setattr(sa, "SqlAlchemyStore", _FakeStore)
+    monkeypatch.setattr(_FakeStore, "register", register)
+    monkeypatch.setattr(_FakeStore, "_engine_map", {"other": 1})
+    p = tmp_path / "mlflow.db"
+    tmp = S._build_store(p)
+    assert tmp.parent == tmp_path and tmp.name.startswith(".mlflow.db.") and tmp.name.endswith(".creating")
+    assert _FakeStore._engine_map == {"other": 1}
+    assert S.read_store(tmp, 1.0).tables == set()  # the creation marker dropped last
+    assert _left(tmp_path) == [tmp.name]
