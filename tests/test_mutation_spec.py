@@ -60,3 +60,32 @@ def test_product_keys():
         assert S.product_keys(no_cpt, "C") == (init, None)
     one = {**ident, "cpt": {**CPT, "steps": "1"}}
     assert S.product_keys(one, None)[1] == cpt_product_key(hash_obj(S.init_inputs(one)), one["cpt"], 7)
+
+
+def test_identity_numerics_accelerator_and_threads():
+    assert S.identity_numerics("fp32", "native", "cuda", 4) == {"accelerator": "cuda", "threads": 4}
+    assert S.identity_numerics("fp32", "native", None, "2") == {"threads": 2}
+    assert S.identity_numerics("fp32", "native", "", 0) == {}
+
+
+def test_cell_identity_carries_versions_accelerator_threads_and_tasks_where_given(monkeypatch):
+    monkeypatch.setattr(S, "CPT_VERSION", 2)
+    monkeypatch.setattr(S, "EVAL_VERSION", 5)
+    cell = Cell(source="src", method="m", dim=8, seed=3)
+    ident = S.cell_identity(_fields(accelerator="mps", fewer_threads=2, task_params={"ner": {"k": 1}}), cell)
+    assert ident == {"world": "W", "source": "src", "method": "m", "params": {"a": 1}, "dim": 8, "seed": 3,
+                     "profile": "P", "cpt": CPT, "init_version": S.INIT_VERSION, "cpt_version": 2,
+                     "eval_version": 5, "task_params": {"ner": {"k": 1}}, "accelerator": "mps", "threads": 2}
+    assert "task_params" not in S.cell_identity(_fields(task_params={}), cell)
+    assert "task_params" not in S.cell_identity(_fields(task_params=None), cell)
+    init = S.init_inputs(ident, "C")
+    assert (init["accelerator"], init["threads"], init["code"]) == ("mps", 2, "C")
+    assert "cpt_version" not in init and "eval_version" not in init and "task_params" not in init
+
+
+def test_product_keys_of_a_cpt_version():
+    from harness.core.cache import cpt_product_key
+
+    ident = {**S.cell_identity(_fields(), Cell(source="src", method="m", dim=None, seed=7)), "cpt_version": 2}
+    init = hash_obj(S.init_inputs(ident, None))
+    assert S.product_keys(ident, None) == (init, cpt_product_key(init, {**CPT, "version": 2}, 7))
