@@ -106,25 +106,10 @@ def test_a_failure_while_staging_leaves_the_world_as_it_was(old_world, monkeypat
 def test_an_addition_killed_in_its_commit_is_finished_by_the_next_load(old_world, monkeypatch, renames_done):
     """The commit is three renames after the journal: killed after 0, 1 or 2 of them, the next load finishes it
     (it is never taken for a damaged world, which would be built again)."""
-    import harness.worlds.adding as adding
     from harness.worlds import check_world_files, get_world
-    from harness.worlds.adding import add_sources, journal_path
+    from harness.worlds.adding import journal_path
 
-    real = os.replace
-    calls = {"n": 0}
-
-    def dying(src, dst):
-        if str(src).startswith(str(old_world.parent / ".tmp-")):  # a commit's rename
-            if calls["n"] == renames_done:
-                raise KeyboardInterrupt  # the kill
-            calls["n"] += 1
-        return real(src, dst)
-
-    monkeypatch.setattr(adding.os, "replace", dying)
-    with pytest.raises(KeyboardInterrupt):
-        add_sources("synthetic", note=lambda _: None)
-    monkeypatch.setattr(adding.os, "replace", real)
-    assert journal_path(old_world).is_file()
+    _kill_in_commit(old_world, monkeypatch, renames_done)
     import harness.worlds as worlds
 
     monkeypatch.setattr(worlds, "_build_locked", lambda *a, **k: pytest.fail("the world was built again"))
