@@ -277,3 +277,23 @@ def test_the_open_question_says_which_sign_of_its_difference_is_better(decoder_l
     out = _renderings(decoder_lb)
     for name in ("markdown", "html"):
         assert said in out[name], name
+
+
+def test_the_init_report_logs_how_far_the_new_rows_norms_reach(synthetic_world, tmp_path):
+    """init/row_norm_ratio: the largest norm of the rows a method did not copy over the source rows' largest, in the
+    init report's method statistics (logged as an ``init/*`` metric); None where every row was copied."""
+    import numpy as np
+    import torch
+
+    from harness.initialize import initialize_model, row_norm_ratio
+    from methods.base import InitResult, Provenance
+
+    source = torch.tensor([[3.0, 4.0], [0.0, 1.0]])  # largest norm 5
+    rows = torch.tensor([[60.0, 80.0], [30.0, 40.0], [0.0, 10.0]])  # the copied row (norm 100) does not count
+    prov = np.array([Provenance.COPIED, Provenance.METHOD, Provenance.RANDOM], dtype=np.int8)
+    assert row_norm_ratio(InitResult(rows, prov), source) == pytest.approx(10.0)  # 50 / 5; the copied row aside
+    assert row_norm_ratio(InitResult(rows, np.zeros(3, dtype=np.int8)), source) is None  # every row copied
+    rep = initialize_model(synthetic_world, "src", "random", dim=None, seed=1, params={}, out_dir=tmp_path / "r",
+                           mapping_cache_dir=tmp_path / "maps")
+    ratio = rep["method_stats"]["row_norm_ratio"]
+    assert 0 < ratio < 10  # random rows drawn from the source's per-dimension normal lie within its scale
