@@ -170,7 +170,7 @@ def test_a_loss_board_has_the_uniform_guess_beside_its_rows():
     import math
 
     from harness.core.record import CellRun
-    from leaderboard.tables import guess_row
+    from leaderboard.cpt_notes import guess_row
 
     cell = CellRun(run_id="r", method="ofa", source="src", dim="full", seed="1", profile="cpu", world="w",
                    status="FINISHED", final_step=10, params={}, metrics={})

@@ -58,7 +58,8 @@ def _sides(uri: str, a: str, b: str, experiment: str):
 def test_compare_and_the_claims_give_one_verdict_for_every_task(store):
     """``harness compare ofa random`` and the claims table on the same rows: the same interval, the same p (the
     Wilcoxon test's), and the same verdict, for every task (one function decides: stats.pair_verdict)."""
-    from leaderboard.compare import compare, to_markdown
+    from leaderboard.compare import compare
+    from leaderboard.compare_output import to_markdown
 
     claims = {r.task: r for r in _build(store, EXP, bootstrap=0).claims if r.claim.id == "ofa>random"}
     assert {t: r.status for t, r in claims.items()} == EXPECTED
@@ -108,7 +109,8 @@ def test_the_claims_verdict_is_the_pair_verdict():
 
 def test_rows_of_different_variants_are_refused_unless_asked_for(store, monkeypatch, capsys):
     from harness.cli import main
-    from leaderboard.compare import compare, to_csv, to_markdown
+    from leaderboard.compare import compare
+    from leaderboard.compare_output import to_csv, to_markdown
 
     a_label = "random d=full cpt=2 cpt.precision=fp32 eval=fp32"
     b_label = "random d=full cpt=10 cpt.precision=fp32 eval=bf16"
@@ -135,13 +137,14 @@ def test_rows_of_different_variants_are_refused_unless_asked_for(store, monkeypa
 
 def test_compare_names_the_step_it_compares(store):
     """The main job's tasks are evaluated at step 0 only: the "final" table holds step-0 values and says so."""
-    from leaderboard.compare import compare, to_csv, to_markdown
+    from leaderboard.compare import compare
+    from leaderboard.compare_output import to_csv, to_markdown
 
     a, b = _sides(store, "ofa", "random", EXP)
     comps = compare(a, b, task="sr-t", resamples=0)
     assert "## sr-t · acc@10 · step 0 (final) · profile cpu" in to_markdown(a, b, comps, resamples=0)
     assert [c.step_title for c in comps] == ["step 0 (final)"]
-    from leaderboard.compare import to_terminal
+    from leaderboard.compare_output import to_terminal
 
     assert "sr-t · acc@10 · step 0 (final) · profile cpu" in to_terminal(a, b, comps, resamples=0)
     assert "final step" not in to_terminal(a, b, comps, resamples=0)
@@ -162,7 +165,8 @@ def test_compare_fits_a_terminal(store, monkeypatch, capsys):
     """The default rendering is for a terminal: no line over 160 columns, every row label whole on a line of its
     own (one wider than the terminal shortened in its middle, never wrapped); Markdown with --format md."""
     from harness.cli import main
-    from leaderboard.compare import WIDTH, compare, to_terminal
+    from leaderboard.compare import compare
+    from leaderboard.compare_output import WIDTH, to_terminal
 
     long_a = "focus d=full (overlap=casefold, specials=role) src=xlm-roberta-base-extended cpt=10 " \
              "cpt.precision=fp32 cpt.lr=5e-05 eval=bf16 kernels=native [earlier run]"
@@ -206,7 +210,7 @@ def test_every_option_of_every_command_has_its_help():
 
 def test_the_parser_names_compare_s_formats_and_resamples_as_compare_does():
     from harness.commands import compare as command
-    from leaderboard import compare as module
+    from leaderboard import compare_output as module
     from leaderboard.stats import VERDICT_RESAMPLES
 
     assert command.FORMATS == module.FORMATS and command.VERDICT_RESAMPLES == VERDICT_RESAMPLES

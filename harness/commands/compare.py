@@ -14,7 +14,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from harness.commands.leaderboard import _store_exists
     from harness.core.paths import home_dir
     from harness.core.tracking import check_tracking_reachable, check_tracking_uri
-    from leaderboard.compare import run_compare
+    from leaderboard.compare_output import run_compare
 
     if args.bootstrap < 0:
         raise HarnessError("--bootstrap must be 0 (no intervals) or a positive number of resamples")
@@ -33,7 +33,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                        across_variants=args.across_variants)
 
 
-# leaderboard.compare.FORMATS and leaderboard.stats.VERDICT_RESAMPLES, named here so that building the parser
+# leaderboard.compare_output.FORMATS and leaderboard.stats.VERDICT_RESAMPLES, named here so that building the parser
 # imports neither (tests/test_compare_verdict.py checks they agree)
 FORMATS = ("terminal", "md", "csv")
 VERDICT_RESAMPLES = 2000
