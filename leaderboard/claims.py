@@ -429,7 +429,7 @@ def open_question_rows(results: list[OpenResult]) -> tuple[list[str], list[list[
 def open_diff(r: ClaimResult) -> str:
     """The open question's difference with what its sign means on the task's headline metric: ``-0.0051 (ofa −
     random; bpb ↓: ofa ahead)``."""
-    from harness.core.record import untagged_task_facts
+    from harness.core.record_read import untagged_task_facts
 
     if r.diff is None:
         return "-"

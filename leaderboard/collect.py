@@ -12,16 +12,14 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.core.record import (  # noqa: F401 - re-exported: the leaderboard's names for the record's readers
+# the leaderboard's names for the record's readers (re-exported)
+from harness.core.record import Kind, kind_filter, read_items, read_json_artifact  # noqa: F401
+from harness.core.record_read import (  # noqa: F401
     CellRun,
-    Kind,
     TaskFacts,
     TaskRun,
-    kind_filter,
     metric_names,
     read_cell_run,
-    read_items,
-    read_json_artifact,
     read_task_run,
     search_runs,
     task_facts_from_tags,

@@ -256,7 +256,8 @@ def from_experiment(client: Any, exp: Any) -> Side:
 
 def from_run(client: Any, run: Any) -> Side:
     """A cell run with its task runs; a task run brings its cell (and that cell's other tasks)."""
-    from harness.core.record import Kind, kind_filter, parent_of, read_cell_run, read_task_run, tag
+    from harness.core.record import Kind, kind_filter, parent_of, tag
+    from harness.core.record_read import read_cell_run, read_task_run
     from leaderboard.collect import ExperimentData
 
     kind = run.data.tags.get(tag("kind"))

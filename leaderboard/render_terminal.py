@@ -355,7 +355,7 @@ def render_open_question(results: list, console: Console, *, split: bool = True)
 def open_sign_sentence(results: list) -> str:
     """Which sign of the open question's differences is better, task by task: ``diff = OFA or HyperOFA minus
     random on each task's headline metric; on clm bpb ↓ a diff below 0 is the method ahead``."""
-    from harness.core.record import untagged_task_facts
+    from harness.core.record_read import untagged_task_facts
 
     parts = []
     for task in dict.fromkeys(o.result.task for o in results):

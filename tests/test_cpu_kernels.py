@@ -131,7 +131,7 @@ def test_a_run_with_another_kernel_setting_is_refused_before_a_home_is_made(tmp_
 
 
 def test_the_board_names_the_kernels_and_never_pools_rows_computed_with_others():
-    from harness.core.record import CellRun
+    from harness.core.record_read import CellRun
     from leaderboard.claims import numerics
     from leaderboard.tables import _variant, precision_label, variant_labels
 

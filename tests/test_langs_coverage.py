@@ -6,14 +6,8 @@ those, on the same products, and its board is a fresh home's."""
 
 from __future__ import annotations
 
-from harness.core.record import (
-    Done,
-    RunRecord,
-    covered_languages,
-    missing_languages,
-    read_items,
-    read_task_run,
-)
+from harness.core.record import Done, RunRecord, covered_languages, missing_languages, read_items
+from harness.core.record_read import read_task_run
 from harness.core.tracking import Tracker
 from tasks.base import ItemStats, TaskResult
 

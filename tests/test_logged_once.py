@@ -47,7 +47,8 @@ def _cell_run(home: Path):
 
 
 def test_a_kill_between_logging_and_marking_leaves_one_value_a_step_to_every_reader(tmp_path, synthetic_world):
-    from harness.core.record import RunRecord, read_cell_run
+    from harness.core.record import RunRecord
+    from harness.core.record_read import read_cell_run
     from harness.core.tracking import Tracker
 
     home = _home(tmp_path, synthetic_world)

@@ -53,7 +53,8 @@ def test_the_check_catches_a_spelling(tmp_path, monkeypatch):
 def test_what_the_record_writes_it_reads(tracking_uri):
     from mlflow.tracking import MlflowClient
 
-    from harness.core.record import Done, RunRecord, read_cell_run, read_task_run
+    from harness.core.record import Done, RunRecord
+    from harness.core.record_read import read_cell_run, read_task_run
     from harness.core.tracking import Tracker
     from tasks.base import ItemStats, TaskResult
 

@@ -220,7 +220,8 @@ def _cell_runs(spec: Any, tracker: Any, experiment_id: str) -> tuple[set[str], d
     import json
 
     from harness.core.declarations import changed_files
-    from harness.core.record import Kind, kind_filter, own_tags, search_runs
+    from harness.core.record import Kind, kind_filter, own_tags
+    from harness.core.record_read import search_runs
     from harness.core.registry import method_code
 
     keys = {k.key for k in spec.cells.values()}

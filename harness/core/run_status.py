@@ -138,7 +138,8 @@ def partial_note(reader: Any, tracking_uri: str, experiment: Any) -> str | None:
     """The line that marks ``experiment``'s board partial while a live run still computes cells of it (None when
     none does): the cells done, the methods to come, the cells running now (the cell runs the store holds as
     RUNNING) and how many are pending."""
-    from harness.core.record import Kind, kind_filter, own_tags, search_runs
+    from harness.core.record import Kind, kind_filter, own_tags
+    from harness.core.record_read import search_runs
 
     statuses = running(tracking_uri, experiment.name)
     if not statuses:
