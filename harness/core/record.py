@@ -410,7 +410,7 @@ class RunRecord:
         metrics = {metric_key(task, metric, lang): v for metric, per_lang in scores.items()
                    for lang, v in per_lang.items()}
         logged = {} if earlier is None else self.logged_scores(run, task, step)
-        merged = {m: {**logged.get(m, {}), **scores.get(m, {})} for m in {*logged, *scores}}
+        merged = {m: {**logged.get(m, {}), **scores.get(m, {})} for m in dict.fromkeys([*scores, *logged])}  # (in order)
         avgs = {m: float(sum(per.values()) / len(per)) for m, per in merged.items() if per}
         metrics.update({metric_key(task, metric, "avg"): v for metric, v in avgs.items()})
         if earlier is None:
