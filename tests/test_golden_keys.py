@@ -169,12 +169,17 @@ def assert_only_new_methods_added(got: dict[str, Any], want: dict[str, Any], whe
     assert not added, (where, "cells of no new method", added)
 
 
+def golden(fixture: Path, got: dict) -> dict:
+    """The keys ``fixture`` pins (written from ``got`` first where HARNESS_WRITE_GOLDEN=1)."""
+    if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
+        fixture.write_text(json.dumps(got, indent=0, sort_keys=True) + "\n")
+    return json.loads(fixture.read_text())
+
+
 def test_every_key_of_a_home_is_what_it_was(synthetic_world, plain_cpu, kernels_of):
     kernels_of("native")
     got = all_keys(synthetic_world)
-    if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
-        FIXTURE.write_text(json.dumps(got, indent=0, sort_keys=True) + "\n")
-    want = json.loads(FIXTURE.read_text())
+    want = golden(FIXTURE, got)
     assert sorted(got) == sorted(want)
     for run in want:
         for part in ("cells", "groups"):
@@ -249,9 +254,7 @@ def test_the_decoder_cells_keep_their_keys(synthetic_world, plain_cpu, kernels_o
 
     kernels_of("avx2")
     got = decoder_keys(synthetic_world)
-    if os.environ.get("HARNESS_WRITE_GOLDEN") == "1":
-        DECODER_FIXTURE.write_text(json.dumps(got, indent=0, sort_keys=True) + "\n")
-    want = json.loads(DECODER_FIXTURE.read_text())
+    want = golden(DECODER_FIXTURE, got)
     assert sorted(got) == sorted(want)
     for run in want:
         assert want[run]["cells"] and want[run]["groups"]
