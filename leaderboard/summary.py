@@ -237,6 +237,28 @@ def _notes(origins: list[RowOrigin], rows: list[str]) -> list[str]:
     return notes
 
 
+def label_width(table: SummaryTable, values: dict[str, list[str]], console_width: int) -> int:
+    """How wide the row labels may be so that the table fits ``console_width``: what the other columns take at
+    their widest (three columns of padding and border each), at least 24."""
+    heads = [max(len(f"{task} {metric}"), len(step)) for task, metric, step in table.tasks]
+    widths = [max([h, *(len(v[i]) for v in values.values())]) for i, h in enumerate(heads)]
+    costs = [max([len(c), *(len(row[i]) for row in table.costs.values())]) if c != "needs" else
+             min(28, max([len(c), *(len(row[i]) for row in table.costs.values())]))
+             for i, c in enumerate(COST_COLUMNS)] if table.costs else []
+    return max(24, console_width - sum(w + 3 for w in widths + costs) - 4)
+
+
+def label_fit(label: str, width: int) -> str:
+    """``label`` whole when it fits ``width``, else shortened in the middle of its name, its marks (`` [..]``)
+    kept whole at its end: a label never wraps onto a line of its own."""
+    if len(label) <= width:
+        return label
+    i = label.find(" [")
+    name, marks = (label[:i], label[i:]) if i > 0 else (label, "")
+    keep = max(width - len(marks) - 1, 8)
+    return name[: keep - keep // 2] + "…" + name[len(name) - keep // 2:] + marks
+
+
 def render(table: SummaryTable, console: Any) -> None:
     """The table on ``console`` (stdout): rows x tasks, then the claims' sentence."""
     from rich.markup import escape
@@ -250,16 +272,18 @@ def render(table: SummaryTable, console: Any) -> None:
     console.print(title_text([f"{table.experiment} ·", f"profile {table.profile} ·", *precision,
                               "average over languages ± sd over seeds"], console.width))
     t = Table()
-    t.add_column("row")
+    t.add_column("row", no_wrap=True)  # a label is whole on its line, or shortened in its middle (label_fit)
     for task, metric, step in table.tasks:
         t.add_column(f"{task} {metric}\n{step}", justify="right")
     for c in COST_COLUMNS if table.costs else ():
         t.add_column(c, justify="left" if c == "needs" else "right", no_wrap=True, overflow="ellipsis",
                      max_width=28 if c == "needs" else None)
     blank = [""] * len(COST_COLUMNS) if table.costs else []  # (a uniform guess costs nothing)
+    values = {label: [table.cells.get((label, f"{task} · {step}"), "-") for task, _, step in table.tasks]
+              for label in table.rows}
+    width = label_width(table, values, console.width)
     for label in table.rows:
-        t.add_row(escape(label), *(table.cells.get((label, f"{task} · {step}"), "-") for task, _, step in table.tasks),
-                  *map(escape, table.costs.get(label, blank)))
+        t.add_row(escape(label_fit(label, width)), *values[label], *map(escape, table.costs.get(label, blank)))
     console.print(t)
     if table.cost_note:
         console.print(escape(table.cost_note))

@@ -93,3 +93,30 @@ def test_rows_not_of_this_command_or_of_older_code_are_marked_on_stdout(fake_exp
     assert "[seeds ... earlier]: the row averages this command's seeds with those seeds of earlier runs" in cpu
     assert "alpha d=full [earlier run]" in paper  # the other profile's alpha: no cell of this command
     assert "[older code]" not in paper
+
+
+def test_a_long_row_label_never_wraps_at_160_columns():
+    """A row label too long for a 160-column terminal beside its columns is shortened in the middle of its name,
+    its marks whole at its end: every row stays on one line (a wrapped ``[earlier run]`` read as a row of its
+    own)."""
+    import io
+
+    from rich.console import Console
+
+    from leaderboard.summary import SummaryTable, label_fit, render
+
+    long = ("focus d=full (overlap=casefold, specials=role) src=xlm-roberta-base-extended cpt=10 "
+            "cpt.precision=fp32 cpt.lr=5e-05 eval=bf16 kernels=native [earlier run]")
+    tasks = [("sr-t", "acc@10 ↑", "step 0"), ("ner", "f1 ↑", "step 0"), ("pos", "acc ↑", "step 0")]
+    table = SummaryTable("exp", "cpu", tasks, [long, "random"])
+    for label in table.rows:
+        for task, _, step in tasks:
+            table.cells[(label, f"{task} · {step}")] = "0.512 ± 0.013 (3 seeds)"
+    out = io.StringIO()
+    render(table, Console(file=out, width=160, color_system=None))
+    lines = out.getvalue().splitlines()
+    body = [x for x in lines if x.startswith("│")]
+    assert len(body) == 2 and max(len(x) for x in lines) <= 160, lines  # one line a row, none wider
+    shown = body[0].split("│")[1].strip()
+    assert shown.endswith("… kernels=native [earlier run]"[-16:]) and "…" in shown and shown.startswith("focus d=")
+    assert label_fit("ofa d=full [earlier run]", 40) == "ofa d=full [earlier run]"  # whole where it fits
