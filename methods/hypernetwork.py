@@ -428,6 +428,88 @@ def _evaluate(model: nn.Module, data: SetData, idx: np.ndarray, tcfg: TrainConfi
     return tot_loss / len(order), tot_cos / len(order)
 
 
+def _train_epoch(model: nn.Module, opt: torch.optim.Optimizer, data: SetData, train_idx: np.ndarray,
+                 tcfg: TrainConfig, rng: np.random.Generator) -> tuple[float, int]:
+    """One epoch on freshly augmented views of the training sets, in length buckets: (summed loss, pairs)."""
+    model.train()
+    views = [augment_set(data.sets[i], rng, shuffle=tcfg.shuffle_sets, prob=tcfg.augment_prob,
+                         min_fraction=tcfg.augment_min_fraction, min_set=tcfg.augment_min_set)
+             for i in train_idx]
+    lengths = np.fromiter((len(v) for v in views), np.int64, len(views))
+    tot, cnt = 0.0, 0
+    for b in bucket_batches(lengths, tcfg.batch_size, tcfg.bucket_factor, rng, tcfg.drop_last):
+        x, lens = data.batch([views[j] for j in b])
+        y = data.targets[torch.from_numpy(train_idx[b]).to(data.device)]
+        with _autocast(data.device, tcfg.amp):
+            pred = model(x, lens)
+        loss, _, _ = hyperofa_loss(pred, y, lam=tcfg.loss_lambda, temperature=tcfg.temperature,
+                                   form=tcfg.loss_form)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        tot += float(loss.detach()) * len(b)
+        cnt += len(b)
+    return tot, cnt
+
+
+@dataclass
+class _Fit:
+    """The epochs' curves, best checkpoint (score, epoch, weights, val cosine), last epoch, stop and pairs seen."""
+
+    curves: dict[str, list[list[float]]]
+    best: tuple[float, int, dict[str, torch.Tensor], float]
+    epoch: int = 0
+    stopped: bool = False
+    seen: int = 0
+
+
+def _fit(model: nn.Module, data: SetData, train_idx: np.ndarray, val_idx: np.ndarray, tcfg: TrainConfig,
+         rng: np.random.Generator, progress: Callable[[int], None] | None,
+         on_epoch: Callable[[int, dict[str, float]], None] | None) -> _Fit:
+    """Adam and StepLR, epoch after epoch until the validation loss stops improving (``patience``, ``min_delta``)."""
+    opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
+    sched = torch.optim.lr_scheduler.StepLR(opt, step_size=tcfg.lr_step_epochs, gamma=tcfg.lr_gamma)
+    fit = _Fit({k: [] for k in ("train_loss", "val_loss", "val_cosine", "lr")},
+               (math.inf, 0, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, float("nan")))
+    bad = 0
+    for epoch in range(1, tcfg.max_epochs + 1):
+        fit.epoch = epoch
+        lr = opt.param_groups[0]["lr"]
+        tot, cnt = _train_epoch(model, opt, data, train_idx, tcfg, rng)
+        fit.seen += cnt
+        sched.step()
+        val_loss, val_cos = _evaluate(model, data, val_idx, tcfg)
+        values = {"train_loss": tot / max(cnt, 1), "val_loss": val_loss, "val_cosine": val_cos, "lr": lr}
+        for k, v in values.items():
+            fit.curves[k].append([epoch, float(v)])
+        if on_epoch is not None:
+            on_epoch(epoch, values)
+        if progress is not None:
+            progress(1)
+        score = val_loss if len(val_idx) else values["train_loss"]
+        if score < fit.best[0] - tcfg.min_delta:
+            fit.best = (score, epoch, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, val_cos)
+            bad = 0
+        else:
+            bad += 1
+            if bad >= tcfg.patience:
+                fit.stopped = epoch < tcfg.max_epochs
+                break
+    if progress is not None and fit.epoch < tcfg.max_epochs:
+        progress(tcfg.max_epochs - fit.epoch)
+    return fit
+
+
+def _outcome(fit: _Fit, test_cos: float, has_test: bool, seconds: float) -> TrainOutcome:
+    val_cos_curve = [v for _, v in fit.curves["val_cosine"] if not math.isnan(v)]
+    return TrainOutcome(
+        state_dict=fit.best[2], curves=fit.curves, best_epoch=fit.best[1], epochs_run=fit.epoch,
+        best_val_loss=float(fit.best[0]), val_cosine=float(fit.best[3]),
+        val_cosine_max=float(max(val_cos_curve)) if val_cos_curve else float("nan"),
+        test_cosine=float(test_cos) if has_test else None, seconds=round(seconds, 3),
+        pairs_per_second=round(fit.seen / seconds, 1) if seconds > 0 else 0.0, stopped_early=fit.stopped)
+
+
 def train_hypernetwork(cfg: HypernetConfig, tcfg: TrainConfig, vectors: torch.Tensor, sets: Sequence[np.ndarray],
                        targets: torch.Tensor, split: tuple[np.ndarray, np.ndarray, np.ndarray], *, seed: int,
                        device: str | torch.device = "cpu",
@@ -447,69 +529,15 @@ def train_hypernetwork(cfg: HypernetConfig, tcfg: TrainConfig, vectors: torch.Te
     torch_seed = int(np.random.default_rng([int(seed), 0x70C4]).integers(0, 2**62))
     cuda = [device.index or 0] if device.type == "cuda" else []
     t0 = time.perf_counter()
-    seen = 0
     with torch.random.fork_rng(devices=cuda):
         torch.manual_seed(torch_seed)
         model = build_hypernetwork(cfg).to(device)
-        opt = torch.optim.Adam(model.parameters(), lr=tcfg.lr, weight_decay=tcfg.weight_decay)
-        sched = torch.optim.lr_scheduler.StepLR(opt, step_size=tcfg.lr_step_epochs, gamma=tcfg.lr_gamma)
-        curves: dict[str, list[list[float]]] = {k: [] for k in ("train_loss", "val_loss", "val_cosine", "lr")}
-        best = (math.inf, 0, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, float("nan"))
-        bad = 0
-        epoch = 0
-        stopped = False
-        for epoch in range(1, tcfg.max_epochs + 1):
-            model.train()
-            lr = opt.param_groups[0]["lr"]
-            views = [augment_set(sets[i], rng, shuffle=tcfg.shuffle_sets, prob=tcfg.augment_prob,
-                                 min_fraction=tcfg.augment_min_fraction, min_set=tcfg.augment_min_set)
-                     for i in train_idx]
-            lengths = np.fromiter((len(v) for v in views), np.int64, len(views))
-            tot, cnt = 0.0, 0
-            for b in bucket_batches(lengths, tcfg.batch_size, tcfg.bucket_factor, rng, tcfg.drop_last):
-                x, lens = data.batch([views[j] for j in b])
-                y = data.targets[torch.from_numpy(train_idx[b]).to(device)]
-                with _autocast(device, tcfg.amp):
-                    pred = model(x, lens)
-                loss, _, _ = hyperofa_loss(pred, y, lam=tcfg.loss_lambda, temperature=tcfg.temperature,
-                                           form=tcfg.loss_form)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                opt.step()
-                tot += float(loss.detach()) * len(b)
-                cnt += len(b)
-            seen += cnt
-            sched.step()
-            val_loss, val_cos = _evaluate(model, data, val_idx, tcfg)
-            values = {"train_loss": tot / max(cnt, 1), "val_loss": val_loss, "val_cosine": val_cos, "lr": lr}
-            for k, v in values.items():
-                curves[k].append([epoch, float(v)])
-            if on_epoch is not None:
-                on_epoch(epoch, values)
-            if progress is not None:
-                progress(1)
-            score = val_loss if len(val_idx) else values["train_loss"]
-            if score < best[0] - tcfg.min_delta:
-                best = (score, epoch, {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}, val_cos)
-                bad = 0
-            else:
-                bad += 1
-                if bad >= tcfg.patience:
-                    stopped = epoch < tcfg.max_epochs
-                    break
-        if progress is not None and epoch < tcfg.max_epochs:
-            progress(tcfg.max_epochs - epoch)
-        model.load_state_dict(best[2])
+        fit = _fit(model, data, train_idx, val_idx, tcfg, rng, progress, on_epoch)
+        model.load_state_dict(fit.best[2])
         seconds = time.perf_counter() - t0
         _, test_cos = _evaluate(model, data, test_idx, tcfg)
     model.eval()
-    val_cos_curve = [v for _, v in curves["val_cosine"] if not math.isnan(v)]
-    outcome = TrainOutcome(
-        state_dict=best[2], curves=curves, best_epoch=best[1], epochs_run=epoch, best_val_loss=float(best[0]),
-        val_cosine=float(best[3]), val_cosine_max=float(max(val_cos_curve)) if val_cos_curve else float("nan"),
-        test_cosine=None if len(test_idx) == 0 else float(test_cos), seconds=round(seconds, 3),
-        pairs_per_second=round(seen / seconds, 1) if seconds > 0 else 0.0, stopped_early=stopped)
-    return model, outcome
+    return model, _outcome(fit, test_cos, len(test_idx) > 0, seconds)
 
 
 # -- persistence and plots ----------------------------------------------------------------------------------
