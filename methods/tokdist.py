@@ -47,7 +47,7 @@ import torch
 
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Provenance, Reference
+from methods.base import InitContext, InitResult, Method, Provenance, Reference, TokenMapping
 from methods.fvt import FVTInit, source_pieces
 from methods.overlap import SPECIAL_PREFIX, detect_kind
 from methods.params import Param
@@ -289,7 +289,40 @@ class TokenDistillationInit(Method):
         base = FVTInit().initialize(InitContext(**{**ctx.__dict__, "params": {}}))
         matrix, provenance = base.matrix.clone(), base.provenance.copy()
         mapping = self.mapping(ctx)
-        st = ctx.source_tokenizer
+        routes, patterns = self._candidates(ctx.source_tokenizer, mapping, provenance)
+
+        t0 = time.perf_counter()
+        docs = self.documents(ctx, p)
+        windows, counts = find_windows(docs, patterns, int(p["snippet_len"]), int(p["snippets"]))
+        mining_s = time.perf_counter() - t0
+        chosen = self._choose(p, patterns, windows, counts, routes)
+        losses: list[float] = []
+        train_s = 0.0
+        n_steps = 0
+        if chosen:
+            losses, n_steps, train_s = self._distill_chosen(ctx, p, chosen, patterns, windows, matrix, routes)
+
+        route_counts = self._route_counts(p, routes)
+        artifacts = self._write_routes(ctx, mapping, routes)
+        budget = p["max_tokens"]
+        stats = {**base.stats, "routes": dict(sorted(route_counts.items())),
+                 "distilled": route_counts.get("distilled", 0), "chosen": len(chosen),
+                 "budget": {"max_tokens": budget, "snippets": int(p["snippets"]),
+                            "snippet_len": int(p["snippet_len"])},
+                 "steps": n_steps, "loss_first": losses[0] if losses else None,
+                 "loss_last": losses[-1] if losses else None,
+                 "loss_mean_last10": float(np.mean(losses[-10:])) if losses else None,
+                 "seconds": {"mining": round(mining_s, 3), "training": round(train_s, 3)},
+                 "cpt_tokens": int(sum(len(d) for d in docs)),
+                 "train_mode": bool(p["dropout"])}
+        return InitResult(matrix=matrix, provenance=provenance, copy=dict(base.copy), stats=stats,
+                          artifacts=artifacts)
+
+    @staticmethod
+    def _candidates(st: Any, mapping: TokenMapping, provenance: np.ndarray
+                    ) -> tuple[dict[int, dict[str, Any]], dict[tuple[int, ...], int]]:
+        """Every FVT-initialized new token's route so far, and the source pieces of those that could be distilled
+        (spelled in two pieces or more, the first target token spelled so) -> their target id."""
         kind = detect_kind(st)
         routes: dict[int, dict[str, Any]] = {}
         patterns: dict[tuple[int, ...], int] = {}  # source pieces -> the first target id spelled so
@@ -305,13 +338,13 @@ class TokenDistillationInit(Method):
                 continue
             patterns[ids] = tid
             routes[tid] = {"route": None, "pieces": list(ids)}
+        return routes, patterns
 
-        t0 = time.perf_counter()
-        docs = self.documents(ctx, p)
-        windows, counts = find_windows(docs, patterns, int(p["snippet_len"]), int(p["snippets"]))
-        mining_s = time.perf_counter() - t0
-        bos = st.bos_token_id if st.bos_token_id is not None else st.cls_token_id
-        prefix = [] if bos is None else [int(bos)]
+    @staticmethod
+    def _choose(p: dict[str, Any], patterns: dict[tuple[int, ...], int], windows: dict[int, list[list[int]]],
+                counts: dict[int, int], routes: dict[int, dict[str, Any]]) -> list[tuple[int, ...]]:
+        """The patterns to distill: those with ``snippets`` full windows, the most frequent first, up to the
+        ``max_tokens`` budget; the others' routes say why not."""
         enough = []
         for pat, tid in patterns.items():
             routes[tid]["occurrences"] = counts[tid]
@@ -325,57 +358,65 @@ class TokenDistillationInit(Method):
         chosen = enough if budget is None else enough[:int(budget)]
         for pat in enough[len(chosen):]:
             routes[patterns[pat]]["route"] = "fvt_over_budget"
+        return chosen
 
-        losses: list[float] = []
-        train_s = 0.0
-        n_steps = 0
-        if chosen:
-            model = ctx.source_model()
-            layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
-            if layers and not -(layers + 1) <= int(p["target_layer"]) <= layers:
-                raise ConfigError(f"tokdist: target_layer {p['target_layer']} is outside the source model's hidden "
-                                  f"states (-{layers + 1} to {layers}); give one in that range, or -1 (the last)")
-            n_rows = int(model.get_input_embeddings().weight.shape[0])
-            new_id = {pat: n_rows + j for j, pat in enumerate(chosen)}
-            pad = st.pad_token_id if st.pad_token_id is not None else st.eos_token_id
-            if pad is None:
-                pad = 0  # the student's positions are counted, not found by the pad id (spec §3.8)
-            snippets = [prefix + w for pat in chosen for w in windows[patterns[pat]]]
-            samples = merge_snippets(snippets, new_id, int(pad))
-            batches = batches_of(len(samples), int(p["batch_size"]), int(p["epochs"]),
-                                 ctx.generator(ORDER_SALT))
-            n_steps = len(batches)
-            init_rows = torch.stack([matrix[patterns[pat]] for pat in chosen])
-            bar = self.bar(ctx, "Token Distillation: steps", n_steps)
+    def _distill_chosen(self, ctx: InitContext, p: dict[str, Any], chosen: list[tuple[int, ...]],
+                        patterns: dict[tuple[int, ...], int], windows: dict[int, list[list[int]]],
+                        matrix: torch.Tensor, routes: dict[int, dict[str, Any]]) -> tuple[list[float], int, float]:
+        """Distil the chosen tokens' rows on their snippets (merged into the student's input) into ``matrix``;
+        (the losses, the steps, the training seconds)."""
+        st = ctx.source_tokenizer
+        bos = st.bos_token_id if st.bos_token_id is not None else st.cls_token_id
+        prefix = [] if bos is None else [int(bos)]
+        model = ctx.source_model()
+        layers = int(getattr(model.config, "num_hidden_layers", 0) or 0)
+        if layers and not -(layers + 1) <= int(p["target_layer"]) <= layers:
+            raise ConfigError(f"tokdist: target_layer {p['target_layer']} is outside the source model's hidden "
+                              f"states (-{layers + 1} to {layers}); give one in that range, or -1 (the last)")
+        n_rows = int(model.get_input_embeddings().weight.shape[0])
+        new_id = {pat: n_rows + j for j, pat in enumerate(chosen)}
+        pad = st.pad_token_id if st.pad_token_id is not None else st.eos_token_id
+        if pad is None:
+            pad = 0  # the student's positions are counted, not found by the pad id (spec §3.8)
+        snippets = [prefix + w for pat in chosen for w in windows[patterns[pat]]]
+        samples = merge_snippets(snippets, new_id, int(pad))
+        batches = batches_of(len(samples), int(p["batch_size"]), int(p["epochs"]),
+                             ctx.generator(ORDER_SALT))
+        n_steps = len(batches)
+        init_rows = torch.stack([matrix[patterns[pat]] for pat in chosen])
+        bar = self.bar(ctx, "Token Distillation: steps", n_steps)
 
-            def on_step(step: int, loss: float) -> None:
-                if bar is not None:
-                    bar(1)
-                if ctx.log_metric is not None and (step % 10 == 0 or step == n_steps - 1):
-                    ctx.log_metric("tokdist/loss", loss, step)
+        def on_step(step: int, loss: float) -> None:
+            if bar is not None:
+                bar(1)
+            if ctx.log_metric is not None and (step % 10 == 0 or step == n_steps - 1):
+                ctx.log_metric("tokdist/loss", loss, step)
 
-            t1 = time.perf_counter()
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=ctx.generator(DROPOUT_SALT))))
-                rows, losses = distill(
-                    model.to(ctx.device), init_rows.to(ctx.device), samples, batches, lr=float(p["lr"]),
-                    target_layer=int(p["target_layer"]), epochs=int(p["epochs"]),
-                    steps_per_epoch=n_steps // int(p["epochs"]), train_mode=bool(p["dropout"]), on_step=on_step)
-            train_s = time.perf_counter() - t1
-            if not torch.isfinite(rows).all():
-                raise HarnessError("tokdist: the distilled rows are not finite; lower lr")
-            # a token merged in no step (a pattern another one always swallows, greedy from the left, or whose
-            # snippets fell in the dropped last batch) had no gradient: its row is FVT's, and it is said so
-            seen = {t for b in batches for i in b for t in samples[i]["merged_seq"] if t >= n_rows}
-            for j, pat in enumerate(chosen):
-                tid = patterns[pat]
-                if n_rows + j in seen:
-                    matrix[tid] = rows[j].float().cpu()
-                    routes[tid]["route"] = "distilled"
-                else:
-                    routes[tid]["route"] = "fvt_never_merged"
-            del model
+        t1 = time.perf_counter()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(int(torch.randint(0, 2**62, (1,), generator=ctx.generator(DROPOUT_SALT))))
+            rows, losses = distill(
+                model.to(ctx.device), init_rows.to(ctx.device), samples, batches, lr=float(p["lr"]),
+                target_layer=int(p["target_layer"]), epochs=int(p["epochs"]),
+                steps_per_epoch=n_steps // int(p["epochs"]), train_mode=bool(p["dropout"]), on_step=on_step)
+        train_s = time.perf_counter() - t1
+        if not torch.isfinite(rows).all():
+            raise HarnessError("tokdist: the distilled rows are not finite; lower lr")
+        # a token merged in no step (a pattern another one always swallows, greedy from the left, or whose
+        # snippets fell in the dropped last batch) had no gradient: its row is FVT's, and it is said so
+        seen = {t for b in batches for i in b for t in samples[i]["merged_seq"] if t >= n_rows}
+        for j, pat in enumerate(chosen):
+            tid = patterns[pat]
+            if n_rows + j in seen:
+                matrix[tid] = rows[j].float().cpu()
+                routes[tid]["route"] = "distilled"
+            else:
+                routes[tid]["route"] = "fvt_never_merged"
+        del model
+        return losses, n_steps, train_s
 
+    @staticmethod
+    def _route_counts(p: dict[str, Any], routes: dict[int, dict[str, Any]]) -> dict[str, int]:
         route_counts: dict[str, int] = {}
         for info in routes.values():
             route_counts[info["route"]] = route_counts.get(info["route"], 0) + 1
@@ -383,6 +424,12 @@ class TokenDistillationInit(Method):
             log.warning("tokdist: %d new tokens have fewer than %d snippets of %d ids in the CPT text; they keep "
                         "their FVT rows (artifacts/tokdist_routes.jsonl)", route_counts["fvt_too_few_snippets"],
                         p["snippets"], p["snippet_len"])
+        return route_counts
+
+    @staticmethod
+    def _write_routes(ctx: InitContext, mapping: TokenMapping, routes: dict[int, dict[str, Any]]
+                      ) -> dict[str, Path]:
+        """``tokdist_routes.jsonl`` in the workdir: every reported token, its route and snippet count."""
         artifacts: dict[str, Path] = {}
         if ctx.workdir is not None:
             path = Path(ctx.workdir) / "tokdist_routes.jsonl"
@@ -391,17 +438,7 @@ class TokenDistillationInit(Method):
                     f.write(json.dumps({"id": tid, "token": mapping.target_tokens[tid], **routes[tid]},
                                        ensure_ascii=False) + "\n")
             artifacts["routes"] = path
-        stats = {**base.stats, "routes": dict(sorted(route_counts.items())),
-                 "distilled": route_counts.get("distilled", 0), "chosen": len(chosen), "budget": {"max_tokens": budget, "snippets": int(p["snippets"]),
-                                                      "snippet_len": int(p["snippet_len"])},
-                 "steps": n_steps, "loss_first": losses[0] if losses else None,
-                 "loss_last": losses[-1] if losses else None,
-                 "loss_mean_last10": float(np.mean(losses[-10:])) if losses else None,
-                 "seconds": {"mining": round(mining_s, 3), "training": round(train_s, 3)},
-                 "cpt_tokens": int(sum(len(d) for d in docs)),
-                 "train_mode": bool(p["dropout"])}
-        return InitResult(matrix=matrix, provenance=provenance, copy=dict(base.copy), stats=stats,
-                          artifacts=artifacts)
+        return artifacts
 
     @staticmethod
     def documents(ctx: InitContext, p: dict[str, Any]) -> list[list[int]]:
