@@ -1,11 +1,14 @@
 """What a newcomer meets first, each checked as they would meet it (the CLI as a subprocess, a fresh home): a
 plug-in method given parameters it does not declare, the README's plug-in command, ``harness list`` piped, and the
-stderr of ``harness leaderboard`` (progress only: no MLflow warning, no download bars)."""
+stderr of ``harness leaderboard`` (progress only: no MLflow warning, no download bars); and the README itself: at
+most 350 lines, every link resolving, every command and flag one the CLI takes, its figures those measured."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -101,3 +104,151 @@ def test_leaderboard_stderr_holds_no_mlflow_warning_nor_download_bars(tmp_path):
     assert note.endswith("(truncated: see leaderboard.md)") and len(note) <= 8000, len(note)
     results = client.search_runs([exp_id], filter_string="tags.`harness.kind` = 'result'")
     assert results and all(client.list_artifacts(r.info.run_id, "init") for r in results)
+
+
+# The README itself: short, its links true, its commands and flags those the CLI takes, its figures measured.
+
+README = REPO / "README.md"
+PERFORMANCE = REPO / "docs" / "performance.md"
+README_MAX_LINES = 350
+# the pages the README hands its detail to; their links are checked as the README's are
+DOC_PAGES = ["performance.md", "options.md", "running.md", "gpu.md", "methods-and-tasks.md", "boards.md"]
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+_NUMBER = re.compile(r"(?<![\w.])\d(?:[\d,]*\d)?(?:\.\d+)?(?![\w])")
+
+
+def _slug(heading: str) -> str:
+    """The anchor GitHub gives a Markdown heading: lower case, no punctuation but ``-`` and ``_``, spaces as ``-``."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    seen: dict[str, int] = {}
+    anchors = set()
+    in_code = False
+    for line in page.read_text().splitlines():
+        if line.startswith("```"):
+            in_code = not in_code
+        if in_code or not line.startswith("#"):
+            continue
+        slug = _slug(line.lstrip("#"))
+        anchors.add(slug if slug not in seen else f"{slug}-{seen[slug]}")
+        seen[slug] = seen.get(slug, 0) + 1
+    return anchors
+
+
+def _section(text: str, title: str) -> str:
+    """The text of the ``## title`` section, up to the next ``## ``."""
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None]
+
+
+def test_the_readme_is_at_most_350_lines():
+    """A newcomer's page: what the harness is for, the two commands, the main job's time and board, and one short
+    section per topic with a link; every detail and every measurement lives under docs/."""
+    lines = README.read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines, more than {README_MAX_LINES}"
+
+
+@pytest.mark.parametrize("page", ["README.md", *(f"docs/{name}" for name in DOC_PAGES)])
+def test_every_relative_link_resolves(page):
+    """Every relative link of the README (and of the pages it hands its detail to) names a file that exists, and an
+    anchor a heading of that file has."""
+    source = REPO / page
+    links = _LINK.findall(source.read_text())
+    assert links, f"{page} links nowhere"
+    broken = []
+    for link in links:
+        if re.match(r"[a-z]+:", link):  # http:, https:, mailto:
+            continue
+        path, _, anchor = link.partition("#")
+        target = (source.parent / path).resolve() if path else source
+        if not target.exists():
+            broken.append(f"{link}: no file {target.relative_to(REPO) if target.is_relative_to(REPO) else target}")
+        elif anchor and (target.is_dir() or anchor not in _anchors(target)):
+            broken.append(f"{link}: no heading with anchor #{anchor}")
+    assert not broken, f"{page}:\n" + "\n".join(broken)
+
+
+def _readme_commands() -> list[str]:
+    """Every ``harness`` command the README shows: the lines of its code blocks and its inline code that call it."""
+    text = README.read_text()
+    found = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.splitlines():
+            for part in line.split("&&"):
+                part = part.split(" # ", 1)[0].strip()
+                if re.match(r"(\.venv/bin/)?harness ", part):
+                    found.append(part)
+    found += re.findall(r"`((?:\.venv/bin/)?harness [^`]+)`", text)
+    return found
+
+
+def test_every_harness_command_in_the_readme_is_one_the_cli_takes():
+    """Each command the README shows parses with the CLI's own parser: no flag renamed or removed, no subcommand
+    misspelled."""
+    from harness.cli import build_parser
+
+    parser = build_parser()
+    todo = [parser]
+    while todo:  # `--method` for `--methods` is a misspelling here, not a prefix: no abbreviation, at any depth
+        each = todo.pop()
+        each.allow_abbrev = False
+        todo += _subcommands(each).values()
+    commands = _readme_commands()
+    assert len(commands) >= 8, commands
+    bad = []
+    for command in commands:
+        argv = shlex.split(command)[1:]
+        try:
+            parser.parse_args(argv)
+        except SystemExit as exit_:
+            if exit_.code:
+                bad.append(command)
+    assert not bad, "README commands the CLI refuses:\n" + "\n".join(bad)
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    return {name: sub for action in parser._actions if isinstance(action, argparse._SubParsersAction)
+            for name, sub in action.choices.items()}
+
+
+def _run_flags() -> set[str]:
+    from harness.cli import build_parser
+
+    return set(_subcommands(build_parser())["run"]._option_string_actions)
+
+
+def test_the_flags_the_readme_and_the_options_page_name_are_flags_of_harness_run():
+    """The README's "Options and profiles" section and the first column of docs/options.md's table name flags of
+    ``harness run``, each as it is spelled there."""
+    run_flags = _run_flags()
+    readme_flags = set(re.findall(r"`(--[a-z][a-z0-9-]*)", _section(README.read_text(), "Options and profiles")))
+    table = [ln for ln in (REPO / "docs" / "options.md").read_text().splitlines() if ln.startswith("| `--")]
+    table_flags = {f for ln in table for f in re.findall(r"`(--[a-z][a-z0-9-]*)", ln.split(" | ")[0])}
+    assert len(readme_flags) >= 10 and len(table_flags) >= 15, (readme_flags, table_flags)
+    assert not readme_flags - run_flags, f"the README names flags harness run lacks: {readme_flags - run_flags}"
+    assert not table_flags - run_flags, f"docs/options.md names flags harness run lacks: {table_flags - run_flags}"
+
+
+def test_the_readme_times_and_board_are_those_measured_in_docs_performance():
+    """The README's table of the main job's time (three machines) and its board are taken from docs/performance.md:
+    every figure they hold is there, and each row of the time table links to where it is measured."""
+    text = README.read_text()
+    times = _section(text, "What the main job prints, and how long it takes")
+    rows = [ln for ln in times.splitlines() if ln.startswith("| ") and not ln.startswith(("| machine", "| ---"))]
+    assert len(rows) == 3, rows
+    assert [r.split(" | ")[0] for r in rows] == ["| 2-core CPU (the development machine)", "| 8-core CPU",
+                                                 "| GPU (one H100)"], rows
+    performance = PERFORMANCE.read_text()
+    anchors = _anchors(PERFORMANCE)
+    for row in rows:
+        links = _LINK.findall(row)
+        assert links and all(lk.startswith("docs/performance.md#") and lk.split("#")[1] in anchors for lk in links), row
+    board = _section(text, "The main job's board")
+    figures = set(_NUMBER.findall(" ".join(rows) + board)) - {"1", "2", "3", "8"}
+    assert len(figures) > 70, figures
+    missing = sorted(f for f in figures if not re.search(rf"(?<![\w.]){re.escape(f)}(?!\w|[.,]\d)", performance))
+    assert not missing, f"README figures not in docs/performance.md: {missing}"
