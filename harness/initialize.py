@@ -349,7 +349,8 @@ def _call_method(cls: Any, ctx: InitContext, method: str, n_t: int, output_table
         if output_table is not None:
             out_work = ctx.workdir / "output-table"
             out_work.mkdir(exist_ok=True)
-            output_result = cls().initialize(dataclasses.replace(ctx, source_matrix=output_table, workdir=out_work))
+            output_result = cls().initialize(dataclasses.replace(ctx, source_matrix=output_table, workdir=out_work,
+                                                                  table="output"))
             if not any(out_work.iterdir()):
                 out_work.rmdir()
             _check_result(output_result, n_t, width, method)

@@ -83,6 +83,24 @@ def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[
     return f"{note}; on this board, " + "; ".join(parts)
 
 
+def donor_note(groups: dict[VariantKey, list[TaskRun]], labels: dict[VariantKey, str],
+               data: ExperimentData) -> str | None:
+    """Which donor model the rows of omp, clp and clp+ read where it is not the helper trained on the world's text
+    (their cells' ``init.donor`` param, the path from their init report): ``donor model: omp d=full: world donor
+    (/path)``; None when every row used the trained helper."""
+    seen: dict[str, set[str]] = {}
+    for key, runs in groups.items():
+        for r in runs:
+            p = data.parent(r)
+            if p is None or not (kind := p.params.get("init.donor")):
+                continue
+            model = ((p.init_report or {}).get("method_stats") or {}).get("donor_model") or {}
+            seen.setdefault(labels[key], set()).add(f"{kind} ({model['path']})" if model.get("path") else kind)
+    if not seen:
+        return None
+    return "donor model: " + "; ".join(f"{label}: {' / '.join(sorted(v))}" for label, v in sorted(seen.items()))
+
+
 LM_LOSS_TASKS = ("mlm", "clm")  # tasks whose loss is a cross-entropy over the target vocabulary
 
 

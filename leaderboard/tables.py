@@ -33,6 +33,7 @@ from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
 from leaderboard.cpt_notes import (
     _seed_order,
     cpt_note,
+    donor_note,
     guess_row,
     heldout_at,
     profile_budget,
@@ -205,6 +206,8 @@ class _Builder:
             if (note := cpt_note(profile, groups, board_cells, data, left_out)) and note not in b.notes:
                 b.notes.append(note)
         b.notes.extend(protocol_notes(task, [r for runs in groups.values() for r in runs]))
+        if note := donor_note(groups, labels, data):
+            b.notes.append(note)
         fitted = sorted({f"{k[len('fitted.'):]} {v}" for runs in groups.values() for r in runs
                          if (p := data.parent(r)) is not None for k, v in p.params.items() if k.startswith("fitted.")})
         if fitted:

@@ -68,6 +68,9 @@ class InitContext:
     # the source model itself, loaded afresh at each call (a method may change it): the backbone as
     # transformers' AutoModel gives it, encoder or decoder, for methods that run the model (Token Distillation)
     source_model: Callable[[], Any] | None = None
+    # which of the source's tables ``source_matrix`` is: "input", or "output" (the untied output table computed
+    # again with the method); a method whose donor has tables of both kinds reads the matching one
+    table: str = "input"
 
     def generator(self, salt: int = 0) -> torch.Generator:
         g = torch.Generator(device="cpu")

@@ -1,8 +1,10 @@
 """CLP-Transfer (Ostendorff & Rehm 2023, arXiv 2301.09626; ``malteos/clp-transfer``) and CLP+ (Yamaguchi et al. 2024,
 arXiv 2402.10712; ``gucci-j/llm-cva``), spec ``methods-2026.md`` §2.
 
-Both need a helper model that already uses the target tokenizer (:mod:`methods.helper_model`: trained once per
-world on its CPT text, or given as ``helper_model``); its input table ``H`` is the similarity space.
+Both need a helper model that already uses the target tokenizer (:mod:`methods.helper_model`: the world's donor
+model where it has one, as the papers' pretrained helper; else trained once per world on its CPT text; or given as
+``helper_model``, which comes first); its input table ``H`` is the similarity space. The init report says which
+served (``donor_model``) and how the target tokens were matched (``matches``).
 
 1. **Overlap** ``O`` (``exact`` rule with ``specials="string"``: the reference's ``get_vocab()`` intersection, special
    tokens by their text; canonical strings instead of raw ones, see :mod:`methods.helper_model`). Overlapping target
@@ -22,9 +24,10 @@ aside, which a harness model does not have). Here the start is the harness's sha
 (:func:`methods.shared.gaussian_start`); it survives only for CLP's zero-sum tokens.
 
 Output embeddings (§2.3). llm-cva's untied CLP+ builds the head from the source head rows with sparsemax weights over
-cosines in the helper's output table, or the input table's when the helper is tied (it is here). So computing the
-method again on the source's output table (the harness's rule for untied sources) is CLP+'s untied rule, and, as
-the spec recommends, CLP's too (both references leave an untied CLP head misaligned by id).
+cosines in the helper's output table, or the input table's when the helper is tied (the trained helper is). So
+computing the method again on the source's output table (the harness's rule for untied sources, ``ctx.table ==
+"output"``), with ``H`` the helper's output table where it unties one, is CLP+'s untied rule, and, as the spec
+recommends, CLP's too (both references leave an untied CLP head misaligned by id).
 
 Parameters: the helper's (:data:`methods.helper_model.HELPER_PARAMS`), ``block_size`` (new tokens per similarity
 block, 1024; changes no row), ``save_weights`` (CLP+ only: every new token's support and weights to
@@ -42,7 +45,15 @@ import torch
 from harness.core.errors import HarnessError
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference
-from methods.helper_model import HELPER_CPU, HELPER_PARAMS, helper_tables, table_digest
+from methods.helper_model import (
+    HELPER_CPU,
+    HELPER_PARAMS,
+    donor_summary,
+    helper_tables,
+    table_digest,
+    table_for,
+)
+from methods.overlap import match_counts
 from methods.params import Param
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 from methods.sparsemax import sparsemax, sparsemax_topk
@@ -108,7 +119,7 @@ class _CLPBase(Method):
         src = ctx.source_matrix.detach().float().cpu()
         matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
         tables = helper_tables(ctx, p, who=self.name)
-        h = tables.input
+        h = table_for(tables, ctx)
         overlap_t = np.array(sorted(mapping.copy), dtype=np.int64)
         overlap_s = np.array([mapping.copy[int(t)] for t in overlap_t], dtype=np.int64)
         copied = np.zeros(n_t, dtype=bool)
@@ -140,7 +151,8 @@ class _CLPBase(Method):
                      largest_row_norm=round(float(norms.max()), 4) if len(norms) else None,
                      source_median_row_norm=round(typical, 4))
         info = {**tables.info, "dim": int(h.shape[1]), "digest": table_digest(h)}
-        out_stats = {"overlap": overlap_stats(mapping), "helper": info, "anchors": int(len(overlap_t)),
+        out_stats = {"overlap": overlap_stats(mapping), "matches": match_counts(mapping, "string"),
+                     "donor_model": donor_summary(tables.info), "helper": info, "anchors": int(len(overlap_t)),
                      "new": int(len(new)), "weights": "sparsemax" if self.plus else "cosine / sum of cosines",
                      **stats,
                      "fallback": "per-dimension normal, mean/std (ddof=0) of the source matrix"

@@ -20,6 +20,12 @@ learning rate are parameters (the ``cpu`` profile fixes small ones); every draw 
 a product of the cache (``<home>/cache/methods/helper/products/helper-model/<key>``), keyed by the target
 tokenizer, the text's digests, the objective and every training setting; the loss curve is kept with it and logged.
 ``helper_model`` names a trained model folder (any HF model whose input table has a row per target token) instead.
+
+**The donor.** Where the world names a donor (``world.donor_dir``: a pretrained model that owns the target
+vocabulary, as the papers' helper and mergekit's donor are), its tables are read instead (:mod:`methods.donor`)
+and no helper is trained; an explicit ``helper_model`` still comes first. Which one served is said in the tables'
+``info`` (``donor``: :data:`DONOR_PARAM`, :data:`DONOR_WORLD` or :data:`DONOR_TRAINED`, with its path, identity,
+rows, dimension and whether it is tied), which the methods report as ``donor_model``.
 """
 
 from __future__ import annotations
@@ -39,6 +45,7 @@ import torch
 from harness.core.errors import ConfigError, MissingResourceError
 from methods import own_cost
 from methods.canonical import CanonicalVocab
+from methods.donor import donor_digest, read_donor
 from methods.fasttext_util import read_text_lines, sha256_of
 from methods.overlap import SPECIALS_MODES, exact_table, match_specials, register_rule, string_of
 from methods.params import Param
@@ -48,6 +55,11 @@ log = logging.getLogger(__name__)
 
 HELPER_VERSION = 2  # bump when the helper's training changes: cached helpers are then trained again
 HELPER_KIND = "helper-model"  # the product kind under <home>/cache/methods/helper/products/
+# which model's tables serve as the helper / donor (the init report's ``donor_model.donor``)
+DONOR_PARAM = "helper_model param"
+DONOR_WORLD = "world donor"
+DONOR_TRAINED = "helper model (trained)"
+DONOR_FIELDS = ("donor", "path", "identity", "rows", "dim", "tied")
 
 
 # -- the overlap rule ------------------------------------------------------------------------------------------
@@ -73,7 +85,7 @@ def exact_rule(source: CanonicalVocab, target: CanonicalVocab, *,
 # -- the helper model's parameters -----------------------------------------------------------------------------
 HELPER_PARAMS: tuple[Param, ...] = (
     Param("helper_model", None, "a trained model folder whose input table has a row per target token (skips "
-          "training the helper)", "path"),
+          "training the helper; comes before the world's donor)", "path"),
     Param("helper_objective", "auto", "the helper's kind: that of the source (auto), masked LM or causal LM", "str",
           choices=("auto", "mlm", "clm")),
     Param("helper_hidden", 256, "helper hidden size (its embedding dimension)", "int", low=8),
@@ -151,14 +163,39 @@ def helper_settings(p: dict[str, Any], objective: str, seed: int) -> dict[str, A
             "seed": int(seed if p["helper_seed"] is None else p["helper_seed"])}
 
 
+def world_donor(world: Any) -> Path | None:
+    """The world's donor model folder (a model that owns the target vocabulary), or None."""
+    folder = getattr(world, "donor_dir", None)
+    return None if folder is None else Path(folder)
+
+
+def donor_summary(info: dict[str, Any]) -> dict[str, Any]:
+    """Which model served as the helper / donor, as the init report says it (:data:`DONOR_FIELDS`)."""
+    return {k: info.get(k) for k in DONOR_FIELDS}
+
+
+def table_for(tables: HelperTables, ctx: Any) -> np.ndarray:
+    """The helper's / donor's table that serves the source table the method is called on: its output table when
+    the method computes the source's untied output table (``ctx.table == "output"``) and the donor's is untied,
+    else its input table (mergekit's rule for OMP's head, llm-cva's for CLP+'s)."""
+    if getattr(ctx, "table", "input") == "output" and tables.output is not None:
+        return tables.output
+    return tables.input
+
+
 def helper_tables(ctx: Any, p: dict[str, Any], *, who: str) -> HelperTables:
-    """The helper's tables for this context: loaded from ``helper_model``, or the cached helper trained on the
-    world's CPT text (trained now when missing)."""
+    """The helper's tables for this context: loaded from ``helper_model``, else from the world's donor, else the
+    cached helper trained on the world's CPT text (trained now when missing)."""
     tok = ctx.target_tokenizer
     n_t = len(tok)
     if p["helper_model"] is not None:
         tables = _tables_of_folder(Path(p["helper_model"]), n_t, who)
-        tables.info.update(path=str(p["helper_model"]), trained=False)
+        tables.info.update(donor=DONOR_PARAM, trained=False)
+        return tables
+    donor = world_donor(ctx.world)
+    if donor is not None:
+        tables = _tables_of_folder(donor, n_t, who, what="world's donor model")
+        tables.info.update(donor=DONOR_WORLD, trained=False)
         return tables
     texts = cpt_texts(ctx.world)
     if not texts:
@@ -181,8 +218,9 @@ def helper_tables(ctx: Any, p: dict[str, Any], *, who: str) -> HelperTables:
     root = helper_cache_root(ctx.cache_dir)
     if root is None:
         model, meta = train(None)
-        return HelperTables(*_tables_of_model(model), info={"trained": True, "cached": False, "settings": settings,
-                                                            **_summary(meta)})
+        tables = HelperTables(*_tables_of_model(model), info={"trained": True, "cached": False,
+                                                              "settings": settings, **_summary(meta)})
+        return _trained_info(tables)
     from harness.core.cache import ProductCache
 
     built: dict[str, Any] = {}
@@ -209,6 +247,12 @@ def helper_tables(ctx: Any, p: dict[str, Any], *, who: str) -> HelperTables:
                 ctx.log_metric("helper/loss", float(loss), int(step))
     tables.info.update(path=str(prod.path), key=prod.key, cached=prod.cached, trained="model" in built,
                        settings=settings, **_summary(meta))
+    return _trained_info(tables)
+
+
+def _trained_info(tables: HelperTables) -> HelperTables:
+    tables.info.update(donor=DONOR_TRAINED, rows=int(tables.input.shape[0]), dim=int(tables.input.shape[1]),
+                       tied=tables.output is None, identity=donor_digest(tables.input, tables.output))
     return tables
 
 
@@ -225,22 +269,11 @@ def _tables_of_model(model: Any) -> tuple[np.ndarray, np.ndarray | None]:
     return inp.numpy().copy(), None if tied else out.weight.detach().float().cpu().numpy().copy()
 
 
-def _tables_of_folder(folder: Path, n_t: int, who: str) -> HelperTables:
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM
-
-    if not (folder / "config.json").is_file():
-        raise ConfigError(f"{who}: helper_model {str(folder)!r} is not a model folder (no config.json); give the "
-                          f"folder of a model that uses the target tokenizer")
-    cfg = AutoConfig.from_pretrained(folder)
-    archs = " ".join(getattr(cfg, "architectures", None) or [])
-    auto = AutoModelForCausalLM if "CausalLM" in archs else AutoModelForMaskedLM
-    model = auto.from_pretrained(folder)
-    inp, out = _tables_of_model(model)
-    if inp.shape[0] < n_t:
-        raise ConfigError(f"{who}: the helper model at {folder} has {inp.shape[0]} input rows, fewer than the "
-                          f"target tokenizer's {n_t} tokens: it does not use the target tokenizer")
-    return HelperTables(inp[:n_t], None if out is None else out[:n_t],
-                        info={"dim": int(inp.shape[1]), "architecture": archs})
+def _tables_of_folder(folder: Path, n_t: int, who: str, what: str = "helper_model") -> HelperTables:
+    """The tables of a model folder whose rows are indexed by the target tokenizer (:func:`methods.donor.
+    read_donor`: padding rows dropped, too few rows refused)."""
+    inp, out, info = read_donor(folder, n_t, who=who, what=what)
+    return HelperTables(inp, out, info=info)
 
 
 # -- training -------------------------------------------------------------------------------------------------

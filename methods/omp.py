@@ -6,8 +6,9 @@ oracle (``tests/parity/test_omp_clp.py``).
    copies that row; special tokens match by role (mergekit's ``normalize_token``). No byte or prefix matches (the
    CLI's default).
 2. **Donor space** ``D`` (|V_t| x d_d), a table indexed by target ids (§1.6). ``donor="helper"`` (default, the paper's
-   setting): the input table of the helper model that uses the target tokenizer (the one CLP uses,
-   :mod:`methods.helper_model`). ``donor="fasttext"``: FOCUS's token-level fastText vectors of the target tokens,
+   setting): the input table of the world's donor model where the world has one (a pretrained model that owns the
+   target vocabulary, as mergekit's donor), else of the helper model that uses the target tokenizer (the one CLP
+   uses, :mod:`methods.helper_model`; ``helper_model`` names one and comes first). ``donor="fasttext"``: FOCUS's token-level fastText vectors of the target tokens,
    from FOCUS's own cache (trained when missing, with FOCUS's settings for the run's profile); tokens without a vector
    (under minCount) are neither anchors nor approximated: they keep the shared Gaussian fallback.
 3. **Anchors** ``S``: the copied tokens with a donor vector, ordered by target (donor) id. ``A_d = D[S]``,
@@ -23,9 +24,10 @@ smaller (§1.6: past ``d_d`` atoms the residual is zero and further atoms are ar
 value used is reported as ``k_used``.
 
 Output embeddings (§1.5). mergekit rebuilds an untied base head with a second, independent OMP whose donor space is
-the donor's head, or the donor's input table when the donor is tied. Our helper is tied, so both OMP runs select the
-same anchors with the same coefficients: computing the method again on the source's output table (the harness's rule
-for untied sources) is mergekit's rule; a tied source's head is its input table.
+the donor's head, or the donor's input table when the donor is tied. The harness computes the method again on the
+source's output table (its rule for untied sources, ``ctx.table == "output"``); that run's donor space is the donor's
+output table where the donor unties it, else its input table, which is mergekit's rule. Our trained helper is tied,
+so with it both runs select the same anchors with the same coefficients; a tied source's head is its input table.
 
 Deviations, all documented in ``docs/methods/omp.md``: the overlap compares canonical strings (mergekit leaves XLM-R's
 ``▁`` and WordPiece's ``##`` raw, so across tokenizer families its copy and anchor sets shrink); mergekit's zero rows
@@ -35,7 +37,11 @@ only matters for an all-zero anchor).
 
 The rows depend on no seed (the donor tables are the run seed's neither): they are computed once and kept in the
 method's cache (``<home>/cache/methods/omp/rows/``), keyed by digests of the source table, the donor table, the
-anchors, the new tokens and ``k``; the other seeds' cells read them.
+anchors, the new tokens and ``k`` (and, for a world's donor, the donor's identity); the other seeds' cells read them.
+
+The init report says which model served as the donor (``donor_model``: the world's donor, the ``helper_model``
+param or the trained helper, its path, identity, rows, dimension, tied) and how the target tokens were matched
+(``matches``: exact canonical matches, special tokens by role, new tokens).
 
 Parameters: ``k`` (64), ``donor`` ("helper" or "fasttext"), ``batch_size`` (512 new tokens per OMP batch; rows are
 independent, the batching changes no row), the helper's (:data:`methods.helper_model.HELPER_PARAMS`), and
@@ -55,13 +61,17 @@ from harness.core.hashing import hash_obj
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference
 from methods.helper_model import (
+    DONOR_WORLD,
     HELPER_CPU,
     HELPER_PARAMS,
+    donor_summary,
     focus_vectors,
     helper_tables,
     relative_residual,
     table_digest,
+    table_for,
 )
+from methods.overlap import match_counts
 from methods.params import Param
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
@@ -174,11 +184,15 @@ class OMPInit(Method):
         src = ctx.source_matrix.detach().float().cpu()
         matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
 
+        model: dict[str, Any] | None = None
         if p["donor"] == "helper":
             tables = helper_tables(ctx, p, who=self.name)
-            donor = tables.input
+            donor = table_for(tables, ctx)
             has = np.ones(n_t, dtype=bool)
-            donor_info: dict[str, Any] = {"space": "helper input table", **tables.info}
+            space = "output" if donor is tables.output else "input"
+            whose = "the world donor's" if tables.info.get("donor") == DONOR_WORLD else "helper"
+            donor_info: dict[str, Any] = {"space": f"{whose} {space} table", **tables.info}
+            model = donor_summary(tables.info)
         else:  # (focus_vectors refuses a world without target-language text)
             donor, has, info = focus_vectors(ctx)
             donor_info = {"space": "FOCUS fastText vectors", **info}
@@ -206,6 +220,8 @@ class OMPInit(Method):
         inputs = {"v": ROWS_VERSION, "source": table_digest(src.numpy()), "donor": donor_info["digest"],
                   "anchors": table_digest(anchors), "sources": table_digest(source_ids.numpy()),
                   "new": table_digest(new), "k": int(k_used), "batch": int(p["batch_size"])}
+        if model is not None and model["donor"] == DONOR_WORLD:  # (the keys of the helper's rows stay as they were)
+            inputs["donor_model"] = model["identity"]
         if ctx.cache_dir is None:
             z = compute()
         else:
@@ -226,7 +242,9 @@ class OMPInit(Method):
             artifacts["weights"] = path
         stats = {
             "overlap": overlap_stats(mapping),
+            "matches": match_counts(mapping, "role"),
             "donor": {"name": p["donor"], **donor_info},
+            **({"donor_model": model} if model is not None else {}),
             "k": int(p["k"]), "k_used": int(k_used),
             "anchors": int(len(anchors)),
             "new": int((~copied).sum()),

@@ -349,6 +349,17 @@ def build_mapping(source_tokenizer: Any, target_tokenizer: Any, rule: str, **opt
                                      **options)
 
 
+def match_counts(mapping: TokenMapping, specials: str) -> dict[str, Any]:
+    """How the target tokens of ``mapping`` (an exact-match rule's) were matched, read from the mapping itself (so
+    a mapping cached before these counts existed gives them too): ``exact`` (ordinary tokens whose canonical string
+    is a source token's), ``special`` (special tokens matched, by role or by their text as ``specials_by`` says),
+    ``new`` (tokens that copy nothing: the method computes them), ``target`` (every target token)."""
+    special_ids = {t for t, c in enumerate(mapping.target_tokens) if c.startswith(SPECIAL_PREFIX)}
+    n_special = sum(1 for t in mapping.copy if t in special_ids)
+    return {"exact": len(mapping.copy) - n_special, "special": n_special, "specials_by": specials,
+            "new": mapping.target_size - len(mapping.copy), "target": mapping.target_size}
+
+
 def _mapping_to_json(m: TokenMapping) -> dict[str, Any]:
     d = asdict(m)
     d["copy"] = [[int(t), int(s)] for t, s in m.copy.items()]

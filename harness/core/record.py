@@ -156,6 +156,9 @@ def is_marked(run: Any, marker: str) -> bool:
 
 # -- artifact paths -------------------------------------------------------------------------------------------
 INIT_REPORT = "init_report.json"
+# the default helper / donor of omp, clp and clp+ as their init report names it (methods.helper_model.DONOR_TRAINED);
+# any other (the world's donor, the helper_model param) is logged as the run param ``init.donor``
+TRAINED_HELPER = "helper model (trained)"
 LANGUAGES = "languages.json"
 CPT_LAYOUT = "cpt_layout.json"
 INIT_ARTIFACTS = "init"
@@ -362,6 +365,9 @@ class RunRecord:
                                 "init/seconds": float(report.get("seconds", 0.0)),
                                 "init/wall_seconds": wall_seconds, "init/cached": float(cached)}, step=0)
         tr.log_dict(parent, report, INIT_REPORT)
+        donor = ((report.get("method_stats") or {}).get("donor_model") or {}).get("donor")
+        if donor and donor != TRAINED_HELPER:  # (a run of the trained helper logs no param it did not log before)
+            tr.log_params(parent, {"init.donor": donor})
         if artifacts is not None and artifacts.is_dir():
             for f in sorted(artifacts.rglob("*")):
                 if f.is_file() and f.stat().st_size < 200 * 2**20:
