@@ -209,26 +209,9 @@ class FocusInit(Method):
         def bar(label: str, total: int) -> Any:
             return self.bar(ctx, label, total)
 
-        texts = text_files(ctx.world)
-        wanted = list(p["languages"]) if p["languages"] is not None else world_languages(ctx.world)
-        missing = {lang: ["target_text"] for lang in wanted if lang not in texts}
-        texts = {lang: path for lang, path in texts.items() if lang in wanted}
-        if not texts and p["fasttext_model"] is None:
-            raise MissingResourceError("method 'focus' needs target-language text to train its fastText model, and "
-                                       f"the world has none for {wanted}")
-
+        texts, missing = self._texts(ctx, p)
         # 2. the auxiliary token-level fastText model
-        settings = self.fasttext_settings(p, ctx.seed)
-        if p["fasttext_model"] is not None:
-            model = load_model(p["fasttext_model"])
-            ft_info: dict[str, Any] = {"path": str(p["fasttext_model"]), "trained": False}
-        else:
-            inputs, write_corpus = token_corpus(tok, texts, p["max_lines"])
-            cm = cached_model(ctx.cache_dir, "focus-tokens", inputs, settings, write_corpus)
-            model = cm.model
-            ft_info = {"path": str(cm.path) if cm.path else None, "cached": cm.cached, "key": cm.key,
-                       "trained": not cm.cached}
-        ft_info.update(words=len(model.get_words()), dim=int(model.get_dimension()), settings=settings)
+        model, ft_info = self._token_model(ctx, p, texts)
 
         # 3. auxiliary vectors of every target token (native strings, as the fastText corpus has them)
         native = tok.convert_ids_to_tokens(list(range(n_t)))
@@ -252,15 +235,7 @@ class FocusInit(Method):
             progress=bar("FOCUS: sparsemax combinations", len(new_with_vec)))
         place(matrix, provenance, new_with_vec, rows)
         copy_rows(matrix, src, mapping, provenance)
-
-        artifacts: dict[str, Path] = {}
-        if p["save_weights"] and ctx.workdir is not None:
-            path = Path(ctx.workdir) / "focus_weights.npz"
-            lengths = np.array([len(s) for s in supports], dtype=np.int64)
-            np.savez_compressed(path, target_ids=new_with_vec, anchor_target_ids=anchors, lengths=lengths,
-                                support=np.concatenate(supports) if supports else np.zeros(0, np.int64),
-                                weights=np.concatenate(weights) if weights else np.zeros(0, np.float32))
-            artifacts["weights"] = path
+        artifacts = self._save_weights(ctx, p, new_with_vec, anchors, supports, weights)
 
         # per-language report
         counts = language_token_counts(tok, texts, cache_dir=shared_counts_dir(ctx.cache_dir),
@@ -286,3 +261,45 @@ class FocusInit(Method):
         }
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats,
                           artifacts=artifacts)
+
+    @staticmethod
+    def _texts(ctx: InitContext, p: dict[str, Any]) -> tuple[dict[str, Path], dict[str, list[str]]]:
+        """The text of each wanted language, and the wanted languages without text."""
+        texts = text_files(ctx.world)
+        wanted = list(p["languages"]) if p["languages"] is not None else world_languages(ctx.world)
+        missing = {lang: ["target_text"] for lang in wanted if lang not in texts}
+        texts = {lang: path for lang, path in texts.items() if lang in wanted}
+        if not texts and p["fasttext_model"] is None:
+            raise MissingResourceError("method 'focus' needs target-language text to train its fastText model, and "
+                                       f"the world has none for {wanted}")
+        return texts, missing
+
+    def _token_model(self, ctx: InitContext, p: dict[str, Any], texts: dict[str, Path]) -> tuple[Any, dict[str, Any]]:
+        """The token-level fastText model (the user's, or trained on the texts tokenized by the target tokenizer,
+        cached) and what the report says of it."""
+        settings = self.fasttext_settings(p, ctx.seed)
+        if p["fasttext_model"] is not None:
+            model = load_model(p["fasttext_model"])
+            ft_info: dict[str, Any] = {"path": str(p["fasttext_model"]), "trained": False}
+        else:
+            inputs, write_corpus = token_corpus(ctx.target_tokenizer, texts, p["max_lines"])
+            cm = cached_model(ctx.cache_dir, "focus-tokens", inputs, settings, write_corpus)
+            model = cm.model
+            ft_info = {"path": str(cm.path) if cm.path else None, "cached": cm.cached, "key": cm.key,
+                       "trained": not cm.cached}
+        ft_info.update(words=len(model.get_words()), dim=int(model.get_dimension()), settings=settings)
+        return model, ft_info
+
+    @staticmethod
+    def _save_weights(ctx: InitContext, p: dict[str, Any], new_with_vec: np.ndarray, anchors: np.ndarray,
+                      supports: list[np.ndarray], weights: list[np.ndarray]) -> dict[str, Path]:
+        """``focus_weights.npz`` in the workdir (``save_weights``): each new token's supporting anchors and weights."""
+        artifacts: dict[str, Path] = {}
+        if p["save_weights"] and ctx.workdir is not None:
+            path = Path(ctx.workdir) / "focus_weights.npz"
+            lengths = np.array([len(s) for s in supports], dtype=np.int64)
+            np.savez_compressed(path, target_ids=new_with_vec, anchor_target_ids=anchors, lengths=lengths,
+                                support=np.concatenate(supports) if supports else np.zeros(0, np.int64),
+                                weights=np.concatenate(weights) if weights else np.zeros(0, np.float32))
+            artifacts["weights"] = path
+        return artifacts
