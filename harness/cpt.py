@@ -21,6 +21,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -219,11 +220,29 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     steps, eval_steps = spec.steps, spec.eval_steps()
     if (product_dir / DONE).is_file() and not discard_damaged(product_dir, "cpt"):
         return {s: product_dir / f"step-{s}" for s in eval_steps}
-
-    from transformers import Trainer, TrainerCallback, TrainingArguments
-
     work = product_dir.with_name(product_dir.name + ".work")
     work.mkdir(parents=True, exist_ok=True)
+    corpus, dataset = _cpt_dataset(tokenizer, world, languages, settings, seed, work, say)
+    n_dev, effective = int(os.environ.get("WORLD_SIZE", "1")), int(settings["effective_batch"])
+    device = _this_ranks_device(device, n_dev)
+    precision = str(settings["precision"])  # resolved with the run's settings (harness.spec)
+    speed = cpt_speed(settings, device)
+    training = _Training(work=work, settings=settings, seed=seed, device=device, n_dev=n_dev, effective=effective,
+                         precision=precision, steps=steps, eval_steps=eval_steps, speed=speed,
+                         save_every=spec.save_every())
+    trainer = _train(training, lambda: prepare_model(load_fn(model_dir), speed, device), tokenizer, dataset,
+                     _step_hooks(training, save_fn, progress), say)
+    if training.distributed:
+        trainer.accelerator.wait_for_everyone()
+    if trainer.is_world_process_zero():
+        _finish(trainer, training, product_dir, world=world, model_dir=model_dir, corpus=corpus, blocks=len(dataset))
+    return {s: product_dir / f"step-{s}" for s in eval_steps}
+
+
+def _cpt_dataset(tokenizer: Any, world: Any, languages: list[str], settings: dict[str, Any], seed: int, work: Path,
+                 say: Callable[[str], None]) -> tuple[Any, CorpusDataset]:
+    """The world's CPT corpus of ``languages`` (built or reused) and the dataset that reads it in this CPT's order
+    (written in ``work``); ``say`` tells which, and the language sampling."""
     corpus = ensure_corpus(tokenizer, world, languages, int(settings["block_size"]),
                            settings.get("max_sentences_per_language"))
     if not corpus.n_blocks:
@@ -235,37 +254,61 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
     say(f"  CPT corpus {'built' if corpus.built else 'reused'}: {corpus.n_blocks} blocks of {corpus.block_size} "
         f"tokens ({corpus.dtype.name}, {corpus.path.name}); language sampling "
         + (sampling[0] if sampling[0] == "shuffled" else f"{sampling[0]} (alpha {sampling[1]})"))
-    n_dev = int(os.environ.get("WORLD_SIZE", "1"))
-    effective = int(settings["effective_batch"])
-    distributed = n_dev > 1
-    if distributed:  # this rank's own GPU, before anything is loaded or probed on it
+    return corpus, dataset
+
+
+def _this_ranks_device(device: str, n_dev: int) -> str:
+    """The device this process trains on: a rank of a torchrun CPT (``n_dev`` > 1) takes its own GPU, before
+    anything is loaded or probed on it."""
+    if n_dev > 1:
         device = rank_device(device, int(os.environ.get("LOCAL_RANK", "0")))
         if device.startswith("cuda"):
             import torch
 
             torch.cuda.set_device(device)
-    use_cpu = device == "cpu"
-    precision = str(settings["precision"])  # resolved with the run's settings (harness.spec)
-    bf16, fp16 = precision == "bf16", precision == "fp16"  # mixed precision (autocast), on CPU too
-    # Trainer checkpoints (optimizer state included) for resuming a killed CPT (0: none)
-    save_every = spec.save_every()
+    return device
 
-    speed = cpt_speed(settings, device)
 
-    def training_args(per_device: int, accumulation: int) -> Any:
+@dataclass(frozen=True)
+class _Training:
+    """What every Trainer of one CPT is built from (a CPT that runs out of memory builds another)."""
+
+    work: Path
+    settings: dict[str, Any]
+    seed: int
+    device: str
+    n_dev: int
+    effective: int  # the effective batch, kept whatever the number of devices
+    precision: str
+    steps: int
+    eval_steps: list[int]
+    speed: dict[str, Any]
+    save_every: int  # Trainer checkpoints (optimizer state included) for resuming a killed CPT (0: none)
+
+    @property
+    def distributed(self) -> bool:
+        return self.n_dev > 1
+
+    def args(self, per_device: int, accumulation: int) -> Any:
+        """The Trainer's arguments for a batch of ``per_device`` sequences per device x ``accumulation``."""
+        from transformers import TrainingArguments
+
+        settings, speed, save_every = self.settings, self.speed, self.save_every
+        use_cpu = self.device == "cpu"
+        bf16, fp16 = self.precision == "bf16", self.precision == "fp16"  # mixed precision (autocast), on CPU too
         args = TrainingArguments(
-            output_dir=str(work / "trainer"), max_steps=steps, learning_rate=float(settings["lr"]),
+            output_dir=str(self.work / "trainer"), max_steps=self.steps, learning_rate=float(settings["lr"]),
             lr_scheduler_type="linear", warmup_steps=int(settings.get("warmup_steps", 0)),
             weight_decay=float(settings.get("weight_decay", 0.0)), per_device_train_batch_size=per_device,
             gradient_accumulation_steps=accumulation, logging_steps=speed["logging_steps"],
             save_strategy="steps" if save_every > 0 else "no", save_steps=max(save_every, 1),
-            save_total_limit=2, report_to="none", seed=seed, data_seed=seed, use_cpu=use_cpu, bf16=bf16, fp16=fp16,
-            dataloader_num_workers=speed["dataloader_workers"], dataloader_pin_memory=speed["pin_memory"],
+            save_total_limit=2, report_to="none", seed=self.seed, data_seed=self.seed, use_cpu=use_cpu, bf16=bf16,
+            fp16=fp16, dataloader_num_workers=speed["dataloader_workers"], dataloader_pin_memory=speed["pin_memory"],
             dataloader_persistent_workers=bool(speed["persistent_workers"] and speed["dataloader_workers"]),
             dataloader_prefetch_factor=speed["prefetch_factor"] if speed["dataloader_workers"] else None,
             optim=speed["optim"], torch_compile=speed["compile"],
             disable_tqdm=True, remove_unused_columns=False, adam_epsilon=1e-8,
-            ddp_backend=("gloo" if use_cpu else "nccl") if distributed else None,
+            ddp_backend=("gloo" if use_cpu else "nccl") if self.distributed else None,
         )
         # never nn.DataParallel (the Trainer's choice for one process that sees several GPUs): it would multiply
         # the effective batch by the GPUs; a cell process sees the GPUs of its group only (harness.core.devices)
@@ -273,23 +316,14 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
             args._n_gpu = 1
         return args
 
-    def fresh_model() -> Any:
-        return prepare_model(load_fn(model_dir), speed, device)
 
-    model = fresh_model()
-    if not (work / "layout.json").is_file() and cpt_batch.search_wanted(device, settings):
-        say("  CPT: searching the largest per-device batch the device holds (a training step per candidate)")
-    layouts = start_layouts(work, settings, device, n_dev, lambda: model)
-    per_dev, accum = int(layouts[-1]["per_device"]), int(layouts[-1]["accumulation"])
-    say(f"  CPT: {per_dev} sequences per device x {accum} accumulation x {n_dev} device(s) "
-        f"({layouts[-1]['why']}), {precision}, {'no attention mask' if not speed['attention_mask'] else 'masked'}"
-        + (f" ({EMULATE_ENV}: a CPU taking an accelerator's branches)" if emulating() and use_cpu else ""))
-    layout_file = work / "layout.json"
-    if int(os.environ.get("RANK", "0")) == 0:  # one writer: the ranks of a torchrun CPT share the folder
-        layout_file.write_text(json.dumps(layouts))
-    collator = objective_collator(objective_of_model(model), tokenizer, float(settings["mlm_probability"]))
-    if not speed["attention_mask"]:
-        collator = WithoutPaddingMask(collator)
+def _step_hooks(training: _Training, save_fn: Callable[[Any, Path], None],
+                progress: Callable[[int, int, float | None], None] | None) -> type:
+    """The Trainer callback of a CPT: each logged loss appended to ``train_log.jsonl`` (and told to ``progress``),
+    the last step's loss logged, the memory limits told each step, the evaluated steps' models saved."""
+    from transformers import TrainerCallback
+
+    work, steps, eval_steps = training.work, training.steps, training.eval_steps
     train_log = work / "train_log.jsonl"
 
     class _Hooks(TrainerCallback):
@@ -314,59 +348,102 @@ def run_cpt(*, model_dir: Path, tokenizer: Any, world: Any, languages: list[str]
                     save_fn(model, tmp)  # the weights only: the tokenizer is the initialized model's
                     os.replace(tmp, out)
 
+    return _Hooks
+
+
+def _first_layouts(training: _Training, model: Any, say: Callable[[str], None]) -> list[dict[str, Any]]:
+    """The batch layouts the CPT starts from (:func:`start_layouts`, searched on ``model``), said and recorded in
+    ``layout.json``."""
+    work, settings, device, speed = training.work, training.settings, training.device, training.speed
+    if not (work / "layout.json").is_file() and cpt_batch.search_wanted(device, settings):
+        say("  CPT: searching the largest per-device batch the device holds (a training step per candidate)")
+    layouts = start_layouts(work, settings, device, training.n_dev, lambda: model)
+    per_dev, accum = int(layouts[-1]["per_device"]), int(layouts[-1]["accumulation"])
+    say(f"  CPT: {per_dev} sequences per device x {accum} accumulation x {training.n_dev} device(s) "
+        f"({layouts[-1]['why']}), {training.precision}, "
+        f"{'no attention mask' if not speed['attention_mask'] else 'masked'}"
+        + (f" ({EMULATE_ENV}: a CPU taking an accelerator's branches)" if emulating() and device == "cpu" else ""))
+    if int(os.environ.get("RANK", "0")) == 0:  # one writer: the ranks of a torchrun CPT share the folder
+        (work / "layout.json").write_text(json.dumps(layouts))
+    return layouts
+
+
+def _collator(model: Any, tokenizer: Any, training: _Training) -> Any:
+    """The batches' collator: the model's objective (MLM masking or none), the attention mask dropped over packed
+    blocks when the speed settings say so."""
+    collator = objective_collator(objective_of_model(model), tokenizer, float(training.settings["mlm_probability"]))
+    if not training.speed["attention_mask"]:
+        collator = WithoutPaddingMask(collator)
+    return collator
+
+
+def _train(training: _Training, fresh_model: Callable[[], Any], tokenizer: Any, dataset: CorpusDataset,
+           step_hooks: type, say: Callable[[str], None]) -> Any:
+    """Train to the last step (resuming from the last Trainer checkpoint, if any) and return the Trainer. Out of
+    memory mid-run (one process): half the per-device batch, twice the accumulation, from the last checkpoint."""
+    from transformers import Trainer
     from transformers.trainer_callback import PrinterCallback
 
+    work, device, n_dev = training.work, training.device, training.n_dev
+    model = fresh_model()
+    layouts = _first_layouts(training, model, say)
+    per_dev, accum = int(layouts[-1]["per_device"]), int(layouts[-1]["accumulation"])
+    collator = _collator(model, tokenizer, training)
     while True:
-        trainer = Trainer(model=model, args=training_args(per_dev, accum), train_dataset=dataset,
-                          data_collator=collator, callbacks=[_Hooks()])
+        trainer = Trainer(model=model, args=training.args(per_dev, accum), train_dataset=dataset,
+                          data_collator=collator, callbacks=[step_hooks()])
         trainer.remove_callback(PrinterCallback)  # the loss goes to MLflow and the progress bar, not to stdout
         last = _last_checkpoint(work / "trainer")
         try:
             trainer.train(resume_from_checkpoint=str(last) if last else None)
-            break
+            return trainer
         except Exception as exc:
-            if not cpt_batch.is_out_of_memory(exc) or distributed:
+            if not cpt_batch.is_out_of_memory(exc) or training.distributed:
                 raise
             why = str(exc)[:200]
-        # out of memory mid-run: half the per-device batch, twice the accumulation, from the last checkpoint. Out
-        # of the except block, so that the error's traceback (whose frames hold the failed model, its gradients
-        # and the optimizer's state) is gone before the next model is loaded
+        # Out of the except block, so that the error's traceback (whose frames hold the failed model, its
+        # gradients and the optimizer's state) is gone before the next model is loaded
         step = int(last.name.split("-")[1]) if last else 0
-        per_dev, accum = cpt_batch.halve(effective, per_dev, n_dev)
+        per_dev, accum = cpt_batch.halve(training.effective, per_dev, n_dev)
         log.warning("CPT ran out of memory (%s); resuming from step %d with %d sequences per device x %d "
                     "accumulation", why, step, per_dev, accum)
         layouts.append({"from_step": step, "per_device": per_dev, "accumulation": accum,
                         "why": f"out of memory during CPT: {why}"})
-        layout_file.write_text(json.dumps(layouts))
+        (work / "layout.json").write_text(json.dumps(layouts))
         del trainer, model
         for limit in hooks.MEMORY_LIMITS:
             limit.at_step(step)
         cpt_batch.free_memory(device)
         model = fresh_model()  # the initialized weights; the checkpoint, if any, replaces them
-    if distributed:
-        trainer.accelerator.wait_for_everyone()
-    if trainer.is_world_process_zero():
-        # keep only the last training-loss entry per step (a resumed run may repeat steps)
-        rows = {}
-        if train_log.exists():
-            for line in train_log.read_text().splitlines():
-                r = json.loads(line)
-                rows[r["step"]] = r
-        train_log.write_text("".join(json.dumps(rows[s]) + "\n" for s in sorted(rows)))
-        shutil.rmtree(work / "trainer", ignore_errors=True)
-        for stale in [*work.glob(".tmp-step-*"), *work.glob(".order-*")]:
-            shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
-        (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": seed,
-                                             "blocks": len(dataset), "corpus": corpus.path.name, "precision": precision,
-                                             "attention": getattr(getattr(trainer.model, "config", None),
-                                                                  "_attn_implementation", None), "eval_steps": eval_steps,
-                                             "world": getattr(world, "name", None), "model_dir": str(model_dir),
-                                             "created": time.time(), "files": file_digests(work)}, default=str))
-        if product_dir.exists():
-            shutil.rmtree(product_dir)
-        os.replace(work, product_dir)
-        lease(product_dir)  # read by the evaluations next: no prune removes it meanwhile
-    return {s: product_dir / f"step-{s}" for s in eval_steps}
+
+
+def _finish(trainer: Any, training: _Training, product_dir: Path, *, world: Any, model_dir: Path, corpus: Any,
+            blocks: int) -> None:
+    """The finished product (by the first process): the training-loss log kept to one entry per step, the
+    Trainer's checkpoints and the work files removed, the done-marker written, the work folder renamed into place."""
+    work, settings = training.work, training.settings
+    # keep only the last training-loss entry per step (a resumed run may repeat steps)
+    train_log = work / "train_log.jsonl"
+    rows = {}
+    if train_log.exists():
+        for line in train_log.read_text().splitlines():
+            r = json.loads(line)
+            rows[r["step"]] = r
+    train_log.write_text("".join(json.dumps(rows[s]) + "\n" for s in sorted(rows)))
+    shutil.rmtree(work / "trainer", ignore_errors=True)
+    for stale in [*work.glob(".tmp-step-*"), *work.glob(".order-*")]:
+        shutil.rmtree(stale, ignore_errors=True) if stale.is_dir() else stale.unlink(missing_ok=True)
+    (work / DONE).write_text(json.dumps({"kind": "cpt", "settings": settings, "seed": training.seed,
+                                         "blocks": blocks, "corpus": corpus.path.name, "precision": training.precision,
+                                         "attention": getattr(getattr(trainer.model, "config", None),
+                                                              "_attn_implementation", None),
+                                         "eval_steps": training.eval_steps, "world": getattr(world, "name", None),
+                                         "model_dir": str(model_dir), "created": time.time(),
+                                         "files": file_digests(work)}, default=str))
+    if product_dir.exists():
+        shutil.rmtree(product_dir)
+    os.replace(work, product_dir)
+    lease(product_dir)  # read by the evaluations next: no prune removes it meanwhile
 
 
 def _last_checkpoint(trainer_dir: Path) -> Path | None:
