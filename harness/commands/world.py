@@ -13,6 +13,12 @@ from harness.commands.common import console
 def cmd_world(args: argparse.Namespace) -> int:
     from harness.worlds import WORLDS, build_world, get_world, world_dir
 
+    if args.action == "derive":
+        return _derive(args)
+    given = [f"--{o.replace('_', '-')}" for o in DERIVE_OPTIONS if getattr(args, o, None)]
+    if given:
+        console.print(f"{', '.join(given)}: options of `harness world derive` only")
+        return 2
     builder = WORLDS.get(args.name)
     if args.action == "build" and args.add_sources:
         from harness.worlds.adding import add_sources
@@ -59,8 +65,14 @@ def cmd_world(args: argparse.Namespace) -> int:
     for r in rows:
         t.add_row(*[str(r.get(c, "")) for c in cols])
     console.print(t)
-    for source in world.sources:  # architecture, objective, vocabulary, licence
-        print(world.source_line(source), flush=True)
+    if world.base is not None:  # a derived world: its base world, source, target tokenizer, donor, user texts
+        from harness.worlds.derived import describe
+
+        for line in describe(world):
+            print(line, flush=True)
+    else:
+        for source in world.sources:  # architecture, objective, vocabulary, licence
+            print(world.source_line(source), flush=True)
     from harness.worlds import world_digest
 
     digest, n_files = world_digest(world.root)
@@ -74,6 +86,26 @@ def cmd_world(args: argparse.Namespace) -> int:
         for r in task_inputs(world):
             t.add_row(r["task"], r["inputs"], r["licences"])
         console.print(t)
+    return 0
+
+
+DERIVE_OPTIONS = ("from_world", "source", "target_tokenizer", "donor", "text", "langs", "source_name", "copy")
+
+
+def _derive(args: argparse.Namespace) -> int:
+    """``harness world derive NAME --from WORLD --source PATH ...`` (:mod:`harness.worlds.derived`)."""
+    from harness.worlds.derived import derive
+
+    if not args.name or not args.from_world or not args.source:
+        console.print("harness world derive NAME --from WORLD --source MODEL: give the new world's name, the built "
+                      "world it is derived from and the source model")
+        return 2
+    langs = [x.strip() for x in (args.langs or "").split(",") if x.strip()]
+    root = derive(args.name, args.from_world, args.source, target_tokenizer=args.target_tokenizer, donor=args.donor,
+                  texts=args.text or [], langs=langs, name_of_source=args.source_name, copy=args.copy,
+                  note=lambda line: print(line, flush=True))
+    print(f"world {args.name} derived at {root}; `harness world info {args.name}` describes it, "
+          f"`harness run --world {args.name}` runs it", flush=True)
     return 0
 
 
@@ -177,9 +209,10 @@ def _default_info(world: Any) -> list[dict[str, Any]]:
 
 def add_parser(sub: Any) -> None:
     w = sub.add_parser("world", help="build, describe or check a world")
-    w.add_argument("action", choices=["build", "info", "check"],
+    w.add_argument("action", choices=["build", "info", "check", "derive"],
                    help="build: build it (once; then cached); info: describe it; check: which of its inputs are present "
-                        "and where each comes from")
+                        "and where each comes from; derive: make a new world NAME from a built world (--from) with "
+                        "your own source model, target tokenizer, donor and text (docs/your-model.md)")
     w.add_argument("name", nargs="?", default="bible", help="the world (default: bible; `harness list` names them)")
     w.add_argument("--force", action="store_true", help="rebuild even if cached")
     w.add_argument("--add-sources", action="store_true",
@@ -187,4 +220,20 @@ def add_parser(sub: Any) -> None:
                         "identity (the decoders), keeping every file, the world's identity and every cell's key")
     w.add_argument("--keep-downloads", action="store_true", help="keep what the build downloaded and installed "
                    "(downloads/, build-envs/; default: removed once the world is built, fetched again by a rebuild)")
+    d = w.add_argument_group("derive (docs/your-model.md)")
+    d.add_argument("--from", dest="from_world", metavar="WORLD", help="the built world whose tasks and resources "
+                   "the derived world reads (in place, nothing copied)")
+    d.add_argument("--source", metavar="MODEL", help="the source model: a Hugging Face model folder, a .gguf file "
+                   "(needs the gguf package) or a hub id in the local Hugging Face cache")
+    d.add_argument("--source-name", metavar="NAME", help="the source's name in the world (default: from --source)")
+    d.add_argument("--target-tokenizer", metavar="PATH", help="a tokenizer folder, a model folder, a tokenizer.json "
+                   "or a SentencePiece .model file (default: the base world's target tokenizer)")
+    d.add_argument("--donor", metavar="MODEL", help="a model that owns the target vocabulary (same kinds as "
+                   "--source): as many embedding rows as the target tokenizer has tokens, the same vocabulary")
+    d.add_argument("--text", action="append", metavar="LANG=FILE", help="your text for a language the base world "
+                   "lacks (one sentence a line; every 10th line held out for the held-out loss); repeatable")
+    d.add_argument("--langs", metavar="CODES", help="comma-separated languages you mean to run: each must be in the "
+                   "base world or given with --text")
+    d.add_argument("--copy", action="store_true", help="copy the models' files instead of hard-linking them (take "
+                   "this where you will write over your model's files in place later)")
     w.set_defaults(func=cmd_world)

@@ -68,7 +68,33 @@ class WorldBuilder(Protocol):
     # ``root``, a source with its own identity that an earlier version's build did not make: harness.worlds.adding)
 
 
-WORLDS: Registry = Registry(
+class WorldRegistry(Registry):
+    """The registered world builders, and the derived worlds of this home (:mod:`harness.worlds.derived`: made by
+    ``harness world derive``, found by their folders, never built), each under its name."""
+
+    def builder_names(self) -> list[str]:
+        return super().names()
+
+    def names(self) -> list[str]:
+        from harness.worlds.derived import derived_names
+
+        return sorted(set(super().names()) | set(derived_names()))
+
+    def get(self, name: str) -> Any:
+        from harness.core.errors import UnknownNameError
+
+        try:
+            return super().get(name)
+        except UnknownNameError:
+            from harness.worlds.derived import derived_builder
+
+            derived = derived_builder(name)
+            if derived is None:
+                raise
+            return derived
+
+
+WORLDS: Registry = WorldRegistry(
     "world", "harness.worlds", builtin_modules=("harness.worlds.synthetic", "harness.worlds.available")
 )
 
@@ -106,6 +132,9 @@ def get_world(name: str, *, build: bool = True) -> World:
         check = _checked(name, root)
         refuse_unlisted(name, root, check)
         problem = check.problems[0] if check.problems else None
+        if getattr(builder, "derived", False):  # never built: refused where damaged, its base world checked too
+            _check_derived(name, root, problem)
+            problem = None
         if problem is not None:
             if not build:
                 from harness.core.errors import MissingResourceError
@@ -125,7 +154,21 @@ def get_world(name: str, *, build: bool = True) -> World:
     from harness.core.cache import lease
 
     lease(root)  # read by this process from now on: `harness cache prune` leaves it (harness.core.cache)
+    if world.base is not None:
+        lease(world.base.root)  # a derived world reads its base world's folder
     return world
+
+
+def _check_derived(name: str, root: Path, problem: str | None) -> None:
+    """A derived world (:mod:`harness.worlds.derived`) is not built again: one line where it is damaged; its base
+    world is checked as a load checks any world."""
+    from harness.core.errors import MissingResourceError
+    from harness.worlds.derived import check_base
+
+    if problem is not None:
+        raise MissingResourceError(f"world {name!r} at {root} is damaged ({problem}); a derived world is not built "
+                                   f"again: remove the folder and derive it again (`harness world derive {name} ...`)")
+    check_base(name, root)
 
 
 def _checked(name: str, root: Path) -> FilesCheck:

@@ -190,6 +190,7 @@ class World(ManifestView):
     root: Path
     manifest: dict[str, Any]
     languages: dict[str, Language]
+    base: World | None = None  # a derived world's base world, whose tasks and resources it reads (derived.py)
 
     # -- identity ------------------------------------------------------------------------------------------
     @cached_property
@@ -218,13 +219,31 @@ class World(ManifestView):
     def target_tokenizer_dir(self) -> Path:
         return self.root / "target_tokenizer"
 
+    @property
+    def donor_dir(self) -> Path | None:
+        """The model that owns the target vocabulary (a Hugging Face folder), where the world has one (a derived
+        world made with ``--donor``; its manifest's ``donor`` entry: identity, path, vocab); else None."""
+        d = self.root / "donor"
+        return d if (d / "config.json").is_file() else None
+
     def resource_path(self, rel: str) -> Path:
-        return self.root / "resources" / rel
+        own = self.root / "resources" / rel
+        return self.base.resource_path(rel) if self.base is not None and not own.exists() else own
 
     def has_resource(self, kind: str) -> bool:
         return bool(self.resource_files(kind))
 
     def resource_files(self, kind: str) -> list[Path]:
+        """The world's files of resource ``kind``; a derived world's own (a user's text) beside its base world's,
+        its own taking the place of a base file of the same name."""
+        own = self._own_resource_files(kind)
+        if self.base is None:
+            return own
+        names = {p.name for p in own}
+        return sorted([*own, *(p for p in self.base.resource_files(kind) if p.name not in names)],
+                      key=lambda p: p.name)
+
+    def _own_resource_files(self, kind: str) -> list[Path]:
         r = self.root / "resources"
         if kind == "word_vectors":
             return [p for p in [r / "word_vectors.vec"] if p.is_file()]
@@ -244,7 +263,10 @@ class World(ManifestView):
             )
 
     def task_dir(self, task: str) -> Path:
-        return self.root / "tasks" / task
+        own = self.root / "tasks" / task
+        if self.base is not None and not (own / "meta.json").is_file():
+            return self.base.task_dir(task)  # a derived world reads its base world's task data in place
+        return own
 
     def task_meta(self, task: str) -> dict[str, Any]:
         p = self.task_dir(task) / "meta.json"
@@ -255,7 +277,8 @@ class World(ManifestView):
 
     def tasks_available(self) -> list[str]:
         d = self.root / "tasks"
-        return sorted(p.name for p in d.iterdir() if (p / "meta.json").is_file()) if d.is_dir() else []
+        own = {p.name for p in d.iterdir() if (p / "meta.json").is_file()} if d.is_dir() else set()
+        return sorted(own | set(self.base.tasks_available() if self.base is not None else []))
 
 
 
@@ -287,7 +310,26 @@ def load_world_dir(name: str, root: Path) -> World:
         )
         for code, info in raw.items()
     }
-    return World(name=name, root=root, manifest=manifest, languages=langs)
+    derived = manifest.get("derived_from")
+    base = load_base_world(name, root, derived) if isinstance(derived, dict) else None
+    return World(name=name, root=root, manifest=manifest, languages=langs, base=base)
+
+
+def load_base_world(name: str, root: Path, derived: dict[str, Any]) -> World:
+    """The base world of the derived world ``name`` at ``root`` (its manifest's ``derived_from``: the base world's
+    name, its folder beside ``root`` and its hash when the world was derived), refused in one line where that
+    folder is gone or holds another world now."""
+    base_root = root.parent / str(derived.get("folder", ""))
+    if not str(derived.get("folder", "")) or not (base_root / "manifest.json").is_file():
+        raise MissingResourceError(f"world {name!r} is derived from world {derived.get('world')!r}, whose folder "
+                                   f"{base_root} is not built here: `harness world build {derived.get('world')}` "
+                                   f"builds it (the derived world is usable again where it gets the same hash)")
+    base = load_world_dir(str(derived.get("world")), base_root)
+    if base.hash != derived.get("hash"):
+        raise MissingResourceError(f"world {name!r} is derived from world {base.name!r} as it was (hash "
+                                   f"{derived.get('hash')}); the world at {base_root} has hash {base.hash} now (built "
+                                   f"again since): derive it again under a new name (`harness world derive`)")
+    return base
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -325,3 +367,7 @@ class WorldSketch(ManifestView):
 
     def has_resource(self, kind: str) -> bool:
         return kind in self.resources
+
+    @property
+    def donor_dir(self) -> Path | None:
+        return None  # (a world not built here has no files)

@@ -1,0 +1,338 @@
+"""``harness world derive``: a derived world from the synthetic world with tiny models made here (Llama, BERT,
+XLM-R; byte-level BPE, Unigram with byte fallback, WordPiece), each in each role; its reading of the base world's
+tasks and resources; its identity; ``world info`` and planning; every bad input refused in one line, nothing
+written."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+WORDS = ["kala", "mesi", "tora", "nubi", "pela", "sunu", "rika", "fomo", "dela", "wani", "zuta", "hobe"]
+
+
+def _text(n: int = 200, seed: int = 0) -> list[str]:
+    rnd = random.Random(seed)
+    return [" ".join(rnd.choice(WORDS) for _ in range(rnd.randint(3, 9))) for _ in range(n)]
+
+
+def _bpe(out: Path) -> Path:
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    t = ByteLevelBPETokenizer()
+    t.train_from_iterator(_text(), vocab_size=300, min_frequency=1, special_tokens=["<s>", "</s>", "<pad>", "<unk>"])
+    PreTrainedTokenizerFast(tokenizer_object=t._tokenizer, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
+                            unk_token="<unk>").save_pretrained(out)
+    return out
+
+
+def _unigram(out: Path) -> Path:
+    """A SentencePiece-like Unigram (Metaspace, byte fallback): specials, the 256 byte pieces, the words."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = [("<unk>", 0.0), ("<s>", 0.0), ("</s>", 0.0), ("<pad>", 0.0), ("<mask>", 0.0)]
+    vocab += [(f"<0x{b:02X}>", -10.0) for b in range(256)]
+    vocab += [(f"▁{w}", -2.0) for w in WORDS] + [(c, -5.0) for c in "abdefhiklmnoprstuwz▁"]
+    t = Tokenizer(models.Unigram(vocab, unk_id=0, byte_fallback=True))
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    t.decoder = decoders.Metaspace()
+    PreTrainedTokenizerFast(tokenizer_object=t, unk_token="<unk>", bos_token="<s>", eos_token="</s>",
+                            pad_token="<pad>", mask_token="<mask>").save_pretrained(out)
+    return out
+
+
+def _wordpiece(out: Path) -> Path:
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    letters = sorted(set("".join(WORDS)))
+    vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *letters, *(f"##{c}" for c in letters), *WORDS]
+    t = Tokenizer(models.WordPiece({v: i for i, v in enumerate(vocab)}, unk_token="[UNK]"))
+    t.normalizer = normalizers.BertNormalizer(lowercase=True)
+    t.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    t.decoder = decoders.WordPiece()
+    PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", pad_token="[PAD]", cls_token="[CLS]",
+                            sep_token="[SEP]", mask_token="[MASK]").save_pretrained(out)
+    return out
+
+
+TOKENIZERS = {"bpe": _bpe, "unigram": _unigram, "wordpiece": _wordpiece}
+
+
+def _model(out: Path, arch: str, tok: str, *, tied: bool = True, extra_rows: int = 0) -> Path:
+    """A tiny model of ``arch`` (llama, bert, xlmr) with tokenizer ``tok``, saved with its tokenizer at ``out``."""
+    import torch
+    from transformers import AutoTokenizer
+
+    torch.manual_seed(0)
+    TOKENIZERS[tok](out)
+    n = len(AutoTokenizer.from_pretrained(out)) + extra_rows
+    if arch == "llama":
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        model = LlamaForCausalLM(LlamaConfig(vocab_size=n, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                             num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=tied,
+                                             max_position_embeddings=64))
+    elif arch == "bert":
+        from transformers import BertConfig, BertForMaskedLM
+
+        model = BertForMaskedLM(BertConfig(vocab_size=n, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                                           num_attention_heads=2, max_position_embeddings=64,
+                                           tie_word_embeddings=tied))
+    else:
+        from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+
+        model = XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=n, hidden_size=16, intermediate_size=32,
+                                                       num_hidden_layers=1, num_attention_heads=2,
+                                                       max_position_embeddings=80, tie_word_embeddings=tied))
+    model.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, Path]:
+    d = tmp_path_factory.mktemp("user-models")
+    return {
+        "llama-bpe-untied": _model(d / "llama-bpe-untied", "llama", "bpe", tied=False),
+        "llama-bpe": _model(d / "llama-bpe", "llama", "bpe"),
+        "bert-wordpiece": _model(d / "bert-wordpiece", "bert", "wordpiece"),
+        "bert-wordpiece-untied": _model(d / "bert-wordpiece-untied", "bert", "wordpiece", tied=False),
+        "xlmr-unigram": _model(d / "xlmr-unigram", "xlmr", "unigram"),
+        "xlmr-unigram-padded": _model(d / "xlmr-unigram-padded", "xlmr", "unigram", tied=False, extra_rows=8),
+    }
+
+
+@pytest.fixture
+def worlds(synthetic_world) -> Path:
+    return synthetic_world.root.parent
+
+
+def _listing(worlds: Path) -> list[str]:
+    return sorted(p.name for p in worlds.iterdir())
+
+
+def _cli(capsys, *args: str) -> tuple[int, str, str]:
+    from harness.cli import main
+
+    rc = main(list(args))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+# -- each model in each role ---------------------------------------------------------------------------------------
+ROLES = [  # (source, target tokenizer, donor): every model kind and tokenizer in every role, tied and untied heads
+    ("llama-bpe-untied", ("file", "unigram"), "xlmr-unigram-padded"),
+    ("bert-wordpiece", ("model", "llama-bpe"), "llama-bpe"),
+    ("xlmr-unigram", ("folder", "wordpiece"), "bert-wordpiece-untied"),
+    ("llama-bpe", ("file", "wordpiece"), None),
+    ("bert-wordpiece-untied", ("model", "xlmr-unigram"), "xlmr-unigram"),
+]
+
+
+def _target(models: dict[str, Path], how: str, which: str, tmp_path: Path) -> str:
+    if how == "model":
+        return str(models[which])
+    folder = TOKENIZERS[which](tmp_path / f"tok-{which}")
+    return str(folder / "tokenizer.json") if how == "file" else str(folder)
+
+
+@pytest.mark.parametrize("source,target,donor", ROLES, ids=[r[0] for r in ROLES])
+def test_each_model_in_each_role(models, worlds, tmp_path, capsys, source, target, donor):
+    from transformers import AutoTokenizer
+
+    from harness.worlds import get_world
+
+    name = f"d-{source}"
+    tok = _target(models, *target, tmp_path)
+    args = ["world", "derive", name, "--from", "synthetic", "--source", str(models[source]),
+            "--target-tokenizer", tok]
+    if donor:
+        args += ["--donor", str(models[donor])]
+    rc, out, err = _cli(capsys, *args)
+    assert rc == 0, err
+    world = get_world(name, build=False)
+    base = get_world("synthetic", build=False)
+    entry = world.manifest["sources"][source]
+    assert world.sources == [source] and world.default_source == source
+    assert world.source_objective(source) == ("clm" if source.startswith("llama") else "mlm")
+    assert world.source_tied(source) is ("untied" not in source)
+    assert entry["hidden_size"] == 16 and entry["num_layers"] == 1 and entry["vocab_size"] > 0
+    assert set(entry["sha256"]) >= {"config.json", "model.safetensors"}
+    assert world.manifest["derived_from"] == {"world": "synthetic", "folder": base.root.name, "hash": base.hash}
+    target_len = len(AutoTokenizer.from_pretrained(world.target_tokenizer_dir))
+    assert world.manifest["target_tokenizer"]["size"] == target_len
+    if donor:
+        assert world.donor_dir == world.root / "donor"
+        assert world.manifest["donor"]["vocab"] == target_len and len(world.manifest["donor"]["identity"]) == 64
+    else:
+        assert world.donor_dir is None and "donor" not in world.manifest
+    # the base world's tasks and resources, read in place
+    assert world.tasks_available() == base.tasks_available()
+    assert world.task_dir("ner") == base.task_dir("ner")
+    assert world.resource_files("cpt_text") == base.resource_files("cpt_text")
+    assert world.resource_files("word_vectors") == base.resource_files("word_vectors")
+    assert not (world.root / "tasks").exists() and not (world.root / "resources").exists()
+
+
+def test_files_are_hard_linked_and_the_world_is_its_users_bytes(models, worlds, capsys):
+    from harness.worlds import get_world
+
+    src = models["llama-bpe"]
+    rc, _, err = _cli(capsys, "world", "derive", "d-linked", "--from", "synthetic", "--source", str(src))
+    assert rc == 0, err
+    world = get_world("d-linked", build=False)
+    stored = world.source_dir("llama-bpe") / "model.safetensors"
+    assert os.path.samefile(stored, src / "model.safetensors")  # hard-linked, not copied
+    derivation = json.loads((world.root / "derivation.json").read_text())
+    assert derivation["source"]["stored"]["model.safetensors"] == "linked"
+    # the default target tokenizer is the base world's
+    base = get_world("synthetic", build=False)
+    assert (world.target_tokenizer_dir / "tokenizer.json").read_bytes() == \
+        (base.target_tokenizer_dir / "tokenizer.json").read_bytes()
+    rc, _, err = _cli(capsys, "world", "derive", "d-copied", "--from", "synthetic", "--source", str(src), "--copy")
+    assert rc == 0, err
+    copied = get_world("d-copied", build=False)
+    assert not os.path.samefile(copied.source_dir("llama-bpe") / "model.safetensors", src / "model.safetensors")
+    # same bytes, another world only by its name (paths and how files were stored are outside the identity)
+    same = {**copied.manifest, "name": "d-linked"}
+    from harness.core.hashing import hash_obj
+    from harness.worlds.base import world_identity
+
+    assert hash_obj(world_identity(same)) == world.hash
+
+
+def test_a_user_text_adds_a_language_and_the_identity_covers_it(models, worlds, tmp_path, capsys):
+    from harness.worlds import get_world
+
+    text = tmp_path / "mine.txt"
+    text.write_text("\n".join(_text(40, seed=3)) + "\n", encoding="utf-8")
+    args = ["world", "derive", "d-text", "--from", "synthetic", "--source", str(models["xlmr-unigram"]),
+            "--text", f"qzz_Latn={text}", "--langs", "qzz_Latn,qab_Latn"]
+    rc, _, err = _cli(capsys, *args)
+    assert rc == 0, err
+    world = get_world("d-text", build=False)
+    base = get_world("synthetic", build=False)
+    assert "qzz_Latn" in world.languages and set(base.languages) < set(world.languages)
+    cpt = {p.stem: p for p in world.resource_files("cpt_text")}
+    assert cpt["qzz_Latn"] == world.root / "resources" / "cpt" / "qzz_Latn.txt"
+    assert cpt["qab_Latn"] == base.resource_path("cpt/qab_Latn.txt")
+    assert len(cpt["qzz_Latn"].read_text().splitlines()) == 36
+    held = world.task_dir("mlm")
+    assert held == world.root / "tasks" / "mlm"
+    assert world.task_languages("mlm") == sorted([*base.task_languages("mlm"), "qzz_Latn"])
+    assert len((held / "qzz_Latn.txt").read_text().splitlines()) == 4
+    assert (held / "qab_Latn.txt").is_symlink()  # the base world's held-out text, read in place
+    assert (held / "qab_Latn.txt").read_bytes() == (base.task_dir("mlm") / "qab_Latn.txt").read_bytes()
+    assert world.task_dir("sr-b") == base.task_dir("sr-b")
+    # another text, another world
+    text.write_text("\n".join(_text(40, seed=4)) + "\n", encoding="utf-8")
+    rc, _, err = _cli(capsys, *[a.replace("d-text", "d-text2") for a in args])
+    assert rc == 0, err
+    other = get_world("d-text2", build=False)
+    assert other.manifest["user_texts"]["qzz_Latn"]["sha256"] != world.manifest["user_texts"]["qzz_Latn"]["sha256"]
+    assert {**other.manifest, "name": "d-text"} != world.manifest
+
+
+def test_info_describes_it_and_planning_accepts_it(models, worlds, tmp_path, capsys):
+    text = tmp_path / "mine.txt"
+    text.write_text("\n".join(_text(30, seed=5)) + "\n", encoding="utf-8")
+    rc, _, err = _cli(capsys, "world", "derive", "d-info", "--from", "synthetic", "--source",
+                      str(models["llama-bpe"]), "--target-tokenizer", str(models["xlmr-unigram"]), "--donor",
+                      str(models["xlmr-unigram"]), "--text", f"qzy_Latn={text}")
+    assert rc == 0, err
+    rc, out, err = _cli(capsys, "world", "info", "d-info")
+    assert rc == 0, err
+    assert "derived from world synthetic" in out
+    assert "source llama-bpe (default): LlamaForCausalLM, objective clm" in out and "hidden size 16" in out
+    assert "target tokenizer: model folder" in out
+    assert "donor: XLMRobertaForMaskedLM (mlm)" in out
+    assert "user text qzy_Latn: 30 lines (27 CPT and monolingual text, 3 held out" in out
+    rc, out, err = _cli(capsys, "list")
+    assert rc == 0 and "d-info" in out
+    from harness.plan import world_for_planning
+    from harness.worlds import declared_world
+
+    assert world_for_planning("d-info").sources == ["llama-bpe"]
+    assert "qzy_Latn" in declared_world("d-info").languages
+    rc, out, err = _cli(capsys, "plan", "--world", "d-info", "--methods", "random", "--tasks", "clm",
+                        "--dims", "full", "--seeds", "1")
+    assert rc == 0, err + out
+    assert "llama-bpe" in out
+
+
+# -- bad inputs: one line, exit 2, nothing written -----------------------------------------------------------------
+def _refused(capsys, worlds: Path, *args: str) -> str:
+    before = _listing(worlds)
+    rc, out, err = _cli(capsys, "world", "derive", *args)
+    assert rc == 2, out + err
+    assert _listing(worlds) == before  # nothing written, no staging left
+    line = " ".join(err.split())
+    assert line.startswith("error:")
+    return line
+
+
+def test_bad_inputs_are_refused_in_one_line(models, worlds, tmp_path, capsys):
+    src = str(models["llama-bpe"])
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a model\n")
+    assert "not a model" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", str(notes))
+    assert "not a model" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", str(tmp_path))
+    assert "unknown kind" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", src,
+                                      "--target-tokenizer", str(notes))
+    assert "is not the target tokenizer's" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source",
+                                                       src, "--target-tokenizer", str(models["bert-wordpiece"]),
+                                                       "--donor", src)
+    assert "no data for it and no --text qxx_Latn=FILE" in _refused(
+        capsys, worlds, "d-bad", "--from", "synthetic", "--source", src, "--langs", "qxx_Latn")
+    assert "is a registered world" in _refused(capsys, worlds, "synthetic", "--from", "synthetic", "--source", src)
+    rc, _, err = _cli(capsys, "world", "derive", "d-exists", "--from", "synthetic", "--source", src)
+    assert rc == 0, err
+    assert "exists already" in _refused(capsys, worlds, "d-exists", "--from", "synthetic", "--source", src)
+    assert "not in the local Hugging Face cache" in _refused(capsys, worlds, "d-bad", "--from", "synthetic",
+                                                             "--source", "nobody/no-such-model")
+
+
+def test_a_donor_with_fewer_rows_than_the_target_is_refused(models, worlds, tmp_path, capsys):
+    short = _model(tmp_path / "short", "xlmr", "unigram", extra_rows=-5)  # the target's vocabulary, 5 rows short
+    line = _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", str(models["llama-bpe"]),
+                    "--target-tokenizer", str(models["xlmr-unigram"]), "--donor", str(short))
+    assert "fewer than the target tokenizer's" in line
+
+
+def _gguf(path: Path, arch: str) -> Path:
+    import gguf
+    import numpy as np
+
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_block_count(1)
+    w.add_tensor("token_embd.weight", np.zeros((4, 4), dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_gguf_of_an_unknown_architecture_and_a_missing_gguf_package(models, worlds, tmp_path, capsys,
+                                                                        monkeypatch):
+    pytest.importorskip("gguf")
+    bad = _gguf(tmp_path / "odd.gguf", "nonesucharch")
+    line = _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", str(bad))
+    assert "transformers cannot load this GGUF" in line
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_gguf(name, *args, **kwargs):
+        if name == "gguf":
+            raise ImportError("no gguf")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_gguf)
+    assert "pip install gguf" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", str(bad))
