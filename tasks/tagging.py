@@ -49,6 +49,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -226,13 +227,7 @@ class TaggingTask(DeclaredLanguages):
         check_task_languages(world, self.name, [*languages, train_lang])
         device = torch.device(settings.device)
         pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-
-        train = read_tagging_split(world, self.name, train_lang, "train")[:hp["max_train_sentences"]]
-        dev = read_tagging_split(world, self.name, train_lang, "dev")[:hp["max_dev_sentences"]]
-        labels = self._labels(world, train, dev)
-        caps = [c for c in (settings.max_sentences, hp["max_test_sentences"]) if c is not None]
-        test_cap = min(caps) if caps else None
-        tests = {lang: read_tagging_split(world, self.name, lang, "test")[:test_cap] for lang in languages}
+        train, dev, labels, tests = self._splits(world, train_lang, languages, settings, hp)
         key_inputs = {
             "version": TAGGER_VERSION, "task": self.name, "model": settings.model_key, "train_language": train_lang,
             "hyperparameters": hp, "labels": labels, "precision": settings.precision,
@@ -240,87 +235,15 @@ class TaggingTask(DeclaredLanguages):
             "dev": sha256_file(tagging_split_path(world, self.name, train_lang, "dev")),
             "tokenizer": {"class": type(tokenizer).__name__, "size": len(tokenizer)},
         }
-        cache = None
-        if settings.cache_dir is not None and settings.model_key:
-            cache = ProductCache(Path(settings.cache_dir))
-            cache.root = Path(settings.cache_dir)  # products go to <cache_dir>/<kind>/<key>
-        if cache is None:
-            log.info("%s: no cache_dir or model_key given; the tagger is fine-tuned and not cached", self.name)
+        cache = _tagger_cache(settings, self.name)
         feat = Featurizer(tokenizer, max_input_length(model, tokenizer, int(hp["max_length"])), hp["label_subtoken"])
-        trained: dict[str, Any] = {}
-
-        def train_tagger() -> tuple[TokenTagger, dict[str, Any]]:
-            tagger = build_tagger(model, len(labels), hp["dropout"], hp["seed"], device, hp["encoder_dropout"])
-            steps = batches_per_epoch(len(feat.segments(train, None)), int(hp["batch_size"]),
-                                      bool(hp["group_by_length"])) * int(hp["epochs"])
-            with progress(settings, f"{self.name}: fine-tuning on {train_lang}", steps) as advance:
-                fit = fine_tune(tagger, feat, train, dev, labels, self.score, hp, seed=hp["seed"], pad_id=pad_id,
-                                device=device, precision=settings.precision, advance=advance)
-            info = {"curve": fit.curve, "best": fit.best, "steps": fit.steps, "train_seconds": fit.seconds,
-                    "labels": labels}
-            trained.update(tagger=tagger)
-            return tagger, info
-
-        def build(out: Path) -> dict[str, Any]:
-            tagger, info = train_tagger()
-            kept = keeps_weights(info["train_seconds"])
-            if kept:
-                _save_tagger(tagger, out)
-            (out / "tagger.json").write_text(json.dumps(info, indent=1))
-            return {"best": info["best"], "weights": kept, "world": getattr(world, "name", None)}
-
-        product = None
-        tagger_key: str | None = None
-        if cache is not None:
-            product = cache.get_or_build("tagger", key_inputs, build)
-            info = json.loads((product.path / "tagger.json").read_text())
-            tagger_key = product.key
-        else:
-            _, info = train_tagger()
-
-        scores: dict[str, dict[str, float]] = {m: {} for m in self.metrics}
-        items: dict[str, dict[str, ItemStats]] = {}
-        cached_langs = []
-        todo = {}
-        for lang, sents in tests.items():
-            test_inputs = {"tagger": tagger_key, "lang": lang, "n": len(sents),
-                           "test": sha256_file(tagging_split_path(world, self.name, lang, "test"))}
-            found = cache.lookup("tagger-test", test_inputs) if cache is not None else None
-            if found is not None:
-                s = json.loads((found.path / "scores.json").read_text())
-                cached_langs.append(lang)
-                for m in self.metrics:
-                    scores[m][lang] = float(s[m])
-                    items.setdefault(m, {})[lang] = ItemStats(**s["items"][m])
-            else:
-                todo[lang] = test_inputs
+        tuning = _Tuning(task=self, model=model, world=world, settings=settings, hp=hp, train_lang=train_lang,
+                         device=device, pad_id=pad_id, train=train, dev=dev, labels=labels, feat=feat)
+        product, info = tuning.fine_tuned(cache, key_inputs)
+        tagger_key = product.key if product is not None else None
+        scores, items, cached_langs, todo = self._cached_scores(world, tests, tagger_key, cache)
         if todo:
-            tagger = trained.get("tagger")
-            if tagger is None and (product.path / WEIGHTS).is_file():  # type: ignore[union-attr]
-                # a cached tagger with its weights: rebuild its architecture and load them
-                tagger = build_tagger(model, len(labels), hp["dropout"], hp["seed"], device, hp["encoder_dropout"])
-                _load_tagger(tagger, product.path)  # type: ignore[union-attr]
-            elif tagger is None:  # a cached record without weights: fine-tune the same tagger again
-                tagger, again = train_tagger()
-                if again["best"] != info["best"] or again["steps"] != info["steps"]:
-                    log.warning("%s: the tagger fine-tuned again selected %s, the cached record says %s",
-                                self.name, again["best"], info["best"])
-            total = sum(len(tests[lang]) for lang in todo)
-            with progress(settings, f"{self.name}: zero-shot test", total) as advance:
-                for lang, test_inputs in todo.items():
-                    sents = tests[lang]
-                    pred = predict(tagger, feat, sents, labels, batch_size=int(hp["eval_batch_size"]),
-                                   pad_id=pad_id, device=device, precision=settings.precision)
-                    gold = [t.tags for t in sents]
-                    overall, item_stats = tagging_scores(pred, gold)
-                    s: dict[str, Any] = {m: overall[m] for m in self.metrics}
-                    s["items"] = {m: item_stats[m] for m in self.metrics}
-                    advance(len(sents))
-                    for m in self.metrics:
-                        scores[m][lang] = float(s[m])
-                        items.setdefault(m, {})[lang] = ItemStats(**s["items"][m])
-                    if cache is not None:
-                        cache.get_or_build("tagger-test", test_inputs, _json_writer("scores.json", s))
+            self._test(tuning, tuning.tagger_to_test(product, info), tests, todo, cache, scores, items)
         extras = {
             "train_language": train_lang,
             "n_train": len(train),
@@ -340,6 +263,65 @@ class TaggingTask(DeclaredLanguages):
         }
         return TaskResult(scores=scores, extras=extras, label_source=label_sources(world, self.name, languages),
                           items=items)
+
+    def _splits(self, world: Any, train_lang: str, languages: list[str], settings: TaskSettings,
+                hp: dict[str, Any]) -> tuple[list[TaggedSentence], list[TaggedSentence], list[str],
+                                             dict[str, list[TaggedSentence]]]:
+        """The training language's train and dev sets, the labels, and each language's test set, each capped."""
+        train = read_tagging_split(world, self.name, train_lang, "train")[:hp["max_train_sentences"]]
+        dev = read_tagging_split(world, self.name, train_lang, "dev")[:hp["max_dev_sentences"]]
+        labels = self._labels(world, train, dev)
+        caps = [c for c in (settings.max_sentences, hp["max_test_sentences"]) if c is not None]
+        test_cap = min(caps) if caps else None
+        tests = {lang: read_tagging_split(world, self.name, lang, "test")[:test_cap] for lang in languages}
+        return train, dev, labels, tests
+
+    def _cached_scores(self, world: Any, tests: dict[str, list[TaggedSentence]], tagger_key: str | None,
+                       cache: ProductCache | None) -> tuple[dict[str, dict[str, float]],
+                                                            dict[str, dict[str, ItemStats]], list[str],
+                                                            dict[str, dict[str, Any]]]:
+        """(scores, items, cached languages, todo): the test scores the cache holds for this tagger, and the cache
+        inputs of each language still to test."""
+        scores: dict[str, dict[str, float]] = {m: {} for m in self.metrics}
+        items: dict[str, dict[str, ItemStats]] = {}
+        cached_langs = []
+        todo = {}
+        for lang, sents in tests.items():
+            test_inputs = {"tagger": tagger_key, "lang": lang, "n": len(sents),
+                           "test": sha256_file(tagging_split_path(world, self.name, lang, "test"))}
+            found = cache.lookup("tagger-test", test_inputs) if cache is not None else None
+            if found is not None:
+                s = json.loads((found.path / "scores.json").read_text())
+                cached_langs.append(lang)
+                for m in self.metrics:
+                    scores[m][lang] = float(s[m])
+                    items.setdefault(m, {})[lang] = ItemStats(**s["items"][m])
+            else:
+                todo[lang] = test_inputs
+        return scores, items, cached_langs, todo
+
+    def _test(self, tuning: _Tuning, tagger: TokenTagger, tests: dict[str, list[TaggedSentence]],
+              todo: dict[str, dict[str, Any]], cache: ProductCache | None, scores: dict[str, dict[str, float]],
+              items: dict[str, dict[str, ItemStats]]) -> None:
+        """Test ``tagger`` zero-shot on each language of ``todo``: its scores into ``scores`` and ``items``, and
+        into the cache."""
+        hp, settings = tuning.hp, tuning.settings
+        total = sum(len(tests[lang]) for lang in todo)
+        with progress(settings, f"{self.name}: zero-shot test", total) as advance:
+            for lang, test_inputs in todo.items():
+                sents = tests[lang]
+                pred = predict(tagger, tuning.feat, sents, tuning.labels, batch_size=int(hp["eval_batch_size"]),
+                               pad_id=tuning.pad_id, device=tuning.device, precision=settings.precision)
+                gold = [t.tags for t in sents]
+                overall, item_stats = tagging_scores(pred, gold)
+                s: dict[str, Any] = {m: overall[m] for m in self.metrics}
+                s["items"] = {m: item_stats[m] for m in self.metrics}
+                advance(len(sents))
+                for m in self.metrics:
+                    scores[m][lang] = float(s[m])
+                    items.setdefault(m, {})[lang] = ItemStats(**s["items"][m])
+                if cache is not None:
+                    cache.get_or_build("tagger-test", test_inputs, _json_writer("scores.json", s))
 
     def _labels(self, world: Any, train: Sequence[TaggedSentence], dev: Sequence[TaggedSentence]) -> list[str]:
         meta = world.task_meta(self.name)
@@ -374,3 +356,87 @@ class PartOfSpeech(TaggingTask):
     @staticmethod
     def score(predictions: list[list[str]], references: list[list[str]]) -> dict[str, float]:
         return pos_scores(predictions, references)
+
+
+def _tagger_cache(settings: TaskSettings, task: str) -> ProductCache | None:
+    """The cache of taggers and their test scores (products under ``<cache_dir>/<kind>/<key>``); None without a
+    ``cache_dir`` or a ``model_key``."""
+    cache = None
+    if settings.cache_dir is not None and settings.model_key:
+        cache = ProductCache(Path(settings.cache_dir))
+        cache.root = Path(settings.cache_dir)  # products go to <cache_dir>/<kind>/<key>
+    if cache is None:
+        log.info("%s: no cache_dir or model_key given; the tagger is fine-tuned and not cached", task)
+    return cache
+
+
+@dataclass
+class _Tuning:
+    """One evaluation's tagger: the evaluated model, the data and the settings it is fine-tuned with, and the tagger
+    once fine-tuned here (``trained``)."""
+
+    task: TaggingTask
+    model: Any
+    world: Any
+    settings: TaskSettings
+    hp: dict[str, Any]
+    train_lang: str
+    device: torch.device
+    pad_id: int
+    train: list[TaggedSentence]
+    dev: list[TaggedSentence]
+    labels: list[str]
+    feat: Featurizer
+    trained: dict[str, Any] = field(default_factory=dict)
+
+    def new_tagger(self) -> TokenTagger:
+        hp = self.hp
+        return build_tagger(self.model, len(self.labels), hp["dropout"], hp["seed"], self.device,
+                            hp["encoder_dropout"])
+
+    def train_tagger(self) -> tuple[TokenTagger, dict[str, Any]]:
+        """Fine-tune a new tagger; (tagger, its record: dev curve, selected step, steps, seconds, labels)."""
+        hp, name = self.hp, self.task.name
+        tagger = self.new_tagger()
+        steps = batches_per_epoch(len(self.feat.segments(self.train, None)), int(hp["batch_size"]),
+                                  bool(hp["group_by_length"])) * int(hp["epochs"])
+        with progress(self.settings, f"{name}: fine-tuning on {self.train_lang}", steps) as advance:
+            fit = fine_tune(tagger, self.feat, self.train, self.dev, self.labels, self.task.score, hp, seed=hp["seed"],
+                            pad_id=self.pad_id, device=self.device, precision=self.settings.precision,
+                            advance=advance)
+        info = {"curve": fit.curve, "best": fit.best, "steps": fit.steps, "train_seconds": fit.seconds,
+                "labels": self.labels}
+        self.trained.update(tagger=tagger)
+        return tagger, info
+
+    def build(self, out: Path) -> dict[str, Any]:
+        """The tagger product written in ``out``: its record, and its weights when they are worth keeping."""
+        tagger, info = self.train_tagger()
+        kept = keeps_weights(info["train_seconds"])
+        if kept:
+            _save_tagger(tagger, out)
+        (out / "tagger.json").write_text(json.dumps(info, indent=1))
+        return {"best": info["best"], "weights": kept, "world": getattr(self.world, "name", None)}
+
+    def fine_tuned(self, cache: ProductCache | None, key_inputs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+        """(the cached tagger product or None without a cache, the tagger's record): fine-tuned unless cached."""
+        if cache is not None:
+            product = cache.get_or_build("tagger", key_inputs, self.build)
+            return product, json.loads((product.path / "tagger.json").read_text())
+        _, info = self.train_tagger()
+        return None, info
+
+    def tagger_to_test(self, product: Any, info: dict[str, Any]) -> TokenTagger:
+        """The tagger to test: the one fine-tuned here, else the cached one's weights, else (a cached record without
+        weights) the same tagger fine-tuned again."""
+        tagger = self.trained.get("tagger")
+        if tagger is None and (product.path / WEIGHTS).is_file():
+            # a cached tagger with its weights: rebuild its architecture and load them
+            tagger = self.new_tagger()
+            _load_tagger(tagger, product.path)
+        elif tagger is None:  # a cached record without weights: fine-tune the same tagger again
+            tagger, again = self.train_tagger()
+            if again["best"] != info["best"] or again["steps"] != info["steps"]:
+                log.warning("%s: the tagger fine-tuned again selected %s, the cached record says %s",
+                            self.task.name, again["best"], info["best"])
+        return tagger
