@@ -223,7 +223,7 @@ def _run_flags() -> set[str]:
 
 def test_the_flags_the_readme_and_the_options_page_name_are_flags_of_harness_run():
     """The README's "Options and profiles" section and the first column of docs/options.md's table name flags of
-    ``harness run``, each as it is spelled there."""
+    ``harness run``, each as it is spelled there; and that table says what every flag of ``harness run`` does."""
     run_flags = _run_flags()
     readme_flags = set(re.findall(r"`(--[a-z][a-z0-9-]*)", _section(README.read_text(), "Options and profiles")))
     table = [ln for ln in (REPO / "docs" / "options.md").read_text().splitlines() if ln.startswith("| `--")]
@@ -231,6 +231,8 @@ def test_the_flags_the_readme_and_the_options_page_name_are_flags_of_harness_run
     assert len(readme_flags) >= 10 and len(table_flags) >= 15, (readme_flags, table_flags)
     assert not readme_flags - run_flags, f"the README names flags harness run lacks: {readme_flags - run_flags}"
     assert not table_flags - run_flags, f"docs/options.md names flags harness run lacks: {table_flags - run_flags}"
+    untold = {f for f in run_flags if f.startswith("--") and f != "--help"} - table_flags
+    assert not untold, f"flags of harness run that docs/options.md's table does not say: {sorted(untold)}"
 
 
 def test_the_readme_times_and_board_are_those_measured_in_docs_performance():
