@@ -36,20 +36,9 @@ from typing import Any, Protocol
 
 from harness.core.paths import harness_home, home_dir
 from harness.core.registry import Registry
-from harness.worlds.base import CHECKSUMS, World, builder_sketch, load_world_dir
+from harness.worlds.base import CHECKSUMS, CheckRow, World, builder_sketch, load_world_dir  # noqa: F401 (CheckRow)
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class CheckRow:
-    """One input of a world, for ``harness world check``."""
-
-    name: str
-    present: bool
-    where: str  # where it comes from (package, hub id, path)
-    size: str = ""
-    how: str = ""  # the exact command or path to provide it
 
 
 class WorldBuilder(Protocol):
@@ -76,7 +65,7 @@ class WorldRegistry(Registry):
         return super().names()
 
     def names(self) -> list[str]:
-        from harness.worlds.derived import derived_names
+        from harness.worlds.derived_world import derived_names
 
         return sorted(set(super().names()) | set(derived_names()))
 
@@ -86,9 +75,9 @@ class WorldRegistry(Registry):
         try:
             return super().get(name)
         except UnknownNameError:
-            from harness.worlds.derived import derived_builder
+            from harness.worlds.derived_world import derived_builder
 
-            derived = derived_builder(name)
+            derived = derived_builder(name, self)
             if derived is None:
                 raise
             return derived
@@ -163,12 +152,20 @@ def _check_derived(name: str, root: Path, problem: str | None) -> None:
     """A derived world (:mod:`harness.worlds.derived`) is not built again: one line where it is damaged; its base
     world is checked as a load checks any world."""
     from harness.core.errors import MissingResourceError
-    from harness.worlds.derived import check_base
 
     if problem is not None:
         raise MissingResourceError(f"world {name!r} at {root} is damaged ({problem}); a derived world is not built "
                                    f"again: remove the folder and derive it again (`harness world derive {name} ...`)")
-    check_base(name, root)
+    derived = json.loads((root / "manifest.json").read_text(encoding="utf-8")).get("derived_from") or {}
+    base, base_root = str(derived.get("world")), root.parent / str(derived.get("folder", ""))
+    if not derived.get("folder") or not (base_root / "manifest.json").is_file():
+        return  # (its load says so, in one line: harness.worlds.base.load_base_world)
+    check = _checked(base, base_root)
+    refuse_unlisted(base, base_root, check)
+    if check.problems:
+        raise MissingResourceError(f"world {name!r} is derived from world {base!r} at {base_root}, which is damaged "
+                                   f"({check.problems[0]}): `harness world build {base} --force` builds it again (the "
+                                   f"derived world is usable again where it gets the same hash)")
 
 
 def _checked(name: str, root: Path) -> FilesCheck:

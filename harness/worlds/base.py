@@ -42,6 +42,17 @@ LANG_CODE_RE = r"^[a-z]{3}_[A-Z][a-z]{3}$"
 CHECKSUMS = "checksums.json"  # a built world's record of its files (harness.worlds)
 
 
+@dataclass
+class CheckRow:
+    """One input of a world, for ``harness world check``."""
+
+    name: str
+    present: bool
+    where: str  # where it comes from (package, hub id, path)
+    size: str = ""
+    how: str = ""  # the exact command or path to provide it
+
+
 @dataclass(frozen=True)
 class Language:
     code: str

@@ -23,8 +23,8 @@ Every other task and resource is read in the base world's folder (:class:`harnes
 ``task_dir``, ``resource_files`` and ``resource_path`` there): nothing the size of a corpus is copied. The world's
 hash is the hash of its manifest, which holds the base world's hash and the sha256 of every file of the user's, so
 any change of theirs, or a base world built again to other bytes, is another world. A derived world is loaded, run
-and described like any other (its name resolves through :func:`derived_builder`); it is never built: when its base
-world's hash is no longer the one it was derived from, loading it is refused in one line.
+and described like any other (its name resolves through :mod:`harness.worlds.derived_world`); it is never built:
+when its base world's hash is no longer the one it was derived from, loading it is refused in one line.
 
 Writing is atomic: everything is staged in ``worlds/.tmp-<NAME>-v1-derive-<pid>-<id>/`` and renamed into place at
 the end; a refusal or a failure removes the staging folder, so nothing is written.
@@ -43,7 +43,7 @@ from typing import Any
 
 from harness.core.errors import ConfigError
 from harness.core.paths import home_dir
-from harness.worlds.base import LANG_CODE_RE, World, load_world_dir
+from harness.worlds.base import LANG_CODE_RE, World
 from harness.worlds.derived_inputs import (
     check_donor_vocab,
     digests,
@@ -55,104 +55,10 @@ from harness.worlds.derived_inputs import (
     stage_model,
     stage_tokenizer,
 )
+from harness.worlds.derived_world import NAME_RE, VERSION, derived_root
 from harness.worlds.writer import write_json, write_lines
 
-VERSION = "1"
-NAME_RE = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 DERIVATION = "derivation.json"
-
-
-def derived_root(name: str) -> Path:
-    return home_dir() / "worlds" / f"{name}-v{VERSION}"
-
-
-def _derived_manifest(root: Path) -> dict[str, Any] | None:
-    try:
-        manifest = json.loads((root / "manifest.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return manifest if isinstance(manifest, dict) and isinstance(manifest.get("derived_from"), dict) else None
-
-
-def derived_names() -> list[str]:
-    """The derived worlds in this home."""
-    worlds = home_dir() / "worlds"
-    suffix = f"-v{VERSION}"
-    return sorted(p.name[: -len(suffix)] for p in worlds.glob(f"*{suffix}")
-                  if p.is_dir() and _derived_manifest(p) is not None) if worlds.is_dir() else []
-
-
-class DerivedBuilder:
-    """What the world registry holds for a derived world: its name, version and description, and a build that
-    refuses (a derived world is made by ``harness world derive``)."""
-
-    derived = True
-    version = VERSION
-
-    def __init__(self, name: str, manifest: dict[str, Any]):
-        self.name = name
-        self.manifest = manifest
-        base = manifest["derived_from"].get("world")
-        source = manifest.get("default_source")
-        tok = (manifest.get("target_tokenizer") or {}).get("kind", "?")
-        self.description = f"derived from {base}: source {source}, target tokenizer ({tok})" + (
-            ", donor" if manifest.get("donor") else "")
-
-    @property
-    def default_seeds(self) -> Any:
-        from harness.worlds import WORLDS
-
-        try:
-            return getattr(WORLDS.get(self.manifest["derived_from"].get("world")), "default_seeds", None)
-        except Exception:  # noqa: BLE001 -- a base world no longer registered: the harness's default seeds
-            return None
-
-    def build(self, out: Path) -> None:
-        raise ConfigError(f"world {self.name!r} is a derived world: it is not built; remove {derived_root(self.name)} "
-                          f"and make it again with `harness world derive {self.name} --from "
-                          f"{self.manifest['derived_from'].get('world')} --source ...`")
-
-    def check(self) -> list[Any]:
-        from harness.worlds import CheckRow
-
-        base = self.manifest["derived_from"]
-        root = derived_root(self.name)
-        base_root = root.parent / str(base.get("folder"))
-        rows = [CheckRow(f"base world {base.get('world')}", (base_root / "manifest.json").is_file(), str(base_root),
-                         how=f"harness world build {base.get('world')}")]
-        for rel in ("sources", "target_tokenizer", "donor"):
-            if (root / rel).is_dir():
-                rows.append(CheckRow(rel, True, str(root / rel)))
-        return rows
-
-    def declare(self) -> World:
-        return load_world_dir(self.name, derived_root(self.name))
-
-
-def derived_builder(name: str) -> DerivedBuilder | None:
-    """The registry's entry for derived world ``name`` of this home; None where there is none."""
-    manifest = _derived_manifest(derived_root(name)) if NAME_RE.match(name) else None
-    return DerivedBuilder(name, manifest) if manifest is not None else None
-
-
-def check_base(name: str, root: Path) -> None:
-    """The base world of the derived world at ``root`` checked against its record, as a load checks any world
-    (one line where it is damaged or holds files its record does not list); its hash is checked when it is
-    loaded (:func:`harness.worlds.base.load_base_world`)."""
-    from harness.core.errors import MissingResourceError
-    from harness.worlds import _checked, refuse_unlisted
-
-    derived = (_derived_manifest(root) or {}).get("derived_from") or {}
-    base_root = root.parent / str(derived.get("folder", ""))
-    base = str(derived.get("world"))
-    if not derived.get("folder") or not (base_root / "manifest.json").is_file():
-        return  # (the load says so, in one line)
-    check = _checked(base, base_root)
-    refuse_unlisted(base, base_root, check)
-    if check.problems:
-        raise MissingResourceError(f"world {name!r} is derived from world {base!r} at {base_root}, which is damaged "
-                                   f"({check.problems[0]}): `harness world build {base} --force` builds it again (the "
-                                   f"derived world is usable again where it gets the same hash)")
 
 
 # -- deriving ----------------------------------------------------------------------------------------------------
