@@ -12,7 +12,9 @@ fp32 and why a run asking for bf16 on a CPU says so at its start (``harness/comm
 
 from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 import argparse
 import os
 import time

@@ -12,7 +12,9 @@ is clearly larger than the spread between languages' drops is the one to choose.
 
 from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 import argparse
 import os
 import statistics

@@ -23,7 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 
 REPO = Path(__file__).resolve().parents[1]
 

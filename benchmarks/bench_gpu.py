@@ -48,7 +48,9 @@ and 6.
 
 from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import os

@@ -7,7 +7,9 @@ process on its own kernels, at the cpu profile's size and at a crawl-vector size
 
 from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 import argparse
 import statistics
 import time

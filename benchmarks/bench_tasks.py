@@ -14,7 +14,9 @@ Run: ``OMP_NUM_THREADS=1 python benchmarks/bench_tasks.py [--threads N] [--quick
 
 from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import random

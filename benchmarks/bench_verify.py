@@ -25,7 +25,9 @@ import tempfile
 import time
 from pathlib import Path
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 
 REPO = Path(__file__).resolve().parents[1]
 INPUTS = {"bench": "verify"}  # the product's cache key inputs (one product per home)

@@ -31,7 +31,9 @@ The CPU side of the node (every harness process pins the CPU kernels, ``harness.
 
 from __future__ import annotations  # noqa: I001 - the harness is imported first, out of order
 
-import harness  # noqa: F401 - first: it pins the CPU kernels (harness.core.kernels) before torch or numpy loads
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before torch or numpy loads
 import argparse
 import json
 import os
@@ -104,7 +106,8 @@ print(json.dumps(row))
 """
 LABEL = """
 import json
-import harness
+from harness.core import kernels
+kernels.pin()
 from harness.core import kernels, precision
 print(json.dumps({"label": kernels.label(), "label_bf16": kernels.label(True), "pinned": kernels.pin(),
                   "cpu": precision.cpu_name()}))

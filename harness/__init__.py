@@ -6,8 +6,3 @@ to MLflow and renders per-language leaderboards.
 """
 
 __version__ = "0.1.0"
-
-# one CPU kernel set on every x86-64 machine, pinned before torch or numpy is loaded (harness.core.kernels)
-from harness.core.kernels import pin as _pin_kernels  # noqa: E402
-
-_pin_kernels()

@@ -70,6 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from harness.core.kernels import pin
+
+    pin()  # first: one CPU kernel set on every x86-64 machine, before torch or numpy loads (harness.core.kernels)
     _setup_env()
     from harness.core import faults, processes
 

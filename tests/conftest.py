@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-import harness  # noqa: F401 - first: it pins the CPU kernels before a test module loads torch or numpy
+from harness.core.kernels import pin
+
+pin()  # first: the CPU kernels pinned (harness.core.kernels) before a test module loads torch or numpy
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")

@@ -31,6 +31,7 @@ import hashlib, json, os, sys
 if sys.argv[1] == "numpy":
     import numpy  # loaded before the harness
 from harness.core import kernels
+kernels.pin()  # what a harness process does first
 import numpy as np
 import torch
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
@@ -185,7 +186,7 @@ def test_the_label_is_the_fingerprint_against_the_golden_one_of_the_avx2_emulati
 
 @pytest.mark.skipif(not X86_AVX2, reason="the pinned kernels need an x86-64 CPU with AVX2 and FMA")
 def test_a_users_own_mkl_cbwr_is_kept_named_and_labelled_by_what_it_computes():
-    code = ("import os, json\nfrom harness.core import kernels\nimport torch\n"
+    code = ("import os, json\nfrom harness.core import kernels\nkernels.pin()\nimport torch\n"
             "print(json.dumps({'env': os.environ['MKL_CBWR'], 'kept': kernels.kept_by_user(),"
             " 'label': kernels.cpu_kernels(), 'describe': kernels.describe(), 'aten': os.environ['ATEN_CPU_CAPABILITY']}))")
     clean = {k: v for k, v in os.environ.items() if k not in (*kernels.PINS, kernels.ENV, kernels.PINNED_ENV)}
@@ -256,3 +257,19 @@ def test_a_run_in_bf16_on_the_cpu_is_labelled_with_its_bf16_kernels(synthetic_wo
     other = spec()  # another machine's fp32 kernels
     assert len({s.keys(cell).key for s in (fp32, cpt_bf16, other)}) == 3
     assert len({group_key(s, cell.source, cell.method, cell.dim, [cell]) for s in (fp32, cpt_bf16, other)}) == 3
+
+
+def test_importing_the_harness_changes_no_environment_and_its_command_pins_first():
+    """No import has a side effect: ``import harness`` leaves ``os.environ`` as it was; the command line's first step
+    pins the kernels (what every process the harness starts then inherits)."""
+    code = ("import os, json\nbefore = dict(os.environ)\nimport harness, harness.cli, harness.core.kernels\n"
+            "same = dict(os.environ) == before\nfrom harness.cli import main\ntry:\n    main(['--help'])\n"
+            "except SystemExit:\n    pass\n"
+            "print(json.dumps({'same': same, 'pinned': os.environ.get(harness.core.kernels.PINNED_ENV)}))")
+    clean = {k: v for k, v in os.environ.items() if k not in (*kernels.PINS, kernels.ENV, kernels.PINNED_ENV)}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300,
+                          env={**clean, "PYTHONPATH": str(REPO)})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    got = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["same"] is True
+    assert got["pinned"] == ("1" if X86_AVX2 else None)
