@@ -336,3 +336,117 @@ def test_a_gguf_of_an_unknown_architecture_and_a_missing_gguf_package(models, wo
 
     monkeypatch.setattr(builtins, "__import__", no_gguf)
     assert "pip install gguf" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", str(bad))
+
+
+# -- more input kinds ------------------------------------------------------------------------------------------------
+def test_a_tokenizer_json_and_a_sentencepiece_model_as_the_target(models, worlds, tmp_path, capsys):
+    import sentencepiece as spm
+    from transformers import AutoTokenizer
+
+    from harness.worlds import get_world
+
+    src = str(models["bert-wordpiece"])
+    rc, _, err = _cli(capsys, "world", "derive", "d-tokjson", "--from", "synthetic", "--source", src,
+                      "--target-tokenizer", str(models["llama-bpe"] / "tokenizer.json"))
+    assert rc == 0, err
+    tok = AutoTokenizer.from_pretrained(get_world("d-tokjson", build=False).target_tokenizer_dir)
+    assert (tok.bos_token, tok.eos_token, tok.pad_token) == ("<s>", "</s>", "<pad>")  # roles from a bare file
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(_text(300, seed=7)) + "\n", encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "sp"), vocab_size=320,
+                                   model_type="unigram", byte_fallback=True, hard_vocab_limit=False,
+                                   minloglevel=2)
+    rc, _, err = _cli(capsys, "world", "derive", "d-spm", "--from", "synthetic", "--source", src,
+                      "--target-tokenizer", str(tmp_path / "sp.model"))
+    assert rc == 0, err
+    world = get_world("d-spm", build=False)
+    tok = AutoTokenizer.from_pretrained(world.target_tokenizer_dir)
+    proc = spm.SentencePieceProcessor(model_file=str(tmp_path / "sp.model"))
+    assert len(tok) == proc.get_piece_size() == world.manifest["target_tokenizer"]["size"]
+    for line in ["kala mesi tora", "zuta hobe qq ü"]:
+        assert tok(line, add_special_tokens=False)["input_ids"] == proc.encode(line)
+    assert world.manifest["target_tokenizer"]["kind"] == "SentencePiece model"
+
+
+def test_a_hub_id_is_taken_from_the_local_cache(models, worlds, tmp_path, capsys, monkeypatch):
+    import shutil
+
+    import huggingface_hub.constants as hub
+
+    cache = tmp_path / "hub"
+    snap = cache / "models--someone--tiny-llama" / "snapshots" / "0123abcd"
+    shutil.copytree(models["llama-bpe"], snap)
+    (cache / "models--someone--tiny-llama" / "refs").mkdir()
+    (cache / "models--someone--tiny-llama" / "refs" / "main").write_text("0123abcd")
+    monkeypatch.setattr(hub, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    rc, _, err = _cli(capsys, "world", "derive", "d-hub", "--from", "synthetic", "--source", "someone/tiny-llama")
+    assert rc == 0, err
+    from harness.worlds import get_world
+
+    world = get_world("d-hub", build=False)
+    assert world.sources == ["tiny-llama"] and world.source_objective("tiny-llama") == "clm"
+    line = _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", "someone/absent")
+    assert "`hf download someone/absent`" in line
+
+
+def test_more_bad_texts_and_names(models, worlds, tmp_path, capsys):
+    src = str(models["llama-bpe"])
+    text = tmp_path / "t.txt"
+    text.write_text("\n".join(_text(20)) + "\n")
+    assert "has data for qab_Latn already" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source",
+                                                       src, "--text", f"qab_Latn={text}")
+    assert "give LANG=FILE" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", src,
+                                        "--text", str(text))
+    short = tmp_path / "short.txt"
+    short.write_text("one line\n")
+    assert "at least 10 are needed" in _refused(capsys, worlds, "d-bad", "--from", "synthetic", "--source", src,
+                                                "--text", f"qzq_Latn={short}")
+    assert "lower-case letters" in _refused(capsys, worlds, "Bad/Name", "--from", "synthetic", "--source", src)
+    assert "unknown world 'nowhere'" in _refused(capsys, worlds, "d-bad", "--from", "nowhere", "--source", src)
+
+
+# -- a derived world over time: its base world built again, its own files edited ----------------------------------
+@pytest.fixture
+def own_home(synthetic_world, tmp_path, monkeypatch) -> Path:
+    """A home of its own holding a copy of the synthetic world (times kept)."""
+    import shutil
+
+    home = tmp_path / "home"
+    shutil.copytree(synthetic_world.root, home / "worlds" / synthetic_world.root.name, symlinks=True)
+    monkeypatch.setenv("HARNESS_HOME", str(home))
+    return home
+
+
+def test_a_base_world_built_again_to_other_bytes_or_an_edited_file_refuses_it(models, own_home, tmp_path, capsys):
+    import shutil
+
+    from harness.core.errors import MissingResourceError
+    from harness.worlds import get_world, write_checksums
+
+    src = tmp_path / "mine"
+    shutil.copytree(models["llama-bpe"], src)
+    rc, _, err = _cli(capsys, "world", "derive", "d-time", "--from", "synthetic", "--source", str(src))
+    assert rc == 0, err
+    assert get_world("d-time", build=False).base is not None
+    # the user writes over their weights in place: the hard-linked file changes, and the world refuses itself
+    weights = src / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    with open(weights, "r+b") as f:
+        f.write(bytes(data))
+    with pytest.raises(MissingResourceError, match="damaged .* derive it again"):
+        get_world("d-time", build=False)
+    # a copied world is its own: the same edit leaves it
+    rc, _, err = _cli(capsys, "world", "derive", "d-time2", "--from", "synthetic", "--source", str(src), "--copy")
+    assert rc == 0, err
+    with open(weights, "r+b") as f:
+        f.write(bytes(data[:-1]) + bytes([data[-1] ^ 1]))
+    get_world("d-time2", build=False)
+    # the base world built again to other bytes: the derived world is refused in one line
+    base = get_world("synthetic", build=False).root
+    manifest = json.loads((base / "manifest.json").read_text())
+    (base / "manifest.json").write_text(json.dumps({**manifest, "rebuilt": True}, indent=1))
+    write_checksums(base)
+    with pytest.raises(MissingResourceError, match="built again since"):
+        get_world("d-time2", build=False)
