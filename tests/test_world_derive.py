@@ -450,3 +450,23 @@ def test_a_base_world_built_again_to_other_bytes_or_an_edited_file_refuses_it(mo
     write_checksums(base)
     with pytest.raises(MissingResourceError, match="built again since"):
         get_world("d-time2", build=False)
+
+
+@pytest.mark.slow  # an end-to-end run (about 45 s here)
+def test_harness_run_runs_a_derived_world_with_a_user_language(models, worlds, tmp_path, capsys, run_cli,
+                                                               tracking_uri):
+    from mlflow.tracking import MlflowClient
+
+    text = tmp_path / "mine.txt"
+    text.write_text("\n".join(_text(60, seed=9)) + "\n", encoding="utf-8")
+    rc, _, err = _cli(capsys, "world", "derive", "d-run", "--from", "synthetic", "--source",
+                      str(models["llama-bpe"]), "--text", f"qzr_Latn={text}")
+    assert rc == 0, err
+    run_cli("run", "--world", "d-run", "--methods", "random", "--tasks", "clm", "--langs", "qzr_Latn,qab_Latn",
+            "--cpt-steps", "2", "--experiment", "t-derived", check=True)
+    c = MlflowClient(tracking_uri)
+    exp = c.get_experiment_by_name("t-derived")
+    metrics = {}
+    for r in c.search_runs([exp.experiment_id]):
+        metrics.update(r.data.metrics)
+    assert any("qzr_Latn" in k for k in metrics), sorted(metrics)
