@@ -301,6 +301,35 @@ def test_padding_rows_beyond_the_tokenizer_are_dropped(toks, donors, tmp_path):
     assert info["rows"] == n_t + 8 and info["identity"] == donor_digest(full[:n_t], None)
 
 
+@pytest.mark.parametrize("layout", ["headless", "bin"])
+def test_a_checkpoint_of_another_class_or_format_is_read_by_name(toks, donors, tmp_path, layout):
+    """A donor saved from its base model (``embed_tokens.weight``, no ``model.`` prefix, no head) or as
+    ``pytorch_model.bin``: the same table as transformers loads it."""
+    from transformers import LlamaModel
+
+    from methods.donor import read_donor
+
+    n_t = len(toks["bpe"])
+    full = LlamaForCausalLM_from(donors["llama-tied"])
+    if layout == "headless":
+        base = LlamaModel(full.config)
+        base.load_state_dict(full.model.state_dict())
+        base.config.architectures = ["LlamaModel"]
+        base.save_pretrained(tmp_path / "d")
+    else:
+        full.config.save_pretrained(tmp_path / "d")  # (transformers 5 writes safetensors only)
+        torch.save(full.state_dict(), tmp_path / "d" / "pytorch_model.bin")
+    inp, out, info = read_donor(tmp_path / "d", n_t, who="clp")
+    np.testing.assert_array_equal(inp, full.get_input_embeddings().weight.detach().numpy()[:n_t])
+    assert out is None and info["tied"] is True
+
+
+def LlamaForCausalLM_from(folder: Path) -> Any:  # noqa: N802 - named for what it returns
+    from transformers import LlamaForCausalLM
+
+    return LlamaForCausalLM.from_pretrained(folder)
+
+
 @pytest.mark.parametrize("case", ["bert", "llama-untied"])
 def test_specials_matched_by_role_for_omp_and_by_text_for_clp_and_counted(toks, donors, case):
     ctx = ctx_for(toks, case, donors[case])
