@@ -64,47 +64,79 @@ class TaggingSteps:
         return self._silver["tags"]
 
     def write_tagging(self, inputs: Inputs) -> None:
-        from harness.worlds.bible import ner
-        from harness.worlds.bible.treebanks import UPOS, read_aksara, read_hironsan, read_turkish
-
+        """The NER and POS tasks: English train/dev/test from the silver tags, the other languages' test sets
+        (projected, gold or silver), each task's meta."""
         tag_train, test_ids = self.tagging_ids()
-        task = self.progress.task("silver tagging (spaCy)", 2)
-        raw_tags, fra_tags = self._wait_silver_tags()
-        # consistency pass: entities made of common words are dropped, each name gets its majority label
-        eng_tags, clean_stats = ner.clean_entities(raw_tags, ner.common_words(self.train_primary[PIVOT].values()))
-        self.info["ner_english_cleaning"] = clean_stats
-        self.progress.advance(task, 2)
-
+        eng_tags, fra_tags = self._cleaned_silver_tags()
         n_dev = max(1, len(tag_train) // 6)
         dev_ids = sorted(random.Random(f"{self.s.seed}:dev").sample(tag_train, n_dev), key=bt.parse_verse_id)
         dev_set = set(dev_ids)
         train_ids = [v for v in tag_train if v not in dev_set]
+        self._write_ner(inputs, eng_tags, fra_tags, train_ids, dev_ids, test_ids)
+        self._write_pos(inputs, eng_tags, fra_tags, train_ids, dev_ids, test_ids)
 
-        def ner_rows(ids: list[str]) -> list[dict]:
-            rows = []
-            for vid in ids:
-                t = eng_tags[vid]
-                tags = ents_to_iob(len(t.tokens), t.ents)
-                if any(x != "O" for x in tags):  # WikiANN sentences hold at least one entity
-                    rows.append({"id": vid, "tokens": t.tokens, "tags": tags})
-            return rows
+    def _cleaned_silver_tags(self) -> tuple[dict[str, Tagged], dict[str, Tagged]]:
+        """(the English silver tags after the consistency pass, the French ones): entities made of common words are
+        dropped, each name gets its majority label."""
+        from harness.worlds.bible import ner
 
-        def pos_rows(ids: list[str], tagged: dict[str, Tagged]) -> list[dict]:
-            return [{"id": vid, "tokens": tagged[vid].tokens, "tags": tagged[vid].pos} for vid in ids if vid in tagged]
+        task = self.progress.task("silver tagging (spaCy)", 2)
+        raw_tags, fra_tags = self._wait_silver_tags()
+        eng_tags, clean_stats = ner.clean_entities(raw_tags, ner.common_words(self.train_primary[PIVOT].values()))
+        self.info["ner_english_cleaning"] = clean_stats
+        self.progress.advance(task, 2)
+        return eng_tags, fra_tags
+
+    def _write_ner(self, inputs: Inputs, eng_tags: dict[str, Tagged], fra_tags: dict[str, Tagged],
+                   train_ids: list[str], dev_ids: list[str], test_ids: list[str]) -> None:
+        """NER: English train/dev/test, the English entities projected to the other languages' test verses, the
+        gold Japanese test set, the task's meta."""
+        from harness.worlds.bible.treebanks import read_hironsan
 
         cap = self.s.tag_test_max
         tdir = self.out / "tasks"
-        # ---- NER
         ner_meta: dict[str, dict] = {}
-        write_jsonl(tdir / "ner" / PIVOT / "train.jsonl", ner_rows(train_ids))
-        write_jsonl(tdir / "ner" / PIVOT / "dev.jsonl", ner_rows(dev_ids))
-        eng_test = ner_rows(test_ids)[:cap]
+        write_jsonl(tdir / "ner" / PIVOT / "train.jsonl", _ner_rows(eng_tags, train_ids))
+        write_jsonl(tdir / "ner" / PIVOT / "dev.jsonl", _ner_rows(eng_tags, dev_ids))
+        eng_test = _ner_rows(eng_tags, test_ids)[:cap]
         write_jsonl(tdir / "ner" / PIVOT / "test.jsonl", eng_test)
         ner_meta[PIVOT] = {"label_source": "silver", "splits": {
             "train": _count_lines(tdir / "ner" / PIVOT / "train.jsonl"),
             "dev": _count_lines(tdir / "ner" / PIVOT / "dev.jsonl"),
             "test": len(eng_test)}, "source": "spaCy English pipeline on the World English Bible (held-out "
                                               "chapters for test, training verses for train/dev)"}
+        projected_fra, proj_stats = self._write_projected_ner(eng_tags, train_ids, test_ids, ner_meta)
+        hironsan = read_hironsan(next(inputs.paths["hironsancorpus"].rglob("iob_sents.txt")))
+        if "jpn_Jpan" in self.langs and hironsan:
+            write_jsonl(tdir / "ner" / "jpn_Jpan" / "test.jsonl",
+                        [{"id": s.sid, "tokens": s.tokens, "tags": s.tags} for s in hironsan])
+            ner_meta["jpn_Jpan"] = {"label_source": "gold", "splits": {"test": len(hironsan)},
+                                    "source": f"hironsancorpus=={self.fetcher.pins['hironsancorpus'].version} "
+                                              "(MeCab tokens, IREX PSN/LOC/ORG mapped to PER/LOC/ORG; news text)"}
+        quality = self._silver_quality(projected_fra, fra_tags)
+        if quality and "fra_Latn" in ner_meta:
+            ner_meta["fra_Latn"]["agreement_with_spacy_fr"] = quality
+        self._task_meta("ner", {
+            "description": ("WikiANN-proxy NER (PER/LOC/ORG, IOB2), zero-shot from English. English train/dev/test: "
+                            "Bible verses with at least one entity, tagged by spaCy's English pipeline (silver; "
+                            "PERSON->PER, GPE/LOC/FAC->LOC, ORG->ORG, other types dropped; entities made only of words usually "
+                            "written in lower case dropped; each name given its majority label). Other languages: the "
+                            "English entities of held-out verses projected through the verse alignment with a name "
+                            "lexicon learned on training verses (silver), and gold Japanese news sentences from "
+                            "hironsancorpus. Silver quality is modest on Bible names; see agreement_with_spacy_fr."),
+            "tag_set": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"], "train_language": PIVOT,
+            "tagger": self.tagger.describe(), "languages": ner_meta})
+        self.info["ner_projection"] = proj_stats
+
+    def _write_projected_ner(self, eng_tags: dict[str, Tagged], train_ids: list[str], test_ids: list[str],
+                             ner_meta: dict[str, dict]) -> tuple[dict[str, list[str]], dict[str, dict]]:
+        """Each spaced language's NER test set: the English entities of the held-out verses projected through the
+        verse alignment with a name lexicon learned on the training verses; its meta into ``ner_meta``. Returns
+        (the French projected tags by verse, the projection's counts by language)."""
+        from harness.worlds.bible import ner
+
+        cap = self.s.tag_test_max
+        tdir = self.out / "tasks"
         ent_words = ner.entity_words(eng_tags[v] for v in train_ids)
         projected_fra: dict[str, list[str]] = {}
         proj_stats: dict[str, dict] = {}
@@ -133,32 +165,20 @@ class TaggingSteps:
             ner_meta[lang] = {"label_source": "silver", "splits": {"test": len(rows)},
                               "source": "English spaCy entities projected through the verse alignment "
                                         f"(kept {len(rows)} of {tried} held-out verses with entities)"}
-        hironsan = read_hironsan(next(inputs.paths["hironsancorpus"].rglob("iob_sents.txt")))
-        if "jpn_Jpan" in self.langs and hironsan:
-            write_jsonl(tdir / "ner" / "jpn_Jpan" / "test.jsonl",
-                        [{"id": s.sid, "tokens": s.tokens, "tags": s.tags} for s in hironsan])
-            ner_meta["jpn_Jpan"] = {"label_source": "gold", "splits": {"test": len(hironsan)},
-                                    "source": f"hironsancorpus=={self.fetcher.pins['hironsancorpus'].version} "
-                                              "(MeCab tokens, IREX PSN/LOC/ORG mapped to PER/LOC/ORG; news text)"}
-        quality = self._silver_quality(projected_fra, fra_tags)
-        if quality and "fra_Latn" in ner_meta:
-            ner_meta["fra_Latn"]["agreement_with_spacy_fr"] = quality
-        self._task_meta("ner", {
-            "description": ("WikiANN-proxy NER (PER/LOC/ORG, IOB2), zero-shot from English. English train/dev/test: "
-                            "Bible verses with at least one entity, tagged by spaCy's English pipeline (silver; "
-                            "PERSON->PER, GPE/LOC/FAC->LOC, ORG->ORG, other types dropped; entities made only of words usually "
-                            "written in lower case dropped; each name given its majority label). Other languages: the "
-                            "English entities of held-out verses projected through the verse alignment with a name "
-                            "lexicon learned on training verses (silver), and gold Japanese news sentences from "
-                            "hironsancorpus. Silver quality is modest on Bible names; see agreement_with_spacy_fr."),
-            "tag_set": ["O", "B-PER", "I-PER", "B-LOC", "I-LOC", "B-ORG", "I-ORG"], "train_language": PIVOT,
-            "tagger": self.tagger.describe(), "languages": ner_meta})
-        self.info["ner_projection"] = proj_stats
-        # ---- POS
+        return projected_fra, proj_stats
+
+    def _write_pos(self, inputs: Inputs, eng_tags: dict[str, Tagged], fra_tags: dict[str, Tagged],
+                   train_ids: list[str], dev_ids: list[str], test_ids: list[str]) -> None:
+        """POS: English train/dev/test, the gold Turkish and Indonesian test sets, the silver French one, the
+        task's meta."""
+        from harness.worlds.bible.treebanks import UPOS, read_aksara, read_turkish
+
+        cap = self.s.tag_test_max
+        tdir = self.out / "tasks"
         pos_meta: dict[str, dict] = {}
-        write_jsonl(tdir / "pos" / PIVOT / "train.jsonl", pos_rows(train_ids, eng_tags))
-        write_jsonl(tdir / "pos" / PIVOT / "dev.jsonl", pos_rows(dev_ids, eng_tags))
-        write_jsonl(tdir / "pos" / PIVOT / "test.jsonl", pos_rows(test_ids, eng_tags)[:cap])
+        write_jsonl(tdir / "pos" / PIVOT / "train.jsonl", _pos_rows(train_ids, eng_tags))
+        write_jsonl(tdir / "pos" / PIVOT / "dev.jsonl", _pos_rows(dev_ids, eng_tags))
+        write_jsonl(tdir / "pos" / PIVOT / "test.jsonl", _pos_rows(test_ids, eng_tags)[:cap])
         pos_meta[PIVOT] = {"label_source": "silver", "splits": {
             "train": len(train_ids), "dev": len(dev_ids), "test": min(cap, len(test_ids))},
             "source": "spaCy English pipeline UPOS on the World English Bible"}
@@ -175,7 +195,7 @@ class TaggingSteps:
                         [{"id": s.sid, "tokens": s.tokens, "tags": s.tags} for s in chosen])
             pos_meta[lang] = {"label_source": "gold", "splits": {"test": len(chosen)}, "source": src}
         if fra_tags:
-            rows = pos_rows([v for v in test_ids if v in fra_tags], fra_tags)[:cap]
+            rows = _pos_rows([v for v in test_ids if v in fra_tags], fra_tags)[:cap]
             write_jsonl(tdir / "pos" / "fra_Latn" / "test.jsonl", rows)
             pos_meta["fra_Latn"] = {"label_source": "silver", "splits": {"test": len(rows)},
                                     "source": "spaCy French pipeline UPOS on held-out Louis Segond verses"}
@@ -214,3 +234,18 @@ class TaggingSteps:
 def _count_lines(path: Path) -> int:
     with open(path, encoding="utf-8") as f:
         return sum(1 for line in f if line.strip())
+
+
+def _ner_rows(eng_tags: dict[str, Tagged], ids: list[str]) -> list[dict]:
+    """NER rows of the English verses ``ids`` that hold at least one entity (as WikiANN's sentences do)."""
+    rows = []
+    for vid in ids:
+        t = eng_tags[vid]
+        tags = ents_to_iob(len(t.tokens), t.ents)
+        if any(x != "O" for x in tags):  # WikiANN sentences hold at least one entity
+            rows.append({"id": vid, "tokens": t.tokens, "tags": tags})
+    return rows
+
+
+def _pos_rows(ids: list[str], tagged: dict[str, Tagged]) -> list[dict]:
+    return [{"id": vid, "tokens": tagged[vid].tokens, "tags": tagged[vid].pos} for vid in ids if vid in tagged]
