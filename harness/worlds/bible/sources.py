@@ -132,14 +132,45 @@ def train_mlm_head(model, tokenizer, train_lines: Sequence[str], eval_lines: Seq
     t0 = time.time()
     rng = random.Random(settings.seed)
     gen = torch.Generator().manual_seed(settings.seed)
+    params = _reset_head(model, gen, prior_counts)
+    head = model.cls.predictions
+    emb = model.get_input_embeddings().weight  # the tied decoder
+    vocab_size = emb.shape[0]
+    h_train, y_train = _masked_positions(model, tokenizer, train_lines, settings.train_sequences, settings, rng)
+    h_eval, y_eval = _masked_positions(model, tokenizer, eval_lines, settings.eval_sequences, settings,
+                                       random.Random(settings.seed + 1))
+
+    def loss_on(h, y) -> float:
+        with torch.no_grad():
+            return float(F.cross_entropy(F.linear(head.transform(h), emb, head.bias), y).item())
+
+    before = loss_on(h_eval, y_eval)
+    curve = _fit_head(head, emb, params, h_train, y_train, settings, gen, progress)
+    for p in params:
+        p.requires_grad_(False)
+    after = loss_on(h_eval, y_eval)
+    if not math.isfinite(after):
+        raise RuntimeError("MLM head training diverged")
+    model.tie_weights()
+    return {"settings": asdict(settings), "train_positions": int(h_train.shape[0]),
+            "eval_positions": int(h_eval.shape[0]), "heldout_loss_before": round(before, 4),
+            "heldout_loss_after": round(after, 4), "uniform_loss": round(math.log(vocab_size), 4), "curve": curve,
+            "seconds": round(time.time() - t0, 1)}
+
+
+def _reset_head(model, gen, prior_counts: np.ndarray | None) -> list:
+    """Freeze ``model`` and start its MLM head afresh from ``gen``: the head starts from the seed, not from
+    whatever the global RNG held when the model was built, so that two builds write the same weights (BERT's
+    initialization: N(0, initializer_range), zero bias, unit norm; the bias the unigram log prior of
+    ``prior_counts`` when given). Returns the head's parameters, set to train."""
+    import torch
+
     model.eval()
     for p in model.parameters():
         p.requires_grad_(False)
     head = model.cls.predictions
     emb = model.get_input_embeddings().weight  # the tied decoder
     with torch.no_grad():
-        # the head starts from the seed, not from whatever the global RNG held when the model was built, so that
-        # two builds write the same weights (BERT's initialization: N(0, initializer_range), zero bias, unit norm)
         dense, norm = head.transform.dense, head.transform.LayerNorm
         dense.weight.normal_(0.0, model.config.initializer_range, generator=gen)
         dense.bias.zero_()
@@ -153,29 +184,30 @@ def train_mlm_head(model, tokenizer, train_lines: Sequence[str], eval_lines: Seq
     params = [p for p in head.transform.parameters()] + [head.bias]
     for p in params:
         p.requires_grad_(True)
+    return params
 
+
+def _masked_positions(model, tokenizer, lines: Sequence[str], n: int, settings: HeadSettings, r: random.Random):
+    """(hidden states, labels) at the masked positions of ``n`` lines drawn from ``lines`` with ``r``, masked as
+    BERT does."""
     special = set(tokenizer.all_special_ids)
-    vocab_size = emb.shape[0]
-    mask_id = tokenizer.mask_token_id
-    pad_id = tokenizer.pad_token_id
+    vocab_size = model.get_input_embeddings().weight.shape[0]
+    chosen = r.sample(list(lines), min(n, len(lines)))
+    seqs, labs = [], []
+    for ids in _encode(tokenizer, chosen, settings.max_length):
+        inp, lab = mask_tokens(ids, special, tokenizer.mask_token_id, vocab_size, settings.mlm_probability, r)
+        seqs.append(inp)
+        labs.append(lab)
+    return _masked_states(model, seqs, labs, tokenizer.pad_token_id)
 
-    def masked(lines: Sequence[str], n: int, r: random.Random):
-        chosen = r.sample(list(lines), min(n, len(lines)))
-        seqs, labs = [], []
-        for ids in _encode(tokenizer, chosen, settings.max_length):
-            inp, lab = mask_tokens(ids, special, mask_id, vocab_size, settings.mlm_probability, r)
-            seqs.append(inp)
-            labs.append(lab)
-        return _masked_states(model, seqs, labs, pad_id)
 
-    h_train, y_train = masked(train_lines, settings.train_sequences, rng)
-    h_eval, y_eval = masked(eval_lines, settings.eval_sequences, random.Random(settings.seed + 1))
+def _fit_head(head, emb, params: list, h_train, y_train, settings: HeadSettings, gen,
+              progress: Callable[[int, int], None] | None) -> list[list]:
+    """``settings.steps`` AdamW steps on batches of masked positions drawn with ``gen`` (linear warmup, then
+    linear decay); returns the loss curve ([step, loss] every 25 steps and at the last)."""
+    import torch
+    import torch.nn.functional as F
 
-    def loss_on(h, y) -> float:
-        with torch.no_grad():
-            return float(F.cross_entropy(F.linear(head.transform(h), emb, head.bias), y).item())
-
-    before = loss_on(h_eval, y_eval)
     opt = torch.optim.AdamW(params, lr=settings.lr, weight_decay=0.0)
 
     def lr_at(step: int) -> float:
@@ -199,15 +231,7 @@ def train_mlm_head(model, tokenizer, train_lines: Sequence[str], eval_lines: Seq
             curve.append([step, round(float(loss.item()), 4)])
         if progress:
             progress(step + 1, settings.steps)
-    for p in params:
-        p.requires_grad_(False)
-    after = loss_on(h_eval, y_eval)
-    if not math.isfinite(after):
-        raise RuntimeError("MLM head training diverged")
-    model.tie_weights()
-    return {"settings": asdict(settings), "train_positions": int(n), "eval_positions": int(h_eval.shape[0]),
-            "heldout_loss_before": round(before, 4), "heldout_loss_after": round(after, 4),
-            "uniform_loss": round(math.log(vocab_size), 4), "curve": curve, "seconds": round(time.time() - t0, 1)}
+    return curve
 
 
 # -- the two sources ----------------------------------------------------------------------------------------
