@@ -59,7 +59,7 @@ HELPER_KIND = "helper-model"  # the product kind under <home>/cache/methods/help
 DONOR_PARAM = "helper_model param"
 DONOR_WORLD = "world donor"
 DONOR_TRAINED = "helper model (trained)"
-DONOR_FIELDS = ("donor", "path", "identity", "rows", "dim", "tied")
+DONOR_FIELDS = ("donor", "path", "identity", "rows", "dim", "tied", "world_identity")
 
 
 # -- the overlap rule ------------------------------------------------------------------------------------------
@@ -170,8 +170,9 @@ def world_donor(world: Any) -> Path | None:
 
 
 def donor_summary(info: dict[str, Any]) -> dict[str, Any]:
-    """Which model served as the helper / donor, as the init report says it (:data:`DONOR_FIELDS`)."""
-    return {k: info.get(k) for k in DONOR_FIELDS}
+    """Which model served as the helper / donor, as the init report says it (:data:`DONOR_FIELDS`: ``identity`` is
+    a hash of the rows read, ``world_identity`` the world manifest's hash of the donor, for a world's donor)."""
+    return {k: info[k] for k in DONOR_FIELDS if k in info}
 
 
 def table_for(tables: HelperTables, ctx: Any) -> np.ndarray:
@@ -195,7 +196,9 @@ def helper_tables(ctx: Any, p: dict[str, Any], *, who: str) -> HelperTables:
     donor = world_donor(ctx.world)
     if donor is not None:
         tables = _tables_of_folder(donor, n_t, who, what="world's donor model")
-        tables.info.update(donor=DONOR_WORLD, trained=False)
+        entry = (getattr(ctx.world, "manifest", None) or {}).get("donor")
+        tables.info.update(donor=DONOR_WORLD, trained=False,
+                           world_identity=entry.get("identity") if isinstance(entry, dict) else None)
         return tables
     texts = cpt_texts(ctx.world)
     if not texts:

@@ -131,6 +131,7 @@ class DonorWorld:
 
     def __init__(self, donor: Path | None) -> None:
         self.donor_dir = donor
+        self.manifest = {"donor": {"identity": "d0n0r", "path": "donor"}}
 
     def resource_files(self, kind: str) -> list[Path]:
         return []
@@ -198,7 +199,7 @@ def test_omp_reads_the_world_donor_with_mergekits_rule(toks, donors, tmp_path, c
     model = res.stats["donor_model"]
     assert model["donor"] == "world donor" and model["path"] == str(donors[case])
     assert model["rows"] == n_t + CASES[case][3] and model["dim"] == DIM
-    assert model["tied"] is (out is None)
+    assert model["tied"] is (out is None) and model["world_identity"] == "d0n0r"
     assert res.stats["donor"]["space"] == "the world donor's input table"
     # no helper product: the helper's cache folder was never made
     assert not (tmp_path / "methods" / "helper").exists()
