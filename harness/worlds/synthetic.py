@@ -210,10 +210,22 @@ class SyntheticWorld:
 
     # ------------------------------------------------------------------------------------------------------
     def build(self, out: Path) -> None:
+        langs = list(_LANGS)
+        lex, train, evals = self._sentences(langs)
+        text = {lang: [" ".join(t[0]) for t in train[lang]] for lang in langs}
+        self._write_resources(out, lex, text)
+        src_dir, src_tok = self._tokenizers(out, text)
+        self._source_model(src_dir, src_tok, text[PIVOT])
+        self._decoder_model(out / "sources" / DECODER, src_tok, text[PIVOT])
+        self._write_tasks(out / "tasks", train, evals)
+        self._write_meta(out, text)
+
+    def _sentences(self, langs: list[str]) -> tuple[_Lexicon, dict[str, list], dict[str, list]]:
+        """(the lexicon, each language's training sentences, its held-out ones): one plan per sentence, realized
+        in every language."""
         from harness.core.progress import stage
 
         rng = random.Random(self.seed)
-        langs = list(_LANGS)
         with stage("world synthetic: sentences") as note:
             lex = _lexicon(self.seed)
             # held-out split first: the evaluation sentences are generated from their own stream
@@ -221,10 +233,14 @@ class SyntheticWorld:
             plans_eval = [_sentence_plan(rng, lex) for _ in range(self.n_heldout * 3)]
             train = {lang: [_realize(p, lang, lex) for p in plans_train] for lang in langs}
             evals = {lang: [_realize(p, lang, lex) for p in plans_eval] for lang in langs}
-            text = {lang: [" ".join(t[0]) for t in train[lang]] for lang in langs}
             note(f"{len(langs)} languages x {self.n_train} training + {len(plans_eval)} held-out sentences")
+        return lex, train, evals
 
-        # resources
+    def _write_resources(self, out: Path, lex: _Lexicon, text: dict[str, list[str]]) -> None:
+        """Each language's text and CPT text, the word vectors, the pivot-to-language dictionaries."""
+        from harness.core.progress import stage
+
+        langs = list(text)
         with stage("world synthetic: resources (text, CPT text, word vectors, dictionaries)") as note:
             res = out / "resources"
             for lang in langs:
@@ -242,24 +258,27 @@ class SyntheticWorld:
                 (res / "dictionaries" / f"{PIVOT}-{lang}.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
             note(f"{len(langs) - 1} dictionaries")
 
-        # tokenizers and the source model
+    def _tokenizers(self, out: Path, text: dict[str, list[str]]) -> tuple[Path, Any]:
+        """The source's tokenizer (the pivot language's pieces) and the target tokenizer (extended with the pieces
+        of every language); (the source's folder, its tokenizer)."""
+        from harness.core.progress import stage
         from harness.core.tokenization import extend_pieces, save_xlmr_tokenizer, train_unigram, xlmr_vocab
 
         with stage("world synthetic: tokenizers (SentencePiece Unigram)") as note:
             src_pieces = train_unigram(text[PIVOT], vocab_size=400)
-            new_pieces = train_unigram([s for lang in langs for s in text[lang]], vocab_size=900)
+            new_pieces = train_unigram([s for lang in text for s in text[lang]], vocab_size=900)
             src_dir = out / "sources" / SOURCE
             src_tok = save_xlmr_tokenizer(xlmr_vocab(src_pieces), src_dir, model_max_length=128)
             target = save_xlmr_tokenizer(xlmr_vocab(extend_pieces(src_pieces, new_pieces)), out / "target_tokenizer",
                                          model_max_length=128)
             note(f"source {len(src_tok)} pieces, target {len(target)}")
-        self._source_model(src_dir, src_tok, text[PIVOT])
-        self._decoder_model(out / "sources" / DECODER, src_tok, text[PIVOT])
+        return src_dir, src_tok
 
-        # tasks
-        tasks = out / "tasks"
+    def _write_tasks(self, tasks: Path, train: dict[str, list], evals: dict[str, list]) -> None:
+        """Every task's data: the held-out sentences split between MLM, SR-B, SR-T and the tagging tests; the
+        pivot language's training sentences as the tagging tasks' train (80 %) and dev sets."""
         n = self.n_heldout
-        for lang in langs:
+        for lang in evals:
             (tasks / "mlm").mkdir(parents=True, exist_ok=True)
             (tasks / "mlm" / f"{lang}.txt").write_text(
                 "\n".join(" ".join(t[0]) for t in evals[lang][:n]) + "\n", encoding="utf-8")
@@ -275,6 +294,10 @@ class SyntheticWorld:
             rows = [{"tokens": t[0], "tags": t[col]} for t in train[PIVOT]]
             write_jsonl(tasks / task / PIVOT / "train.jsonl", rows[: int(len(rows) * 0.8)])
             write_jsonl(tasks / task / PIVOT / "dev.jsonl", rows[int(len(rows) * 0.8):])
+
+    def _write_meta(self, out: Path, text: dict[str, list[str]]) -> None:
+        """The tasks' meta, the languages' table and the manifest."""
+        langs = list(text)
         descriptions = {
             "mlm": "held-out generated sentences per language",
             "sr-b": "parallel generated sentences (Bible-verse stand-in), pivot queries",
