@@ -247,7 +247,40 @@ def fine_tune(tagger: TokenTagger, feat: Featurizer, train: Sequence[TaggedSente
     segs = feat.segments(train, label_ids)
     bs, epochs = int(hp["batch_size"]), int(hp["epochs"])
     steps_per_epoch = batches_per_epoch(len(segs), bs, bool(hp.get("group_by_length")))
-    total = steps_per_epoch * epochs
+    opt, sched = _optimizer(tagger, hp, steps_per_epoch * epochs)
+    eval_every = hp["eval_every"]
+    g = torch.Generator().manual_seed(seed + 1)
+    selection = _DevSelection(tagger, feat, dev, labels, score, sched, hp, pad_id=pad_id, device=device,
+                              precision=precision)
+    step = 0
+    t0 = time.perf_counter()
+    devices, device_type = _rng_devices(device)
+    tagger.train()
+    with torch.random.fork_rng(devices=devices, device_type=device_type):
+        torch.manual_seed(seed)  # dropout draws, inside the fork: the global RNG is left as it was
+        for epoch in range(epochs):
+            batches = _epoch_batches(segs, bs, g, bool(hp.get("group_by_length")))
+            for bi, idx in enumerate(batches):
+                loss = _train_step(tagger, segs, idx, opt, sched, hp, pad_id=pad_id, device=device,
+                                   precision=precision)
+                step += 1
+                selection.add_loss(loss)
+                if advance is not None:
+                    advance(1)
+                if eval_every and step % int(eval_every) == 0:
+                    selection.evaluate(step, epoch + (bi + 1) / len(batches))
+            if not selection.curve or selection.curve[-1]["step"] != step:
+                selection.evaluate(step, epoch + 1.0)
+    if selection.best_state is not None:
+        tagger.load_state_dict(selection.best_state)
+    tagger.eval()
+    return FineTuneResult(curve=selection.curve, best=selection.best, steps=step,
+                          seconds=round(time.perf_counter() - t0, 3))
+
+
+def _optimizer(tagger: TokenTagger, hp: dict[str, Any], total: int) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW (no weight decay on biases and norms) and its schedule over ``total`` steps: linear warmup, then
+    linear decay or constant."""
     no_decay = [p for n, p in tagger.named_parameters() if n.endswith("bias") or "norm" in n.lower()]
     ids_nd = {id(p) for p in no_decay}
     decay = [p for p in tagger.parameters() if id(p) not in ids_nd]
@@ -266,64 +299,66 @@ def fine_tune(tagger: TokenTagger, feat: Featurizer, train: Sequence[TaggedSente
             return 1.0
         return max(0.0, (total - step) / max(1, total - warm))
 
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
-    eval_every = hp["eval_every"]
-    g = torch.Generator().manual_seed(seed + 1)
-    curve: list[dict[str, Any]] = []
-    best: dict[str, Any] = {"f1": -1.0, "step": 0}
-    best_state: dict[str, torch.Tensor] | None = None
-    loss_sum, loss_n, step = 0.0, 0, 0
-    t0 = time.perf_counter()
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lr_factor)
 
-    def evaluate_dev(epoch: float) -> None:
-        nonlocal best_state, loss_sum, loss_n
-        pred = predict(tagger, feat, dev, labels, batch_size=int(hp["eval_batch_size"]), pad_id=pad_id,
-                       device=device, precision=precision)
-        s = score(pred, [d.tags for d in dev])
+
+def _epoch_batches(segs: list[Segment], bs: int, g: torch.Generator, group_by_length: bool) -> list[list[int]]:
+    """One epoch's batches of segment indices, drawn with ``g``: of similar lengths, or in a random order."""
+    if group_by_length:
+        return shuffled_length_batches([len(s.input_ids) for s in segs], bs, g)
+    order = torch.randperm(len(segs), generator=g).tolist()
+    return [order[b0:b0 + bs] for b0 in range(0, len(order), bs)]
+
+
+def _train_step(tagger: TokenTagger, segs: list[Segment], idx: list[int], opt: torch.optim.Optimizer, sched: Any,
+                hp: dict[str, Any], *, pad_id: int, device: torch.device, precision: str) -> torch.Tensor:
+    """One optimizer step on the segments ``idx``; its loss."""
+    b = pad_batch([segs[i].input_ids for i in idx], pad_id, labels=[segs[i].labels for i in idx])
+    with autocast(device, precision):
+        logits = tagger(b["input_ids"].to(device), b["attention_mask"].to(device))
+    loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
+                                       b["labels"].to(device).reshape(-1), ignore_index=IGNORE)
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    if hp["grad_clip"]:
+        nn.utils.clip_grad_norm_(tagger.parameters(), float(hp["grad_clip"]))
+    opt.step()
+    sched.step()
+    return loss
+
+
+class _DevSelection:
+    """The dev evaluations of a fine-tuning: the curve, the best dev F1 (the first one reached, on ties) with the
+    tagger's weights then, and the training loss since the last evaluation."""
+
+    def __init__(self, tagger: TokenTagger, feat: Featurizer, dev: Sequence[TaggedSentence], labels: list[str],
+                 score: Callable[..., dict[str, float]], sched: Any, hp: dict[str, Any], *, pad_id: int,
+                 device: torch.device, precision: str):
+        self.tagger, self.feat, self.dev, self.labels, self.score, self.sched = tagger, feat, dev, labels, score, sched
+        self.hp, self.pad_id, self.device, self.precision = hp, pad_id, device, precision
+        self.curve: list[dict[str, Any]] = []
+        self.best: dict[str, Any] = {"f1": -1.0, "step": 0}
+        self.best_state: dict[str, torch.Tensor] | None = None
+        self.loss_sum, self.loss_n = 0.0, 0
+
+    def add_loss(self, loss: torch.Tensor) -> None:
+        self.loss_sum += float(loss.detach())
+        self.loss_n += 1
+
+    def evaluate(self, step: int, epoch: float) -> None:
+        """Score the tagger on the dev set at ``step``: a point of the curve; its weights kept when best so far."""
+        pred = predict(self.tagger, self.feat, self.dev, self.labels, batch_size=int(self.hp["eval_batch_size"]),
+                       pad_id=self.pad_id, device=self.device, precision=self.precision)
+        s = self.score(pred, [d.tags for d in self.dev])
         point = {"step": step, "epoch": round(epoch, 4), **{f"dev_{k}": v for k, v in s.items()},
-                 "train_loss": loss_sum / loss_n if loss_n else None, "lr": sched.get_last_lr()[0]}
-        curve.append(point)
-        loss_sum, loss_n = 0.0, 0
+                 "train_loss": self.loss_sum / self.loss_n if self.loss_n else None,
+                 "lr": self.sched.get_last_lr()[0]}
+        self.curve.append(point)
+        self.loss_sum, self.loss_n = 0.0, 0
         log.info("dev at step %d: %s", step, s)
-        if s["f1"] > best["f1"]:
-            best.update(f1=s["f1"], step=step, epoch=point["epoch"], **{f"dev_{k}": v for k, v in s.items()})
-            best_state = {k: v.detach().to("cpu", copy=True) for k, v in tagger.state_dict().items()}
-
-    devices, device_type = _rng_devices(device)
-    tagger.train()
-    with torch.random.fork_rng(devices=devices, device_type=device_type):
-        torch.manual_seed(seed)  # dropout draws, inside the fork: the global RNG is left as it was
-        for epoch in range(epochs):
-            if hp.get("group_by_length"):
-                batches = shuffled_length_batches([len(s.input_ids) for s in segs], bs, g)
-            else:
-                order = torch.randperm(len(segs), generator=g).tolist()
-                batches = [order[b0:b0 + bs] for b0 in range(0, len(order), bs)]
-            for bi, idx in enumerate(batches):
-                b = pad_batch([segs[i].input_ids for i in idx], pad_id, labels=[segs[i].labels for i in idx])
-                with autocast(device, precision):
-                    logits = tagger(b["input_ids"].to(device), b["attention_mask"].to(device))
-                loss = nn.functional.cross_entropy(logits.float().reshape(-1, logits.shape[-1]),
-                                                   b["labels"].to(device).reshape(-1), ignore_index=IGNORE)
-                opt.zero_grad(set_to_none=True)
-                loss.backward()
-                if hp["grad_clip"]:
-                    nn.utils.clip_grad_norm_(tagger.parameters(), float(hp["grad_clip"]))
-                opt.step()
-                sched.step()
-                step += 1
-                loss_sum += float(loss.detach())
-                loss_n += 1
-                if advance is not None:
-                    advance(1)
-                if eval_every and step % int(eval_every) == 0:
-                    evaluate_dev(epoch + (bi + 1) / len(batches))
-            if not curve or curve[-1]["step"] != step:
-                evaluate_dev(epoch + 1.0)
-    if best_state is not None:
-        tagger.load_state_dict(best_state)
-    tagger.eval()
-    return FineTuneResult(curve=curve, best=best, steps=step, seconds=round(time.perf_counter() - t0, 3))
+        if s["f1"] > self.best["f1"]:
+            self.best.update(f1=s["f1"], step=step, epoch=point["epoch"], **{f"dev_{k}": v for k, v in s.items()})
+            self.best_state = {k: v.detach().to("cpu", copy=True) for k, v in self.tagger.state_dict().items()}
 
 
 def _save_tagger(tagger: TokenTagger, out: Path) -> None:
