@@ -120,6 +120,7 @@ def _listing(worlds: Path) -> list[str]:
 def _cli(capsys, *args: str) -> tuple[int, str, str]:
     from harness.cli import main
 
+    capsys.readouterr()  # what the test printed before (a model saved, its progress bar) is not the command's
     rc = main(list(args))
     out = capsys.readouterr()
     return rc, out.out, out.err
@@ -255,6 +256,12 @@ def test_info_describes_it_and_planning_accepts_it(models, worlds, tmp_path, cap
     assert "user text qzy_Latn: 30 lines (27 CPT and monolingual text, 3 held out" in out
     rc, out, err = _cli(capsys, "list")
     assert rc == 0 and "d-info" in out
+    rc, out, err = _cli(capsys, "world", "check", "d-info")
+    assert rc == 0 and "files match the sha256" in " ".join(out.split()), out + err
+    rc, out, err = _cli(capsys, "world", "build", "d-info", "--force")  # never built: refused, the world kept
+    assert rc == 2 and "is a derived world: it is not built" in err
+    rc, out, err = _cli(capsys, "world", "info", "d-info")
+    assert rc == 0 and "derived from world synthetic" in out
     from harness.plan import world_for_planning
     from harness.worlds import declared_world
 
