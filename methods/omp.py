@@ -177,6 +177,23 @@ class OMPInit(Method):
         "spaces): the same anchors in the same order, rows to 1e-5; copied rows equal (run by tests/parity/run.sh)",
         ("tests/parity/test_omp_clp.py::test_omp_parity_with_mergekit", "tests/test_omp.py"))
 
+    def donor_space(self, ctx: InitContext, p: dict[str, Any], n_t: int
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any], dict[str, Any] | None]:
+        """``(D, has a vector, what D is, which model served)``: the helper's / world donor's table for the source
+        table the method is called on, or FOCUS's fastText vectors (no model)."""
+        if p["donor"] == "helper":
+            tables = helper_tables(ctx, p, who=self.name)
+            donor = table_for(tables, ctx)
+            space = "output" if donor is tables.output else "input"
+            whose = "the world donor's" if tables.info.get("donor") == DONOR_WORLD else "helper"
+            info: dict[str, Any] = {"space": f"{whose} {space} table", **tables.info}
+            has, model = np.ones(n_t, dtype=bool), donor_summary(tables.info)
+        else:  # (focus_vectors refuses a world without target-language text)
+            donor, has, fasttext = focus_vectors(ctx)
+            info, model = {"space": "FOCUS fastText vectors", **fasttext}, None
+        info.update(dim=int(donor.shape[1]), digest=table_digest(donor))
+        return donor, has, info, model
+
     def initialize(self, ctx: InitContext) -> InitResult:
         p = self.resolve_params(ctx)
         mapping = self.mapping(ctx, specials="role")
@@ -184,19 +201,7 @@ class OMPInit(Method):
         src = ctx.source_matrix.detach().float().cpu()
         matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
 
-        model: dict[str, Any] | None = None
-        if p["donor"] == "helper":
-            tables = helper_tables(ctx, p, who=self.name)
-            donor = table_for(tables, ctx)
-            has = np.ones(n_t, dtype=bool)
-            space = "output" if donor is tables.output else "input"
-            whose = "the world donor's" if tables.info.get("donor") == DONOR_WORLD else "helper"
-            donor_info: dict[str, Any] = {"space": f"{whose} {space} table", **tables.info}
-            model = donor_summary(tables.info)
-        else:  # (focus_vectors refuses a world without target-language text)
-            donor, has, info = focus_vectors(ctx)
-            donor_info = {"space": "FOCUS fastText vectors", **info}
-        donor_info.update(dim=int(donor.shape[1]), digest=table_digest(donor))
+        donor, has, donor_info, model = self.donor_space(ctx, p, n_t)
 
         copied = np.zeros(n_t, dtype=bool)
         copied[list(mapping.copy)] = True
@@ -220,7 +225,7 @@ class OMPInit(Method):
         inputs = {"v": ROWS_VERSION, "source": table_digest(src.numpy()), "donor": donor_info["digest"],
                   "anchors": table_digest(anchors), "sources": table_digest(source_ids.numpy()),
                   "new": table_digest(new), "k": int(k_used), "batch": int(p["batch_size"])}
-        if model is not None and model["donor"] == DONOR_WORLD:  # (the keys of the helper's rows stay as they were)
+        if model is not None and model.get("donor") == DONOR_WORLD:  # (the keys of the helper's rows stay as they were)
             inputs["donor_model"] = model["identity"]
         if ctx.cache_dir is None:
             z = compute()
