@@ -326,6 +326,65 @@ def _gguf(path: Path, arch: str) -> Path:
     return path
 
 
+def _llama_gguf(path: Path, tokenizer_dir: Path) -> Path:
+    """A tiny Llama GGUF (float32 tensors, llama.cpp's names) with the byte-level BPE of ``tokenizer_dir``."""
+    import gguf
+    import numpy as np
+
+    tj = json.loads((tokenizer_dir / "tokenizer.json").read_text())
+    vocab = {**tj["model"]["vocab"], **{t["content"]: t["id"] for t in tj["added_tokens"]}}
+    tokens = sorted(vocab, key=vocab.get)
+    n, h, f = len(tokens), 16, 32
+    rng = np.random.default_rng(0)
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_context_length(64)
+    w.add_block_count(1)
+    w.add_feed_forward_length(f)
+    w.add_embedding_length(h)
+    w.add_head_count(2)
+    w.add_head_count_kv(2)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_dimension_count(8)
+    w.add_vocab_size(n)
+    w.add_tokenizer_model("gpt2")
+    w.add_token_list(tokens)
+    w.add_token_types([3 if t in ("<s>", "</s>", "<pad>", "<unk>") else 1 for t in tokens])
+    w.add_token_merges([m if isinstance(m, str) else " ".join(m) for m in tj["model"]["merges"]])
+    w.add_bos_token_id(vocab["<s>"])
+    w.add_eos_token_id(vocab["</s>"])
+    shapes = {"token_embd.weight": (n, h), **{f"blk.0.attn_{k}.weight": (h, h) for k in ("q", "k", "v", "output")},
+              "blk.0.ffn_gate.weight": (f, h), "blk.0.ffn_up.weight": (f, h), "blk.0.ffn_down.weight": (h, f)}
+    for name, shape in shapes.items():
+        w.add_tensor(name, (rng.standard_normal(shape) * 0.02).astype(np.float32))
+    for name in ("output_norm.weight", "blk.0.attn_norm.weight", "blk.0.ffn_norm.weight"):
+        w.add_tensor(name, np.ones(h, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_a_gguf_source_is_converted_to_a_model_folder(models, worlds, tmp_path, capsys):
+    pytest.importorskip("gguf")
+    from harness.core.hashing import sha256_file
+    from harness.worlds import get_world
+
+    path = _llama_gguf(tmp_path / "Tiny-Llama.Q8.gguf", models["llama-bpe"])
+    rc, _, err = _cli(capsys, "world", "derive", "d-gguf", "--from", "synthetic", "--source", str(path))
+    assert rc == 0, err
+    world = get_world("d-gguf", build=False)
+    assert world.sources == ["tiny-llama.q8"]
+    entry = world.manifest["sources"]["tiny-llama.q8"]
+    assert entry["architecture"] == "LlamaForCausalLM" and entry["objective"] == "clm" and entry["tied"]
+    vocab = json.loads((models["llama-bpe"] / "tokenizer.json").read_text())["model"]["vocab"]
+    assert entry["embedding_rows"] == len(vocab) and entry["hidden_size"] == 16
+    folder = world.source_dir("tiny-llama.q8")
+    assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
+    derivation = json.loads((world.root / "derivation.json").read_text())
+    assert derivation["source"]["input"]["sha256"] == sha256_file(path)
+
+
 def test_a_gguf_of_an_unknown_architecture_and_a_missing_gguf_package(models, worlds, tmp_path, capsys,
                                                                         monkeypatch):
     pytest.importorskip("gguf")
