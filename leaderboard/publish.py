@@ -473,22 +473,50 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
     task, the notes once, where the rest is); ``langs`` (or any of ``task``, ``metric``, ``per_seed``, a ``step``
     other than final, which ask for particular tables): the per-language boards with their slices and paired tests;
     ``claims``: every claim with its numbers and note. The files always hold everything."""
-    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
-
-    from harness.core.progress import Progress, log_console  # plain progress lines when stderr is piped
-    from leaderboard.collect import collect_experiment, experiments
-    from leaderboard.render_terminal import (
-        render,
-        render_claims,
-        render_claims_detail,
-        render_open_question,
-        render_overview,
-    )
+    from harness.core.progress import log_console
 
     # piped output (a file, a test) gets the full table instead of wrapped columns
     console = console or Console(width=None if sys.stdout.isatty() else 400)
     err = log_console()  # progress and messages: never wrapped when stderr is piped
     tracker = Tracker(tracking_uri)
+    results, where = _build_boards(tracker, experiment, world, err, per_seed=per_seed, write=write,
+                                   bootstrap=bootstrap, bootstrap_seed=bootstrap_seed, ids=ids)
+    if not results:
+        in_exp = f" in experiment {experiment!r}" if experiment else ""
+        console.print(f"no results yet{in_exp}: run `harness run ...` first")
+        return 0
+    if langs is None:
+        langs = bool(task or metric or per_seed or step != "final")
+    several = len(results) > 1
+    # where each experiment's page is written (after the tables are printed)
+    pages = {lb.experiment: out_dir_for(lb.experiment, out, several) / "leaderboard.html"
+             for lb, _ in results} if write else {}
+    shown = _print_boards(results, where, pages, console, task=task, step=step, metric=metric, langs=langs,
+                          claims=claims)
+    if shown == 0:
+        console.print(f"no table for task={task or 'any'} step={step} metric={metric or 'headline'}; "
+                      "`--step all --metric all` lists every table")
+    if write:
+        for lb, _ in results:
+            pub = publish(tracker, lb, out_dir_for(lb.experiment, out, several), log_run=log_run)
+            err.print(f"[bold]{lb.experiment}[/bold]: {len(lb.boards)} tables written to {pub.out_dir}")
+            if pub.run_id:
+                err.print(f"  MLflow: leaderboard run {pub.run_id} in experiment {lb.experiment!r} "
+                          f"({tracker.uri}); browse with `harness ui`")
+            console.print(f"HTML: {pub.files['html']}", soft_wrap=True)
+    return 0
+
+
+def _build_boards(tracker: Tracker, experiment: str | None, world: str | None, err: Console, *, per_seed: bool,
+                  write: bool, bootstrap: int, bootstrap_seed: int, ids: bool,
+                  ) -> tuple[list[tuple[Leaderboard, Leaderboard | None]], dict[str, tuple[str | None, str]]]:
+    """The leaderboard of each experiment with results (and its per-seed one when ``per_seed``), with a progress
+    bar on ``err``; and for each, (the note of a run still computing its cells, the footer naming its runs)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+
+    from harness.core.progress import Progress  # plain progress lines when stderr is piped
+    from leaderboard.collect import collect_experiment, experiments
+
     exps = experiments(tracker.reader, experiment)
     results: list[tuple[Leaderboard, Leaderboard | None]] = []
     where: dict[str, tuple[str | None, str]] = {}  # experiment -> (partial note, footer naming its runs)
@@ -507,17 +535,23 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
 
             where[lb.experiment] = (partial_note(tracker.reader, tracker.uri, exp),
                                     runs_footer(exp.name, data.cells.values(), ids))
-    if not results:
-        where = f" in experiment {experiment!r}" if experiment else ""
-        console.print(f"no results yet{where}: run `harness run ...` first")
-        return 0
-    if langs is None:
-        langs = bool(task or metric or per_seed or step != "final")
+    return results, where
+
+
+def _print_boards(results: list[tuple[Leaderboard, Leaderboard | None]],
+                  where: dict[str, tuple[str | None, str]], pages: dict[str, Path], console: Console, *,
+                  task: str | None, step: str, metric: str | None, langs: bool, claims: bool) -> int:
+    """Print each experiment's leaderboard (see :func:`run_leaderboard`); the number of screens and tables
+    printed."""
+    from leaderboard.render_terminal import (
+        render,
+        render_claims,
+        render_claims_detail,
+        render_open_question,
+        render_overview,
+    )
+
     shown = 0
-    several = len(results) > 1
-    # where each experiment's page is written (after the tables are printed)
-    pages = {lb.experiment: out_dir_for(lb.experiment, out, several) / "leaderboard.html"
-             for lb, _ in results} if write else {}
     for lb, per in results:
         note, footer = where.get(lb.experiment, (None, ""))
         if note:  # a run still computing cells of this experiment
@@ -541,15 +575,4 @@ def run_leaderboard(tracking_uri: str | None = None, experiment: str | None = No
             render(b, console)
         shown += len(boards)
         console.print(footer, highlight=False)  # folded at words to the console's width
-    if shown == 0:
-        console.print(f"no table for task={task or 'any'} step={step} metric={metric or 'headline'}; "
-                      "`--step all --metric all` lists every table")
-    if write:
-        for lb, _ in results:
-            pub = publish(tracker, lb, out_dir_for(lb.experiment, out, several), log_run=log_run)
-            err.print(f"[bold]{lb.experiment}[/bold]: {len(lb.boards)} tables written to {pub.out_dir}")
-            if pub.run_id:
-                err.print(f"  MLflow: leaderboard run {pub.run_id} in experiment {lb.experiment!r} "
-                          f"({tracker.uri}); browse with `harness ui`")
-            console.print(f"HTML: {pub.files['html']}", soft_wrap=True)
-    return 0
+    return shown
