@@ -109,7 +109,7 @@ import json
 from harness.core import kernels
 kernels.pin()
 from harness.core import kernels, precision
-print(json.dumps({"label": kernels.label(), "label_bf16": kernels.label(True), "pinned": kernels.pin(),
+print(json.dumps({"label": kernels.cpu_kernels(), "label_bf16": kernels.cpu_kernels(True), "pinned": kernels.pin(),
                   "cpu": precision.cpu_name()}))
 """
 

@@ -44,7 +44,7 @@ def main() -> None:
     if args.kernels_label is not None:
         import harness.core.kernels as kernels
 
-        for name in ("cpu_kernels", "measured_kernels", "label", "planned_kernels"):
+        for name in ("cpu_kernels", "measured_kernels", "planned_kernels"):
             if hasattr(kernels, name):
                 setattr(kernels, name, lambda *_a, **_k: args.kernels_label)
     from harness.config import make_config

@@ -40,7 +40,7 @@ def pinned_labels() -> tuple[str, str]:
     otherwise under the same pins, whatever ``MKL_CBWR`` says (measured), and its cells are labelled apart."""
     from harness.core import kernels
 
-    return kernels.fingerprint_label(False), kernels.fingerprint_label(True)
+    return kernels._fingerprint_label(False), kernels._fingerprint_label(True)
 
 
 def in_two_children(target, *args, timeout: float = 60) -> list:

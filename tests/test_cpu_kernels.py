@@ -53,7 +53,7 @@ rng = np.random.default_rng(0)
 a, b = rng.standard_normal((200, 300), dtype=np.float32), rng.standard_normal((300, 100), dtype=np.float32)
 print(json.dumps({"model": digest(b"".join(p.detach().numpy().tobytes() for p in model.parameters())),
                   "numpy": digest((a @ b).tobytes()), "exp": digest(torch.randn(4096).exp().numpy().tobytes()),
-                  "kernels": kernels.cpu_kernels(), "label": kernels.label(), "state": kernels.pin()}))
+                  "kernels": kernels.cpu_kernels(), "label": kernels.cpu_kernels(), "pinned": kernels.pin()}))
 """
 
 
@@ -76,11 +76,11 @@ def test_a_pinned_process_computes_what_an_avx2_machine_computes():
     # an AVX2 machine computing natively (each library's own choice, capped as such a machine caps it, oneDNN's
     # GELU included): the same bits, and the same label, measured (its fingerprint is the golden one)
     avx2_machine = _compute(kernels.avx2_emulation())
-    assert avx2_machine["state"] == "native" and avx2_machine["kernels"] == PINNED_LABEL
+    assert avx2_machine["pinned"] is False and avx2_machine["kernels"] == PINNED_LABEL
     assert {k: avx2_machine[k] for k in ("model", "numpy", "exp")} == {k: pinned[k] for k in ("model", "numpy", "exp")}
     if "avx512f" in kernels.cpu_flags():  # the premise: this machine's own kernels compute other bits
         native = _compute({kernels.ENV: "native"})
-        assert native["state"] == "native" and re.fullmatch(r"native:[0-9a-f]{8}", native["kernels"]), native
+        assert native["pinned"] is False and re.fullmatch(r"native:[0-9a-f]{8}", native["kernels"]), native
         assert native["model"] != pinned["model"] and native["kernels"] != pinned["kernels"]
         if GOLDEN_HERE:  # (an AMD CPU's MKL computes exp alike pinned or not: it is not the pins' to change there)
             assert native["exp"] != pinned["exp"]
@@ -92,13 +92,13 @@ def test_a_pinned_process_computes_what_an_avx2_machine_computes():
 
 def test_a_process_that_loaded_the_libraries_first_is_not_pinned_unless_its_parent_was():
     loaded_first = _compute({}, first="numpy")
-    assert loaded_first["state"] == "native"
+    assert loaded_first["pinned"] is False
     if X86_AVX2:
         if "avx512f" in kernels.cpu_flags():  # measured: its own kernels, not the pinned set's
             assert loaded_first["kernels"].startswith("native:")
         # a worker of a pinned harness process: the pins are in the environment it inherited
         inherited = _compute(dict(kernels.PINS), first="numpy")
-        assert inherited["state"] == "avx2" and inherited["kernels"] == PINNED_LABEL
+        assert inherited["pinned"] is True and inherited["kernels"] == PINNED_LABEL
         assert inherited["model"] == _compute({})["model"]
 
 
@@ -112,7 +112,7 @@ def test_only_an_avx2_x86_cpu_is_pinned(monkeypatch):
 
 def test_the_test_processes_compute_with_the_pinned_kernels():
     """conftest imports the harness first: the in-process runs of the suite are pinned where the CPU can be."""
-    assert kernels.pin() == ("avx2" if X86_AVX2 else "native")
+    assert kernels.pin() is X86_AVX2
     label = kernels.cpu_kernels()
     assert label == PINNED_LABEL and re.fullmatch(r"avx2|native:[0-9a-f]{8}", label)
     assert kernels.identity() == {"cpu_kernels": label}  # in every identity, native too

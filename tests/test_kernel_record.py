@@ -105,7 +105,7 @@ def test_the_refusal_of_a_stale_label_says_how_to_go_on(home, monkeypatch):
     with pytest.raises(HarnessError) as refused:
         kernels.check_measured(STALE, False)
     text = str(refused.value)
-    measured = kernels.fingerprint_label(False)
+    measured = kernels._fingerprint_label(False)
     assert "\n" not in text and f"the run with {STALE}" in text and str(labels) in text
     assert text.endswith(f"the record now holds {measured}: run the same command again"), text
     assert _record(home) == {key: measured}
@@ -134,7 +134,7 @@ def test_a_stale_record_does_not_refuse_every_run_with_workers(harness_home, syn
            "1,2", "--tasks", "sr-t", "--cpt-steps", "0", "--workers", "2"]
     first = subprocess.run(job, capture_output=True, text=True, cwd=REPO, env=parent, timeout=300)
     assert first.returncode == 2 and f"the run with {STALE}" in first.stderr, first.stderr[-3000:]
-    assert json.loads(labels.read_text())[key] == kernels.fingerprint_label(False)  # replaced by a worker
+    assert json.loads(labels.read_text())[key] == kernels._fingerprint_label(False)  # replaced by a worker
     assert first.stderr.strip().splitlines()[-1].endswith("run the same command again"), first.stderr[-2000:]
     again = subprocess.run(job, capture_output=True, text=True, cwd=REPO, env=parent, timeout=300)
     assert again.returncode == 0, again.stderr[-3000:]

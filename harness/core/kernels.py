@@ -57,7 +57,8 @@ PINNED = "avx2"
 # the pinned set's label where the run computes in bf16 on the CPU (oneDNN's AVX2 bf16 kernels included): cells
 # labelled avx2 before oneDNN was pinned computed bf16 with the CPU's own (AMX) kernels, and are other cells
 PINNED_BF16 = "avx2-onednn"
-NATIVE = "native"  # the cells computed before the kernels entered the identity (no process labels its cells so now)
+NATIVE = "native"  # each library's own kernels (HARNESS_CPU_KERNELS=native); unmeasured, the label of the cells
+# computed before the kernels entered the identity, and what a plan assumes of a process that does not pin
 PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 PINNED_ENV = "HARNESS_CPU_KERNELS_PINNED"  # set by the process that pinned: the processes it starts inherit the pins
 # the libraries that read those variables when they load (or at their first kernel): pinned before any of them
@@ -65,7 +66,7 @@ LOADERS = ("torch", "numpy", "scipy")
 # the golden fingerprints of the pinned set (fp32 alone; fp32 and bf16 on the CPU), taken under avx2_emulation()
 GOLDEN = Path(__file__).with_name("kernels_golden.json")
 
-_state: str | None = None  # whether this process runs pinned (PINNED) or not (NATIVE), fixed by the first pin()
+_pinned: bool | None = None  # whether this process runs pinned, fixed by the first pin()
 _kept: dict[str, str] = {}  # the pin variables the user had set to values of their own, kept
 _fingerprints: dict[bool, dict[str, str]] = {}  # this process's fingerprint (by bf16 on the CPU), computed once
 _labels: dict[bool, str] = {}  # this process's label (by bf16 on the CPU), computed once
@@ -107,15 +108,15 @@ def can_pin(flags: set[str] | None = None) -> bool:
     return {"avx2", "fma"} <= flags
 
 
-def pin() -> str:
+def pin() -> bool:
     """Pin the kernels in this process's environment (and so in every process it starts), once, before torch,
-    numpy or scipy is loaded; returns whether the process runs pinned (``avx2``) or not (``native``). A variable the
+    numpy or scipy is loaded; returns whether the process runs pinned. A variable the
     user set to a value of their own is kept (:func:`kept_by_user`); a library loaded before the first call, a
     machine that cannot run the set, or ``HARNESS_CPU_KERNELS=native``: ``native``, and nothing is set. What the
     process then computes with is measured (:func:`cpu_kernels`), whatever this returns."""
-    global _state
-    if _state is not None:
-        return _state
+    global _pinned
+    if _pinned is not None:
+        return _pinned
     try:
         asked = wanted()
     except Exception:  # noqa: BLE001 - a bad value is refused where the run's inputs are checked
@@ -126,14 +127,14 @@ def pin() -> str:
         _kept.update(own)  # the user's (or, inherited, the user's of the process that started this one): named
         os.environ.update({k: v for k, v in PINS.items() if k not in own})
         os.environ[PINNED_ENV] = "1"
-        _state = PINNED
+        _pinned = True
     elif asked == PINNED and loaded and can_pin() and (
             os.environ.get(PINNED_ENV) == "1" or all(os.environ.get(k) == v for k, v in PINS.items())):
         _kept.update(own)
-        _state = PINNED  # pinned by the process that started this one, before it loaded them
+        _pinned = True  # pinned by the process that started this one, before it loaded them
     else:
-        _state = NATIVE
-    return _state
+        _pinned = False
+    return _pinned
 
 
 def kept_by_user() -> dict[str, str]:
@@ -252,7 +253,7 @@ def cpu_kernels(bf16: bool = False) -> str:
     return _labels[bf16]
 
 
-def fingerprint_label(bf16: bool = False) -> str:
+def _fingerprint_label(bf16: bool = False) -> str:
     """The label of this process's :func:`fingerprint` against the pinned set's golden one, recorded nowhere:
     ``avx2`` (``avx2-onednn`` with ``bf16``) where they are equal, else ``native:<8 hex of the fingerprint>``."""
     mine, want = fingerprint(bf16), golden(bf16)
@@ -265,7 +266,7 @@ def measured_kernels(bf16: bool = False) -> str:
     a record: what a cell checks before it computes (:func:`check_measured`). It is recorded for later processes
     under this one's :func:`conditions`, replacing what the record said there."""
     bf16 = bool(bf16)
-    label = fingerprint_label(bf16)
+    label = _fingerprint_label(bf16)
     where = (bf16, label, str(_labels_path()))
     if where not in _recorded:  # once a process and home (a worker checks before each of its cells)
         _record_label(bf16, label)
@@ -417,7 +418,7 @@ def _record_label(bf16: bool, label: str) -> None:
 def planned_kernels() -> str:
     """The label a plan assumes without measuring (``harness plan`` asks nothing of the machine it plans from,
     and loads no torch): the pinned set's where this process pins, else ``native``."""
-    return PINNED if pin() == PINNED else NATIVE
+    return PINNED if pin() else NATIVE
 
 
 def identity(bf16: bool = False) -> dict[str, str]:
@@ -431,14 +432,9 @@ def check() -> None:
     machine that has it but got another (a library loaded first): its numbers would differ from its identity's."""
     from harness.core.errors import HarnessError
 
-    if wanted() == PINNED and can_pin() and pin() != PINNED:
+    if wanted() == PINNED and can_pin() and not pin():
         raise HarnessError(f"the CPU kernels could not be pinned: {', '.join(m for m in LOADERS if m in sys.modules)}"
                            f" was loaded before the harness; import harness first, or set {ENV}=native")
-
-
-def label(bf16: bool = False) -> str:
-    """What the kernels are, for the run's record: :func:`cpu_kernels`."""
-    return cpu_kernels(bf16)
 
 
 def describe(bf16: bool = False) -> str:
@@ -446,7 +442,7 @@ def describe(bf16: bool = False) -> str:
     AVX512)``, with the pin variables the user set to values of their own."""
     text = cpu_kernels(bf16)
     why = []
-    if pin() != PINNED:
+    if not pin():
         why.append(f"{ENV}=native" if os.environ.get(ENV, "").strip().lower() == NATIVE else "not pinned")
     why += [f"{k}={v} (the user's, kept)" for k, v in kept_by_user().items()]
     torch = sys.modules.get("torch")  # named only where loaded: a rerun with nothing to do loads no torch
@@ -477,7 +473,7 @@ def measure_in_child(env: dict[str, str], bf16: bool = True, first: str = "") ->
     code = (f"import sys, json\n{'import ' + first if first else ''}\nfrom harness.core import kernels\n"
             f"print(json.dumps({{'fp32': kernels.fingerprint(False), 'bf16': kernels.fingerprint(True) if {bf16} "
             f"else None, 'label': kernels.cpu_kernels(False), 'label_bf16': kernels.cpu_kernels(True) if {bf16} "
-            f"else None, 'state': kernels.pin(), 'kept': kernels.kept_by_user()}}))")
+            f"else None, 'pinned': kernels.pin(), 'kept': kernels.kept_by_user()}}))")
     root = str(Path(__file__).resolve().parents[2])
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
                           env={**clean, "OMP_NUM_THREADS": "1", "PYTHONPATH": root, **env})
