@@ -154,7 +154,7 @@ def _say_kernels(spec: Any) -> None:
         err.print(f"[yellow]CPU kernels:[/yellow] {kernels.describe(spec.cpu_bf16)}; the cells are labelled "
                   f"{spec.cpu_kernels} (in their identity and on the board)", soft_wrap=True, highlight=False)
     onednn_capped = os.environ.get("ONEDNN_MAX_CPU_ISA") == kernels.PINS["ONEDNN_MAX_CPU_ISA"]
-    if spec.cpu_kernels == kernels.PINNED_BF16 or (spec.cpu_bf16 and kernels.pin() == kernels.PINNED and onednn_capped):
+    if spec.cpu_kernels == kernels.PINNED_BF16 or (spec.cpu_bf16 and kernels.pin() and onednn_capped):
         # (the pins made, whatever the label: an AMD CPU's MKL labels a pinned run native, and oneDNN is capped there too)
         err.print("[yellow]bf16 on the CPU under the pinned kernels:[/yellow] oneDNN held to AVX2 has no bf16 matrix "
                   "product, so ATen's reference GEMM computes them: 5 to 200 times slower than fp32 (a 122,776-row "
