@@ -209,9 +209,11 @@ def _convert_gguf(inp: ModelInput, out: Path, objective: str, role: str) -> None
     """Dequantize the GGUF with transformers' loader and save it (and its tokenizer) as a plain folder."""
     import torch
     from transformers import AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     from harness.core.objective import auto_class
 
+    hf_logging.disable_progress_bar()  # the loader's per-tensor bar; the command says what it does
     try:
         model = auto_class(objective).from_pretrained(inp.path.parent, gguf_file=inp.path.name, dtype=torch.float32)
     except Exception as exc:  # noqa: BLE001 -- an architecture transformers cannot load: one line
