@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -186,6 +187,17 @@ def knn_softmax(u_target: np.ndarray, u_source: np.ndarray, source_matrix: torch
     return c.rows, c.neighbours.numpy(), c.weights.numpy()
 
 
+@dataclass(frozen=True)
+class _Languages:
+    """The languages of a WECHSEL call: the pivot, the world's texts, the user's target vectors, the languages
+    handled (the pivot among them)."""
+
+    pivot: str
+    texts: dict[str, Path]
+    user_vectors: dict[str, Any]
+    wanted: list[str]
+
+
 @METHODS.register("wechsel")
 class WechselInit(Method):
     """WECHSEL: aligned fastText spaces, top-10 source tokens by cosine, softmax(sim/0.1); specials copied."""
@@ -264,56 +276,17 @@ class WechselInit(Method):
         self.full_dimension_only(ctx)
         mapping = self.mapping(ctx, specials=p["specials"])
         n_t = mapping.target_size
-        world = ctx.world
-        pivot = p["source_language"] or getattr(world, "pivot", None)
-        if not pivot:
-            raise ConfigError("wechsel: the world names no pivot (source) language; set source_language")
-
-        def bar(label: str, total: int) -> Callable[[int], None] | None:
-            return self.bar(ctx, label, total)
-
-        texts = text_files(world)
-        user_vectors = {str(k): v for k, v in (p["target_vectors"] or {}).items()}
-        all_langs = world_languages(world) + [la for la in user_vectors if la not in world_languages(world)]
-        wanted = [la for la in (p["languages"] or all_langs)]
-        if pivot not in wanted:
-            wanted.append(pivot)
-
-        # every word-vector model this call trains, side by side first (one fastText thread per model, so the
-        # models are the same as trained one after the other)
-        settings = self.fasttext_settings(p, ctx.seed, int(p["dim"]))
-
-        def lines_of(la: str) -> int | None:  # the source language may read more text than the targets
-            return p["source_max_lines"] if la == pivot and p["source_max_lines"] != "same" else p["max_lines"]
-
+        langs = self._languages(ctx.world, p)
         if p["source_vectors"] is None:  # (given source vectors set the dimension: models are trained one by one)
-            jobs = [self.word_vectors_job(texts[la], settings, lines_of(la)) for la in wanted
-                    if la in texts and la not in user_vectors
-                    and (la == pivot or dictionary_for(world, pivot, la) is not None)]
-            prefetch_models(ctx.cache_dir, jobs, p["workers"], progress=bar("WECHSEL: word vectors", len(jobs)))
-
-        # source word vectors
-        if p["source_vectors"] is not None:
-            src_model = load_model(p["source_vectors"])
-            src_info: dict[str, Any] = {"path": str(p["source_vectors"]), "trained": False}
-            dim = src_model.get_dimension()
-        else:
-            if pivot not in texts:
-                raise MissingResourceError(
-                    f"wechsel needs source-language word vectors: give source_vectors (a fastText .bin such as "
-                    f"cc.en.300.bin) or a world with text for the source language {pivot!r}")
-            dim = int(p["dim"])
-            cm = self.train_word_vectors(ctx.cache_dir, texts[pivot], self.fasttext_settings(p, ctx.seed, dim),
-                                         lines_of(pivot))
-            src_model, src_info = cm.model, {"path": str(cm.path) if cm.path else None, "cached": cm.cached,
-                                             "trained": not cm.cached}
-        src_info["words"] = len(src_model.get_words())
+            self._prefetch(ctx, p, langs)
+        src_model, src_info, dim = self._source_vectors(ctx, p, langs)
         settings = self.fasttext_settings(p, ctx.seed, dim)
 
         # assignment of target tokens to languages
-        counted = {la: path for la, path in texts.items() if la in wanted}
+        counted = {la: path for la, path in langs.texts.items() if la in langs.wanted}
         counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=shared_counts_dir(ctx.cache_dir),
-                                       max_lines=p["max_lines"], progress=bar("WECHSEL: token counts", len(counted)))
+                                       max_lines=p["max_lines"],
+                                       progress=self.bar(ctx, "WECHSEL: token counts", len(counted)))
         assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
 
         src = ctx.source_matrix.detach().float().cpu()
@@ -322,80 +295,15 @@ class WechselInit(Method):
         copied[list(mapping.copy)] = True
 
         u_s = word_vectors(src_model, decoded_tokens(ctx.source_tokenizer)).astype(np.float64)
-        tgt_strings = decoded_tokens(ctx.target_tokenizer)
-        missing: dict[str, list[str]] = {}
-        per_lang: dict[str, dict[str, Any]] = {}
-        for lang in wanted:
-            need = []
-            if lang != pivot:
-                if dictionary_for(world, pivot, lang) is None:
-                    need.append("dictionary")
-                if lang not in user_vectors and lang not in texts:
-                    need.append("target_text")
-            if need:
-                missing[lang] = need
-        # first every language's pairs and token vectors (a word-vector model is dropped once its language is
-        # read), then the alignments, as many languages to a child process with pinned BLAS kernels as a memory
-        # budget holds (:mod:`methods.pinned_blas`), each language searched as its alignment comes
-        todo: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # lang -> (target ids with a vector, their vectors)
-        pairs_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-        for lang in assignment.languages:
-            ids = np.array([i for i in assignment.ids_of(lang) if not copied[i]], dtype=np.int64)
-            info: dict[str, Any] = {"tokens": int(len(ids))}
-            per_lang[lang] = info
-            if lang in missing or len(ids) == 0:
-                continue
-            if lang == pivot:
-                tgt_model = src_model
-                info["alignment"] = "identity (source language)"
-            else:
-                if lang in user_vectors:
-                    tgt_model = load_model(user_vectors[lang])
-                    info["vectors"] = {"path": str(user_vectors[lang]), "trained": False}
-                else:
-                    cm = self.train_word_vectors(ctx.cache_dir, texts[lang], settings, p["max_lines"])
-                    tgt_model = cm.model
-                    info["vectors"] = {"path": str(cm.path) if cm.path else None, "cached": cm.cached}
-                if tgt_model.get_dimension() != dim:
-                    raise ConfigError(f"wechsel: the vectors of {lang} have dimension {tgt_model.get_dimension()}, "
-                                      f"the source vectors {dim}; give vectors of equal dimension")
-                dict_path, reverse = dictionary_for(world, pivot, lang)  # type: ignore[misc]
-                pairs = read_dictionary(dict_path, reverse=reverse)
-                x_s, x_t = alignment_pairs(src_model, tgt_model, pairs)
-                info["dictionary_pairs"] = len(pairs)
-                info["alignment_pairs"] = int(len(x_s))
-                if len(x_s) == 0:
-                    missing[lang] = ["dictionary (no pair with both words in the vectors' vocabularies)"]
-                    continue
-                pairs_of[lang] = (x_s, x_t)
-            u_t = word_vectors(tgt_model, [tgt_strings[i] for i in ids]).astype(np.float64)
-            has = np.abs(u_t).sum(axis=1) > 0
-            info["method"] = int(has.sum())
-            info["no_vector"] = int((~has).sum())
-            if has.any():
-                todo[lang] = (ids[has], u_t[has])
-            else:
-                pairs_of.pop(lang, None)
-            del tgt_model
-        aligned = aligned_in_groups(u_s, pairs_of, blas=p["blas"])  # in the order of todo's aligned languages
-        blas_used = "none (no language aligned)"
-        for lang, (wise, u_tgt) in todo.items():
-            info = per_lang[lang]
-            if lang in pairs_of:
-                done, u_src, info["alignment_residual"], blas_used = next(aligned)
-                assert done == lang, (done, lang)
-            else:
-                u_src = u_s
-            combined, _nb, wts = knn_softmax(
-                u_tgt, u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
-                block_size=int(p["block_size"]), device=ctx.device, progress=bar(f"WECHSEL: {lang}", len(wise)))
-            place(matrix, provenance, wise, combined)
-            info["mean_top1_weight"] = float(wts[:, 0].mean())
+        missing = self._missing(ctx.world, langs)
+        per_lang, todo, pairs_of = self._language_vectors(ctx, p, langs, assignment, copied, src_model, dim,
+                                                          settings, missing)
+        blas_used = self._search(ctx, p, u_s, src, todo, pairs_of, per_lang, matrix, provenance)
         copy_rows(matrix, src, mapping, provenance)
 
         stats = {
             "overlap": overlap_stats(mapping),
-            "source_language": pivot,
+            "source_language": langs.pivot,
             "source_vectors": src_info,
             "settings": settings,
             "neighbors": int(p["neighbors"]), "temperature": float(p["temperature"]),
@@ -409,6 +317,156 @@ class WechselInit(Method):
             "alignment_blas": {"mode": p["blas"], "ran_with": blas_used},
         }
         return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats)
+
+    @staticmethod
+    def _languages(world: Any, p: dict[str, Any]) -> _Languages:
+        pivot = p["source_language"] or getattr(world, "pivot", None)
+        if not pivot:
+            raise ConfigError("wechsel: the world names no pivot (source) language; set source_language")
+        texts = text_files(world)
+        user_vectors = {str(k): v for k, v in (p["target_vectors"] or {}).items()}
+        all_langs = world_languages(world) + [la for la in user_vectors if la not in world_languages(world)]
+        wanted = [la for la in (p["languages"] or all_langs)]
+        if pivot not in wanted:
+            wanted.append(pivot)
+        return _Languages(pivot, texts, user_vectors, wanted)
+
+    @staticmethod
+    def _lines_of(p: dict[str, Any], langs: _Languages, la: str) -> int | None:
+        """Lines of text read for ``la``'s vectors: the source language may read more text than the targets."""
+        return p["source_max_lines"] if la == langs.pivot and p["source_max_lines"] != "same" else p["max_lines"]
+
+    def _prefetch(self, ctx: InitContext, p: dict[str, Any], langs: _Languages) -> None:
+        """Every word-vector model this call trains, side by side first (one fastText thread per model, so the
+        models are the same as trained one after the other)."""
+        settings = self.fasttext_settings(p, ctx.seed, int(p["dim"]))
+        jobs = [self.word_vectors_job(langs.texts[la], settings, self._lines_of(p, langs, la)) for la in langs.wanted
+                if la in langs.texts and la not in langs.user_vectors
+                and (la == langs.pivot or dictionary_for(ctx.world, langs.pivot, la) is not None)]
+        prefetch_models(ctx.cache_dir, jobs, p["workers"], progress=self.bar(ctx, "WECHSEL: word vectors", len(jobs)))
+
+    def _source_vectors(self, ctx: InitContext, p: dict[str, Any], langs: _Languages
+                        ) -> tuple[Any, dict[str, Any], int]:
+        """The source language's word vectors (the user's, or trained on its text), their report and dimension."""
+        if p["source_vectors"] is not None:
+            src_model = load_model(p["source_vectors"])
+            src_info: dict[str, Any] = {"path": str(p["source_vectors"]), "trained": False}
+            dim = src_model.get_dimension()
+        else:
+            if langs.pivot not in langs.texts:
+                raise MissingResourceError(
+                    f"wechsel needs source-language word vectors: give source_vectors (a fastText .bin such as "
+                    f"cc.en.300.bin) or a world with text for the source language {langs.pivot!r}")
+            dim = int(p["dim"])
+            cm = self.train_word_vectors(ctx.cache_dir, langs.texts[langs.pivot],
+                                         self.fasttext_settings(p, ctx.seed, dim), self._lines_of(p, langs, langs.pivot))
+            src_model, src_info = cm.model, {"path": str(cm.path) if cm.path else None, "cached": cm.cached,
+                                             "trained": not cm.cached}
+        src_info["words"] = len(src_model.get_words())
+        return src_model, src_info, dim
+
+    @staticmethod
+    def _missing(world: Any, langs: _Languages) -> dict[str, list[str]]:
+        """What each wanted target language lacks: a dictionary with the pivot, text (or the user's vectors)."""
+        missing: dict[str, list[str]] = {}
+        for lang in langs.wanted:
+            need = []
+            if lang != langs.pivot:
+                if dictionary_for(world, langs.pivot, lang) is None:
+                    need.append("dictionary")
+                if lang not in langs.user_vectors and lang not in langs.texts:
+                    need.append("target_text")
+            if need:
+                missing[lang] = need
+        return missing
+
+    def _language_vectors(self, ctx: InitContext, p: dict[str, Any], langs: _Languages, assignment: Any,
+                          copied: np.ndarray, src_model: Any, dim: int, settings: dict[str, Any],
+                          missing: dict[str, list[str]]
+                          ) -> tuple[dict[str, dict[str, Any]], dict[str, tuple[np.ndarray, np.ndarray]],
+                                     dict[str, tuple[np.ndarray, np.ndarray]]]:
+        """First every language's pairs and token vectors (a word-vector model is dropped once its language is
+        read): the per-language report, ``lang -> (target ids with a vector, their vectors)`` and ``lang ->
+        alignment pairs``. A language none of whose dictionary pairs the vectors know is added to ``missing``."""
+        tgt_strings = decoded_tokens(ctx.target_tokenizer)
+        todo: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # lang -> (target ids with a vector, their vectors)
+        pairs_of: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        per_lang: dict[str, dict[str, Any]] = {}
+        for lang in assignment.languages:
+            ids = np.array([i for i in assignment.ids_of(lang) if not copied[i]], dtype=np.int64)
+            info: dict[str, Any] = {"tokens": int(len(ids))}
+            per_lang[lang] = info
+            if lang in missing or len(ids) == 0:
+                continue
+            if lang == langs.pivot:
+                tgt_model = src_model
+                info["alignment"] = "identity (source language)"
+            else:
+                tgt_model = self._target_vectors(ctx, p, langs, lang, settings, dim, info)
+                pairs = self._dictionary_pairs(ctx.world, langs.pivot, lang, src_model, tgt_model, info)
+                if pairs is None:
+                    missing[lang] = ["dictionary (no pair with both words in the vectors' vocabularies)"]
+                    continue
+                pairs_of[lang] = pairs
+            u_t = word_vectors(tgt_model, [tgt_strings[i] for i in ids]).astype(np.float64)
+            has = np.abs(u_t).sum(axis=1) > 0
+            info["method"] = int(has.sum())
+            info["no_vector"] = int((~has).sum())
+            if has.any():
+                todo[lang] = (ids[has], u_t[has])
+            else:
+                pairs_of.pop(lang, None)
+            del tgt_model
+        return per_lang, todo, pairs_of
+
+    def _target_vectors(self, ctx: InitContext, p: dict[str, Any], langs: _Languages, lang: str,
+                        settings: dict[str, Any], dim: int, info: dict[str, Any]) -> Any:
+        """A target language's word vectors (the user's, or trained on its text), of the source vectors' dim."""
+        if lang in langs.user_vectors:
+            tgt_model = load_model(langs.user_vectors[lang])
+            info["vectors"] = {"path": str(langs.user_vectors[lang]), "trained": False}
+        else:
+            cm = self.train_word_vectors(ctx.cache_dir, langs.texts[lang], settings, p["max_lines"])
+            tgt_model = cm.model
+            info["vectors"] = {"path": str(cm.path) if cm.path else None, "cached": cm.cached}
+        if tgt_model.get_dimension() != dim:
+            raise ConfigError(f"wechsel: the vectors of {lang} have dimension {tgt_model.get_dimension()}, "
+                              f"the source vectors {dim}; give vectors of equal dimension")
+        return tgt_model
+
+    @staticmethod
+    def _dictionary_pairs(world: Any, pivot: str, lang: str, src_model: Any, tgt_model: Any, info: dict[str, Any]
+                          ) -> tuple[np.ndarray, np.ndarray] | None:
+        """The alignment pairs of ``lang``'s dictionary with the pivot (``None``: no pair the vectors know)."""
+        dict_path, reverse = dictionary_for(world, pivot, lang)  # type: ignore[misc]
+        pairs = read_dictionary(dict_path, reverse=reverse)
+        x_s, x_t = alignment_pairs(src_model, tgt_model, pairs)
+        info["dictionary_pairs"] = len(pairs)
+        info["alignment_pairs"] = int(len(x_s))
+        return (x_s, x_t) if len(x_s) else None
+
+    def _search(self, ctx: InitContext, p: dict[str, Any], u_s: np.ndarray, src: torch.Tensor,
+                todo: dict[str, tuple[np.ndarray, np.ndarray]], pairs_of: dict[str, tuple[np.ndarray, np.ndarray]],
+                per_lang: dict[str, dict[str, Any]], matrix: torch.Tensor, provenance: np.ndarray) -> str:
+        """Then the alignments, as many languages to a child process with pinned BLAS kernels as a memory budget
+        holds (:mod:`methods.pinned_blas`), each language searched as its alignment comes and its rows placed;
+        the BLAS the alignments ran with."""
+        aligned = aligned_in_groups(u_s, pairs_of, blas=p["blas"])  # in the order of todo's aligned languages
+        blas_used = "none (no language aligned)"
+        for lang, (wise, u_tgt) in todo.items():
+            info = per_lang[lang]
+            if lang in pairs_of:
+                done, u_src, info["alignment_residual"], blas_used = next(aligned)
+                assert done == lang, (done, lang)
+            else:
+                u_src = u_s
+            combined, _nb, wts = knn_softmax(
+                u_tgt, u_src, src, k=int(p["neighbors"]), temperature=float(p["temperature"]),
+                block_size=int(p["block_size"]), device=ctx.device,
+                progress=self.bar(ctx, f"WECHSEL: {lang}", len(wise)))
+            place(matrix, provenance, wise, combined)
+            info["mean_top1_weight"] = float(wts[:, 0].mean())
+        return blas_used
 
 
 @METHODS.register("wechsel+overlap")
