@@ -3,7 +3,7 @@
 Every import counts, at module level or inside a function: a lazy import is still an arrow. A module may import its
 own floor and the floors below it, never one above; ``methods``, ``tasks`` and ``leaderboard`` stand side by side
 and do not import each other; no set of modules imports itself round in a circle. No Python file is longer than
-``MAX_LINES`` lines, data tables excepted.
+``MAX_LINES`` lines, data tables excepted; no function is longer than ``MAX_FUNCTION_LINES`` lines.
 """
 
 from __future__ import annotations
@@ -23,6 +23,17 @@ MAX_LINES = 600
 # a table of languages, codes or published figures), never code: code over the limit is split along its seams.
 # An entry whose file is gone or no longer too long fails the test, so the list stays true.
 LONG_DATA_TABLES: dict[str, str] = {}
+
+# the folders whose functions are held to MAX_FUNCTION_LINES, counted from ``def`` to the function's last line
+# (docstring included, decorators not)
+FUNCTION_SIZED = PACKAGES
+MAX_FUNCTION_LINES = 80
+# Functions still over the limit while they are being split, ``(path, name)``. Temporary: an entry whose function is
+# gone or no longer too long fails the test, so the list only shrinks, to empty; nothing new is ever added to it.
+LONG_FUNCTIONS_BEING_SPLIT: set[tuple[str, str]] = {
+    ("harness/initialize.py", "initialize_model"),
+    ("harness/core/surgery.py", "assemble_model"),
+}
 
 FLOORS = {"kernel": 0, "worlds": 1, "methods": 2, "tasks": 2, "leaderboard": 2, "application": 3}
 
@@ -115,6 +126,22 @@ def long_files(root: Path, folders: tuple[str, ...], limit: int) -> dict[str, in
     return out
 
 
+def long_functions(root: Path, folders: tuple[str, ...], limit: int) -> list[tuple[str, int, str, int]]:
+    """The functions and methods (nested ones too) of the ``.py`` files under ``root/<folder>`` longer than
+    ``limit`` lines, from ``def`` to their last line: (path relative with ``/``, line of the ``def``, name,
+    lines)."""
+    out = []
+    for folder in folders:
+        for p in sorted((root / folder).rglob("*.py")):
+            rel = p.relative_to(root).as_posix()
+            for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"), str(p))):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    n = node.end_lineno - node.lineno + 1
+                    if n > limit:
+                        out.append((rel, node.lineno, node.name, n))
+    return sorted(out)
+
+
 def test_no_module_imports_a_floor_above_its_own_or_a_neighbour():
     arrows = upward_arrows(import_graph())
     assert not arrows, "imports against the floors (docs/architecture.md):\n" + "\n".join(arrows)
@@ -156,6 +183,32 @@ def test_the_length_check_finds_a_long_file(tmp_path):
     (tmp_path / "other").mkdir()
     (tmp_path / "other" / "long.py").write_text("x = 1\n" * 50)
     assert long_files(tmp_path, ("pkg",), 10) == {"pkg/sub/long.py": 11}
+
+
+def test_no_function_is_longer_than_the_limit():
+    found = long_functions(REPO, FUNCTION_SIZED, MAX_FUNCTION_LINES)
+    over = [f"{path}:{line} {name} {n} lines" for path, line, name, n in found
+            if (path, name) not in LONG_FUNCTIONS_BEING_SPLIT]
+    stale = sorted(LONG_FUNCTIONS_BEING_SPLIT - {(path, name) for path, _line, name, _n in found})
+    problems = []
+    if over:
+        problems += [f"functions over {MAX_FUNCTION_LINES} lines (split each into named steps):", *over]
+    if stale:
+        problems += ["LONG_FUNCTIONS_BEING_SPLIT names functions that are gone or no longer too long (take them off "
+                     "the list):", *(f"{path} {name}" for path, name in stale)]
+    assert not problems, "\n".join(problems)
+
+
+def test_the_length_check_finds_a_long_function(tmp_path):
+    (tmp_path / "pkg").mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(9))
+    (tmp_path / "pkg" / "a.py").write_text(
+        f"def short():\n{body}\n\nclass C:\n    @staticmethod\n    async def long(y):\n        \"\"\"Doc.\"\"\"\n"
+        + body.replace("    ", "        ") + "\n        def inner():\n            return y\n        return inner\n")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "b.py").write_text(f"def long():\n{body}{body}")
+    assert long_functions(tmp_path, ("pkg",), 10) == [("pkg/a.py", 15, "long", 15)]
+    assert long_functions(tmp_path, ("pkg",), 9) == [("pkg/a.py", 1, "short", 10), ("pkg/a.py", 15, "long", 15)]
 
 
 def test_each_subcommand_lives_in_its_own_module():
