@@ -232,6 +232,53 @@ class FastTextSpace:
         return out
 
 
+class _SourceSide:
+    """The source side of a plan, looked up as the routes need it: the pivot, the UNK id, the source tokens
+    (canonical; exact strings of the non-special ones), source-word frequencies in the pivot's text (to rank
+    translations), each word's first source sub-token, each language's word frequencies (for ``max_pairs``) and
+    the dictionary pairs its fastText space is trained on (each computed once)."""
+
+    def __init__(self, ctx: InitContext, p: dict[str, Any], pivot: str, unk_id: int, texts: dict[str, Path],
+                 dicts: dict[str, list[tuple[str, str]]], canonical: list[str]):
+        self.tokenizer = ctx.source_tokenizer
+        self.p, self.pivot, self.unk_id, self.texts, self.dicts = p, pivot, unk_id, texts, dicts
+        self.freq: Counter[str] = Counter()  # frequencies of source words (for sorting translations)
+        if p["frequency"] == "source_text" and pivot in texts:
+            for line in read_text_lines(texts[pivot], p["max_lines"]):
+                self.freq.update(split_words(line))
+        self.canonical = canonical
+        self.exact = {c: i for i, c in enumerate(canonical) if not c.startswith(SPECIAL_PREFIX)}
+        self.kind = detect_kind(ctx.source_tokenizer)
+        self.source_words = sorted({s for pairs in dicts.values() for s, _ in pairs})
+        self._first: dict[str, int | None] = {}
+        self._word_freqs: dict[str, Counter[str]] = {}
+        self._pairs: dict[str, list[tuple[str, str]]] = {}
+
+    def first_token(self, word: str) -> int | None:
+        if word not in self._first:
+            text = " " + word if self.kind == "bytelevel" else word
+            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
+            toks = [i for i in ids if self.canonical[i] != " "]  # skip a bare beginning-of-word marker
+            self._first[word] = toks[0] if toks and toks[0] != self.unk_id else None
+        return self._first[word]
+
+    def word_freq(self, lang: str) -> Counter[str]:
+        if lang not in self._word_freqs:
+            c: Counter[str] = Counter()
+            if self.p["max_pairs"] is not None and lang in self.texts:
+                for line in read_text_lines(self.texts[lang], self.p["max_lines"]):
+                    c.update(split_words(line))
+            self._word_freqs[lang] = c
+        return self._word_freqs[lang]
+
+    def space_pairs(self, lang: str) -> list[tuple[str, str]]:  # once per language: the prefetch and the loop
+        if lang not in self._pairs:
+            self._pairs[lang] = (
+                top_pairs([(s, s) for s in self.source_words], self.word_freq(self.pivot), 0, self.p["max_pairs"])
+                if lang == self.pivot else top_pairs(self.dicts[lang], self.word_freq(lang), 1, self.p["max_pairs"]))
+        return self._pairs[lang]
+
+
 @METHODS.register("tiktotok")
 class TikToTokInit(Method):
     """Tik-to-Tok (seed 004): dictionary translations, else 3 nearest source tokens in a bilingual fastText."""
@@ -348,9 +395,6 @@ class TikToTokInit(Method):
         first_w, second_w, share = (float(w) for w in p["weights"])
         weights = RankWeights(first_w, second_w, share, float(p["single_weight"])).for_count
 
-        def bar(label: str, total: int) -> Callable[[int], None] | None:
-            return self.bar(ctx, label, total)
-
         plan = Plan(n_t)
         # a. non-alphabetic tokens and specials (overlap rule)
         for t, s in mapping.copy.items():
@@ -360,6 +404,45 @@ class TikToTokInit(Method):
 
         # languages, dictionaries, assignment
         texts = text_files(world)
+        wanted, missing, dicts = self._dictionaries(world, p, pivot, texts)
+        counted = {la: path for la, path in texts.items() if la in wanted}
+        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=shared_counts_dir(ctx.cache_dir),
+                                       max_lines=p["max_lines"],
+                                       progress=self.bar(ctx, "Tik-to-Tok: token counts", len(counted)))
+        assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
+        source = _SourceSide(ctx, p, pivot, unk_id, texts, dicts, mapping.source_tokens)
+        self._prefetch_spaces(ctx, p, assignment.languages, source)
+        per_lang: dict[str, dict[str, Any]] = {}
+        for lang in assignment.languages:
+            ids = [i for i in assignment.ids_of(lang).tolist() if plan.route[i] is None]
+            per_lang[lang] = self._plan_language(ctx, p, plan, lang, ids, missing, source, mapping.target_tokens,
+                                                 weights)
+        n_fallback = self._unk_fallback(plan, unk_id, len(mapping.copy))
+        routes = Counter(r for r in plan.route)
+        stats = {
+            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
+            "source_language": pivot,
+            "routes": {r: int(routes.get(r, 0)) for r in ROUTES},
+            "unk_fallback_unassigned": n_fallback,
+            "settings": self.fasttext_settings(p),
+            "tags": {"source": p["source_tag"], "target": p["target_tag"], "policy": p["tag_policy"]},
+            "weights": {"first": first_w, "second": second_w, "share": share,
+                        "single": float(p["single_weight"])},
+            "frequency": (p["frequency"] if (p["frequency"] != "source_text" or source.freq)
+                          else "dictionary (no text)"),
+            "languages": per_lang,
+            "assignment": {"rule": assignment.rule, "min_count": assignment.min_count,
+                           "languages": assignment.languages, "sizes": assignment.sizes()},
+            "missing": missing,
+            "_lang_of": assignment.lang_of,
+        }
+        return plan, stats
+
+    @staticmethod
+    def _dictionaries(world: Any, p: dict[str, Any], pivot: str, texts: dict[str, Path]
+                      ) -> tuple[list[str], dict[str, list[str]], dict[str, list[tuple[str, str]]]]:
+        """The languages handled (the pivot among them), what each lacks, and each target language's cleaned
+        dictionary pairs with the pivot; no non-empty dictionary at all is an error."""
         wanted = list(p["languages"]) if p["languages"] is not None else world_languages(world)
         if pivot not in wanted:
             wanted.append(pivot)
@@ -380,154 +463,113 @@ class TikToTokInit(Method):
         if not any(dicts.values()):
             raise MissingResourceError(f"tiktotok needs a non-empty dictionary {pivot}-<lang>.tsv for at least one "
                                        f"language; the world has {sorted(dictionary_files(world))}")
-        counted = {la: path for la, path in texts.items() if la in wanted}
-        counts = language_token_counts(ctx.target_tokenizer, counted, cache_dir=shared_counts_dir(ctx.cache_dir),
-                                       max_lines=p["max_lines"], progress=bar("Tik-to-Tok: token counts",
-                                                                              len(counted)))
-        assignment = assign_languages(counts, n_t, rule=p["assign_rule"], min_count=int(p["assign_min_count"]))
+        return wanted, missing, dicts
 
-        # frequencies of source words (for sorting translations)
-        freq: Counter[str] = Counter()
-        if p["frequency"] == "source_text" and pivot in texts:
-            for line in read_text_lines(texts[pivot], p["max_lines"]):
-                freq.update(split_words(line))
-
-        src_canon = mapping.source_tokens
-        tgt_canon = mapping.target_tokens
-        exact_src = {c: i for i, c in enumerate(src_canon) if not c.startswith(SPECIAL_PREFIX)}
-        source_kind = detect_kind(ctx.source_tokenizer)
-        first_token_cache: dict[str, int | None] = {}
-
-        def first_source_token(word: str) -> int | None:
-            if word not in first_token_cache:
-                text = " " + word if source_kind == "bytelevel" else word
-                ids = ctx.source_tokenizer(text, add_special_tokens=False)["input_ids"]
-                toks = [i for i in ids if src_canon[i] != " "]  # skip a bare beginning-of-word marker
-                first_token_cache[word] = toks[0] if toks and toks[0] != unk_id else None
-            return first_token_cache[word]
-
-        word_freqs: dict[str, Counter[str]] = {}
-
-        def word_freq(lang: str) -> Counter[str]:
-            if lang not in word_freqs:
-                c: Counter[str] = Counter()
-                if p["max_pairs"] is not None and lang in texts:
-                    for line in read_text_lines(texts[lang], p["max_lines"]):
-                        c.update(split_words(line))
-                word_freqs[lang] = c
-            return word_freqs[lang]
-
-        per_lang: dict[str, dict[str, Any]] = {}
-        source_words = sorted({s for pairs in dicts.values() for s, _ in pairs})
-
-        chosen_pairs: dict[str, list[tuple[str, str]]] = {}
-
-        def space_pairs(lang: str) -> list[tuple[str, str]]:  # once per language: the prefetch and the loop
-            if lang not in chosen_pairs:
-                chosen_pairs[lang] = (
-                    top_pairs([(s, s) for s in source_words], word_freq(pivot), 0, p["max_pairs"]) if lang == pivot
-                    else top_pairs(dicts[lang], word_freq(lang), 1, p["max_pairs"]))
-            return chosen_pairs[lang]
-
-        # the fastText spaces this call may need, trained side by side first (one fastText thread per model:
-        # the same models as trained one after the other)
+    def _prefetch_spaces(self, ctx: InitContext, p: dict[str, Any], languages: list[str],
+                         source: _SourceSide) -> None:
+        """The fastText spaces this call may need, trained side by side first (one fastText thread per model: the
+        same models as trained one after the other)."""
         jobs = []
-        for lang in assignment.languages:
-            if lang == pivot and p["source_language"] == "identity":
-                jobs.append(self.space_job(p, space_pairs(lang), p["source_tag"], "identity"))
-            elif lang != pivot and dicts.get(lang):
-                jobs.append(self.space_job(p, space_pairs(lang), p["target_tag"], lang))
-        prefetch_models(ctx.cache_dir, jobs, p["workers"], progress=bar("Tik-to-Tok: fastText spaces", len(jobs)))
-        for lang in assignment.languages:
-            ids = [i for i in assignment.ids_of(lang).tolist() if plan.route[i] is None]
-            info: dict[str, Any] = {"tokens": len(ids)}
-            per_lang[lang] = info
-            if not ids or lang in missing and "dictionary" in missing[lang]:
-                continue
-            identity = lang == pivot
-            if identity and p["source_language"] == "none":
-                continue
+        for lang in languages:
+            if lang == source.pivot and p["source_language"] == "identity":
+                jobs.append(self.space_job(p, source.space_pairs(lang), p["source_tag"], "identity"))
+            elif lang != source.pivot and source.dicts.get(lang):
+                jobs.append(self.space_job(p, source.space_pairs(lang), p["target_tag"], lang))
+        prefetch_models(ctx.cache_dir, jobs, p["workers"],
+                        progress=self.bar(ctx, "Tik-to-Tok: fastText spaces", len(jobs)))
+
+    def _plan_language(self, ctx: InitContext, p: dict[str, Any], plan: Plan, lang: str, ids: list[int],
+                       missing: dict[str, list[str]], source: _SourceSide, tgt_canon: list[str],
+                       weights: Callable[[int], list[float]]) -> dict[str, Any]:
+        """Routes b and c for the unplanned tokens ``ids`` of one language (the source language: its tokens that
+        the source vocabulary has copied first); the language's report."""
+        info: dict[str, Any] = {"tokens": len(ids)}
+        if not ids or lang in missing and "dictionary" in missing[lang]:
+            return info
+        identity = lang == source.pivot
+        if identity and p["source_language"] == "none":
+            return info
+        t2s: dict[str, list[str]] | None
+        if identity:
             todo: list[int] = []
-            if identity:
-                t2s = None
-                for i in ids:
-                    c = tgt_canon[i]
-                    if c in exact_src:
-                        plan.set(i, "copy", [exact_src[c]], [1.0])
-                    else:
-                        todo.append(i)
-                info["copied_identity"] = len(ids) - len(todo)
-            else:
-                t2s = {}
-                for s, t in dicts[lang]:
-                    t2s.setdefault(t, []).append(s)
-                todo = ids
-            # b. dictionary route (word-start tokens whose word is in the dictionary)
-            rest: list[int] = []
-            n_dict = 0
-            for i in todo:
+            for i in ids:
                 c = tgt_canon[i]
-                if c.startswith(" ") and len(c) > 1:
-                    word = c[1:]
-                    translations = [word] if identity else t2s.get(word)  # type: ignore[union-attr]
-                    if translations:
-                        if p["frequency"] == "source_text":
-                            translations = sorted(translations, key=lambda w: -freq[w])  # stable: ties keep order
-                        cands = [s for s in (first_source_token(w) for w in translations) if s is not None]
-                        if cands:
-                            plan.set(i, "dictionary", cands, weights(len(cands)))
-                            n_dict += 1
-                            continue
-                rest.append(i)
-            info["dictionary"] = n_dict
-            # c. fastText route for the remaining alphabetic tokens
-            if rest:
-                if identity:
-                    space, ft_info = self.train_space(ctx, p, space_pairs(lang), p["source_tag"], src_canon,
-                                                      "identity")
-                    tag = p["source_tag"]
+                if c in source.exact:
+                    plan.set(i, "copy", [source.exact[c]], [1.0])
                 else:
-                    space, ft_info = self.train_space(ctx, p, space_pairs(lang), p["target_tag"], src_canon, lang)
-                    tag = p["target_tag"]
-                info["fasttext_model"] = ft_info
-                found = space.nearest([tgt_canon[i] for i in rest], tag, int(p["neighbors"]),
-                                      int(p["block_size"]))
-                n_ft = 0
-                for i, hit in zip(rest, found, strict=True):
-                    if hit is None:
-                        plan.set(i, "unk", [unk_id], [1.0])
-                    else:
-                        plan.set(i, "fasttext", hit[0], weights(len(hit[0])))
-                        n_ft += 1
-                info["fasttext"] = n_ft
-                info["no_vector_unk"] = len(rest) - n_ft
-        # tokens still unplanned: no language, a language without resources, or source_language="none"
+                    todo.append(i)
+            info["copied_identity"] = len(ids) - len(todo)
+            t2s = None  # the identity dictionary: a word translates to itself
+        else:
+            t2s = {}
+            for s, t in source.dicts[lang]:
+                t2s.setdefault(t, []).append(s)
+            todo = ids
+        rest, info["dictionary"] = self._dictionary_route(p, plan, todo, tgt_canon, t2s, source, weights)
+        if rest:
+            info.update(self._fasttext_route(ctx, p, plan, lang, rest, tgt_canon, source, weights))
+        return info
+
+    @staticmethod
+    def _dictionary_route(p: dict[str, Any], plan: Plan, todo: list[int], tgt_canon: list[str],
+                          t2s: dict[str, list[str]] | None, source: _SourceSide,
+                          weights: Callable[[int], list[float]]) -> tuple[list[int], int]:
+        """b. Word-start tokens whose word is in the dictionary: the ranked mean of their translations' first
+        source sub-tokens. The tokens left for route c, and how many took this route."""
+        rest: list[int] = []
+        n_dict = 0
+        for i in todo:
+            c = tgt_canon[i]
+            if c.startswith(" ") and len(c) > 1:
+                word = c[1:]
+                translations = [word] if t2s is None else t2s.get(word)
+                if translations:
+                    if p["frequency"] == "source_text":
+                        translations = sorted(translations, key=lambda w: -source.freq[w])  # stable: ties keep order
+                    cands = [s for s in (source.first_token(w) for w in translations) if s is not None]
+                    if cands:
+                        plan.set(i, "dictionary", cands, weights(len(cands)))
+                        n_dict += 1
+                        continue
+            rest.append(i)
+        return rest, n_dict
+
+    def _fasttext_route(self, ctx: InitContext, p: dict[str, Any], plan: Plan, lang: str, rest: list[int],
+                        tgt_canon: list[str], source: _SourceSide, weights: Callable[[int], list[float]]
+                        ) -> dict[str, Any]:
+        """c. The remaining alphabetic tokens: their nearest source tokens in the language's bilingual fastText
+        space (UNK for a token without a vector); the route's report."""
+        if lang == source.pivot:
+            space, ft_info = self.train_space(ctx, p, source.space_pairs(lang), p["source_tag"], source.canonical,
+                                              "identity")
+            tag = p["source_tag"]
+        else:
+            space, ft_info = self.train_space(ctx, p, source.space_pairs(lang), p["target_tag"], source.canonical,
+                                              lang)
+            tag = p["target_tag"]
+        found = space.nearest([tgt_canon[i] for i in rest], tag, int(p["neighbors"]), int(p["block_size"]))
+        n_ft = 0
+        for i, hit in zip(rest, found, strict=True):
+            if hit is None:
+                plan.set(i, "unk", [source.unk_id], [1.0])
+            else:
+                plan.set(i, "fasttext", hit[0], weights(len(hit[0])))
+                n_ft += 1
+        return {"fasttext_model": ft_info, "fasttext": n_ft, "no_vector_unk": len(rest) - n_ft}
+
+    @staticmethod
+    def _unk_fallback(plan: Plan, unk_id: int, n_copied: int) -> int:
+        """The UNK row for the tokens still unplanned (no language, a language without resources, or
+        source_language="none"); how many."""
         n_fallback = 0
-        for i in range(n_t):
+        for i in range(plan.n):
             if plan.route[i] is None:
                 plan.set(i, "unk", [unk_id], [1.0])
                 n_fallback += 1
-        if not any(r in ("dictionary", "fasttext") for r in plan.route) and n_t > len(mapping.copy):
+        if not any(r in ("dictionary", "fasttext") for r in plan.route) and plan.n > n_copied:
             log.warning("tiktotok: no token went through the dictionary or fastText route; check the world's "
                         "dictionaries and text")
-        routes = Counter(r for r in plan.route)
-        stats = {
-            "overlap": {k: v for k, v in mapping.stats.items() if k != "unk"},
-            "source_language": pivot,
-            "routes": {r: int(routes.get(r, 0)) for r in ROUTES},
-            "unk_fallback_unassigned": n_fallback,
-            "settings": self.fasttext_settings(p),
-            "tags": {"source": p["source_tag"], "target": p["target_tag"], "policy": p["tag_policy"]},
-            "weights": {"first": first_w, "second": second_w, "share": share,
-                        "single": float(p["single_weight"])},
-            "frequency": p["frequency"] if (p["frequency"] != "source_text" or freq) else "dictionary (no text)",
-            "languages": per_lang,
-            "assignment": {"rule": assignment.rule, "min_count": assignment.min_count,
-                           "languages": assignment.languages, "sizes": assignment.sizes()},
-            "missing": missing,
-            "_lang_of": assignment.lang_of,
-        }
-        return plan, stats
+        return n_fallback
 
 
 def _pairs_digest(pairs: list[tuple[str, str]]) -> str:
