@@ -84,20 +84,19 @@ import json
 import logging
 import math
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import torch
 
-from harness.core.cache import cached_arrays
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.hashing import hash_obj
 from harness.core.kernels import identity as kernel_identity
 from harness.core.precision import resolve_precision
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Reference
+from methods.base import InitContext, InitResult, Method, Reference, TokenMapping
 from methods.combine import place
 from methods.hypernetwork import (
     ARCHS,
@@ -110,7 +109,6 @@ from methods.hypernetwork import (
     Preset,
     TrainConfig,
     TrainOutcome,
-    WordSets,
     load_hypernetwork,
     paper_preset,
     parameter_count,
@@ -121,44 +119,21 @@ from methods.hypernetwork import (
     train_hypernetwork,
     truncate_set,
 )
+from methods.hyperofa_data import (  # noqa: F401 - the word sets, importable from here
+    HyperData,
+    cached_word_sets,
+    word_sets,
+)
 from methods.overlap import SPECIALS_MODES
 from methods.params import Param
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats, tokenizer_fingerprint
-from methods.subwords import subword_word_edges
-from methods.wordvectors import WordVectors, load_word_vectors, shared_vectors_dir
+from methods.wordvectors import load_word_vectors, shared_vectors_dir
 
 log = logging.getLogger(__name__)
 
-WORDSETS_VERSION = 1
 SPLIT_SALT, TRAIN_SALT, CONTROL_SALT, PERMUTE_SALT = 31, 32, 33, 34
 TEMPERATURE = {"mono": 0.5, "multi": 0.25}  # seed 000 App. A.2
 CURVE_SERIES = ("train_loss", "val_loss", "val_cosine", "lr")
-
-
-# -- word sets ----------------------------------------------------------------------------------------------
-def word_sets(tokenizer: Any, wv: WordVectors, *, languages: set[str] | None = None,
-              progress: Callable[[int], None] | None = None) -> WordSets:
-    """The matched word set of every token of ``tokenizer``: OFA's tokenization-based matching
-    (:func:`methods.ofa.subword_word_edges`), each (token, word) pair once."""
-    s_ids, w_ids = subword_word_edges(tokenizer, wv.keys, languages=languages, progress=progress)
-    if len(s_ids) and int(s_ids.max()) >= len(tokenizer):
-        raise ValueError("the tokenizer produced ids beyond its own length")
-    return WordSets.from_edges(s_ids, w_ids, len(tokenizer), len(wv))
-
-
-def cached_word_sets(tokenizer: Any, wv: WordVectors, wv_ident: str, *, languages: set[str] | None,
-                     cache_dir: Path | None, progress: Callable[[int], None] | None = None) -> WordSets:
-    if cache_dir is None:
-        return word_sets(tokenizer, wv, languages=languages, progress=progress)
-    key = hash_obj({"v": WORDSETS_VERSION, "tok": tokenizer_fingerprint(tokenizer), "wv": wv_ident,
-                    "langs": sorted(languages) if languages is not None else None})
-    def compute() -> dict[str, np.ndarray]:
-        ws = word_sets(tokenizer, wv, languages=languages, progress=progress)
-        return {"indptr": ws.indptr, "words": ws.words}
-
-    z = cached_arrays(Path(cache_dir) / f"wordsets-{key}.npz", compute,
-                      waiting="HyperOFA word sets: built by another process")
-    return WordSets(indptr=z["indptr"], words=z["words"])
 
 
 # -- source kind --------------------------------------------------------------------------------------------
@@ -207,6 +182,21 @@ def detect_source_kind(world: Any, source_tokenizer: Any) -> tuple[str | None, s
 
 
 # -- the method ---------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Sizing:
+    """How a call is sized: the source kind, the preset, the contrastive temperature (each with how it was
+    decided), the mixed precision and the longest word set."""
+
+    kind: str | None
+    kind_how: str
+    preset: Preset
+    sizing: str
+    temperature: float
+    temp_how: str
+    amp: str
+    max_set: int
+
+
 def _hash_tensor(t: torch.Tensor) -> str:
     a = t.detach().to("cpu", torch.float32).contiguous().numpy()
     h = hashlib.sha256(str(a.shape).encode())
@@ -345,10 +335,41 @@ class HyperOFAInit(Method):
 
         src = ctx.source_matrix.detach().float().cpu()
         n_s, dim = src.shape
-        n_t = mapping.target_size
         device = torch.device(ctx.device)
+        size = self._sizing(p, ctx, dim, device)
+        data = self._data(ctx, p, files, mapping, n_s, size.max_set, bar)
+        try:
+            split = split_pairs(len(data.train_tokens), p["split"], int(p["min_eval_pairs"]), ctx.rng(SPLIT_SALT))
+        except ValueError as exc:
+            raise ConfigError(f"hyperofa: {exc}: only {len(data.train_tokens)} source tokens match a word; the "
+                              f"hypernetwork needs word vectors covering the source vocabulary") from exc
+        cfg, tcfg = self._configs(p, size, data.wv.dim, dim, len(split[0]))
+        targets = src[torch.from_numpy(data.train_tokens)]
+        ident = {"v": HN_VERSION, "wv": data.wv_ident, "source_matrix": _hash_tensor(src),
+                 "source_tokenizer": tokenizer_fingerprint(ctx.source_tokenizer), "model": asdict(cfg),
+                 "train": asdict(tcfg), "data": {"max_set": size.max_set, "truncate": p["truncate"],
+                                                 "split": [float(r) for r in p["split"]],
+                                                 "min_eval_pairs": int(p["min_eval_pairs"]),
+                                                 "languages": sorted(data.src_langs) if data.src_langs else None},
+                 "seed": int(ctx.seed), "device": device.type, **kernel_identity()}
+        model, main, main_cached = self._train_or_load(ctx, p, ident, cfg, tcfg, data.vectors, data.src_sets,
+                                                       targets, split, control=False,
+                                                       label="HyperOFA: hypernetwork epochs")
+        control = None
+        control_cached = None
+        if p["control"]:
+            _, control, control_cached = self._train_or_load(ctx, p, ident, cfg, tcfg, data.vectors, data.src_sets,
+                                                             targets, split, control=True,
+                                                             label="HyperOFA: control (shuffled targets) epochs")
+        matrix, provenance, pred_norm = self._rows(ctx, mapping, src, data, model, tcfg, device, bar)
+        artifacts = self._write_artifacts(ctx, main, control, cfg, size.preset)
+        stats = self._stats(p, mapping, size, data, split, cfg, tcfg, model, (main, main_cached),
+                            (control, control_cached), pred_norm, targets)
+        return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats,
+                          artifacts=artifacts)
 
-        # resolve the sizing, the temperature and the precision
+    def _sizing(self, p: dict[str, Any], ctx: InitContext, dim: int, device: torch.device) -> _Sizing:
+        """The network's preset, the contrastive temperature and the precision, each with how it was decided."""
         if p["source_kind"] != "auto":
             kind, kind_how = p["source_kind"], "parameter"
         else:
@@ -365,8 +386,14 @@ class HyperOFAInit(Method):
         max_set = int(p["max_set"] if p["max_set"] is not None else preset.max_set)
         if max_set < 1:
             raise ConfigError(f"hyperofa: max_set must be >= 1, not {max_set}")
+        return _Sizing(kind, kind_how, preset, sizing, temperature, temp_how, amp, max_set)
 
-        # word vectors and matched word sets
+    @staticmethod
+    def _data(ctx: InitContext, p: dict[str, Any], files: list[Path], mapping: TokenMapping, n_s: int, max_set: int,
+              bar: Callable[[str, int], Callable[[int], None] | None]) -> HyperData:
+        """The word vectors, the matched word sets of both vocabularies, and the cut sets of the training pairs and of
+        the tokens to predict."""
+        n_t = mapping.target_size
         wv = load_word_vectors(files, cache_dir=shared_vectors_dir(ctx.cache_dir), max_words=p["max_words"])
         wv_ident = hash_obj([(str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files] + [p["max_words"]])
         src_langs = set(p["source_languages"]) if p["source_languages"] is not None else None
@@ -390,19 +417,20 @@ class HyperOFAInit(Method):
         vectors = torch.from_numpy(np.asarray(wv.vectors[used], dtype=np.float32))
         src_sets = [np.searchsorted(used, s) for s in src_sets]
         tgt_sets = [np.searchsorted(used, s) for s in tgt_sets]
+        return HyperData(wv=wv, wv_ident=wv_ident, src_langs=src_langs, ws_s=ws_s, ws_t=ws_t, copied=copied,
+                         train_tokens=train_tokens, wise=wise, vectors=vectors, src_sets=src_sets, tgt_sets=tgt_sets)
 
-        try:
-            split = split_pairs(len(train_tokens), p["split"], int(p["min_eval_pairs"]), ctx.rng(SPLIT_SALT))
-        except ValueError as exc:
-            raise ConfigError(f"hyperofa: {exc}: only {len(train_tokens)} source tokens match a word; the "
-                              f"hypernetwork needs word vectors covering the source vocabulary") from exc
+    @staticmethod
+    def _configs(p: dict[str, Any], size: _Sizing, input_dim: int, dim: int, n_train: int
+                 ) -> tuple[HypernetConfig, TrainConfig]:
+        """The network's and the training's configuration: the preset's, as the parameters override it."""
+        preset = size.preset
         max_epochs = int(p["epochs"] or preset.max_epochs)
-        vectors_per_epoch = int(sum(len(src_sets[i]) for i in split[0]))
         batch_size = int(p["batch_size"] or preset.batch_size)
         if p["batch_size"] is None and preset.min_batches:  # small vocabularies: enough steps per epoch
-            batch_size = max(8, min(batch_size, len(split[0]) // preset.min_batches))
+            batch_size = max(8, min(batch_size, n_train // preset.min_batches))
         try:
-            cfg = preset.config(input_dim=wv.dim, output_dim=dim, dropout=float(p["dropout"]), arch=p["arch"],
+            cfg = preset.config(input_dim=input_dim, output_dim=dim, dropout=float(p["dropout"]), arch=p["arch"],
                                 heads=int(p["heads"]), pooling=p["pooling"])
             if p["hidden"] is not None or p["layers"] is not None:
                 cfg = HypernetConfig(**{**asdict(cfg), "hidden": int(p["hidden"] or cfg.hidden),
@@ -412,46 +440,43 @@ class HyperOFAInit(Method):
                 min_delta=float(p["min_delta"]), batch_size=batch_size,
                 lr=float(p["lr"] if p["lr"] is not None else preset.lr),
                 lr_step_epochs=int(p["lr_step_epochs"]), lr_gamma=float(p["lr_gamma"]),
-                weight_decay=float(p["weight_decay"]), loss_lambda=float(p["loss_lambda"]), temperature=temperature,
-                loss_form=p["loss_form"], shuffle_sets=bool(p["shuffle_sets"]), augment_prob=float(p["augment_prob"]),
-                augment_min_fraction=float(p["augment_min_fraction"]), augment_min_set=int(p["augment_min_set"]),
-                bucket_factor=int(p["bucket_factor"]), amp=amp)
+                weight_decay=float(p["weight_decay"]), loss_lambda=float(p["loss_lambda"]),
+                temperature=size.temperature, loss_form=p["loss_form"], shuffle_sets=bool(p["shuffle_sets"]),
+                augment_prob=float(p["augment_prob"]), augment_min_fraction=float(p["augment_min_fraction"]),
+                augment_min_set=int(p["augment_min_set"]), bucket_factor=int(p["bucket_factor"]), amp=size.amp)
         except ValueError as exc:
             raise ConfigError(f"hyperofa: {exc}") from exc
-        targets = src[torch.from_numpy(train_tokens)]
+        return cfg, tcfg
 
-        ident = {"v": HN_VERSION, "wv": wv_ident, "source_matrix": _hash_tensor(src),
-                 "source_tokenizer": tokenizer_fingerprint(ctx.source_tokenizer), "model": asdict(cfg),
-                 "train": asdict(tcfg), "data": {"max_set": max_set, "truncate": p["truncate"],
-                                                 "split": [float(r) for r in p["split"]],
-                                                 "min_eval_pairs": int(p["min_eval_pairs"]),
-                                                 "languages": sorted(src_langs) if src_langs else None},
-                 "seed": int(ctx.seed), "device": device.type, **kernel_identity()}
-        model, main, main_cached = self._train_or_load(ctx, p, ident, cfg, tcfg, vectors, src_sets, targets, split,
-                                                       control=False, label="HyperOFA: hypernetwork epochs")
-        control = None
-        control_cached = None
-        if p["control"]:
-            _, control, control_cached = self._train_or_load(ctx, p, ident, cfg, tcfg, vectors, src_sets, targets,
-                                                             split, control=True,
-                                                             label="HyperOFA: control (shuffled targets) epochs")
-
-        # initialize: Gaussian everywhere, hypernetwork predictions, then the copies
-        matrix, provenance = gaussian_start(src, n_t, ctx.generator(FALLBACK_SALT))
+    def _rows(self, ctx: InitContext, mapping: TokenMapping, src: torch.Tensor, data: HyperData,
+              model: torch.nn.Module, tcfg: TrainConfig, device: torch.device,
+              bar: Callable[[str, int], Callable[[int], None] | None]) -> tuple[torch.Tensor, np.ndarray, float]:
+        """Gaussian everywhere, the hypernetwork's predictions, then the copies; the predicted rows' mean norm."""
+        matrix, provenance = gaussian_start(src, mapping.target_size, ctx.generator(FALLBACK_SALT))
         pred_norm = float("nan")
-        if len(wise):
-            advance = bar("HyperOFA: predicting", len(wise))
-            pred = predict(model, vectors, tgt_sets, device=device, batch_size=tcfg.eval_batch_size, amp=amp)
+        if len(data.wise):
+            advance = bar("HyperOFA: predicting", len(data.wise))
+            pred = predict(model, data.vectors, data.tgt_sets, device=device, batch_size=tcfg.eval_batch_size,
+                           amp=tcfg.amp)
             if not torch.isfinite(pred).all():
                 raise ConfigError("hyperofa: the hypernetwork predicted non-finite values; lower lr or use amp='off'")
-            place(matrix, provenance, wise, pred.to(matrix.dtype))
+            place(matrix, provenance, data.wise, pred.to(matrix.dtype))
             pred_norm = float(pred.norm(dim=1).mean())
             if advance is not None:
-                advance(len(wise))
+                advance(len(data.wise))
         copy_rows(matrix, src, mapping, provenance)
+        return matrix, provenance, pred_norm
 
-        artifacts = self._write_artifacts(ctx, main, control, cfg, preset)
-        stats: dict[str, Any] = {
+    @staticmethod
+    def _stats(p: dict[str, Any], mapping: TokenMapping, size: _Sizing, data: HyperData,
+               split: tuple[np.ndarray, np.ndarray, np.ndarray], cfg: HypernetConfig, tcfg: TrainConfig,
+               model: torch.nn.Module, trained: tuple[TrainOutcome, bool],
+               controlled: tuple[TrainOutcome | None, bool | None], pred_norm: float, targets: torch.Tensor
+               ) -> dict[str, Any]:
+        """The init report: the network's and the control's cosines and curves, the sizing and the data."""
+        (main, main_cached), (control, control_cached) = trained, controlled
+        ws_s, ws_t, train_tokens, wise = data.ws_s, data.ws_t, data.train_tokens, data.wise
+        return {
             "overlap": overlap_stats(mapping),
             "val_cosine": main.val_cosine,
             "control_val_cosine": None if control is None else control.val_cosine,
@@ -470,24 +495,22 @@ class HyperOFAInit(Method):
             "hypernetwork_cached": main_cached, "control_cached": control_cached,
             "train_pairs": int(len(split[0])), "val_pairs": int(len(split[1])), "test_pairs": int(len(split[2])),
             "hn_parameters": parameter_count(model),
-            "preset": preset.name, "sizing": sizing, "source_kind": kind, "source_kind_from": kind_how,
-            "temperature": temperature, "temperature_from": temp_how, "amp": amp, "max_set": max_set,
-            "truncate": p["truncate"], "loss_form": tcfg.loss_form,
+            "preset": size.preset.name, "sizing": size.sizing, "source_kind": size.kind,
+            "source_kind_from": size.kind_how, "temperature": size.temperature, "temperature_from": size.temp_how,
+            "amp": size.amp, "max_set": size.max_set, "truncate": p["truncate"], "loss_form": tcfg.loss_form,
             "hypernetwork": asdict(cfg), "training": asdict(tcfg),
-            "words": len(wv), "word_dim": wv.dim,
+            "words": len(data.wv), "word_dim": data.wv.dim,
             "source_subwords_matched": int(len(train_tokens)), "target_subwords_matched": int((ws_t.lengths > 0).sum()),
-            "source_sets_truncated": int((ws_s.lengths[train_tokens] > max_set).sum()),
-            "target_sets_truncated": int((ws_t.lengths[wise] > max_set).sum()) if len(wise) else 0,
+            "source_sets_truncated": int((ws_s.lengths[train_tokens] > size.max_set).sum()),
+            "target_sets_truncated": int((ws_t.lengths[wise] > size.max_set).sum()) if len(wise) else 0,
             "mean_source_set": float(ws_s.lengths[train_tokens].mean()) if len(train_tokens) else 0.0,
-            "vectors_per_epoch": vectors_per_epoch,
-            "wise": int(len(wise)), "no_word_match": int((~copied & (ws_t.lengths == 0)).sum()),
+            "vectors_per_epoch": int(sum(len(data.src_sets[i]) for i in split[0])),
+            "wise": int(len(wise)), "no_word_match": int((~data.copied & (ws_t.lengths == 0)).sum()),
             # the L1-dominated loss pulls uncertain predictions towards the coordinate-wise median: how far the
             # predicted rows shrink next to the rows they were trained on
             "predicted_row_norm": None if not math.isfinite(pred_norm) else round(pred_norm, 6),
             "source_row_norm": round(float(targets.norm(dim=1).mean()), 6) if len(targets) else None,
         }
-        return InitResult(matrix=matrix, provenance=provenance, copy=dict(mapping.copy), stats=stats,
-                          artifacts=artifacts)
 
     # -- training with the product cache ---------------------------------------------------------------------
     def _train_or_load(self, ctx: InitContext, p: dict[str, Any], ident: dict[str, Any], cfg: HypernetConfig,
