@@ -83,6 +83,7 @@ import hashlib
 import json
 import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -96,6 +97,7 @@ from harness.core.hashing import hash_obj
 from harness.core.kernels import identity as kernel_identity
 from harness.core.precision import resolve_precision
 from harness.core.registry import METHODS
+from methods import own_cost
 from methods.base import InitContext, InitResult, Method, Reference, TokenMapping
 from methods.combine import place
 from methods.hypernetwork import (
@@ -119,11 +121,7 @@ from methods.hypernetwork import (
     train_hypernetwork,
     truncate_set,
 )
-from methods.hyperofa_data import (  # noqa: F401 - the word sets, importable from here
-    HyperData,
-    cached_word_sets,
-    word_sets,
-)
+from methods.hyperofa_data import HyperData, cached_word_sets
 from methods.overlap import SPECIALS_MODES
 from methods.params import Param
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats, tokenizer_fingerprint
@@ -553,12 +551,17 @@ class HyperOFAInit(Method):
         built: dict[str, Any] = {}
 
         def build(folder: Path) -> dict[str, Any]:
+            t_build = time.perf_counter()
             model, outcome = run()
             save_hypernetwork(folder, model, {"outcome": outcome.summary(), "curves": outcome.curves})
             built["model"], built["outcome"] = model, outcome
+            built["seconds"] = time.perf_counter() - t_build
             return {"val_cosine": outcome.val_cosine}
 
+        t_get = time.perf_counter()
         prod = cache.get_or_build("hypernetwork", inputs, build)
+        # its training is this cell's cost; waiting for another process that trains it is not
+        own_cost.exclude(own_cost.WAITING, time.perf_counter() - t_get - built.get("seconds", 0.0))
         if "model" in built:
             return built["model"], built["outcome"], False
         model, meta = load_hypernetwork(prod.path, device=ctx.device)

@@ -202,3 +202,34 @@ def test_the_plan_prices_the_helper_model_once_on_the_cell_that_builds_it(synthe
     assert len(paying) == 1 and paying[0] is users[0]  # the first of them in the order the cells run
     assert all(r["init_s"] < helper for r in rows if r is not paying[0])
     assert [r for r in rows if r["method"] == "random"][0]["init_s"] < 1
+
+
+def test_waiting_for_a_hypernetwork_another_process_trains_is_not_the_waiters_cost(synthetic_world, tmp_path,
+                                                                                    monkeypatch):
+    """HyperOFA's hypernetwork is a shared product: a cell that finds another process training it waits (here: a
+    second inside the product cache before the build), and that wait is not its own cost; its training is."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from harness.core.cache import ProductCache
+    from harness.core.registry import METHODS
+    from methods import own_cost
+    from methods.factorize import factorize
+    from tests.test_hyperofa import ctx_for
+
+    s = AutoTokenizer.from_pretrained(synthetic_world.source_dir("src"))
+    t = AutoTokenizer.from_pretrained(synthetic_world.target_tokenizer_dir)
+    m = AutoModelForMaskedLM.from_pretrained(synthetic_world.source_dir("src"))
+    coords = factorize(m.get_input_embeddings().weight.detach()[: len(s)].float().clone(), 16).coords
+    real = ProductCache.get_or_build
+
+    def after_a_wait(self, kind, inputs, build):
+        time.sleep(1.0)  # another process holds the product's lock, then this one builds it
+        return real(self, kind, inputs, build)
+
+    monkeypatch.setattr(ProductCache, "get_or_build", after_a_wait)
+    with own_cost.ledger() as book:
+        t0 = time.perf_counter()
+        METHODS.get("hyperofa")().initialize(ctx_for((synthetic_world, s, t, coords), cache_dir=tmp_path / "c"))
+        call = time.perf_counter() - t0
+    assert book.not_own[own_cost.WAITING] >= 0.95
+    assert book.own(call) == pytest.approx(call - book.not_own[own_cost.WAITING])

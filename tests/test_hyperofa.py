@@ -233,7 +233,7 @@ def test_end_to_end_on_a_planted_world(tmp_path, harness_home):
 def test_fast_matching_equals_ofa_edges(synth):
     """The faster edge collection gives OFA's graph (deduplicated) on SentencePiece, WordPiece and byte-level BPE."""
     from methods.hypernetwork import WordSets
-    from methods.hyperofa import word_sets
+    from methods.hyperofa_data import word_sets
     from methods.ofa import subword_word_edges
     from methods.wordvectors import load_word_vectors
     from tests._surgery_fixtures import bytelevel_tokenizer, wordpiece_tokenizer
@@ -268,7 +268,7 @@ def test_word_sets_and_training_pairs_match_the_authors_code(reference):
     Differs by design, not compared: the order inside a set (the reference's ``list(set())`` is hash-ordered; ours
     is word-file order), and the split (ours: a seeded generator with a floor of held-out pairs; the reference:
     ``np.random.seed(42)``, 97 / 2.5 / 0.5 %, here 1,899 / 48 / 11 pairs)."""
-    from methods.hyperofa import word_sets
+    from methods.hyperofa_data import word_sets
     from methods.wordvectors import load_word_vectors
 
     ref = reference
