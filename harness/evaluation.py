@@ -49,6 +49,7 @@ def evaluate_step(run: Any, step: int, model_dir: Path, tokenizer: Any, tasks: l
         trun = run.record.open_task(run.exp, run.keys.key, task_name, run.parent,
                                     task_run_tags(spec, run.cell, task))
         asked = list(spec.plan.languages[task_name])
+        _references(run, task_name, task, asked)
         missing = run.record.missing(trun, task_name, step, asked)
         if not missing:
             run.say(f"  {task_name} @ step {step}: already logged")
@@ -65,6 +66,29 @@ def evaluate_step(run: Any, step: int, model_dir: Path, tokenizer: Any, tasks: l
     if spec.cpt.steps <= 0 or run.record.done(run.parent, Done.heldout(step)):
         return
     _heldout(run, step, model_dir, tokenizer, model, heldout, quiet=shown_lm)
+
+
+def _references(run: Any, task_name: str, task: Any, languages: list[str]) -> None:
+    """A derived world's bits-per-byte references for ``task_name`` (:mod:`harness.transplant`: the source with its
+    own tokenizer, the donor with the target tokenizer), computed once per world, source and task settings and
+    logged once to the experiment; nothing for any other world or task."""
+    from harness.transplant import applies, log_references
+
+    if not applies(run.world, task_name):
+        return
+    settings = _settings(run, task_name, seed=0, model_key=f"reference:{task_name}")
+    log_references(run.record, run.exp, run.world, run.cell.source, task_name, task, settings, languages, run.say)
+
+
+def _settings(run: Any, task_name: str, seed: int, model_key: str) -> Any:
+    """The settings a task is evaluated with in the run ``run``."""
+    from tasks.base import TaskSettings
+
+    spec = run.spec
+    return TaskSettings(profile=spec.profile, seed=seed, device=run.device, max_sentences=spec.eval_max_sentences,
+                        params=spec.cfg.task_params.get(task_name, {}),
+                        cache_dir=harness_home() / "products" / "tasks", model_key=model_key,
+                        precision=spec.eval_precision)
 
 
 def _load(run: Any, model_dir: Path) -> Any:
@@ -103,13 +127,7 @@ def _evaluate_task(run: Any, task: Any, task_name: str, step: int, model: Any, t
 
 def _evaluate(run: Any, task: Any, task_name: str, step: int, model: Any, tokenizer: Any,
               languages: list[str]) -> tuple[Any, float]:
-    from tasks.base import TaskSettings
-
-    spec = run.spec
-    settings = TaskSettings(profile=spec.profile, seed=run.cell.seed, device=run.device,
-                            max_sentences=spec.eval_max_sentences, params=spec.cfg.task_params.get(task_name, {}),
-                            cache_dir=harness_home() / "products" / "tasks", model_key=f"{run.keys.key}:{step}",
-                            precision=spec.eval_precision)
+    settings = _settings(run, task_name, seed=run.cell.seed, model_key=f"{run.keys.key}:{step}")
     t0 = time.time()
     res = task.evaluate(model, tokenizer, run.world, languages, settings)
     return res, time.time() - t0

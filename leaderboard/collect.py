@@ -13,7 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # the leaderboard's names for the record's readers (re-exported)
-from harness.core.record import Kind, kind_filter, read_items, read_json_artifact  # noqa: F401
+from harness.core.record import (  # noqa: F401
+    Kind,
+    kind_filter,
+    list_artifact_paths,
+    own_tags,
+    read_items,
+    read_json_artifact,
+)
 from harness.core.record_read import (  # noqa: F401
     CellRun,
     TaskFacts,
@@ -29,6 +36,38 @@ from harness.core.record_read import (  # noqa: F401
 log = logging.getLogger(__name__)
 
 
+REFERENCE_ARTIFACTS = "references"  # a reference run's ``references/<role>_<lang>.json`` (harness.transplant)
+
+
+@dataclass
+class ReferenceRun:
+    """A derived world's bits-per-byte references for one source, task and task settings: ``docs[role][lang]`` is
+    what its model scored (``scores``, per-sentence ``items``, ``hyperparameters``)."""
+
+    world: str
+    source: str
+    task: str
+    profile: str
+    precision: str
+    docs: dict[str, dict[str, dict[str, Any]]]
+
+
+def read_references(client: Any, experiment_id: str, world: str | None = None) -> list[ReferenceRun]:
+    """Every reference run of an experiment (of one world), with its artifacts."""
+    out = []
+    for run in search_runs(client, experiment_id, kind_filter(Kind.REFERENCE, **({"world": world} if world else {}))):
+        tags = own_tags(run)
+        docs: dict[str, dict[str, dict[str, Any]]] = {}
+        for path in list_artifact_paths(client, run.info.run_id, REFERENCE_ARTIFACTS, run.info.artifact_uri):
+            doc = read_json_artifact(client, run.info.run_id, path, run.info.artifact_uri)
+            if isinstance(doc, dict) and doc.get("role") and doc.get("lang") and doc.get("scores"):
+                docs.setdefault(str(doc["role"]), {})[str(doc["lang"])] = doc
+        if docs and tags.get("world") and tags.get("source") and tags.get("task"):
+            out.append(ReferenceRun(tags["world"], tags["source"], tags["task"], tags.get("profile", "?"),
+                                    tags.get("precision", ""), docs))
+    return out
+
+
 @dataclass
 class ExperimentData:
     name: str
@@ -36,6 +75,7 @@ class ExperimentData:
     cells: dict[str, CellRun]
     tasks: list[TaskRun]
     client: Any = None
+    references: list[ReferenceRun] = field(default_factory=list)  # a derived world's bpb references
     _items: dict[tuple[str, int], dict[str, Any]] = field(default_factory=dict)
     _tmp: Any = None
 
@@ -100,4 +140,7 @@ def collect_experiment(client: Any, exp: Any, *, world: str | None = None, task:
             progress.advance(bar)
     if progress:
         progress.remove_task(bar)
-    return ExperimentData(name=exp.name, experiment_id=exp.experiment_id, cells=cells, tasks=tasks, client=client)
+    refs = read_references(client, exp.experiment_id, world) if any(
+        t.task in ("clm", "mlm-bpb") for t in tasks) else []
+    return ExperimentData(name=exp.name, experiment_id=exp.experiment_id, cells=cells, tasks=tasks, client=client,
+                          references=refs)

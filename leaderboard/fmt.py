@@ -58,7 +58,7 @@ def init(key: str, v: float | None) -> str:
         return MISSING
     if key == "init/seconds":
         return f"{v:.2f}"
-    if key == "init/val_cosine":
+    if key in ("init/val_cosine", "bpb_retained"):  # a cosine; a transplant's BPB retained (leaderboard.retained)
         return f"{v:.3f}"
     if key == "cpt/heldout_loss":
         return f"{v:,.2f}"

@@ -14,6 +14,9 @@ from typing import Any
 from leaderboard.stats import PairTest, mean_ranks, pairwise_tests
 
 GUESS = "guess"  # the kind of a loss board's row of a uniform guess over the target vocabulary (ln |V|)
+# the kind of a transplant board's reference rows: the source with its own tokenizer, the donor (leaderboard.retained)
+REFERENCE = "reference"
+RETAINED = "bpb_retained"  # the metric of a transplant's BPB-retained board, and its column on the bpb board
 INIT_COLUMNS = (("init/copied", "copied"), ("init/method", "method"), ("init/random", "random"),
                 ("init/seconds", "init s"), ("init/val_cosine", "val cos"))
 HELDOUT = "cpt/heldout_loss"  # a decoder's board: each row's held-out loss (the CPT diagnostic) at its step, nats
@@ -22,6 +25,9 @@ METRIC_NOTES = {
     "bpb": "bpb ↓ (bits per byte): the held-out text's summed negative log-likelihood over ln 2 times its UTF-8 "
            "bytes; lower is better, and rows whose tokenizers differ compare on it (a loss a token does not)",
     "ppl": "ppl ↓ (perplexity): exp of the loss a token; lower is better",
+    RETAINED: "bpb_retained ↑ (BPB retained): the bpb of the source model with its own tokenizer (the ceiling) over "
+              "the row's bpb on the same held-out sentences, per language and seed; 1.0 keeps all of the source's "
+              "compression, below 1.0 the transplant lost some",
 }
 
 
@@ -79,7 +85,7 @@ class Entry:
 class Row:
     label: str
     entries: dict[str, Entry]
-    kind: str = "ours"  # "ours", "paper" or GUESS
+    kind: str = "ours"  # "ours", "paper", GUESS or REFERENCE
     variant: VariantKey | None = None
     seeds: list[str] = field(default_factory=list)
     init: dict[str, float] = field(default_factory=dict)
@@ -88,6 +94,7 @@ class Row:
     mean_rank: float | None = None
     steps: list[int] = field(default_factory=list)  # the CPT step(s) its values are from (of a final board)
     blowup: str = ""  # why the row is marked as blown up (leaderboard.blowups); "" where it is not
+    avg_ci: tuple[float, float] | None = None  # the average's interval over languages and seeds (where computed)
 
     def uneven_languages(self) -> dict[str, int]:
         """``{lang: seeds}`` of the languages fewer of the row's seeds cover than its others ({}: every language
@@ -218,6 +225,8 @@ class Board:
         if any(HELDOUT in r.init for r in self.rows):
             guess = f", guess {self.guess:.2f}" if self.guess is not None else ""
             cols.append((HELDOUT, f"held-out loss ↓ (nats{guess})"))
+        if any(RETAINED in r.init for r in self.rows):
+            cols.append((RETAINED, "BPB retained ↑ (avg)"))
         return cols
 
 
@@ -294,7 +303,7 @@ def board_dict(b: Board) -> dict[str, Any]:
 
     def row(r: Row) -> dict[str, Any]:
         return {"label": r.label, "kind": r.kind, "seeds": r.seeds, "steps": r.steps, "blowup": r.blowup, "avg": r.avg,
-                "avg_common": r.avg_common,
+                **({"avg_ci": list(r.avg_ci)} if r.avg_ci else {}), "avg_common": r.avg_common,
                 "mean_rank": r.mean_rank, "init": r.init,
                 "values": {lang: {"mean": e.mean, "std": e.std, "n": e.n, "ci": list(e.ci) if e.ci else None,
                                   "seeds": dict(zip(e.seeds, e.values, strict=True)) if e.seeds else {}}

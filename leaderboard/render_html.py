@@ -23,7 +23,7 @@ from leaderboard.html_charts import (
     line_chart,
     random_delta_chart,
 )
-from leaderboard.model import GUESS, Board, Leaderboard, Row, VariantInfo
+from leaderboard.model import GUESS, REFERENCE, Board, Leaderboard, Row, VariantInfo
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#1b1f24;background:#fff}
@@ -142,7 +142,8 @@ def board_html(lb: Leaderboard, board: Board) -> str:
         ours = r.kind == "ours"
         seeds = f"seeds {', '.join(r.seeds)}" if r.seeds else (
             "a uniform guess over the target vocabulary: what a model that learned nothing scores"
-            if r.kind == GUESS else "published figure")
+            if r.kind == GUESS else "a reference of the transplant: the same held-out sentences, scored once"
+            if r.kind == REFERENCE else "published figure")
         line = refs.get(r.label) if ours else None
         if r.blowup:
             seeds += f" · blew up: {r.blowup}"

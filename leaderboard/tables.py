@@ -54,6 +54,7 @@ from leaderboard.model import (
 )
 from leaderboard.references import SETTING as REFERENCE_SETTING
 from leaderboard.references import reference_of
+from leaderboard.retained import board_references, reference_rows, retained_board
 from leaderboard.stats import ItemSample, SeedSample, bootstrap_ci, remembered_intervals
 
 log = logging.getLogger(__name__)
@@ -124,6 +125,9 @@ class _Builder:
             if "clm" in b.sources.values() and b.guess is not None:
                 row.init[HELDOUT] = b.guess  # beside each row's held-out loss
             b.paper_rows.append(row)
+        if metric == "bpb" and kind != "delta":  # a derived world's references (leaderboard.retained)
+            b.paper_rows.extend(reference_rows(board_references(data, groups), metric, self,
+                                               (task, metric, profile, kind, step, budget)))
         finish_board(b)
         self.notes(b, groups, labels, board_cells)
         return b
@@ -359,6 +363,8 @@ def _build_leaderboard(data: ExperimentData, *, per_seed: bool, bootstrap: int, 
         b = bld.board(task, metric, profile, kind, step, groups, labels, hib, budget)
         b.headline = is_head
         boards.append(b)
+        if (rb := retained_board(bld, b, groups, labels)) is not None:
+            boards.append(rb)
         if bar is not None:
             progress.advance(bar)
     if bar is not None:

@@ -54,6 +54,7 @@ class Kind:
     AGGREGATE = "aggregate"
     LEADERBOARD = "leaderboard"
     RESULT = "result"
+    REFERENCE = "reference"  # a derived world's bits-per-byte references (harness.transplant)
 
 
 def tag(name: str) -> str:
@@ -97,6 +98,11 @@ def leaderboard_identity() -> dict[str, str]:
 def result_identity(task: str, profile: str, row: str) -> dict[str, str]:
     """The leaderboard's run of one row of one task (its headline figures as metrics)."""
     return {"kind": Kind.RESULT, "task": task, "profile": profile, "row": row}
+
+
+def reference_identity(key: str, task: str) -> dict[str, str]:
+    """The experiment's run of a task's references for one world, source and task settings (``key``)."""
+    return {"kind": Kind.REFERENCE, "reference": key, "task": task}
 
 
 def cells_of(**tags: str) -> dict[str, str]:
