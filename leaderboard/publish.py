@@ -47,10 +47,11 @@ from harness.core.record import (
     cells_of,
     kind_filter,
     leaderboard_identity,
+    metric_key,
     result_identity,
     tag,
 )
-from harness.core.tracking import RESULTS_VIEW, Tracker, artifact_url, column, metric_key, runs_table_url
+from harness.core.tracking import RESULTS_VIEW, Tracker, artifact_url, column, runs_table_url
 from leaderboard.model import Board, Leaderboard, board_dict
 from leaderboard.tables import build_leaderboard, select_boards
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 from mlflow.tracking import MlflowClient
 
-from harness.core.tracking import metric_key
+from harness.core.record import metric_key
 
 LANGS = ["aaa_Latn", "bbb_Latn", "ccc_Cyrl", "ddd_Grek"]
 LANG_META = {

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from harness.core.tracking import ensure_sqlite_store
+from harness.core.store_open import ensure_sqlite_store
 from tests.conftest import REPO
 
 HARNESS = [sys.executable, "-m", "harness.cli"]

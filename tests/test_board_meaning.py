@@ -85,7 +85,7 @@ def _cell(client, exp_id: str, method: str, *, heldout: tuple[float, float], voc
     ``vocab``-token target vocabulary, with its task run of ``scores`` ({metric: {lang: value}}, at step 0)."""
     from mlflow.entities import Metric, Param
 
-    from harness.core.tracking import metric_key
+    from harness.core.record import metric_key
     from tests._leaderboard_runs import LANG_META, _log_json
 
     tags = {"harness.kind": "cell", "harness.method": method, "harness.source": source, "harness.dim": "full",

@@ -364,7 +364,7 @@ def test_harness_run_on_the_fixture_world_end_to_end(run_cli, tracking_uri):
     assert {x.data.params["method"] for x in cells} == {"random", "ofa"}
     assert all(x.info.status == "FINISHED" for x in runs)
     metrics = set().union(*(x.data.metrics for x in runs))
-    from harness.core.tracking import metric_key
+    from harness.core.record import metric_key
 
     for key in (("sr-b", "acc@10", "kat_Geor"), ("sr-t", "acc@10", "jpn_Jpan"), ("ner", "f1", "yue_Hani"),
                 ("pos", "f1", "tur_Latn"), ("mlm", "loss", "eng_Latn"), ("cpt", "train_loss")):

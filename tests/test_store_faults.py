@@ -25,8 +25,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.core.store_open import ensure_sqlite_store
 from harness.core.store_view import SqliteStoreView
-from harness.core.tracking import Tracker, ensure_sqlite_store
+from harness.core.tracking import Tracker
 from tests._store_fault_helpers import (
     T0,
     _check_kept,

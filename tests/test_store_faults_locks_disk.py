@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from harness.core.errors import HarnessError
-from harness.core.tracking import StoreUnavailable, Tracker, ensure_sqlite_store, read_store
+from harness.core.store_open import StoreUnavailable, ensure_sqlite_store, read_store
+from harness.core.tracking import Tracker
 from tests._store_fault_helpers import (
     HARNESS,
     _check_kept,

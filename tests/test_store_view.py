@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from harness.core.store_open import ensure_sqlite_store
 from harness.core.store_view import (
     SCHEMA_REVISION,
     SqliteStoreView,
@@ -25,7 +26,7 @@ from harness.core.store_view import (
     run_order,
     store_view,
 )
-from harness.core.tracking import Tracker, ensure_sqlite_store
+from harness.core.tracking import Tracker
 
 REPO = Path(__file__).resolve().parents[1]
 T0 = 1_700_000_000_000

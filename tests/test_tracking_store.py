@@ -10,7 +10,8 @@ import sqlite3
 import pytest
 
 from harness.core.errors import HarnessError
-from harness.core.tracking import CREATION_MARKER, StoreUnavailable, Tracker, store_state
+from harness.core.store_open import CREATION_MARKER, StoreUnavailable, store_state
+from harness.core.tracking import Tracker
 
 
 @pytest.fixture

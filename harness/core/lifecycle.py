@@ -57,7 +57,7 @@ def mark_stopped_runs(tracker: Any, experiment_ids: list[str], why: str) -> int:
     itself. Returns how many. A worker killed in the middle of a write leaves a journal that the store view's
     read-only connection cannot roll back: its reads then go to MLflow's client, which recovers the store
     (:mod:`harness.core.store_view`); a store that cannot be written raises
-    :class:`harness.core.tracking.StoreUnavailable`."""
+    :class:`harness.core.store_open.StoreUnavailable`."""
     import socket
 
     from harness.core.record import tag

@@ -1,7 +1,7 @@
 """The SQLite tracking store opened safely: created atomically (under a temporary name, then linked into place),
 waited for while another process holds it (saying what holds it), recreated only when provably never completed, and
 never deleted or truncated once it may hold anything; every SQLite error on it is one line,
-:class:`StoreUnavailable` (exit 2). :mod:`harness.core.tracking` re-exports these names.
+:class:`StoreUnavailable` (exit 2).
 """
 
 from __future__ import annotations

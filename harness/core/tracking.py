@@ -20,22 +20,8 @@ from typing import Any
 
 from harness.core.paths import default_artifact_root, default_tracking_uri
 from harness.core.processes import pid_alive
-from harness.core.record import TAG, done_tag, metric_key, tag  # noqa: F401 - TAG, metric_key: re-exported
-from harness.core.store_open import (  # noqa: F401 - the store's opening, re-exported where it was always found
-    CREATION_MARKER,
-    STORE_SAY_EVERY,
-    STORE_WAIT_DEFAULT,
-    STORE_WAIT_ENV,
-    StoreUnavailable,
-    describe_store_error,
-    ensure_sqlite_store,
-    read_store,
-    sqlite_error,
-    store_holder,
-    store_runs,
-    store_state,
-    store_wait,
-)
+from harness.core.record import TAG, done_tag, tag
+from harness.core.store_open import StoreUnavailable, describe_store_error, ensure_sqlite_store, sqlite_error
 from harness.core.versions import run_tags
 
 # MLflow 3's UI opens an experiment on the page of its kind: a model-training experiment opens on the runs table
