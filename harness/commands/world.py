@@ -89,7 +89,8 @@ def cmd_world(args: argparse.Namespace) -> int:
     return 0
 
 
-DERIVE_OPTIONS = ("from_world", "source", "target_tokenizer", "donor", "text", "langs", "source_name", "copy")
+DERIVE_OPTIONS = ("from_world", "source", "target_tokenizer", "donor", "text", "langs", "source_name", "copy",
+                  "trim")
 
 
 def _derive(args: argparse.Namespace) -> int:
@@ -103,7 +104,7 @@ def _derive(args: argparse.Namespace) -> int:
     langs = [x.strip() for x in (args.langs or "").split(",") if x.strip()]
     root = derive(args.name, args.from_world, args.source, target_tokenizer=args.target_tokenizer, donor=args.donor,
                   texts=args.text or [], langs=langs, name_of_source=args.source_name, copy=args.copy,
-                  note=lambda line: print(line, flush=True))
+                  trim=args.trim, note=lambda line: print(line, flush=True))
     print(f"world {args.name} derived at {root}; `harness world info {args.name}` describes it, "
           f"`harness run --world {args.name}` runs it", flush=True)
     return 0
@@ -236,4 +237,7 @@ def add_parser(sub: Any) -> None:
                    "base world or given with --text")
     d.add_argument("--copy", action="store_true", help="copy the models' files instead of hard-linking them (take "
                    "this where you will write over your model's files in place later)")
+    d.add_argument("--trim", action="store_true", help="trim the target tokenizer to the pieces the world's text "
+                   "(and yours) uses, with every special token and byte piece, and the donor's rows to it "
+                   "(docs/your-model.md)")
     w.set_defaults(func=cmd_world)

@@ -120,10 +120,11 @@ def source_name(given: str) -> str:
 
 def derive(name: str, base_name: str, source: str, *, target_tokenizer: str | None = None,
            donor: str | None = None, texts: list[str] | None = None, langs: list[str] | None = None,
-           name_of_source: str | None = None, copy: bool = False,
+           name_of_source: str | None = None, copy: bool = False, trim: bool = False,
            note: Callable[[str], None] = print) -> Path:
     """Make derived world ``name`` from built world ``base_name`` (see the module's docstring); its folder. Each
-    bad input is refused in one line (:class:`ConfigError`) and nothing is written."""
+    bad input is refused in one line (:class:`ConfigError`) and nothing is written. ``trim``: the target tokenizer
+    trimmed to the pieces the world's text uses, the donor's rows re-indexed to it (:mod:`harness.worlds.trim`)."""
     from harness.worlds import get_world, world_dir
 
     check_name(name)
@@ -146,9 +147,10 @@ def derive(name: str, base_name: str, source: str, *, target_tokenizer: str | No
     staging.mkdir()
     try:
         derivation: dict[str, Any] = {"command": {"base": base_name, "source": source, "target_tokenizer":
-                                                  target_tokenizer, "donor": donor, "texts": texts or []}}
+                                                  target_tokenizer, "donor": donor, "texts": texts or [],
+                                                  "trim": trim}}
         manifest = _stage(name, base, staging, src, don, sname, target_tokenizer, user_texts, copy, note,
-                          derivation)
+                          derivation, trim)
         write_json(staging / "manifest.json", manifest)
         write_json(staging / DERIVATION, derivation)
         _write_languages(base, staging, user_texts, manifest)
@@ -189,7 +191,7 @@ def _commit(staging: Path, root: Path) -> None:
 
 def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str, target_tokenizer: str | None,
            user_texts: dict[str, Path], copy: bool, note: Callable[[str], None],
-           derivation: dict[str, Any]) -> dict[str, Any]:
+           derivation: dict[str, Any], trim: bool = False) -> dict[str, Any]:
     """Every file of the derived world but its manifest, record and language table, into ``staging``; its
     manifest."""
     note(f"world {name}: source {sname} from {src.given} ({src.kind})")
@@ -211,6 +213,9 @@ def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str
         tok = {"kind": f"world {base.name}'s target tokenizer", "input": {"world": base.name}, "size": len(t),
                "class": type(t).__name__, "sha256": digests(tok_dir)}
     derivation["target_tokenizer"] = {"input": tok.pop("input")}
+    if trim:  # the full tokenizer kept beside until the donor is checked against it
+        shutil.copytree(tok_dir, staging / "target-full")
+    kept = _trim_tokenizer(base, staging, user_texts, tok, note) if trim else None
     manifest: dict[str, Any] = {
         "name": name, "version": VERSION,
         "derived_from": {"world": base.name, "folder": base.root.name, "hash": base.hash},
@@ -221,19 +226,41 @@ def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str
         "default_source": sname, "target_tokenizer": tok}
     if don is not None:
         note(f"world {name}: donor from {don.given} ({don.kind})")
-        manifest["donor"] = _stage_donor(don, staging, tok["size"], copy, derivation)
+        manifest["donor"] = _stage_donor(don, staging, tok["size"], copy, derivation, kept)
     if user_texts:
         manifest["user_texts"] = _stage_texts(base, staging, user_texts, derivation)
+    shutil.rmtree(staging / "target-full", ignore_errors=True)
     return manifest
 
 
-def _stage_donor(don: Any, staging: Path, target_size: int, copy: bool, derivation: dict[str, Any]) -> dict[str, Any]:
-    """The donor stored at ``donor/`` and checked against the target tokenizer; its manifest entry (``identity``:
-    the sha256 over its files' digests, ``path``, ``vocab``: the target tokenizer's length)."""
+def _trim_tokenizer(base: World, staging: Path, user_texts: dict[str, Path], tok: dict[str, Any],
+                    note: Callable[[str], None]) -> list[int]:
+    """``--trim``: the staged target tokenizer trimmed to the pieces of the world's text and the user's; its
+    manifest entry ``tok`` updated (size, sha256, ``trimmed``: the rule, the counts, the kept ids' sha256); the
+    kept ids (in the full tokenizer), also written to ``trimming.json``."""
     import hashlib
 
-    entry = stage_model(don, staging / "donor", "donor", copy=copy)
+    from harness.worlds.trim import trim_tokenizer, world_lines
+
+    tok_dir = staging / "target_tokenizer"
+    kept, record = trim_tokenizer(tok_dir, world_lines(base, user_texts.values()), note)
+    write_json(staging / "trimming.json", {"kept_ids": kept, "total": record["total"], "rule": record["rule"]})
+    record["kept_ids_sha256"] = hashlib.sha256(json.dumps(kept).encode()).hexdigest()
+    tok.update(size=len(kept), sha256=digests(tok_dir), trimmed=record)
+    return kept
+
+
+def _stage_donor(don: Any, staging: Path, target_size: int, copy: bool, derivation: dict[str, Any],
+                 kept: list[int] | None = None) -> dict[str, Any]:
+    """The donor stored at ``donor/`` (with ``kept``: its rows re-indexed to the trimmed target vocabulary) and
+    checked against the target tokenizer; its manifest entry (``identity``: the sha256 over its files' digests,
+    ``path``, ``vocab``: the target tokenizer's length)."""
+    import hashlib
+
+    entry = stage_model(don, staging / ("donor-full" if kept is not None else "donor"), "donor", copy=copy)
     derivation["donor"] = {"input": entry.pop("input"), "stored": entry.pop("stored")}
+    if kept is not None:
+        entry = _trimmed_donor(don, staging, entry, kept)
     if entry["embedding_rows"] < target_size:
         raise ConfigError(f"--donor {don.given}: its input embedding has {entry['embedding_rows']:,} rows, fewer than "
                           f"the target tokenizer's {target_size:,} tokens; a donor owns the target vocabulary")
@@ -241,6 +268,25 @@ def _stage_donor(don: Any, staging: Path, target_size: int, copy: bool, derivati
     identity = hashlib.sha256("".join(f"{k}\t{v}\n" for k, v in sorted(entry["sha256"].items())).encode())
     return {"identity": identity.hexdigest(), "path": "donor", "vocab": facts["vocab"],
             "donor_tokenizer": facts["tokenizer"], **entry}
+
+
+def _trimmed_donor(don: Any, staging: Path, full: dict[str, Any], kept: list[int]) -> dict[str, Any]:
+    """The staged full donor (``donor-full/``) written at ``donor/`` with its rows re-indexed to ``kept`` and
+    removed; the trimmed donor's entry, ``trimmed_from`` the full donor's rows and files' sha256."""
+    from harness.worlds.derived_inputs import ModelInput, model_facts
+    from harness.worlds.trim import trim_donor
+
+    target_size = len(load_tokenizer(staging / "target-full", "--target-tokenizer"))
+    if full["embedding_rows"] < target_size:
+        raise ConfigError(f"--donor {don.given}: its input embedding has {full['embedding_rows']:,} rows, fewer than "
+                          f"the target tokenizer's {target_size:,} tokens; a donor owns the target vocabulary")
+    check_donor_vocab(staging / "donor-full", staging / "target-full", don.given)
+    trim_donor(staging / "donor-full", staging / "donor", staging / "target_tokenizer", kept, full["objective"])
+    shutil.rmtree(staging / "donor-full")
+    facts = model_facts(staging / "donor", full["objective"], ModelInput("folder", staging / "donor", don.given),
+                        "donor")
+    return {**facts, "sha256": digests(staging / "donor"),
+            "trimmed_from": {"embedding_rows": full["embedding_rows"], "sha256": full["sha256"]}}
 
 
 def _stage_texts(base: World, staging: Path, user_texts: dict[str, Path],
@@ -301,7 +347,18 @@ def describe(world: World) -> list[str]:
                      + (f", {params / 1e6:,.1f}M parameters" if isinstance(params, int) else ""))
     tok = m.get("target_tokenizer") or {}
     lines.append(f"target tokenizer: {tok.get('kind')}, {tok.get('size', 0):,} tokens ({tok.get('class')})")
+    trimmed = tok.get("trimmed")
+    if trimmed:
+        reasons = ", ".join(f"{v:,} {k}" for k, v in trimmed.get("reasons", {}).items())
+        lines.append(f"target tokenizer trimmed ({trimmed.get('model')}): {trimmed.get('kept', 0):,} of "
+                     f"{trimmed.get('total', 0):,} pieces kept ({reasons}): {trimmed.get('rule')}; the world's "
+                     f"tokenization unchanged on {trimmed.get('checked_lines', 0):,} of its "
+                     f"{trimmed.get('text_lines', 0):,} lines; the world's identity covers the trimming "
+                     f"(kept ids {trimmed.get('kept_ids_sha256', '')[:16]})")
     donor = m.get("donor")
+    if donor and donor.get("trimmed_from"):
+        lines.append(f"donor trimmed: its {donor['trimmed_from']['embedding_rows']:,} embedding rows re-indexed to "
+                     f"the trimmed target vocabulary's {donor['embedding_rows']:,}")
     lines.append(f"donor: {donor['architecture']} ({donor['objective']}), {donor['embedding_rows']:,} embedding rows "
                  f"for the target's {donor['vocab']:,} tokens, tokenizer: {donor['donor_tokenizer']}, identity "
                  f"{donor['identity'][:16]}" if donor else "donor: none")
