@@ -134,9 +134,10 @@ def test_the_paired_interval_resamples_sentences_and_seeds():
 
     rng = np.random.default_rng(0)
     den = rng.integers(20, 60, size=50).astype(float)
-    top = ItemSample(den * 2.0, den)
-    same = ItemSample(den * 2.0, den)
-    # the same bits on the same sentences: every resample keeps the ratio at 1
+    bits = den * rng.uniform(1.0, 8.0, size=50)
+    top = ItemSample(bits, den)
+    same = ItemSample(bits.copy(), den)
+    # the same bits on the same sentences, drawn together (paired): every resample keeps the ratio at 1
     assert ratio_ci([(1.0, same)], top, resamples=200, level=0.95, seed=0, key="x") == pytest.approx((1.0, 1.0))
     noisy = ItemSample(den * rng.uniform(2.0, 6.0, size=50), den)
     lo, hi = ratio_ci([(0.5, noisy)], top, resamples=200, level=0.95, seed=0, key="x")
