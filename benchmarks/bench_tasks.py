@@ -31,7 +31,8 @@ from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
 from harness.core.registry import TASKS
 from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
-from harness.worlds.base import load_world_dir, write_jsonl
+from harness.worlds.base import load_world_dir
+from harness.worlds.writer import write_jsonl
 from tasks.base import TaskSettings
 from tasks.metrics import l2_normalize, search_topk
 from tasks.retrieval import encode_sentences, retrieval_layer

@@ -19,7 +19,7 @@
    2-3), ``w = sparsemax(c_a)`` over the raw cosines (Eq. 4-5: no temperature, no top-k), and
    ``e_t[a] = sum_o w_o e_s[o]``, a convex combination of the anchors' **pretrained source** rows (Eq. 6).
 6. Additional tokens without a vector (and all of them when there is no anchor) get the per-dimension Gaussian
-   of E_s (App. B, "as done by WECHSEL"): row ``a`` of :func:`methods.random_init.fallback_matrix` with
+   of E_s (App. B, "as done by WECHSEL"): row ``a`` of :func:`methods.shared.fallback_matrix` with
    ``ctx.generator(0)``, the same draw as ``random``. The reference code draws ``torch.normal(mean, std)`` with
    the unbiased std and ``torch.Generator().manual_seed(42)``; WECHSEL (whose fallback the paper names) uses the
    population std, as we do. Fallback rows are random either way and are not compared in the parity test.

@@ -17,7 +17,7 @@
    (zero vectors score 0, specials included, no threshold), the ``k`` best (k = 10), weights
    ``softmax(s / tau)`` over those k only (tau = 0.1), ``F_t[y] = sum_x w_x F_s[x]`` (a convex combination).
 5. Target tokens with ``u_y = 0``: the per-dimension Gaussian of the source matrix (the same draw as ``random``:
-   row ``y`` of :func:`methods.random_init.fallback_matrix` with ``ctx.generator(0)``).
+   row ``y`` of :func:`methods.shared.fallback_matrix` with ``ctx.generator(0)``).
 
 The similarity search runs in blocks of target rows on ``ctx.device`` (a ``block_size`` x |V_s| score block at a
 time, torch matmul + top-k), never materializing |V_t| x |V_s|.

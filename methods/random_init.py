@@ -17,12 +17,11 @@ import torch
 
 from harness.core.errors import ConfigError
 from harness.core.registry import METHODS
-from methods.base import InitContext, InitResult, Method, Provenance, Reference, check_mapping  # noqa: F401 - as before
+from methods.base import InitContext, InitResult, Method, Provenance, Reference
 from methods.params import Param
-from methods.shared import (  # noqa: F401 - fallback_matrix, copy_rows: also importable from here, as before
+from methods.shared import (
     FALLBACK_SALT,
     copy_rows,
-    fallback_matrix,
     gaussian_start,
     overlap_stats,
 )

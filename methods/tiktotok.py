@@ -86,7 +86,7 @@ import torch
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference, TokenMapping
-from methods.combine import Cosine, RankWeights, rank_weights  # noqa: F401 - rank_weights: importable from here
+from methods.combine import Cosine, RankWeights
 from methods.fasttext_util import (
     TrainJob,
     cached_model,

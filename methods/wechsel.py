@@ -27,7 +27,7 @@
    so they have the same vector); they go to the lower source id. The reference's ``np.argpartition`` breaks
    them in an unspecified order (the parity test counts such rows).
 5. Target tokens with a zero vector get the per-dimension Gaussian of E_s (population std, as the reference's
-   numpy ``std``): row ``i`` of :func:`methods.random_init.fallback_matrix` with ``ctx.generator(0)``. The
+   numpy ``std``): row ``i`` of :func:`methods.shared.fallback_matrix` with ``ctx.generator(0)``. The
    reference draws ``RandomState(1234).normal(mean, std, (|V_t|, d))``; random rows are not compared in the
    parity test.
 6. **No copying** except special tokens. ``specials="string"`` (default, the reference's ``apply``): every special

@@ -16,7 +16,7 @@ from harness.core.registry import METHODS
 from methods.base import InitContext, Provenance
 from methods.fasttext_util import load_model, word_vectors
 from methods.overlap import mapping_cache
-from methods.random_init import fallback_matrix
+from methods.shared import fallback_matrix
 from methods.sparsemax import sparsemax
 
 TINY_FOCUS = {"dim": 16, "epochs": 2, "bucket": 20_000, "min_count": 5}

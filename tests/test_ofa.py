@@ -17,7 +17,7 @@ from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from methods.base import InitContext, Provenance
 from methods.ofa import knn_softmax_combine, subword_vectors, word_variants
 from methods.overlap import mapping_cache
-from methods.random_init import fallback_matrix
+from methods.shared import fallback_matrix
 from methods.wordvectors import load_word_vectors, read_word2vec_text, split_key
 from tests._surgery_fixtures import TinyWorld
 

@@ -17,7 +17,7 @@ from methods.helper_model import focus_vectors, helper_tables
 from methods.omp import OMPInit, omp
 from methods.overlap import build_mapping
 from methods.params import resolve
-from methods.random_init import fallback_matrix
+from methods.shared import fallback_matrix
 from tests.test_focus import synthetic_ctx
 
 # a helper small enough for a test (seconds); the cpu profile's is 2 x 128 for 400 steps

@@ -11,7 +11,7 @@ from harness.core.registry import METHODS
 from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from methods.base import InitContext, InitMethod, Provenance
 from methods.overlap import mapping_cache
-from methods.random_init import fallback_matrix
+from methods.shared import fallback_matrix
 from tests._surgery_fixtures import SOURCE_PIECES, xlmr_source_tokenizer, xlmr_target_tokenizer
 
 

@@ -14,7 +14,8 @@ from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRober
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.registry import TASKS
 from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
-from harness.worlds.base import load_world_dir, write_jsonl
+from harness.worlds.base import load_world_dir
+from harness.worlds.writer import write_jsonl
 from tasks.base import Task, TaskSettings
 from tasks.retrieval import LayerEncoder, encode_sentences, find_layer_list, retrieval_layer
 

@@ -15,7 +15,8 @@ import tasks.tagging as tagging
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.registry import TASKS
 from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
-from harness.worlds.base import load_world_dir, write_jsonl
+from harness.worlds.base import load_world_dir
+from harness.worlds.writer import write_jsonl
 from tasks.base import Task, TaskSettings
 from tasks.data import TaggedSentence, batches_per_epoch, read_tagging_split, shuffled_length_batches
 from tasks.metrics import pos_scores, token_accuracy

@@ -14,9 +14,10 @@ from harness.core.registry import METHODS
 from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from harness.worlds.base import load_world_dir
 from methods.base import InitContext, Provenance
+from methods.combine import rank_weights
 from methods.fasttext_util import load_model, word_vectors
 from methods.overlap import mapping_cache
-from methods.tiktotok import bigram_corpus, clean_pairs, rank_weights, token_form
+from methods.tiktotok import bigram_corpus, clean_pairs, token_form
 from tests.test_focus import check_invariants, synthetic_ctx
 
 TINY = {"dim": 16, "epochs": 3, "bucket": 20_000}

@@ -175,7 +175,7 @@ def _lang_of(ctx, i: int, lang: str) -> bool:
 def test_wechsel_zero_vector_tokens_fall_back(wechsel_run):
     ctx, result, _ = wechsel_run
     ids = np.flatnonzero(result.provenance == Provenance.RANDOM)
-    from methods.random_init import fallback_matrix
+    from methods.shared import fallback_matrix
 
     expected = fallback_matrix(ctx.source_matrix, len(ctx.target_tokenizer), ctx.generator(0))
     assert torch.equal(result.matrix[ids], expected[ids])

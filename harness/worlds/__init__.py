@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from harness.core.paths import harness_home, home_dir
 from harness.core.registry import Registry
-from harness.worlds.base import CHECKSUMS, CheckRow, World, builder_sketch, load_world_dir  # noqa: F401 (CheckRow)
+from harness.worlds.base import CHECKSUMS, CheckRow, World, builder_sketch, load_world_dir
 
 log = logging.getLogger(__name__)
 

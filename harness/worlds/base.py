@@ -36,7 +36,6 @@ from typing import Any
 
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.hashing import hash_obj
-from harness.worlds.writer import write_jsonl  # noqa: F401 - kept importable here; builders write with the writer
 
 LANG_CODE_RE = r"^[a-z]{3}_[A-Z][a-z]{3}$"
 CHECKSUMS = "checksums.json"  # a built world's record of its files (harness.worlds)

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from harness.core.errors import ConfigError
-from harness.worlds import WORLDS, CheckRow
+from harness.worlds import WORLDS
+from harness.worlds.base import CheckRow
 from harness.worlds.writer import WorldWriter, write_jsonl
 
 PIVOT = "qaa_Latn"

@@ -20,7 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from harness.worlds import CheckRow
+from harness.worlds.base import CheckRow
 from harness.worlds.bible.builder import BUILDER_VERSION, BuildSettings, build_bible_world
 from harness.worlds.bible.fetch import PINS, SPACY_REQUIREMENT, Fetcher
 from harness.worlds.bible.languages import LANGS

@@ -25,8 +25,9 @@ from harness.core.cache import ProductCache
 from harness.core.errors import MissingResourceError
 from harness.core.hashing import hash_obj
 from harness.core.paths import harness_home
-from harness.worlds.base import read_jsonl, write_jsonl
+from harness.worlds.base import read_jsonl
 from harness.worlds.bible.fetch import SPACY_REQUIREMENT, Fetcher
+from harness.worlds.writer import write_jsonl
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from typing import Any
 
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.paths import harness_home
-from harness.worlds import CheckRow
+from harness.worlds.base import CheckRow
 from harness.worlds.glot500 import langcodes as lc
 from harness.worlds.glot500 import loaders as ld
 from harness.worlds.glot500.build import _Build, _check_direction, _pick_pbc_file
