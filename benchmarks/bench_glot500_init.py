@@ -99,15 +99,8 @@ import methods.hyperofa as hyperofa  # noqa: E402
 import methods.ofa as ofa  # noqa: E402
 from harness.initialize import PeakMemory  # noqa: E402
 from methods.base import InitContext  # noqa: E402
-from methods.hypernetwork import (  # noqa: E402
-    PRESETS,
-    TrainConfig,
-    build_hypernetwork,
-    parameter_count,
-    split_pairs,
-    train_hypernetwork,
-    truncate_set,
-)
+from methods.hypernetwork import PRESETS, TrainConfig, build_hypernetwork, parameter_count, train_hypernetwork
+from methods.hypernetwork_data import split_pairs, truncate_set
 from methods.wordvectors import WordVectors  # noqa: E402
 
 # -- timing the steps ------------------------------------------------------------------------------------

@@ -50,7 +50,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from methods.hypernetwork import (  # noqa: E402
+from methods.hypernetwork import (
     PRESETS,
     SetData,
     TrainConfig,
@@ -58,9 +58,9 @@ from methods.hypernetwork import (  # noqa: E402
     build_hypernetwork,
     hyperofa_loss,
     parameter_count,
-    split_pairs,
     train_hypernetwork,
 )
+from methods.hypernetwork_data import split_pairs
 
 
 def set_lengths(n: int, median: float, sigma: float, max_set: int, rng: np.random.Generator) -> np.ndarray:

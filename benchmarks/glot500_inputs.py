@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_hypernetwork import set_lengths  # noqa: E402
 
 from methods.base import TokenMapping  # noqa: E402
-from methods.hypernetwork import WordSets  # noqa: E402
+from methods.hypernetwork_data import WordSets
 from methods.wordvectors import WordVectors  # noqa: E402
 
 GLOT500 = {"target": 401_145, "source": 250_002, "words": 3_600_000}

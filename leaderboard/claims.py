@@ -41,12 +41,10 @@ from leaderboard.stats import (
     ALPHA,
     VERDICT_RESAMPLES,
     DiffInterval,
-    design_note,  # noqa: F401 -- with smallest_p: what the test can reach, decided beside the verdict it limits
     diff_interval,
     languages_needed,
     pair_verdict,
     paired_test,
-    smallest_p,  # noqa: F401
     verdict_key,
 )
 

@@ -24,7 +24,8 @@ import numpy as np
 
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference
-from methods.overlap import SPECIAL_PREFIX, SPM_SPACE, detect_kind
+from methods.canonical import SPM_SPACE, detect_kind
+from methods.overlap import SPECIAL_PREFIX
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
 
 

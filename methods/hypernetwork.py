@@ -77,16 +77,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from methods.hypernetwork_data import (  # noqa: F401 - the training data and the loss, importable from here
+from methods.hypernetwork_data import (
     LOSS_FORMS,
-    TRUNCATIONS,
-    WordSets,
     augment_set,
     bucket_batches,
     hyperofa_loss,
     pad_batch,
-    split_pairs,
-    truncate_set,
 )
 
 log = logging.getLogger(__name__)

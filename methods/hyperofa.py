@@ -106,7 +106,6 @@ from methods.hypernetwork import (
     LOSS_FORMS,
     POOLINGS,
     PRESETS,
-    TRUNCATIONS,
     HypernetConfig,
     Preset,
     TrainConfig,
@@ -117,10 +116,9 @@ from methods.hypernetwork import (
     plot_curves,
     predict,
     save_hypernetwork,
-    split_pairs,
     train_hypernetwork,
-    truncate_set,
 )
+from methods.hypernetwork_data import TRUNCATIONS, split_pairs, truncate_set
 from methods.hyperofa_data import HyperData, cached_word_sets
 from methods.overlap import SPECIALS_MODES
 from methods.params import Param

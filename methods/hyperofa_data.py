@@ -13,7 +13,7 @@ import torch
 
 from harness.core.cache import cached_arrays
 from harness.core.hashing import hash_obj
-from methods.hypernetwork import WordSets
+from methods.hypernetwork_data import WordSets
 from methods.shared import tokenizer_fingerprint
 from methods.subwords import subword_word_edges
 from methods.wordvectors import WordVectors

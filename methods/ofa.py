@@ -60,11 +60,8 @@ from methods.combine import Cosine, TopKSoftmax, place, weighted_average
 from methods.overlap import SPECIALS_MODES
 from methods.params import Param
 from methods.shared import FALLBACK_SALT, copy_rows, gaussian_start, overlap_stats
-from methods.subwords import (  # noqa: F401 - the subword graph, importable from here as before
+from methods.subwords import (
     cached_subword_vectors,
-    subword_vectors,
-    subword_word_edges,
-    word_variants,
 )
 from methods.wordvectors import load_word_vectors, shared_vectors_dir
 

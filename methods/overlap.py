@@ -66,17 +66,11 @@ from typing import Any
 
 from harness.core.hashing import hash_obj
 from methods.base import TokenMapping
-from methods.canonical import (  # noqa: F401 - importable from here, as before
-    BPE_SPACE,
+from methods.canonical import (
     ROLE_ATTRS,
     SPECIAL_PREFIX,
-    SPM_SPACE,
-    WORDPIECE_PREFIX,
     CanonicalVocab,
-    canonical_token,
     canonical_vocab,
-    detect_kind,
-    special_tokens,
 )
 
 log = logging.getLogger(__name__)

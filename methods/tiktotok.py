@@ -86,6 +86,7 @@ import torch
 from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference, TokenMapping
+from methods.canonical import detect_kind
 from methods.combine import Cosine, RankWeights
 from methods.fasttext_util import (
     TrainJob,
@@ -106,7 +107,7 @@ from methods.multilang import (
     text_files,
     world_languages,
 )
-from methods.overlap import SPECIAL_PREFIX, detect_kind
+from methods.overlap import SPECIAL_PREFIX
 from methods.params import Param, fasttext_params, fasttext_settings
 
 log = logging.getLogger(__name__)

@@ -48,8 +48,9 @@ import torch
 from harness.core.errors import ConfigError, HarnessError
 from harness.core.registry import METHODS
 from methods.base import InitContext, InitResult, Method, Provenance, Reference, TokenMapping
+from methods.canonical import detect_kind
 from methods.fvt import FVTInit, source_pieces
-from methods.overlap import SPECIAL_PREFIX, detect_kind
+from methods.overlap import SPECIAL_PREFIX
 from methods.params import Param
 
 log = logging.getLogger(__name__)

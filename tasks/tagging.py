@@ -72,8 +72,7 @@ from tasks.data import (
     tagging_split_path,
 )
 from tasks.metrics import ner_scores, pos_scores, tagging_scores
-from tasks.tagger import (  # noqa: F401 (IGNORE, marker_ids: part of this module's interface)
-    IGNORE,
+from tasks.tagger import (
     LABEL_SUBTOKENS,
     WEIGHTS,
     Featurizer,
@@ -82,7 +81,6 @@ from tasks.tagger import (  # noqa: F401 (IGNORE, marker_ids: part of this modul
     _save_tagger,
     build_tagger,
     fine_tune,
-    marker_ids,
     predict,
 )
 

@@ -9,15 +9,9 @@ import json
 import pytest
 from rich.text import Text
 
-from leaderboard.claims import (
-    CLAIMS,
-    ClaimResult,
-    evaluate_claims,
-    languages_needed,
-    smallest_p,
-    summary,
-)
+from leaderboard.claims import CLAIMS, ClaimResult, evaluate_claims, languages_needed, summary
 from leaderboard.model import Board, Entry, Leaderboard, Row, VariantInfo, VariantKey, finish_board
+from leaderboard.stats import smallest_p
 
 LANGS = [f"l{i}_Latn" for i in range(8)]
 BASE = [0.20, 0.22, 0.18, 0.25, 0.30, 0.10, 0.15, 0.21]

@@ -16,7 +16,6 @@ from methods.hypernetwork import (
     BiLSTMHypernetwork,
     HypernetConfig,
     TrainConfig,
-    WordSets,
     augment_set,
     bilstm_parameter_count,
     bucket_batches,
@@ -29,10 +28,9 @@ from methods.hypernetwork import (
     plot_curves,
     predict,
     save_hypernetwork,
-    split_pairs,
     train_hypernetwork,
-    truncate_set,
 )
+from methods.hypernetwork_data import WordSets, split_pairs, truncate_set
 
 
 # -- parameter counts ---------------------------------------------------------------------------------------

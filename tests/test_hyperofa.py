@@ -232,9 +232,9 @@ def test_end_to_end_on_a_planted_world(tmp_path, harness_home):
 
 def test_fast_matching_equals_ofa_edges(synth):
     """The faster edge collection gives OFA's graph (deduplicated) on SentencePiece, WordPiece and byte-level BPE."""
-    from methods.hypernetwork import WordSets
+    from methods.hypernetwork_data import WordSets
     from methods.hyperofa_data import word_sets
-    from methods.ofa import subword_word_edges
+    from methods.subwords import subword_word_edges
     from methods.wordvectors import load_word_vectors
     from tests._surgery_fixtures import bytelevel_tokenizer, wordpiece_tokenizer
 

@@ -15,9 +15,10 @@ from harness.core.errors import ConfigError, MissingResourceError
 from harness.core.registry import METHODS
 from harness.core.tokenization import make_xlmr_tokenizer, xlmr_vocab
 from methods.base import InitContext, Provenance
-from methods.ofa import knn_softmax_combine, subword_vectors, word_variants
+from methods.ofa import knn_softmax_combine
 from methods.overlap import mapping_cache
 from methods.shared import fallback_matrix
+from methods.subwords import subword_vectors, word_variants
 from methods.wordvectors import load_word_vectors, read_word2vec_text, split_key
 from tests._surgery_fixtures import TinyWorld
 
@@ -298,7 +299,7 @@ def test_initialize_model_with_ofa(tmp_path, harness_home, dim):
 
 def test_backend_edges_equal_the_per_variant_loop():
     """The fast path through the tokenizers backend gives OFA's edges exactly, in the same order."""
-    from methods.ofa import subword_word_edges
+    from methods.subwords import subword_word_edges
     from tests._surgery_fixtures import wordpiece_tokenizer, xlmr_target_tokenizer
 
     keys = ["eng:the", "eng:cat", "eng:$cats", "deu:haus", "deu:Haus", "swh:paka", "swh:nyumba", "eng:apple!",

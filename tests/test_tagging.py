@@ -20,7 +20,8 @@ from harness.worlds.writer import write_jsonl
 from tasks.base import Task, TaskSettings
 from tasks.data import TaggedSentence, batches_per_epoch, read_tagging_split, shuffled_length_batches
 from tasks.metrics import pos_scores, token_accuracy
-from tasks.tagging import IGNORE, PROFILES, Featurizer
+from tasks.tagger import IGNORE, marker_ids
+from tasks.tagging import PROFILES, Featurizer
 
 N_WORDS = 60
 LANGS = ("eng_Latn", "deu_Latn")
@@ -182,9 +183,9 @@ def test_wordpiece_and_byte_level_markers():
     from transformers import BertTokenizer
 
     bert = BertTokenizer(vocab={t: i for i, t in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "w", "##x"])})
-    assert tagging.marker_ids(bert) == frozenset()  # WordPiece has no bare word-boundary token
+    assert marker_ids(bert) == frozenset()  # WordPiece has no bare word-boundary token
     xlmr = make_xlmr_tokenizer(xlmr_vocab([("▁", -1.0), ("a", -2.0), ("Ġ", -3.0)]))
-    assert tagging.marker_ids(xlmr) == {xlmr.convert_tokens_to_ids("▁"), xlmr.convert_tokens_to_ids("Ġ")}
+    assert marker_ids(xlmr) == {xlmr.convert_tokens_to_ids("▁"), xlmr.convert_tokens_to_ids("Ġ")}
 
 
 def test_long_sentences_are_split_at_word_boundaries(tok):

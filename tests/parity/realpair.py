@@ -193,8 +193,9 @@ def tokdist_inputs(pair: RealPair, *, tokens: int, snippets: int, length: int) -
     prepended) of the ``tokens`` most frequent ones that have that many. Returns ``patterns`` (pieces, target id)
     in target order, ``chosen`` (the chosen tokens' pieces, most frequent first) and ``snippets`` (per chosen token,
     its windows)."""
+    from methods.canonical import detect_kind
     from methods.fvt import source_pieces
-    from methods.overlap import SPECIAL_PREFIX, detect_kind
+    from methods.overlap import SPECIAL_PREFIX
     from methods.tokdist import TokenDistillationInit, find_windows
 
     st = pair.source_tokenizer
