@@ -76,8 +76,14 @@ def _references(run: Any, task_name: str, task: Any, languages: list[str]) -> No
 
     if not applies(run.world, task_name):
         return
+    from harness.core.errors import HarnessError
+
     settings = _settings(run, task_name, seed=0, model_key=f"reference:{task_name}")
-    log_references(run.record, run.exp, run.world, run.cell.source, task_name, task, settings, languages, run.say)
+    try:
+        log_references(run.record, run.exp, run.world, run.cell.source, task_name, task, settings, languages,
+                       run.say)
+    except (HarnessError, ValueError, OSError) as e:  # the cell's own evaluation goes on without its references
+        run.say(f"  {task_name} references not computed ({type(e).__name__}: {e}); the board shows no BPB retained")
 
 
 def _settings(run: Any, task_name: str, seed: int, model_key: str) -> Any:
