@@ -127,12 +127,12 @@ def test_a_killed_process_s_addition_is_finished_and_the_cli_adds_and_says_so(ol
     env = {**os.environ, "HARNESS_HOME": str(home), "OMP_NUM_THREADS": "1"}
     env.pop("MLFLOW_TRACKING_URI", None)
     script = ("import os, signal, harness.worlds.adding as a\n"
-              "real = a.os.replace\n"
+              "real = os.replace\n"
               "def r(s, d):\n"
               "    real(s, d)\n"
               "    if os.path.basename(d).startswith('.add-') and str(d).endswith('.json'):\n"
               "        os.kill(os.getpid(), signal.SIGKILL)\n"
-              "a.os.replace = r\n"
+              "os.replace = r\n"
               "a.add_sources('synthetic')\n")
     hint = subprocess.run([sys.executable, "-m", "harness.cli", "world", "build", "synthetic"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=300)
@@ -243,7 +243,6 @@ def test_an_addition_waits_for_another_process_holding_the_world(old_world):
 
 def _kill_in_commit(old_world: Path, monkeypatch, renames_done: int) -> None:
     """An addition killed after ``renames_done`` of its commit's renames (the journal written)."""
-    import harness.worlds.adding as adding
     from harness.worlds.adding import add_sources, journal_path
 
     real = os.replace
@@ -256,10 +255,10 @@ def _kill_in_commit(old_world: Path, monkeypatch, renames_done: int) -> None:
             calls["n"] += 1
         return real(src, dst)
 
-    monkeypatch.setattr(adding.os, "replace", dying)
+    monkeypatch.setattr(os, "replace", dying)
     with pytest.raises(KeyboardInterrupt):
         add_sources("synthetic", note=lambda _: None)
-    monkeypatch.setattr(adding.os, "replace", real)
+    monkeypatch.setattr(os, "replace", real)
     assert journal_path(old_world).is_file()
 
 

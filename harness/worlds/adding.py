@@ -20,7 +20,6 @@ checks the world; the renames are idempotent, so a kill while finishing is finis
 from __future__ import annotations
 
 import json
-import os  # noqa: F401  (the renames are os.replace's: a test stands in for it through this module)
 import shutil
 import uuid
 from collections.abc import Callable
