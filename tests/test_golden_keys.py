@@ -149,7 +149,7 @@ def kernels_of(monkeypatch):
     from harness.core import kernels
 
     def _as(state: str) -> None:
-        monkeypatch.setattr(kernels, "_state", state)
+        monkeypatch.setattr(kernels, "_pinned", state == kernels.PINNED)
         monkeypatch.setattr(kernels, "_labels", {False: state, True: state})
 
     return _as
