@@ -375,15 +375,51 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     there by the caller from the method's ``profile_defaults``). Returns the report also written to
     ``init_report.json``.
     """
-    from transformers import AutoTokenizer
-
-    from harness.core import objective
-    from harness.core.registry import METHODS
-    from methods.factorize import factorize
-    from methods.overlap import mapping_cache
-
     t0 = time.perf_counter()
     out_dir = Path(out_dir)
+    req = _request(world, source, method, dim, seed, params, device, profile)
+    with PeakMemory(device=str(device)) as mem:
+        src = _load_source(req)
+        fact, source_matrix = _factorized_source(src.rows, dim)
+        workdir = out_dir / "artifacts"
+        ctx = _init_context(req, src, source_matrix, fact, workdir, mapping_cache_dir, progress, log_metric)
+        output_table = src.tables.token_rows(src.tables.output) if src.untied == "recompute" else None
+        result, output_result, method_seconds, ledger = _call_method(req.cls, ctx, method, src.n_t, output_table)
+        surgery = _assemble(src, result, output_result, fact, req.surgery_opts)
+        _write_model_folder(src, result, out_dir, workdir, compact)
+    counts = _checked_counts(result, src.n_t)
+    report = _report(req, src, ctx, fact, source_matrix, result, surgery, counts,
+                     t0=t0, method_seconds=method_seconds, ledger=ledger, mem=mem)
+    report = json.loads(json.dumps(report, default=str))  # JSON-safe (numpy scalars, paths) for every consumer
+    (out_dir / INIT_REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    log.info("initialized %s/%s (dim %s, seed %s): %s in %.1fs", source, method, dim, seed, counts,
+             report["seconds"])
+    return report
+
+
+@dataclasses.dataclass
+class _Request:
+    """What :func:`initialize_model` was asked: ``method`` (its registered class) on ``source`` of ``world``, with
+    the method's ``params`` and the surgery's options (``surgery_opts``, taken out of the params given)."""
+
+    world: Any
+    source: str
+    method: str
+    cls: Any
+    dim: int | None
+    seed: int
+    params: dict
+    surgery_opts: dict[str, Any]
+    device: str
+    profile: str | None
+
+
+def _request(world: Any, source: str, method: str, dim: int | None, seed: int, params: dict | None, device: str,
+             profile: str | None) -> _Request:
+    """The request, once the world has every resource the method requires and the method takes ``dim`` (checked
+    before any work)."""
+    from harness.core.registry import METHODS
+
     params = dict(params or {})
     surgery_opts = {k: params.pop(k) for k in SURGERY_PARAMS if k in params}
     cls = METHODS.get(method)
@@ -393,81 +429,145 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
     refusal = dim_refusal(method, cls, dim)
     if refusal:
         raise ConfigError(refusal)
+    return _Request(world=world, source=source, method=method, cls=cls, dim=dim, seed=seed, params=params,
+                    surgery_opts=surgery_opts, device=device, profile=profile)
 
-    with PeakMemory(device=str(device)) as mem:
-        src_dir = world.source_dir(source)
-        tgt_dir = world.target_tokenizer_dir
-        source_tokenizer = AutoTokenizer.from_pretrained(src_dir)
-        target_tokenizer = AutoTokenizer.from_pretrained(tgt_dir)
-        model = objective.load_pretrained(src_dir)
-        n_s = len(source_tokenizer)
-        try:
-            tables = objective.tables(model, n_s)
-        except ConfigError as exc:
-            raise HarnessError(f"source {source!r}: {exc}") from exc
-        e_s = tables.token_rows(tables.input)  # rows beyond the tokenizer (padding rows) belong to no token
-        untied = untied_policy(surgery_opts, tables, dim, e_s.shape[1])
-        if refusal := untied_refusal(method, cls, untied):
-            raise ConfigError(refusal)
-        hidden = e_s.shape[1]
 
-        fact = None
-        if dim is not None and int(dim) < hidden:
-            fact = factorize(e_s, int(dim))
-            source_matrix = fact.coords
-        else:
-            source_matrix = e_s
+@dataclasses.dataclass
+class _Source:
+    """The source side, loaded: the model (which the surgery turns into the target model), both tokenizers, the
+    model's embedding tables, their input rows (one per source token) and the untied output table's policy;
+    ``n_s`` and ``n_t``: the source and target vocabularies' sizes."""
 
-        cache_dir = Path(mapping_cache_dir) if mapping_cache_dir is not None else harness_home() / "cache" / "mappings"
-        workdir = out_dir / "artifacts"
-        workdir.mkdir(parents=True, exist_ok=True)
-        ctx = InitContext(
-            source_matrix=source_matrix, source_tokenizer=source_tokenizer, target_tokenizer=target_tokenizer,
-            mapping_for=mapping_cache(source_tokenizer, target_tokenizer, cache_dir), world=world, seed=int(seed),
-            device=device, profile=profile, factorized=fact is not None, params=params, workdir=workdir,
-            cache_dir=harness_home() / "cache" / "methods" / getattr(cls, "cache_name", method), progress=progress,
-            log_metric=log_metric, source_model=lambda: _source_model(src_dir),
-        )
-        n_t = len(target_tokenizer)
-        result, output_result, method_seconds, ledger = _call_method(
-            cls, ctx, method, n_t, tables.token_rows(tables.output) if untied == "recompute" else None)
+    dir: Path
+    tokenizer: Any
+    target_tokenizer: Any
+    model: torch.nn.Module
+    tables: Any
+    rows: torch.Tensor
+    untied: str | None
+    n_s: int
+    n_t: int
 
-        surgery = assemble_model(model, source_tokenizer, target_tokenizer, result.matrix.float(), result.copy,
-                                 primitive=None if fact is None else fact.primitive,
-                                 output_matrix=None if output_result is None else output_result.matrix.float(),
-                                 **surgery_opts)
-        surgery["objective"] = objective.objective_of_model(model)
-        if output_result is not None:
-            surgery["output_counts"] = output_result.counts()
-        save_model(model, out_dir, tokenizer=target_tokenizer)
-        if compact if compact is not None else in_product_cache(out_dir):
-            compact_model_folder(out_dir, Path(src_dir))
-        np.save(out_dir / "provenance.npy", result.provenance.astype(np.int8), allow_pickle=False)
-        if not any(workdir.iterdir()):
-            workdir.rmdir()
+    @property
+    def hidden(self) -> int:
+        return self.rows.shape[1]
 
+
+def _load_source(req: _Request) -> _Source:
+    """The source model and tokenizers and the target tokenizer; the untied output table's policy, refused where
+    the method cannot initialize such a table."""
+    from transformers import AutoTokenizer
+
+    from harness.core import objective
+
+    src_dir = req.world.source_dir(req.source)
+    tgt_dir = req.world.target_tokenizer_dir
+    source_tokenizer = AutoTokenizer.from_pretrained(src_dir)
+    target_tokenizer = AutoTokenizer.from_pretrained(tgt_dir)
+    model = objective.load_pretrained(src_dir)
+    n_s = len(source_tokenizer)
+    try:
+        tables = objective.tables(model, n_s)
+    except ConfigError as exc:
+        raise HarnessError(f"source {req.source!r}: {exc}") from exc
+    e_s = tables.token_rows(tables.input)  # rows beyond the tokenizer (padding rows) belong to no token
+    untied = untied_policy(req.surgery_opts, tables, req.dim, e_s.shape[1])
+    if refusal := untied_refusal(req.method, req.cls, untied):
+        raise ConfigError(refusal)
+    return _Source(dir=src_dir, tokenizer=source_tokenizer, target_tokenizer=target_tokenizer, model=model,
+                   tables=tables, rows=e_s, untied=untied, n_s=n_s, n_t=len(target_tokenizer))
+
+
+def _factorized_source(rows: torch.Tensor, dim: int | None) -> tuple[Any, torch.Tensor]:
+    """The factorization of the source rows at ``dim`` (None at full dimension), and the matrix the method starts
+    from: its coordinates, or the rows themselves."""
+    from methods.factorize import factorize
+
+    if dim is not None and int(dim) < rows.shape[1]:
+        fact = factorize(rows, int(dim))
+        return fact, fact.coords
+    return None, rows
+
+
+def _init_context(req: _Request, src: _Source, source_matrix: torch.Tensor, fact: Any, workdir: Path,
+                  mapping_cache_dir: Path | None, progress: Callable[[str, int], Callable[[int], None]] | None,
+                  log_metric: Callable[[str, float, int], None] | None) -> InitContext:
+    """What the method sees (``workdir``, created here, is where it keeps its artifacts)."""
+    from methods.overlap import mapping_cache
+
+    cache_dir = Path(mapping_cache_dir) if mapping_cache_dir is not None else harness_home() / "cache" / "mappings"
+    workdir.mkdir(parents=True, exist_ok=True)
+    return InitContext(
+        source_matrix=source_matrix, source_tokenizer=src.tokenizer, target_tokenizer=src.target_tokenizer,
+        mapping_for=mapping_cache(src.tokenizer, src.target_tokenizer, cache_dir), world=req.world,
+        seed=int(req.seed), device=req.device, profile=req.profile, factorized=fact is not None, params=req.params,
+        workdir=workdir, cache_dir=harness_home() / "cache" / "methods" / getattr(req.cls, "cache_name", req.method),
+        progress=progress, log_metric=log_metric, source_model=lambda: _source_model(src.dir),
+    )
+
+
+def _assemble(src: _Source, result: InitResult, output_result: InitResult | None, fact: Any,
+              surgery_opts: dict[str, Any]) -> dict[str, Any]:
+    """The surgery (:func:`harness.core.surgery.assemble_model`) on the source model with the method's rows, and
+    what it did."""
+    from harness.core import objective
+
+    surgery = assemble_model(src.model, src.tokenizer, src.target_tokenizer, result.matrix.float(), result.copy,
+                             primitive=None if fact is None else fact.primitive,
+                             output_matrix=None if output_result is None else output_result.matrix.float(),
+                             **surgery_opts)
+    surgery["objective"] = objective.objective_of_model(src.model)
+    if output_result is not None:
+        surgery["output_counts"] = output_result.counts()
+    return surgery
+
+
+def _write_model_folder(src: _Source, result: InitResult, out_dir: Path, workdir: Path, compact: bool | None) -> None:
+    """The target model and tokenizer (compact, or full), the provenance of its rows; the artifacts folder only
+    where the method kept something."""
+    save_model(src.model, out_dir, tokenizer=src.target_tokenizer)
+    if compact if compact is not None else in_product_cache(out_dir):
+        compact_model_folder(out_dir, Path(src.dir))
+    np.save(out_dir / "provenance.npy", result.provenance.astype(np.int8), allow_pickle=False)
+    if not any(workdir.iterdir()):
+        workdir.rmdir()
+
+
+def _checked_counts(result: InitResult, n_t: int) -> dict[str, int]:
+    """The provenance counts, which must add up to the target vocabulary's size."""
     counts = result.counts()
     if sum(counts.values()) != n_t:
         raise HarnessError(f"provenance counts {counts} do not add up to |V_t| = {n_t}")
-    rule = getattr(cls, "overlap_rule", None)
+    return counts
+
+
+def _report(req: _Request, src: _Source, ctx: InitContext, fact: Any, source_matrix: torch.Tensor,
+            result: InitResult, surgery: dict[str, Any], counts: dict[str, int], *, t0: float,
+            method_seconds: float, ledger: own_cost.Ledger, mem: PeakMemory) -> dict[str, Any]:
+    """The init report: what was asked, what the method did from ``source_matrix`` (counts, overlap, its
+    statistics), its cost (``t0``: when the call started) and the surgery."""
+    from harness.tokstats import tokenizer_stats
+
+    rule = getattr(req.cls, "overlap_rule", None)
     # the overlap the method actually used (its own options, e.g. FOCUS's overlap=casefold), else the rule's default
     overlap = (result.stats or {}).get("overlap") or (ctx.mapping_for(rule).stats if rule else {})
     report: dict[str, Any] = {
-        "method": method,
-        "source": source,
-        "world": getattr(world, "name", None),
-        "world_hash": world.hash,
-        "seed": int(seed),
-        "dim": None if fact is None else int(dim),
-        "dim_requested": dim,
-        "hidden_size": int(hidden),
-        "params": params,
-        "surgery_params": surgery_opts,
+        "method": req.method,
+        "source": req.source,
+        "world": getattr(req.world, "name", None),
+        "world_hash": req.world.hash,
+        "seed": int(req.seed),
+        "dim": None if fact is None else int(req.dim),
+        "dim_requested": req.dim,
+        "hidden_size": int(src.hidden),
+        "params": req.params,
+        "surgery_params": req.surgery_opts,
         "overlap_rule": rule,
         "overlap": {k: v for k, v in overlap.items() if k != "unk"},
         "counts": counts,
-        "target_vocab_size": n_t,
-        "source_vocab_size": n_s,
+        "target_vocab_size": src.n_t,
+        "source_vocab_size": src.n_s,
         # the method's own time: its call, less waiting for shared products and loading the source model
         # (methods.own_cost); the whole of this function (loading, surgery, writing): call_seconds
         "seconds": round(ledger.own(method_seconds), 6),
@@ -475,25 +575,19 @@ def initialize_model(world: Any, source: str, method: str, *, dim: int | None, s
         "call_seconds": round(time.perf_counter() - t0, 3),
         "own_cost": ledger.as_dict(),
         "memory": mem.as_dict(),
-        "costs": {**method_costs(cls, profile), **({"core_minutes_plan": cpu_plan_minutes(
-            world, source, method, ledger)} if str(device).startswith("cpu") else {})},
+        "costs": {**method_costs(req.cls, req.profile), **({"core_minutes_plan": cpu_plan_minutes(
+            req.world, req.source, req.method, ledger)} if str(req.device).startswith("cpu") else {})},
         # the method's statistics, and the largest norm of the rows it did not copy over the source rows' largest
         # (init/row_norm_ratio: far above 1, rows far outside the source's; the leaderboard marks such a row)
         "method_stats": {**(result.stats or {}), "row_norm_ratio": row_norm_ratio(result, source_matrix)},
         "artifacts": {k: str(v) for k, v in result.artifacts.items()},
         "surgery": surgery,
-        "device": device,
+        "device": req.device,
         "torch": torch.__version__,
         "python": platform.python_version(),
     }
-    from harness.tokstats import tokenizer_stats
-
-    report["tokenizer_stats"] = tokenizer_stats(world, source_tokenizer, target_tokenizer, result.provenance)
+    report["tokenizer_stats"] = tokenizer_stats(req.world, src.tokenizer, src.target_tokenizer, result.provenance)
     if fact is not None:
         report["factorization"] = {"dim": fact.dim, "discarded_energy": fact.discarded_energy,
                                    "kept_energy_share": fact.kept_energy_share}
-    report = json.loads(json.dumps(report, default=str))  # JSON-safe (numpy scalars, paths) for every consumer
-    (out_dir / INIT_REPORT).write_text(json.dumps(report, indent=1, ensure_ascii=False))
-    log.info("initialized %s/%s (dim %s, seed %s): %s in %.1fs", source, method, dim, seed, counts,
-             report["seconds"])
     return report
