@@ -12,8 +12,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-# the leaderboard's names for the record's readers (re-exported)
-from harness.core.record import (  # noqa: F401
+from harness.core.record import (
     Kind,
     kind_filter,
     list_artifact_paths,
@@ -21,7 +20,7 @@ from harness.core.record import (  # noqa: F401
     read_items,
     read_json_artifact,
 )
-from harness.core.record_read import (  # noqa: F401
+from harness.core.record_read import (
     CellRun,
     TaskFacts,
     TaskRun,
@@ -29,7 +28,6 @@ from harness.core.record_read import (  # noqa: F401
     read_cell_run,
     read_task_run,
     search_runs,
-    task_facts_from_tags,
     untagged_task_facts,
 )
 

@@ -294,9 +294,10 @@ def test_variant_labels_name_only_the_parameters_that_differ_and_survive_the_ter
 def test_untagged_task_facts_are_the_builtin_tasks_facts():
     """Runs logged before the task tags existed are read with what each built-in task declares (read from its
     source, not imported): the same facts its tagged runs carry."""
+    from harness.core.record_read import task_facts_from_tags
     from harness.core.registry import TASKS
     from harness.evaluation import task_tags
-    from leaderboard.collect import task_facts_from_tags, untagged_task_facts
+    from leaderboard.collect import untagged_task_facts
 
     for name in TASKS.names():
         assert untagged_task_facts(name) == task_facts_from_tags(task_tags(TASKS.get(name))), name

@@ -102,7 +102,8 @@ def check_filters(uri: str, *, experiment: str | None, world: str | None, task: 
     from mlflow.tracking import MlflowClient
 
     from harness.core.record import evaluated_steps, own_tags
-    from leaderboard.collect import experiments, task_facts_from_tags, untagged_task_facts
+    from harness.core.record_read import task_facts_from_tags
+    from leaderboard.collect import experiments, untagged_task_facts
 
     client = MlflowClient(uri)
     exps = experiments(client)

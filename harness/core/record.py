@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.core.artifacts import list_artifact_paths, read_json_artifact  # noqa: F401 - the record's readers
+from harness.core.artifacts import list_artifact_paths, read_json_artifact
 
 log = logging.getLogger(__name__)
 
