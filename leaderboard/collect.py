@@ -21,7 +21,7 @@ from harness.core.record import (
     read_json_artifact,
 )
 from harness.core.record_read import (
-    CellRun,
+    CellRecord,
     TaskFacts,
     TaskRun,
     metric_names,
@@ -70,7 +70,7 @@ def read_references(client: Any, experiment_id: str, world: str | None = None) -
 class ExperimentData:
     name: str
     experiment_id: str
-    cells: dict[str, CellRun]
+    cells: dict[str, CellRecord]
     tasks: list[TaskRun]
     client: Any = None
     references: list[ReferenceRun] = field(default_factory=list)  # a derived world's bpb references
@@ -83,7 +83,7 @@ class ExperimentData:
         tagged = [r.tagged_facts for r in self.tasks if r.task == task and r.tagged_facts is not None]
         return tagged[-1] if tagged else untagged_task_facts(task)
 
-    def parent(self, run: TaskRun) -> CellRun | None:
+    def parent(self, run: TaskRun) -> CellRecord | None:
         return self.cells.get(run.parent_id or "")
 
     def final_step(self, run: TaskRun) -> int | None:
@@ -124,7 +124,7 @@ def collect_experiment(client: Any, exp: Any, *, world: str | None = None, task:
     cell_flt = kind_filter(Kind.CELL, **({"world": world} if world else {}))
     cell_runs = search_runs(client, exp.experiment_id, cell_flt) if task_runs else []
     bar = progress.add_task(f"reading {exp.name}", total=len(task_runs) + len(cell_runs)) if progress else None
-    cells: dict[str, CellRun] = {}
+    cells: dict[str, CellRecord] = {}
     for r in cell_runs:
         cells[r.info.run_id] = read_cell_run(client, r)
         if progress:

@@ -8,7 +8,7 @@ import math
 import statistics
 
 from harness.core.objective import heldout_name
-from leaderboard.collect import CellRun, ExperimentData, TaskRun
+from leaderboard.collect import CellRecord, ExperimentData, TaskRun
 from leaderboard.fmt import pair as fmt_pair
 from leaderboard.model import GUESS, HELDOUT, Entry, Row, VariantKey
 
@@ -18,7 +18,7 @@ def _seed_order(s: str) -> tuple[int, str]:
 
 
 
-def heldout_at(cells: list[CellRun], step: int | None) -> float | None:
+def heldout_at(cells: list[CellRecord], step: int | None) -> float | None:
     """The held-out loss (the CPT diagnostic, nats) at ``step`` (None: the last logged), mean over the cells that
     logged it there; None when none did."""
     vals = []
@@ -29,7 +29,7 @@ def heldout_at(cells: list[CellRun], step: int | None) -> float | None:
     return statistics.fmean(vals) if vals else None
 
 
-def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[CellRun],
+def cpt_note(profile: str, groups: dict[VariantKey, list[TaskRun]], cells: list[CellRecord],
              data: ExperimentData, left_out: dict[VariantKey, str] | None = None) -> str | None:
     """What the profile's post-CPT tables are, when it says (the ``cpu`` profile: a smoke test), with what this
     board's own cells logged of their CPT: its budget (``cpt.*`` params) and the held-out MLM loss at step 0 and at
@@ -104,7 +104,7 @@ def donor_note(groups: dict[VariantKey, list[TaskRun]], labels: dict[VariantKey,
 LM_LOSS_TASKS = ("mlm", "clm")  # tasks whose loss is a cross-entropy over the target vocabulary
 
 
-def guess_row(task: str, metric: str, languages: list[str], cells: list[CellRun]) -> Row | None:
+def guess_row(task: str, metric: str, languages: list[str], cells: list[CellRecord]) -> Row | None:
     """The row of a uniform guess over the target vocabulary on a language-model loss board: ln |V| nats in every
     language for ``loss``, |V| for ``ppl`` (a row beside which a model that does worse than guessing shows it).
     It takes no part in averages of the common set, ranks or tests, as the papers' rows."""
@@ -118,7 +118,7 @@ def guess_row(task: str, metric: str, languages: list[str], cells: list[CellRun]
                kind=GUESS)
 
 
-def uniform_guess(cells: list[CellRun]) -> tuple[int, float] | None:
+def uniform_guess(cells: list[CellRecord]) -> tuple[int, float] | None:
     """The target vocabulary's size |V| and the MLM loss of a uniform guess over it, ln |V| (nats): what a model
     that learned nothing scores. From the cells' init reports (``target_vocab_size``, else the sum of the
     provenance counts); None when they do not say, or name several sizes."""
@@ -139,7 +139,7 @@ def uniform_guess(cells: list[CellRun]) -> tuple[int, float] | None:
 _BUDGET_KEYS = ("steps", "effective_batch", "block_size")
 
 
-def _budgets(profile: str, cells: list[CellRun]) -> list[tuple[int, int, int]]:
+def _budgets(profile: str, cells: list[CellRecord]) -> list[tuple[int, int, int]]:
     """(steps, effective batch, block size) of each cell's CPT as it logged them (``cpt.*`` params; a setting a
     cell did not log: the profile's)."""
     from harness.core.profiles import PROFILES
@@ -154,7 +154,7 @@ def _budgets(profile: str, cells: list[CellRun]) -> list[tuple[int, int, int]]:
     return out
 
 
-def profile_budget(profile: str, cells: list[CellRun]) -> bool:
+def profile_budget(profile: str, cells: list[CellRecord]) -> bool:
     """Whether the cells ran their profile's own CPT budget (or less): what the profile's ``cpt_note`` speaks of.
     A run that names a budget of its own (``--cpt-steps 4000``) is described by its logged budget instead."""
     from harness.core.profiles import PROFILES
@@ -164,7 +164,7 @@ def profile_budget(profile: str, cells: list[CellRun]) -> bool:
     return all(all(b <= o for b, o in zip(budget, own, strict=True)) for budget in _budgets(profile, cells))
 
 
-def own_budget_note(profile: str, budget: str, cells: list[CellRun]) -> str:
+def own_budget_note(profile: str, budget: str, cells: list[CellRecord]) -> str:
     """The post-CPT note of cells that ran a CPT budget of their own: that budget as logged, and its tokens against
     the papers' CPT (the ``paper`` profile's steps x effective batch x block size)."""
     from harness.core.profiles import PROFILES

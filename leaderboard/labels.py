@@ -13,7 +13,7 @@ from typing import Any
 from harness.core.kernels import NATIVE as NATIVE_KERNELS
 from harness.core.kernels import PINNED as PINNED_KERNELS
 from harness.core.precision import DEFAULT_EVAL_PRECISION
-from leaderboard.collect import CellRun, TaskRun
+from leaderboard.collect import CellRecord, TaskRun
 from leaderboard.model import VariantKey
 
 
@@ -25,14 +25,14 @@ def _canon(d: dict[str, str]) -> str:
 # than the pinned ones, is a variant of its own, and says so
 
 
-def cell_kernels(cell: CellRun | None) -> str:
+def cell_kernels(cell: CellRecord | None) -> str:
     """The CPU kernels a cell computed with, as its identity counts them: ``avx2`` (pinned) or ``native`` (each
     library's own, which every cell logged before the pin computed with)."""
     logged = cell.params.get("cpu_kernels") if cell is not None else None
     return (logged or NATIVE_KERNELS).split(" ")[0]
 
 
-def _variant(run: TaskRun | CellRun, parent: CellRun | None, per_seed: bool) -> VariantKey:
+def _variant(run: TaskRun | CellRecord, parent: CellRecord | None, per_seed: bool) -> VariantKey:
     params = _canon(parent.method_params) if parent else "{}"
     cpt = _canon(parent.cpt_params) if parent else "{}"
     evaluation = parent.params.get("eval_precision") if parent else None

@@ -29,7 +29,7 @@ from harness.core.objective import heldout_name
 from harness.core.versions import MAJOR_CHECKED, mixed_majors
 from leaderboard.blowups import blowup_note, find_blowups
 from leaderboard.claims import evaluate_claims, evaluate_open_question
-from leaderboard.collect import CellRun, ExperimentData, TaskFacts, TaskRun
+from leaderboard.collect import CellRecord, ExperimentData, TaskFacts, TaskRun
 from leaderboard.cpt_notes import (
     _seed_order,
     cpt_note,
@@ -185,7 +185,7 @@ class _Builder:
                    blowup=self.blowups.get((profile, key), ""))
 
     def notes(self, b: Board, groups: dict[VariantKey, list[TaskRun]], labels: dict[VariantKey, str],
-              board_cells: list[CellRun]) -> None:
+              board_cells: list[CellRecord]) -> None:
         """The notes under a board: rows that blew up, budgets, CPT, the protocol, fitted settings, versions and
         unfinished cells."""
         data, kind, profile, task, finals = self.data, b.kind, b.profile, b.task, b.final_steps
@@ -240,7 +240,7 @@ class _Builder:
         return {k: statistics.fmean(v) for k, v in vals.items()}
 
 
-def precision_label(cells: list[CellRun]) -> str:
+def precision_label(cells: list[CellRecord]) -> str:
     """The numerics of the cells' model passes as they logged them (params ``eval_precision``, ``cpt.precision``
     and ``cpu_kernels``): ``evaluation fp32, CPT fp32, CPU kernels avx2``; several values where the cells differ
     (``fp32 / bf16``); "" when none logged a precision. A cell logged before the kernels were pinned computed with
@@ -419,7 +419,7 @@ def profile_cpt(profile: str | None) -> dict[str, Any]:
 
 
 def variant_infos(data: ExperimentData, per_seed: bool = False) -> list[VariantInfo]:
-    groups: dict[tuple[str, VariantKey], list[CellRun]] = {}
+    groups: dict[tuple[str, VariantKey], list[CellRecord]] = {}
     for cell in data.cells.values():
         groups.setdefault((cell.profile, _variant(cell, cell, per_seed)), []).append(cell)
     labels = profile_labels(data, per_seed)
@@ -439,7 +439,7 @@ def variant_infos(data: ExperimentData, per_seed: bool = False) -> list[VariantI
     return sorted(out, key=lambda v: (v.profile, v.label))
 
 
-def settings_of(cells: list[CellRun]) -> dict[str, str]:
+def settings_of(cells: list[CellRecord]) -> dict[str, str]:
     """The explicit decisions behind a row (spec/methods.md Appendix B), from its runs' params and init reports."""
 
     def one(get) -> str:

@@ -171,7 +171,7 @@ def bigram_corpus(pairs: list[tuple[str, str]], source_tag: str, target_tag: str
 
 
 @dataclass
-class Plan:
+class RowPlan:
     """How every target row is built: ``route[i]`` and the weighted source ids (``None``: not planned yet)."""
 
     n: int
@@ -384,7 +384,7 @@ class TikToTokInit(Method):
         return InitResult(matrix=matrix, provenance=provenance, copy=copy, stats=stats, artifacts=artifacts)
 
     # ----------------------------------------------------------------------------------------------------------
-    def plan(self, ctx: InitContext, p: dict[str, Any], mapping: TokenMapping) -> tuple[Plan, dict[str, Any]]:
+    def plan(self, ctx: InitContext, p: dict[str, Any], mapping: TokenMapping) -> tuple[RowPlan, dict[str, Any]]:
         world = ctx.world
         n_t = mapping.target_size
         pivot = getattr(world, "pivot", None)
@@ -396,7 +396,7 @@ class TikToTokInit(Method):
         first_w, second_w, share = (float(w) for w in p["weights"])
         weights = RankWeights(first_w, second_w, share, float(p["single_weight"])).for_count
 
-        plan = Plan(n_t)
+        plan = RowPlan(n_t)
         # a. non-alphabetic tokens and specials (overlap rule)
         for t, s in mapping.copy.items():
             plan.set(t, "copy", [s], [1.0])
@@ -479,7 +479,7 @@ class TikToTokInit(Method):
         prefetch_models(ctx.cache_dir, jobs, p["workers"],
                         progress=self.bar(ctx, "Tik-to-Tok: fastText spaces", len(jobs)))
 
-    def _plan_language(self, ctx: InitContext, p: dict[str, Any], plan: Plan, lang: str, ids: list[int],
+    def _plan_language(self, ctx: InitContext, p: dict[str, Any], plan: RowPlan, lang: str, ids: list[int],
                        missing: dict[str, list[str]], source: _SourceSide, tgt_canon: list[str],
                        weights: Callable[[int], list[float]]) -> dict[str, Any]:
         """Routes b and c for the unplanned tokens ``ids`` of one language (the source language: its tokens that
@@ -512,7 +512,7 @@ class TikToTokInit(Method):
         return info
 
     @staticmethod
-    def _dictionary_route(p: dict[str, Any], plan: Plan, todo: list[int], tgt_canon: list[str],
+    def _dictionary_route(p: dict[str, Any], plan: RowPlan, todo: list[int], tgt_canon: list[str],
                           t2s: dict[str, list[str]] | None, source: _SourceSide,
                           weights: Callable[[int], list[float]]) -> tuple[list[int], int]:
         """b. Word-start tokens whose word is in the dictionary: the ranked mean of their translations' first
@@ -535,7 +535,7 @@ class TikToTokInit(Method):
             rest.append(i)
         return rest, n_dict
 
-    def _fasttext_route(self, ctx: InitContext, p: dict[str, Any], plan: Plan, lang: str, rest: list[int],
+    def _fasttext_route(self, ctx: InitContext, p: dict[str, Any], plan: RowPlan, lang: str, rest: list[int],
                         tgt_canon: list[str], source: _SourceSide, weights: Callable[[int], list[float]]
                         ) -> dict[str, Any]:
         """c. The remaining alphabetic tokens: their nearest source tokens in the language's bilingual fastText
@@ -559,7 +559,7 @@ class TikToTokInit(Method):
         return {"fasttext_model": ft_info, "fasttext": n_ft, "no_vector_unk": len(rest) - n_ft}
 
     @staticmethod
-    def _unk_fallback(plan: Plan, unk_id: int, n_copied: int) -> int:
+    def _unk_fallback(plan: RowPlan, unk_id: int, n_copied: int) -> int:
         """The UNK row for the tokens still unplanned (no language, a language without resources, or
         source_language="none"); how many."""
         n_fallback = 0

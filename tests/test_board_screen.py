@@ -169,10 +169,10 @@ def test_the_step_each_row_shows_and_the_digits_of_a_change(mixed_lb, main_shape
 def test_a_loss_board_has_the_uniform_guess_beside_its_rows():
     import math
 
-    from harness.core.record_read import CellRun
+    from harness.core.record_read import CellRecord
     from leaderboard.cpt_notes import guess_row
 
-    cell = CellRun(run_id="r", method="ofa", source="src", dim="full", seed="1", profile="cpu", world="w",
+    cell = CellRecord(run_id="r", method="ofa", source="src", dim="full", seed="1", profile="cpu", world="w",
                    status="FINISHED", final_step=10, params={}, metrics={})
     cell.init_report = {"target_vocab_size": 122776}
     row = guess_row("mlm", "loss", ["aaa_Latn", "bbb_Latn"], [cell])

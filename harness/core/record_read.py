@@ -87,7 +87,7 @@ class RunIdentity:
 
 
 @dataclass
-class CellRun(RunIdentity):
+class CellRecord(RunIdentity):
     """One parent run: a model variant at one seed."""
 
     status: str
@@ -161,10 +161,10 @@ def search_runs(client: Any, exp_id: str, flt: str) -> list[Any]:
             return out
 
 
-def read_cell_run(client: Any, run: Any) -> CellRun:
+def read_cell_run(client: Any, run: Any) -> CellRecord:
     tags = own_tags(run)
     final = tags.get("final_step")
-    cell = CellRun(
+    cell = CellRecord(
         **RunIdentity.read(run, tags), status=run.info.status,
         final_step=int(final) if final not in (None, "") else None,
         params=dict(run.data.params), metrics=dict(run.data.metrics),

@@ -12,7 +12,7 @@ from harness.worlds.bible import bibletext as bt
 from harness.worlds.bible.build_inputs import Inputs
 from harness.worlds.bible.languages import PIVOT
 from harness.worlds.bible.split import canonical_order
-from harness.worlds.bible.tagging import Tagged, ents_to_iob
+from harness.worlds.bible.tagging import SilverSentence, ents_to_iob
 from harness.worlds.writer import write_jsonl
 
 NO_SPACE_LANGS = {"cmn_Hani", "jpn_Jpan"}  # no word boundaries: no projected NER
@@ -30,12 +30,12 @@ class TaggingSteps:
                            key=bt.parse_verse_id)
         return tag_train, [vid for vid in self.split.tagging if vid in self.primary[PIVOT]]
 
-    def silver_tags(self) -> tuple[dict[str, Tagged], dict[str, Tagged]]:
+    def silver_tags(self) -> tuple[dict[str, SilverSentence], dict[str, SilverSentence]]:
         """spaCy's tags of the English tagging verses and of the French test verses (cached products)."""
         tag_train, test_ids = self.tagging_ids()
         eng = self.primary[PIVOT]
         raw = self.tagger.tag(PIVOT, [(vid, eng[vid]) for vid in tag_train + test_ids])
-        fra_tags: dict[str, Tagged] = {}
+        fra_tags: dict[str, SilverSentence] = {}
         if "fra_Latn" in self.langs and "fra_Latn" in self.tagger.languages():
             fra = self.primary["fra_Latn"]
             fra_tags = self.tagger.tag("fra_Latn", [(vid, fra[vid]) for vid in test_ids if vid in fra])
@@ -53,7 +53,7 @@ class TaggingSteps:
         self._silver_thread = threading.Thread(target=work, name="silver-tagging", daemon=True)
         self._silver_thread.start()
 
-    def _wait_silver_tags(self) -> tuple[dict[str, Tagged], dict[str, Tagged]]:
+    def _wait_silver_tags(self) -> tuple[dict[str, SilverSentence], dict[str, SilverSentence]]:
         thread = getattr(self, "_silver_thread", None)
         if thread is None:
             return self.silver_tags()
@@ -75,7 +75,7 @@ class TaggingSteps:
         self._write_ner(inputs, eng_tags, fra_tags, train_ids, dev_ids, test_ids)
         self._write_pos(inputs, eng_tags, fra_tags, train_ids, dev_ids, test_ids)
 
-    def _cleaned_silver_tags(self) -> tuple[dict[str, Tagged], dict[str, Tagged]]:
+    def _cleaned_silver_tags(self) -> tuple[dict[str, SilverSentence], dict[str, SilverSentence]]:
         """(the English silver tags after the consistency pass, the French ones): entities made of common words are
         dropped, each name gets its majority label."""
         from harness.worlds.bible import ner
@@ -87,7 +87,7 @@ class TaggingSteps:
         self.progress.advance(task, 2)
         return eng_tags, fra_tags
 
-    def _write_ner(self, inputs: Inputs, eng_tags: dict[str, Tagged], fra_tags: dict[str, Tagged],
+    def _write_ner(self, inputs: Inputs, eng_tags: dict[str, SilverSentence], fra_tags: dict[str, SilverSentence],
                    train_ids: list[str], dev_ids: list[str], test_ids: list[str]) -> None:
         """NER: English train/dev/test, the English entities projected to the other languages' test verses, the
         gold Japanese test set, the task's meta."""
@@ -128,7 +128,7 @@ class TaggingSteps:
             "tagger": self.tagger.describe(), "languages": ner_meta})
         self.info["ner_projection"] = proj_stats
 
-    def _write_projected_ner(self, eng_tags: dict[str, Tagged], train_ids: list[str], test_ids: list[str],
+    def _write_projected_ner(self, eng_tags: dict[str, SilverSentence], train_ids: list[str], test_ids: list[str],
                              ner_meta: dict[str, dict]) -> tuple[dict[str, list[str]], dict[str, dict]]:
         """Each spaced language's NER test set: the English entities of the held-out verses projected through the
         verse alignment with a name lexicon learned on the training verses; its meta into ``ner_meta``. Returns
@@ -167,7 +167,7 @@ class TaggingSteps:
                                         f"(kept {len(rows)} of {tried} held-out verses with entities)"}
         return projected_fra, proj_stats
 
-    def _write_pos(self, inputs: Inputs, eng_tags: dict[str, Tagged], fra_tags: dict[str, Tagged],
+    def _write_pos(self, inputs: Inputs, eng_tags: dict[str, SilverSentence], fra_tags: dict[str, SilverSentence],
                    train_ids: list[str], dev_ids: list[str], test_ids: list[str]) -> None:
         """POS: English train/dev/test, the gold Turkish and Indonesian test sets, the silver French one, the
         task's meta."""
@@ -206,7 +206,7 @@ class TaggingSteps:
             "tag_set": list(UPOS),
             "train_language": PIVOT, "tagger": self.tagger.describe(), "languages": pos_meta})
 
-    def _silver_quality(self, projected: dict[str, list[str]], direct: dict[str, Tagged]) -> dict | None:
+    def _silver_quality(self, projected: dict[str, list[str]], direct: dict[str, SilverSentence]) -> dict | None:
         """Agreement of the projected French entities with spaCy's French pipeline on the same verses."""
         from harness.worlds.bible import ner
 
@@ -236,7 +236,7 @@ def _count_lines(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def _ner_rows(eng_tags: dict[str, Tagged], ids: list[str]) -> list[dict]:
+def _ner_rows(eng_tags: dict[str, SilverSentence], ids: list[str]) -> list[dict]:
     """NER rows of the English verses ``ids`` that hold at least one entity (as WikiANN's sentences do)."""
     rows = []
     for vid in ids:
@@ -247,5 +247,5 @@ def _ner_rows(eng_tags: dict[str, Tagged], ids: list[str]) -> list[dict]:
     return rows
 
 
-def _pos_rows(ids: list[str], tagged: dict[str, Tagged]) -> list[dict]:
+def _pos_rows(ids: list[str], tagged: dict[str, SilverSentence]) -> list[dict]:
     return [{"id": vid, "tokens": tagged[vid].tokens, "tags": tagged[vid].pos} for vid in ids if vid in tagged]

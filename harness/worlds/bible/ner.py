@@ -16,7 +16,7 @@ from collections.abc import Iterable
 import numpy as np
 import regex
 
-from harness.worlds.bible.tagging import ENT_MAP, Tagged
+from harness.worlds.bible.tagging import ENT_MAP, SilverSentence
 from harness.worlds.bible.wordvectors import VerseIndex, words
 
 TOKEN_RE = regex.compile(r"[\p{L}\p{M}\p{N}\u200c\u200d]+|[^\s\p{L}\p{M}\p{N}]")
@@ -63,7 +63,7 @@ def name_lexicon(eng: VerseIndex, tgt: VerseIndex, entity_words: Iterable[str], 
     return lex
 
 
-def entity_words(tagged: Iterable[Tagged]) -> set[str]:
+def entity_words(tagged: Iterable[SilverSentence]) -> set[str]:
     out: set[str] = set()
     for t in tagged:
         for s, e, label in t.ents:
@@ -73,7 +73,7 @@ def entity_words(tagged: Iterable[Tagged]) -> set[str]:
     return out
 
 
-def project(eng: Tagged, text: str, lexicon: dict[str, set[str]], *, max_gap: int = 1
+def project(eng: SilverSentence, text: str, lexicon: dict[str, set[str]], *, max_gap: int = 1
             ) -> tuple[list[str], list[str]] | None:
     """Project ``eng``'s entities onto ``text``; (tokens, IOB2 tags) or None when projection is incomplete."""
     toks = tokenize(text)
@@ -156,7 +156,7 @@ def common_words(lines: Iterable[str]) -> set[str]:
     return {w for w, n in lower.items() if n >= upper.get(w, 0)}
 
 
-def clean_entities(tagged: dict[str, Tagged], common: set[str]) -> tuple[dict[str, Tagged], dict[str, int]]:
+def clean_entities(tagged: dict[str, SilverSentence], common: set[str]) -> tuple[dict[str, SilverSentence], dict[str, int]]:
     """Make a tagger's entities consistent over a corpus: drop entities made only of common words, and give
     every surface form its majority label (PER/LOC/ORG after :data:`ENT_MAP`)."""
     from collections import Counter
@@ -169,7 +169,7 @@ def clean_entities(tagged: dict[str, Tagged], common: set[str]) -> tuple[dict[st
                 votes.setdefault(" ".join(t.tokens[s:e]).lower(), Counter())[lab] += 1
     majority = {form: c.most_common(1)[0][0] for form, c in votes.items()}
     stats = {"dropped_common": 0, "relabelled": 0, "kept": 0}
-    out: dict[str, Tagged] = {}
+    out: dict[str, SilverSentence] = {}
     for rid, t in tagged.items():
         ents = []
         for s, e, label in t.ents:
@@ -184,5 +184,5 @@ def clean_entities(tagged: dict[str, Tagged], common: set[str]) -> tuple[dict[st
             stats["relabelled"] += int(new != lab)
             stats["kept"] += 1
             ents.append((s, e, new))
-        out[rid] = Tagged(t.tokens, t.pos, ents, t.offsets)
+        out[rid] = SilverSentence(t.tokens, t.pos, ents, t.offsets)
     return out, stats

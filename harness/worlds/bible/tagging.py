@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class Tagged:
+class SilverSentence:
     tokens: list[str]
     pos: list[str]
     ents: list[tuple[int, int, str]]  # token spans [start, end) with the tagger's labels
@@ -45,7 +45,7 @@ class Tagger(Protocol):
 
     def languages(self) -> list[str]: ...
 
-    def tag(self, lang: str, rows: list[tuple[str, str]]) -> dict[str, Tagged]: ...
+    def tag(self, lang: str, rows: list[tuple[str, str]]) -> dict[str, SilverSentence]: ...
 
     def describe(self) -> dict: ...
 
@@ -125,7 +125,7 @@ class SpacyTagger:
         marker.write_text(json.dumps(self._versions))
         return py
 
-    def tag(self, lang: str, rows: list[tuple[str, str]]) -> dict[str, Tagged]:
+    def tag(self, lang: str, rows: list[tuple[str, str]]) -> dict[str, SilverSentence]:
         if lang not in SPACY_MODELS:
             raise MissingResourceError(f"no spaCy pipeline for {lang} (have {', '.join(SPACY_MODELS)})")
         pin_name, model = SPACY_MODELS[lang]
@@ -145,9 +145,9 @@ class SpacyTagger:
 
         prod = self.cache.get_or_build("bible-spacy-tags", inputs, build)
         self._versions.update({f"{lang}": f"{model} ({prod.info.get('worker', {}).get('spacy', '?')})"})
-        out: dict[str, Tagged] = {}
+        out: dict[str, SilverSentence] = {}
         for r in read_jsonl(prod.path / "tags.jsonl"):
-            out[r["id"]] = Tagged(r["tokens"], r["pos"], [tuple(e) for e in r["ents"]],
+            out[r["id"]] = SilverSentence(r["tokens"], r["pos"], [tuple(e) for e in r["ents"]],
                                   [tuple(o) for o in r.get("offsets", [])])
         return out
 

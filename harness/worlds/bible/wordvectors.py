@@ -41,7 +41,7 @@ def words(text: str) -> list[str]:
 
 
 @dataclass
-class WordVectors:
+class UnitVectors:
     keys: list[str]
     vectors: np.ndarray  # float32 [n, dim], rows L2-normalized
 
@@ -93,7 +93,7 @@ def _format_rows(v: np.ndarray) -> list[bytes]:
     return [kept[a:b] for a, b in zip(starts, ends, strict=True)]
 
 
-def load_word2vec(path: Path) -> WordVectors:
+def load_word2vec(path: Path) -> UnitVectors:
     with open(path, encoding="utf-8") as f:
         n, dim = (int(x) for x in f.readline().split())
         keys: list[str] = []
@@ -102,7 +102,7 @@ def load_word2vec(path: Path) -> WordVectors:
             parts = line.rstrip("\n").split(" ")
             keys.append(parts[0])
             vecs[i] = np.asarray(parts[1:], dtype=np.float32)
-    return WordVectors(keys, vecs[: len(keys)])
+    return UnitVectors(keys, vecs[: len(keys)])
 
 
 @dataclass
@@ -138,7 +138,7 @@ class VerseIndex:
 
 
 def ppmi_svd_vectors(texts: dict[str, dict[str, str]], *, dim: int = 200, min_count: int = 3,
-                     alpha: float = 0.75, seed: int = 0) -> WordVectors:
+                     alpha: float = 0.75, seed: int = 0) -> UnitVectors:
     """Vectors for the words of ``texts`` (``{iso3: {verse_id: text}}``), keyed ``iso3:word``."""
     verse_ids = sorted({vid for per in texts.values() for vid in per})
     col = {vid: j for j, vid in enumerate(verse_ids)}
@@ -147,7 +147,7 @@ def ppmi_svd_vectors(texts: dict[str, dict[str, str]], *, dim: int = 200, min_co
 
 
 def ppmi_svd_from_indexes(indexes: dict[str, VerseIndex], *, dim: int = 200, min_count: int = 5,
-                          alpha: float = 0.75, seed: int = 0, oversample: int = 20, niter: int = 1) -> WordVectors:
+                          alpha: float = 0.75, seed: int = 0, oversample: int = 20, niter: int = 1) -> UnitVectors:
     """PPMI + truncated SVD over the stacked occurrence matrices (all indexes share their verse columns).
 
     Words in fewer than ``min_count`` verses of their language are left out. The SVD is a randomized range
@@ -186,7 +186,7 @@ def ppmi_svd_from_indexes(indexes: dict[str, VerseIndex], *, dim: int = 200, min
     vec = (vec / norms).astype(np.float32)
     if vec.shape[1] < dim:  # tiny inputs: pad to the requested dimension
         vec = np.pad(vec, ((0, 0), (0, dim - vec.shape[1])))
-    return WordVectors(keys, vec)
+    return UnitVectors(keys, vec)
 
 
 def _randomized_svd(a, k: int, *, oversample: int, niter: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -218,7 +218,7 @@ def _randomized_svd(a, k: int, *, oversample: int, niter: int, seed: int) -> tup
     return u.numpy().astype(np.float64), s[:k].numpy().astype(np.float64)
 
 
-def nearest(wv: WordVectors, key: str, k: int = 5, prefix: str | None = None) -> list[tuple[str, float]]:
+def nearest(wv: UnitVectors, key: str, k: int = 5, prefix: str | None = None) -> list[tuple[str, float]]:
     idx = wv.index()
     if key not in idx:
         return []
@@ -234,7 +234,7 @@ def nearest(wv: WordVectors, key: str, k: int = 5, prefix: str | None = None) ->
     return out
 
 
-def dictionary_precision(wv: WordVectors, pairs: Iterable[tuple[str, str]], src: str, tgt: str) -> tuple[float, int]:
+def dictionary_precision(wv: UnitVectors, pairs: Iterable[tuple[str, str]], src: str, tgt: str) -> tuple[float, int]:
     """P@1 of ``src:word -> tgt:word`` translation by nearest neighbour among the ``tgt`` words."""
     idx = wv.index()
     tgt_rows = np.array([i for i, k in enumerate(wv.keys) if k.startswith(tgt + ":")])
