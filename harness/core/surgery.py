@@ -215,6 +215,43 @@ def assemble_model(
     given. ``copy`` maps target id -> source id for the copied tokens (bias and untied-output remap).
     ``output_matrix``: the method's result on the source's untied output table (``untied_output="recompute"``).
     """
+    _check_arguments(model, target_tokenizer, matrix, primitive, bias, untied_output)
+    emb, out = model.get_input_embeddings(), model.get_output_embeddings()
+    tied = out is not None and out.weight is emb.weight
+    if out is not None and not tied and primitive is None and untied_output == "recompute":
+        _check_output_matrix(output_matrix, matrix)
+    old_bias = out.bias.detach().clone() if out is not None and getattr(out, "bias", None) is not None else None
+    old_out = out.weight.detach().clone() if (out is not None and not tied) else None
+    tids, sids = _copied_ids(copy, emb.num_embeddings)
+    n_s, n_t = len(source_tokenizer), len(target_tokenizer)
+    new_bias = None if old_bias is None else _new_bias(old_bias, bias, tids, sids, n_s, n_t)
+    report = _assembly_report(source_tokenizer, target_tokenizer, emb, tied, bias, old_bias, len(tids))
+    pad = target_tokenizer.pad_token_id
+    if primitive is None:
+        emb = _install_rows(model, matrix, pad)
+        out, head = model.get_output_embeddings(), _head_of(model)
+        if out is not None and tied and out.weight is not emb.weight:  # resize re-ties; make sure of it
+            out.weight = emb.weight
+        if out is not None and not tied:
+            report["untied_output"] = _fill_untied_output(out, matrix, untied_output, output_matrix, old_out,
+                                                          tids, sids)
+        if out is not None and new_bias is not None:
+            _set_output_bias(out, head, new_bias, tied)
+        report["factorized"] = False
+    else:
+        _install_factor_rows(model, matrix, primitive, pad, new_bias)
+        report["factorized"] = True
+        report["dim"] = int(primitive.shape[0])
+        report["tied_to_factors"] = True
+    report["special_ids"] = _set_special_ids(model.config, target_tokenizer)
+    model.config.get_text_config().vocab_size = n_t
+    return report
+
+
+def _check_arguments(model: nn.Module, target_tokenizer: Any, matrix: torch.Tensor, primitive: torch.Tensor | None,
+                     bias: str, untied_output: str) -> None:
+    """The policies are known ones, the new matrix (and P) fit the target vocabulary and the model's hidden size,
+    and the target's pad id leaves the model's position ids where they were."""
     if bias not in BIAS_POLICIES:
         raise HarnessError(f"bias policy must be one of {BIAS_POLICIES}, not {bias!r}")
     if untied_output not in UNTIED_POLICIES:
@@ -222,8 +259,7 @@ def assemble_model(
     n_t = len(target_tokenizer)
     if matrix.shape[0] != n_t:
         raise ValueError(f"the new matrix has {matrix.shape[0]} rows, the target tokenizer {n_t} tokens")
-    emb = model.get_input_embeddings()
-    hidden = emb.embedding_dim
+    hidden = model.get_input_embeddings().embedding_dim
     want = primitive.shape[0] if primitive is not None else hidden
     if matrix.shape[1] != want:
         raise ValueError(f"the new matrix has {matrix.shape[1]} columns, expected {want}")
@@ -231,91 +267,102 @@ def assemble_model(
         raise ValueError(f"P has {primitive.shape[1]} columns, the model's hidden size is {hidden}")
     _check_position_padding(model, target_tokenizer)
 
-    n_s = len(source_tokenizer)
-    out = model.get_output_embeddings()
-    tied = out is not None and out.weight is emb.weight
-    if out is not None and not tied and primitive is None and untied_output == "recompute":
-        if output_matrix is None:
-            raise HarnessError("the source's output table is untied and untied_output is 'recompute', but no "
-                               "output matrix was given (the method's result on the output table)")
-        if tuple(output_matrix.shape) != tuple(matrix.shape):
-            raise ValueError(f"the output matrix is {tuple(output_matrix.shape)}, the input matrix "
-                             f"{tuple(matrix.shape)}")
-    old_bias = out.bias.detach().clone() if out is not None and getattr(out, "bias", None) is not None else None
-    old_out = out.weight.detach().clone() if (out is not None and not tied) else None
+
+def _check_output_matrix(output_matrix: torch.Tensor | None, matrix: torch.Tensor) -> None:
+    """Under ``untied_output="recompute"``, the method's result on the output table is given, shaped as ``matrix``."""
+    if output_matrix is None:
+        raise HarnessError("the source's output table is untied and untied_output is 'recompute', but no "
+                           "output matrix was given (the method's result on the output table)")
+    if tuple(output_matrix.shape) != tuple(matrix.shape):
+        raise ValueError(f"the output matrix is {tuple(output_matrix.shape)}, the input matrix "
+                         f"{tuple(matrix.shape)}")
+
+
+def _copied_ids(copy: dict[int, int], source_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The copied tokens' target ids and their source ids (each below ``source_rows``)."""
     tids = torch.tensor(list(copy.keys()), dtype=torch.long)
     sids = torch.tensor(list(copy.values()), dtype=torch.long)
-    if len(sids) and int(sids.max()) >= emb.num_embeddings:
+    if len(sids) and int(sids.max()) >= source_rows:
         raise ValueError("the token mapping names a source id beyond the source embedding matrix")
+    return tids, sids
 
-    # the new bias (by token string, by id, or zero)
-    new_bias = None
-    if old_bias is not None:
-        new_bias = torch.zeros(n_t, dtype=old_bias.dtype)
-        if bias == "remap" and len(tids):
-            new_bias[tids] = old_bias[sids]
-        elif bias == "index":
-            k = min(n_t, n_s, old_bias.shape[0])
-            new_bias[:k] = old_bias[:k]
 
-    # extension: every ordinary source token keeps its id (special tokens such as XLM-R's final <mask> may move)
+def _new_bias(old_bias: torch.Tensor, bias: str, tids: torch.Tensor, sids: torch.Tensor, n_s: int,
+              n_t: int) -> torch.Tensor:
+    """The target's output bias by the ``bias`` policy: by token string, by id, or zero."""
+    new_bias = torch.zeros(n_t, dtype=old_bias.dtype)
+    if bias == "remap" and len(tids):
+        new_bias[tids] = old_bias[sids]
+    elif bias == "index":
+        k = min(n_t, n_s, old_bias.shape[0])
+        new_bias[:k] = old_bias[:k]
+    return new_bias
+
+
+def _assembly_report(source_tokenizer: Any, target_tokenizer: Any, emb: nn.Module, tied: bool, bias: str,
+                     old_bias: torch.Tensor | None, n_copied: int) -> dict[str, Any]:
+    """The report's first entries: extension or replacement (an extension keeps every ordinary source token's id;
+    special tokens such as XLM-R's final <mask> may move), the tables' sizes, the tie and the bias policy."""
+    n_s, n_t = len(source_tokenizer), len(target_tokenizer)
     src_tokens = source_tokenizer.convert_ids_to_tokens(list(range(n_s)))
     tgt_prefix = target_tokenizer.convert_ids_to_tokens(list(range(min(n_s, n_t))))
     src_special = set(getattr(source_tokenizer, "all_special_ids", []) or [])
     kept = sum(1 for i, t in enumerate(tgt_prefix) if i not in src_special and t == src_tokens[i])
     ordinary = n_s - len(src_special)
     mode = "extension" if n_t >= n_s and kept == ordinary else "replacement"
-    pad = target_tokenizer.pad_token_id
-    report: dict[str, Any] = {
+    return {
         "mode": mode, "source_ids_kept": int(kept), "source_vocab_size": n_s, "target_vocab_size": n_t,
-        "source_embedding_rows": int(emb.num_embeddings), "hidden_size": int(hidden),
+        "source_embedding_rows": int(emb.num_embeddings), "hidden_size": int(emb.embedding_dim),
         "source_padding_rows": int(emb.num_embeddings) - n_s,
         "source_tied": bool(tied), "bias_policy": bias if old_bias is not None else "none (the head has no bias)",
-        "bias_copied": int(len(tids)) if (old_bias is not None and bias == "remap") else 0,
+        "bias_copied": n_copied if (old_bias is not None and bias == "remap") else 0,
     }
 
-    if primitive is None:
-        model.resize_token_embeddings(n_t, mean_resizing=False)
-        emb = model.get_input_embeddings()
-        with torch.no_grad():
-            emb.weight.copy_(matrix.to(emb.weight.dtype))
-        emb.padding_idx = pad
-        out = model.get_output_embeddings()
-        head = _head_of(model)
-        if out is not None:
-            if tied:
-                if out.weight is not emb.weight:  # resize re-ties; make sure of it
-                    out.weight = emb.weight
-            else:
-                new_out = {"recompute": output_matrix, "method": matrix}.get(untied_output)
-                new_out = torch.zeros_like(matrix) if new_out is None else new_out.clone()
-                if len(tids):
-                    new_out[tids] = old_out[sids].to(new_out.dtype)
-                with torch.no_grad():
-                    out.weight.copy_(new_out.to(out.weight.dtype))
-                report["untied_output"] = {"policy": untied_output, "copied_rows": int(len(tids))}
-            if new_bias is not None:
-                with torch.no_grad():
-                    out.bias.copy_(new_bias.to(out.bias.dtype))
-                if head is not None and hasattr(head, "bias"):
-                    # tied: one parameter under both names (HF's tie); untied: HF keeps two parameters and
-                    # saves both, so give the head its own copy of the same values
-                    head.bias = out.bias if tied else nn.Parameter(out.bias.detach().clone())
-        report["factorized"] = False
-    else:
-        fe = _install_factorized(model, n_t, int(primitive.shape[0]), pad)
-        with torch.no_grad():
-            fe.coords.weight.copy_(matrix.to(fe.coords.weight.dtype))
-            fe.primitive.copy_(primitive.to(fe.primitive.dtype))
-            if new_bias is not None:
-                model.get_output_embeddings().bias.copy_(new_bias)
-        report["factorized"] = True
-        report["dim"] = int(primitive.shape[0])
-        report["tied_to_factors"] = True
 
-    report["special_ids"] = _set_special_ids(model.config, target_tokenizer)
-    model.config.get_text_config().vocab_size = n_t
-    return report
+def _install_rows(model: nn.Module, matrix: torch.Tensor, pad: int | None) -> nn.Module:
+    """Full dimension: the tables resized to the target vocabulary (``mean_resizing=False``) and every input row
+    overwritten by ``matrix``; the new input embeddings."""
+    model.resize_token_embeddings(len(matrix), mean_resizing=False)
+    emb = model.get_input_embeddings()
+    with torch.no_grad():
+        emb.weight.copy_(matrix.to(emb.weight.dtype))
+    emb.padding_idx = pad
+    return emb
+
+
+def _fill_untied_output(out: nn.Module, matrix: torch.Tensor, untied_output: str, output_matrix: torch.Tensor | None,
+                        old_out: torch.Tensor, tids: torch.Tensor, sids: torch.Tensor) -> dict[str, Any]:
+    """The untied output table by the ``untied_output`` policy (the method's result on the output table, the input
+    side's rows, or zero), the copied tokens taking their source output rows; its report entry."""
+    new_out = {"recompute": output_matrix, "method": matrix}.get(untied_output)
+    new_out = torch.zeros_like(matrix) if new_out is None else new_out.clone()
+    if len(tids):
+        new_out[tids] = old_out[sids].to(new_out.dtype)
+    with torch.no_grad():
+        out.weight.copy_(new_out.to(out.weight.dtype))
+    return {"policy": untied_output, "copied_rows": int(len(tids))}
+
+
+def _set_output_bias(out: nn.Module, head: nn.Module | None, new_bias: torch.Tensor, tied: bool) -> None:
+    """The new output bias, in the vocabulary projection and in the LM head's own ``bias`` attribute."""
+    with torch.no_grad():
+        out.bias.copy_(new_bias.to(out.bias.dtype))
+    if head is not None and hasattr(head, "bias"):
+        # tied: one parameter under both names (HF's tie); untied: HF keeps two parameters and
+        # saves both, so give the head its own copy of the same values
+        head.bias = out.bias if tied else nn.Parameter(out.bias.detach().clone())
+
+
+def _install_factor_rows(model: nn.Module, matrix: torch.Tensor, primitive: torch.Tensor, pad: int | None,
+                         new_bias: torch.Tensor | None) -> None:
+    """Factorized: the factorized, tied modules installed, holding ``matrix`` (F_t), ``primitive`` (P) and the new
+    output bias."""
+    fe = _install_factorized(model, len(matrix), int(primitive.shape[0]), pad)
+    with torch.no_grad():
+        fe.coords.weight.copy_(matrix.to(fe.coords.weight.dtype))
+        fe.primitive.copy_(primitive.to(fe.primitive.dtype))
+        if new_bias is not None:
+            model.get_output_embeddings().bias.copy_(new_bias)
 
 
 # --------------------------------------------------------------------------------------------------------------
