@@ -6,7 +6,7 @@ GELU and every bf16 matrix product on a CPU with oneDNN; numpy and scipy call Op
 kernels by the CPU it finds: on a machine with AVX-512 or AMX, MKL's AVX-512 GEMM, ATen's 16-wide reductions
 (softmax, log-softmax), oneDNN's AVX-512 GELU and its AMX bf16 tiles round differently from the AVX2 ones an
 AVX2-only machine or MKL on an AMD CPU runs, and training carries the difference into every number downstream
-(HyperOFA's rows moved in the printed digits between two machines). The harness therefore pins, before torch or
+(HyperOFA's rows differ in the printed digits between two such machines). The harness therefore pins, before torch or
 numpy is loaded, the AVX2 kernel set that every x86-64 CPU of the last decade has:
 
 - ``MKL_CBWR=AVX2``: MKL's conditional numerical reproducibility on its AVX2 code path (a cell computes on one
@@ -28,14 +28,13 @@ workload of the kernels a cell uses -- an fp32 GEMM and Linear (MKL), ``exp``, s
 GELU (ATen, oneDNN), a numpy product (OpenBLAS) and, where the run computes in bf16 on the CPU, a bf16 autocast
 Linear and matmul (oneDNN) whose inputs put each output on a rounding boundary, so that the order of the
 accumulation shows in the bf16 result -- on one thread, and hashes the bits. A cell is labelled ``avx2`` (in bf16
-on the CPU ``avx2-onednn``: cells labelled ``avx2`` before oneDNN was pinned computed bf16 with the CPU's own
-kernels) only when that fingerprint equals the golden one of the pinned set (:data:`GOLDEN`, taken under the AVX2
+on the CPU ``avx2-onednn``, oneDNN's pinned bf16 kernels: a label of its own, apart from the fp32 set's) only when that fingerprint equals the golden one of the pinned set (:data:`GOLDEN`, taken under the AVX2
 emulation of :func:`avx2_emulation`: ``python -m harness.core.kernels --write-golden``); otherwise
 ``native:<8 hex of the fingerprint>``. The label (:func:`cpu_kernels`) is part of every cell's identity, of its
 init product's, of HyperOFA's hypernetwork product's and of the seed aggregates' groups, logged with each cell run (``cpu_kernels``)
 and named on the board: cells computed with other kernels (ARM, an x86 without AVX2, ``HARNESS_CPU_KERNELS=native``
-on AVX-512, AMX bf16) are never another cell's, nor pooled with it. Cells computed before the kernels entered the
-identity carry none (:data:`NATIVE`, which no process gives now).
+on AVX-512, AMX bf16) are never another cell's, nor pooled with it. A cell whose identity holds no label is read as
+:data:`NATIVE` (each library's own kernels, unmeasured), a label no process measures.
 
 ``HARNESS_CPU_KERNELS=native`` keeps each library's own choice (faster on AVX-512 and AMX, and machine-dependent);
 ``benchmarks/bench_ner_flops.py`` measures what the pin costs. The fingerprint costs milliseconds once the libraries
@@ -54,11 +53,11 @@ from typing import Any
 
 ENV = "HARNESS_CPU_KERNELS"
 PINNED = "avx2"
-# the pinned set's label where the run computes in bf16 on the CPU (oneDNN's AVX2 bf16 kernels included): cells
-# labelled avx2 before oneDNN was pinned computed bf16 with the CPU's own (AMX) kernels, and are other cells
+# the pinned set's label where the run computes in bf16 on the CPU (oneDNN's AVX2 bf16 kernels included), apart
+# from the fp32 set's
 PINNED_BF16 = "avx2-onednn"
-NATIVE = "native"  # each library's own kernels (HARNESS_CPU_KERNELS=native); unmeasured, the label of the cells
-# computed before the kernels entered the identity, and what a plan assumes of a process that does not pin
+NATIVE = "native"  # each library's own kernels (HARNESS_CPU_KERNELS=native), unmeasured: the label of a cell whose
+# identity holds none, and what a plan assumes of a process that does not pin
 PINS = {"MKL_CBWR": "AVX2", "ATEN_CPU_CAPABILITY": "avx2", "OPENBLAS_CORETYPE": "Haswell", "ONEDNN_MAX_CPU_ISA": "AVX2"}
 PINNED_ENV = "HARNESS_CPU_KERNELS_PINNED"  # set by the process that pinned: the processes it starts inherit the pins
 # the libraries that read those variables when they load (or at their first kernel): pinned before any of them
