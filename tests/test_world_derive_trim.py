@@ -179,6 +179,10 @@ def test_trim_is_in_the_worlds_identity_and_its_info(inputs, capsys):
     entry = trimmed.manifest["target_tokenizer"]["trimmed"]
     assert f"{entry['kept']:,} of {entry['total']:,} pieces kept" in " ".join(info.split())
     assert "identity covers the trimming" in " ".join(info.split()) and "donor trimmed" in info
+    from harness.worlds.derived_world import derived_builder
+
+    assert f"trimmed to {entry['kept']:,} of {entry['total']:,} pieces" in derived_builder("t-trim-id").description
+    assert "trimmed" not in derived_builder("t-full-id").description
 
 
 def test_trim_keeps_the_users_text(inputs, synthetic_world, capsys, tmp_path):

@@ -261,6 +261,8 @@ def _stage_donor(don: Any, staging: Path, target_size: int, copy: bool, derivati
     derivation["donor"] = {"input": entry.pop("input"), "stored": entry.pop("stored")}
     if kept is not None:
         entry = _trimmed_donor(don, staging, entry, kept)
+        derivation["donor"]["stored"] = {f: "written, its rows re-indexed to the trimmed vocabulary"
+                                         for f in sorted(entry["sha256"])}
     if entry["embedding_rows"] < target_size:
         raise ConfigError(f"--donor {don.given}: its input embedding has {entry['embedding_rows']:,} rows, fewer than "
                           f"the target tokenizer's {target_size:,} tokens; a donor owns the target vocabulary")

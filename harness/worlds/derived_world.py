@@ -52,7 +52,10 @@ class DerivedBuilder:
         self.registry = registry  # the world registry (the base world's default seeds)
         base = manifest["derived_from"].get("world")
         source = manifest.get("default_source")
-        tok = (manifest.get("target_tokenizer") or {}).get("kind", "?")
+        target = manifest.get("target_tokenizer") or {}
+        trimmed = target.get("trimmed") or {}
+        tok = target.get("kind", "?") + (f", trimmed to {trimmed.get('kept', 0):,} of {trimmed.get('total', 0):,} "
+                                         f"pieces" if trimmed else "")
         self.description = f"derived from {base}: source {source}, target tokenizer ({tok})" + (
             ", donor" if manifest.get("donor") else "")
 
