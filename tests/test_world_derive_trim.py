@@ -222,3 +222,18 @@ def test_bpe_keeps_a_merge_chains_intermediates():
     assert new["model"]["merges"] == [["a", "b"], ["ab", "c"]]
     trimmed = Tokenizer.from_str(json.dumps(new))
     assert check_identity(full, trimmed, lines) == 2
+
+
+def test_a_trimming_that_changes_the_tokenization_is_refused_in_one_line():
+    from tokenizers import Tokenizer, models
+
+    from harness.core.errors import ConfigError
+    from harness.worlds.trim import check_identity, trimmed_spec
+
+    vocab = {"a": 0, "b": 1, "c": 2, "ab": 3, "abc": 4}
+    full = Tokenizer(models.BPE(vocab, [("a", "b"), ("ab", "c")]))
+    spec = json.loads(full.to_str())
+    dropped = Tokenizer.from_str(json.dumps(trimmed_spec(spec, [0, 1, 2, 4])))  # "ab", the intermediate, dropped
+    with pytest.raises(ConfigError, match=r"^--trim: the trimmed tokenizer tokenizes 'abc' otherwise") as err:
+        check_identity(full, dropped, ["abc"])
+    assert "\n" not in str(err.value)
