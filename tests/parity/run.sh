@@ -5,7 +5,9 @@
 # from the bible world's registry packages in about a minute):
 #   focus, wechsel   deepfocus 1.0.1, wechsel 0.0.4, run here (test_parity.py, test_realpair.py)
 #   omp              mergekit 0.1.5's batch_omp, run here, in both donor spaces (test_omp_clp.py,
-#                    test_realpair_omp_clp.py)
+#                    test_realpair_omp_clp.py), with a world's donor model (test_donor_omp.py), and on the real
+#                    transplant pair, SmolLM2-135M given Gemma 3's tokenizer with Gemma 3 the donor, from a built
+#                    bible world under the harness home, skipped without one (test_transplant_omp.py, ~1 minute)
 #   clp, clp+        llm-cva (not on PyPI): its rows kept in fixtures by clp_reference.py (same tests)
 #   tiktotok         trans-tokenizers 0.1.4, run here (test_tiktotok_parity.py)
 #   tokdist          the authors' token-distillation code: its outputs kept in fixtures by tokdist_reference.py

@@ -98,7 +98,7 @@ def _mergekit_normalization():
 def transplant_pair():
     if SOURCES is None:
         pytest.skip("no bible world with sources smollm2 and gemma3 under the harness home (HARNESS_HOME, else "
-                    "~/.cache/harness: worlds/bible-v*/sources); build one with `harness world build bible`")
+                    "~/.cache/harness: worlds/bible-v*/sources); build one with `harness world build bible` (or `--add-sources` on an older one)")
     from transformers import AutoTokenizer
 
     import methods.omp  # noqa: F401  (registers the overlap rules)
@@ -207,3 +207,48 @@ def test_omp_transplant_pair_matches_mergekit(transplant_pair, rule, monkeypatch
            f"row, coefficients to {coeff_diff:.1e} relative, rows to {float(diff.max()):.1e} (fp32 bound "
            f"{float(bound.min()):.1e} to {float(bound.max()):.1e}; row norms up to "
            f"{float(theirs.norm(dim=1).max()):.2f}); ours {ours_s:.1f}s (initialize), mergekit {theirs_s:.1f}s")
+
+
+def _byte_level_alphabet() -> dict[str, int]:
+    """The byte-level BPE's character of each byte (GPT-2's table: printable Latin-1 bytes stand for themselves,
+    the others are shifted past 255 in byte order), inverted: character -> byte."""
+    kept = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    shifted = [b for b in range(256) if b not in kept]
+    return {**{chr(b): b for b in kept}, **{chr(256 + i): b for i, b in enumerate(shifted)}}
+
+
+def _source_bytes(piece: str, alphabet: dict[str, int]) -> bytes | None:
+    return bytes(alphabet[c] for c in piece) if all(c in alphabet for c in piece) else None
+
+
+def _target_bytes(piece: str) -> bytes:
+    if BYTE_FALLBACK.fullmatch(piece):
+        return bytes([int(piece[3:5], 16)])
+    return piece.replace("▁", " ").encode("utf-8")
+
+
+def test_transplant_pair_anchor_rules(transplant_pair):
+    """The method's anchors and mergekit's on the real pair: every pair the method copies (specials aside) joins the
+    same bytes; every pair mergekit alone makes, or makes with another source token, joins different bytes."""
+    pair = transplant_pair
+    st, tt, mk_copy = pair["st"], pair["tt"], pair["mk_copy"]
+    ours = pair["exact"]("exact", specials="role").copy
+    specials_s, specials_t = set(st.all_special_ids), set(tt.all_special_ids)
+    alphabet = _byte_level_alphabet()
+    s_pieces, t_pieces = st.convert_ids_to_tokens(list(range(len(st)))), tt.convert_ids_to_tokens(list(range(len(tt))))
+
+    def same_bytes(t: int, s: int) -> bool:
+        return _source_bytes(s_pieces[s], alphabet) == _target_bytes(t_pieces[t])
+
+    plain = {t: s for t, s in ours.items() if t not in specials_t and s not in specials_s}
+    wrong = [(t_pieces[t], s_pieces[s]) for t, s in plain.items() if not same_bytes(t, s)]
+    assert not wrong, f"{len(wrong)} copies join different bytes, e.g. {wrong[:5]}"
+    only_mk = {t: s for t, s in mk_copy.items() if t not in ours and t not in specials_t and s not in specials_s}
+    other = {t: s for t, s in mk_copy.items() if t in ours and ours[t] != s and t not in specials_t}
+    same = [(t_pieces[t], s_pieces[s]) for t, s in {**only_mk, **other}.items() if same_bytes(t, s)]
+    assert not same, f"{len(same)} pairs mergekit alone makes join the same bytes, e.g. {same[:5]}"
+    agreed = sum(1 for t, s in mk_copy.items() if ours.get(t) == s)
+    report(f"anchors on the transplant pair: the method's exact rule {len(ours)} ({len(ours) - len(plain)} specials "
+           f"by role), mergekit's shared tokens {len(mk_copy)}; both {agreed}, only ours {len(set(ours) - set(mk_copy))}"
+           f", only mergekit {len(set(mk_copy) - set(ours))}, another source token {len(other)}; every pair of ours "
+           f"joins the same bytes, every pair mergekit makes otherwise joins different bytes")
