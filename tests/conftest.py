@@ -153,3 +153,18 @@ def store_base(tmp_path_factory) -> Path:
     from tests._store_fault_helpers import _build_base
 
     return _build_base(tmp_path_factory.mktemp("store-base"))
+
+
+@pytest.fixture(autouse=True)
+def _no_main_pid_left_behind():
+    """A command run in this test process (``harness.cli.main``) names this process as the harness process
+    (``HARNESS_MAIN_PID``), which the processes it starts inherit: a later test's child whose fault signals "the
+    harness process" would then kill this test process. The name goes with the test that set it."""
+    from harness.core.processes import MAIN_PID_ENV
+
+    before = os.environ.get(MAIN_PID_ENV)
+    yield
+    if before is None:
+        os.environ.pop(MAIN_PID_ENV, None)
+    else:
+        os.environ[MAIN_PID_ENV] = before

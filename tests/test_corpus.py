@@ -184,6 +184,7 @@ def _build_and_die(home: str, block_size: int) -> None:
             f"ensure_corpus(tok, w, langs, {block_size}, None, cache=ProductCache(Path({home!r})))\n")
     # the fault (harness.core.faults): SIGKILL right after the first chunk's blocks are written
     env = {**os.environ, "HARNESS_FAULT_AT": "harness.corpus:append_blocks@1/after", "PYTHONPATH": str(REPO)}
+    env.pop("HARNESS_MAIN_PID", None)  # the child is its own harness process: the fault kills it, not this one
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=900)  # (a loaded machine: minutes to start)
     assert proc.returncode == -9, proc.stderr[-2000:]
 
