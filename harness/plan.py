@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.config import RunConfig, run_seeds
 from harness.core.errors import ConfigError, HarnessError, MissingResourceError
-from harness.core.registry import METHODS, TASKS, dim_refusal
+from harness.core.registry import METHODS, TASKS
 
 
 @dataclass(frozen=True)
@@ -41,35 +41,64 @@ class Plan:
     languages: dict[str, list[str]]  # task -> languages
     skipped: list[str] = field(default_factory=list)
     subset: bool = False  # some task leaves out languages it has data for (``--langs``)
+    facts: RunFacts | None = None  # what planning read of the run's methods and tasks (:func:`run_facts`)
+    order: list[Cell] = field(default_factory=list)  # the cells in the order they are handed out (:func:`run_order`)
+
+    @property
+    def method_facts(self) -> dict[str, SimpleNamespace] | None:
+        """What planning read of each method of the run (:class:`RunFacts`), for the stages after it."""
+        return self.facts.methods if self.facts is not None else None
 
 
 METHOD_FACTS = {"requires": frozenset(), "supports_factorized": False, "serves_untied_output": True}
+FAMILY_FACTS = {"cache_name": None}  # the product family a method's cells share (:func:`family_leaders`)
+TASK_FACTS = {"objectives": None}  # the objectives a task scores (None: both)
 
 
-def method_facts(method: str) -> SimpleNamespace:
-    """What planning asks of a method's class (:data:`METHOD_FACTS`, with the defaults a class that declares none
-    has), read without importing a built-in method where its source declares them as literals."""
-    return SimpleNamespace(**METHODS.facts(method, tuple(METHOD_FACTS), METHOD_FACTS))
+@dataclass(frozen=True)
+class RunFacts:
+    """What planning starts from, each asked once, at its start (:func:`run_facts`), and read by every stage after
+    it: the run's dimensions and seeds, and the facts of its methods and tasks, asked of the registry: of each
+    method, :data:`METHOD_FACTS`, its product family (:data:`FAMILY_FACTS`) and its refusals (of the run's
+    dimensions, of an untied output table); of each task, its objectives and what its languages are read from
+    (:data:`tasks.base.LANGUAGE_FACTS`)."""
+
+    dims: list[int | None]
+    seeds: list[int]
+    methods: dict[str, SimpleNamespace]  # in the order the run names them
+    tasks: dict[str, SimpleNamespace]
 
 
-def task_languages(task: str, world: Any) -> list[str]:
+def run_facts(cfg: RunConfig, world: Any) -> RunFacts:
+    """The :class:`RunFacts` of a run on ``world``: its ``--dims`` and seeds, the facts of its ``--tasks`` and
+    ``--methods`` (unknown names refused, the tasks first), read without importing a built-in method or task
+    where its source declares them as literals."""
+    from harness.core.registry import method_entries
+    from tasks.base import LANGUAGE_FACTS
+
+    dims, seeds = cfg.dim_values(), run_seeds(cfg, world.name)
+    task_defaults, method_defaults = {**TASK_FACTS, **LANGUAGE_FACTS}, {**METHOD_FACTS, **FAMILY_FACTS}
+    tasks = TASKS.entries(cfg.tasks, tuple(task_defaults), task_defaults)
+    methods = method_entries(cfg.methods, tuple(method_defaults), method_defaults, tuple(dims))
+    return RunFacts(dims, seeds, methods, tasks)
+
+
+def task_languages(task: str, world: Any, facts: SimpleNamespace | None = None) -> list[str]:
     """The languages ``task`` scores on ``world``: its ``languages(world)``. A built-in task whose ``languages`` is
-    the shared one (:class:`tasks.base.DeclaredLanguages`) is answered from what it declares, without importing it
-    (nor torch: a run with nothing left to do stays fast)."""
+    the shared one (:class:`tasks.base.DeclaredLanguages`) is answered from what it declares (``facts``, its
+    :class:`RunFacts` entry; else asked of the registry), without importing it (nor torch: a run with nothing left
+    to do stays fast)."""
     from harness.core.declarations import defined_in
 
-    target = TASKS.builtin_target(task)
-    if target is not None and defined_in(target, "languages") == "tasks.base:DeclaredLanguages":
-        from tasks.base import LANGUAGE_FACTS, languages_from
+    if facts is None:
+        from tasks.base import LANGUAGE_FACTS
 
-        facts = TASKS.facts(task, tuple(LANGUAGE_FACTS), LANGUAGE_FACTS)
-        return languages_from(world, facts["name"] or task, facts["language_data"], facts["pivot_queries"])
+        facts = TASKS.entries([task], tuple(LANGUAGE_FACTS), LANGUAGE_FACTS)[task]
+    if facts.target is not None and defined_in(facts.target, "languages") == "tasks.base:DeclaredLanguages":
+        from tasks.base import languages_from
+
+        return languages_from(world, facts.name or task, facts.language_data, facts.pivot_queries)
     return list(TASKS.get(task)().languages(world))
-
-
-def languages_within(cfg: Any, world: Any, have: list[str]) -> list[str]:
-    """The one filter of a task's languages by ``--langs``: those given, and the world's pivot language."""
-    return [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == getattr(world, "pivot", None)]
 
 
 def plan_cells(cfg: RunConfig, world: Any) -> tuple[list[Cell], list[str]]:
@@ -78,13 +107,11 @@ def plan_cells(cfg: RunConfig, world: Any) -> tuple[list[Cell], list[str]]:
     requires, each method's support of factorized dimensions, and the source models' hidden sizes (a ``--dims``
     at or above one is refused: :func:`check_dims`). ``world`` is a built :class:`~harness.worlds.base.World` or a
     declaration (:func:`harness.worlds.declared_world`), so ``harness run`` asks this before it builds anything."""
-    explicit = cfg.methods != ["all"]
-    methods, dims, seeds = METHODS.resolve_list(cfg.methods), cfg.dim_values(), run_seeds(cfg, world.name)
-    return _cells(cfg, world, explicit, methods, dims, seeds)
+    return _cells(cfg, world, run_facts(cfg, world))
 
 
-def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims: list[int | None],
-           seeds: list[int]) -> tuple[list[Cell], list[str]]:
+def _cells(cfg: RunConfig, world: Any, facts: RunFacts) -> tuple[list[Cell], list[str]]:
+    dims = facts.dims
     if cfg.langs:
         world.check_languages(cfg.langs)
     sources = world.sources if cfg.source == "all" else [cfg.source or world.default_source]
@@ -93,12 +120,11 @@ def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims:
     check_dims(dims, world, sources)
     skipped: list[str] = []
     usable = []
-    for m in methods:
-        cls = method_facts(m)
+    for m, cls in facts.methods.items():
         missing = [r for r in sorted(getattr(cls, "requires", ())) if not world.has_resource(r)]
         if missing:
             msg = f"method {m!r} needs {', '.join(missing)}, which world {world.name!r} does not provide"
-            if explicit:
+            if cfg.methods != ["all"]:
                 raise MissingResourceError(msg)
             skipped.append(msg)
             continue
@@ -106,16 +132,16 @@ def _cells(cfg: RunConfig, world: Any, explicit: bool, methods: list[str], dims:
     cells = []
     for source in sources:
         for m in usable:
-            cls = method_facts(m)
-            refused = [d for d in dims if dim_refusal(m, cls, d)]
+            refusals = facts.methods[m].dim_refusals
+            refused = [d for d in dims if d in refusals]
             if refused:
-                skipped.append(f"{dim_refusal(m, cls, refused[0])}: dim(s) {', '.join(map(str, refused))} skipped")
+                skipped.append(f"{refusals[refused[0]]}: dim(s) {', '.join(map(str, refused))} skipped")
             for dim in [d for d in dims if d not in refused]:
-                for seed in seeds:
+                for seed in facts.seeds:
                     cells.append(Cell(source, m, dim, seed))
-    cells = untied_cells(cfg, world, cells, skipped)  # what each source's objective and tables allow
-    cells = objective_cells(cfg, world, cells, skipped)
-    objective_tasks(cfg, world, TASKS.resolve_list(cfg.tasks), sorted({c.source for c in cells}), skipped)
+    cells = untied_cells(cfg, world, facts, cells, skipped)  # what each source's objective and tables allow
+    cells = objective_cells(cfg, world, facts, cells, skipped)
+    objective_tasks(cfg, world, facts, sorted({c.source for c in cells}), skipped)
     return cells, sorted(set(skipped))
 
 
@@ -135,49 +161,47 @@ def check_dims(dim_values: list[int | None], world: Any, sources: list[str]) -> 
                               f"below {hidden}, or full")
 
 
-def no_cell_left(skipped: list[str]) -> str:
-    """The one line of a run whose every cell was skipped: each reason, grouped."""
-    why = "; ".join(skipped) if skipped else "the plan holds no cell"
-    return f"nothing to run: every cell of the run is skipped: {why}"
-
-
 def make_plan(cfg: RunConfig, world: Any) -> Plan:
-    """The run's cells (:func:`plan_cells`), its tasks and each task's languages on ``world``."""
-    tasks, methods = TASKS.resolve_list(cfg.tasks), METHODS.resolve_list(cfg.methods)
-    dims, seeds = cfg.dim_values(), run_seeds(cfg, world.name)
-    cells, skipped = _cells(cfg, world, cfg.methods != ["all"], methods, dims, seeds)
-    tasks = objective_tasks(cfg, world, tasks, sorted({c.source for c in cells}), [])  # (_cells said why)
-    languages, subset = {}, False
+    """The run's cells (:func:`plan_cells`), its tasks and each task's languages on ``world``, from the facts of
+    its methods and tasks (:func:`run_facts`), asked once here; and the order in which its cells are handed out
+    (:func:`run_order`, by the profile's initialization costs)."""
+    facts = run_facts(cfg, world)
+    cells, skipped = _cells(cfg, world, facts)
+    order = run_order(cells, init_cost(cfg.profile), facts.methods)
+    tasks = objective_tasks(cfg, world, facts, sorted({c.source for c in cells}), [])  # (_cells said why)
+    languages, subset, pivot = {}, False, getattr(world, "pivot", None)
     for t in tasks:
-        have = task_languages(t, world)
+        have = task_languages(t, world, facts.tasks[t])
         if not have:
             raise MissingResourceError(f"world {world.name!r} has no data for task {t!r}")
-        languages[t] = languages_within(cfg, world, have)
+        # the one filter of a task's languages by --langs: those given, and the world's pivot language
+        languages[t] = [lang for lang in have if not cfg.langs or lang in cfg.langs or lang == pivot]
         subset = subset or len(languages[t]) < len(have)
-    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped, subset=subset)
+    return Plan(cells=cells, tasks=tasks, languages=languages, skipped=skipped, subset=subset, facts=facts,
+                order=order)
 
 
-def _objective_refusal(world: Any, task: str, source: str, objective: str) -> str | None:
-    """Why ``task`` cannot score ``source`` (a task's ``objectives``: ``mlm`` for a masked LM, ``clm`` for a causal
-    LM; both when it declares none), or None."""
+def _objective_refusal(world: Any, task: str, facts: SimpleNamespace, source: str, objective: str) -> str | None:
+    """Why ``task`` cannot score ``source`` (a task's ``objectives``, of its ``facts``: ``mlm`` for a masked LM,
+    ``clm`` for a causal LM; both when it declares none), or None."""
     from harness.core.objective import DESCRIPTION
 
-    accepts = TASKS.facts(task, ("objectives",))["objectives"] or frozenset(DESCRIPTION)
+    accepts = facts.objectives or frozenset(DESCRIPTION)
     if objective in accepts:
         return None
     return (f"task {task!r} scores a {' or '.join(DESCRIPTION[o] for o in sorted(accepts))}, and source {source!r} "
             f"of world {world.name!r} is a {DESCRIPTION[objective]}")
 
 
-def objective_tasks(cfg: RunConfig, world: Any, tasks: list[str], sources: list[str], skipped: list[str]) -> list[str]:
+def objective_tasks(cfg: RunConfig, world: Any, facts: RunFacts, sources: list[str], skipped: list[str]) -> list[str]:
     """The tasks of ``--tasks all`` that can score every source of the run (the others skipped); named tasks
     as given (:func:`objective_cells` checks them)."""
     if cfg.tasks != ["all"]:
-        return tasks
+        return list(facts.tasks)
     of = getattr(world, "source_objective", lambda s: "mlm")
     kept = []
-    for t in tasks:
-        why = next((w for s in sources if (w := _objective_refusal(world, t, s, of(s)))), None)
+    for t, task in facts.tasks.items():
+        why = next((w for s in sources if (w := _objective_refusal(world, t, task, s, of(s)))), None)
         if why:
             skipped.append(why)
         else:
@@ -185,18 +209,17 @@ def objective_tasks(cfg: RunConfig, world: Any, tasks: list[str], sources: list[
     return kept
 
 
-def objective_cells(cfg: RunConfig, world: Any, cells: list[Cell], skipped: list[str]) -> list[Cell]:
+def objective_cells(cfg: RunConfig, world: Any, facts: RunFacts, cells: list[Cell], skipped: list[str]) -> list[Cell]:
     """The cells whose source every task named in ``--tasks`` can score: a source that one of them cannot is
     skipped (``--source all`` on a world with encoders and decoders), and a run left with no cell that way is
     refused (``--tasks mlm`` on a decoder, ``--tasks clm`` on an encoder)."""
     if cfg.tasks == ["all"] or not cells:
         return cells
     of = getattr(world, "source_objective", lambda s: "mlm")
-    tasks = TASKS.resolve_list(cfg.tasks)
     bad: dict[str, tuple[str, str]] = {}
     for s in dict.fromkeys(c.source for c in cells):
-        for t in tasks:
-            if why := _objective_refusal(world, t, s, of(s)):
+        for t, task in facts.tasks.items():
+            if why := _objective_refusal(world, t, task, s, of(s)):
                 bad[s] = (t, why)
                 break
     kept = [c for c in cells if c.source not in bad]
@@ -208,18 +231,16 @@ def objective_cells(cfg: RunConfig, world: Any, cells: list[Cell], skipped: list
     return kept
 
 
-def untied_cells(cfg: RunConfig, world: Any, cells: list[Cell], skipped: list[str]) -> list[Cell]:
+def untied_cells(cfg: RunConfig, world: Any, facts: RunFacts, cells: list[Cell], skipped: list[str]) -> list[Cell]:
     """The cells whose method can initialize their source's untied output table the way the run asks (its
     ``untied_output``, by default ``recompute``: the method computed on that table; a method declaring
-    ``serves_untied_output = False`` cannot): a method named in ``--methods`` that cannot is refused, one that
-    came with ``all`` is skipped."""
-    from harness.core.registry import untied_refusal
-
+    ``serves_untied_output = False`` cannot: its ``untied_refusal``): a method named in ``--methods`` that cannot
+    is refused, one that came with ``all`` is skipped."""
     tied = getattr(world, "source_tied", lambda s: True)
     kept = []
     for c in cells:
         policy = (cfg.method_params.get(c.method) or {}).get("untied_output", "recompute")
-        refusal = untied_refusal(c.method, method_facts(c.method), None if tied(c.source) else policy)
+        refusal = None if tied(c.source) or policy != "recompute" else facts.methods[c.method].untied_refusal
         if refusal and cfg.methods != ["all"]:
             raise ConfigError(f"--methods {c.method}: source {c.source!r} has an untied output table: {refusal}")
         if refusal:
@@ -273,29 +294,34 @@ PAPER_ESTIMATES: dict[str, Any] = {
 }
 
 
-def _product_family(method: str) -> str:
-    """The name under which a method caches what its cells share (``cache_name``: ``wechsel+overlap`` trains no
-    fastText model of its own, it reads ``wechsel``'s); the method's own name if it declares none."""
-    from harness.core.registry import METHODS
-
-    try:
-        return str(METHODS.facts(method, ("cache_name",))["cache_name"] or method)
-    except HarnessError:
-        return method
-
-
-def family_leaders(cells: list[Any]) -> set[Any]:
+def family_leaders(cells: list[Any], methods: dict[str, SimpleNamespace] | None = None) -> set[Any]:
     """The cell of each (source, product family) that builds what the family's other cells reuse: the lowest seed
     of the method the family is named after where the run has it (``wechsel`` for ``wechsel+overlap``), else the
-    family's first cell."""
+    family's first cell. A method's family is the name under which it caches what its cells share (``cache_name``:
+    ``wechsel+overlap`` trains no fastText model of its own, it reads ``wechsel``'s), its own name if it declares
+    none: read from ``methods``, the plan's facts of its methods (:class:`RunFacts`; None: asked of the registry)."""
+    if methods is None:
+        methods = _family_facts(cells)
     leaders: dict[tuple[str, str], Any] = {}
     for c in cells:
-        family = _product_family(c.method)
+        facts = methods.get(c.method)
+        family = str(facts.cache_name or c.method) if facts is not None else c.method
         key = (c.source, family)
         have = leaders.get(key)
         if have is None or ((c.method == family, -c.seed) > (have.method == family, -have.seed)):
             leaders[key] = c
     return set(leaders.values())
+
+
+def _family_facts(cells: list[Any]) -> dict[str, SimpleNamespace]:
+    """:data:`FAMILY_FACTS` of the methods of ``cells`` without a plan (a method unknown here has none)."""
+    out = {}
+    for method in dict.fromkeys(c.method for c in cells):
+        try:
+            out[method] = SimpleNamespace(**METHODS.facts(method, tuple(FAMILY_FACTS), FAMILY_FACTS))
+        except HarnessError:
+            continue
+    return out
 
 
 def init_cost(profile: str, figures: dict[str, Any] | None = None) -> Any:
@@ -313,19 +339,20 @@ def init_cost(profile: str, figures: dict[str, Any] | None = None) -> Any:
     return lambda method, first: 3600.0 * init.get(method, init["default"])
 
 
-def run_order(cells: list[Any], cost: Any = None) -> list[Any]:
+def run_order(cells: list[Any], cost: Any = None, methods: dict[str, SimpleNamespace] | None = None) -> list[Any]:
     """The order in which cells are handed to the workers: every (source, method, dim)'s first seed before any
     second seed, and so on; within the first seeds the cheapest initializations first (``cost(method, first)``,
     :func:`init_cost`; ties keep the given order), so that a partial board holds as many methods as early as
     possible, and a family's other cells (``wechsel+overlap`` reads ``wechsel``'s fastText models) after every
     family's first, so that no worker starts by waiting on the lock of a product another is building; within the
-    later seeds the costliest first, so that the cheap cells fill the gaps at the end."""
+    later seeds the costliest first, so that the cheap cells fill the gaps at the end. ``methods``: the plan's facts
+    of the methods (:func:`family_leaders`)."""
     cost = cost or init_cost("cpu")
     seeds: dict[tuple[str, str, int | None], list[int]] = {}
     for c in cells:
         seeds.setdefault((c.source, c.method, c.dim), []).append(c.seed)
     rank = {c: sorted(set(seeds[(c.source, c.method, c.dim)])).index(c.seed) for c in cells}
-    leaders = family_leaders(cells)
+    leaders = family_leaders(cells, methods)
     first = [c for c in cells if rank[c] == 0]
     built = sorted((c for c in first if c in leaders), key=lambda c: cost(c.method, True))
     reuse = sorted((c for c in first if c not in leaders), key=lambda c: cost(c.method, False))
@@ -431,8 +458,9 @@ def cpu_rows(spec: Any, workers: int, figures: dict[str, Any] | None = None) -> 
 
     plan, cpt = spec.plan, spec.cpt
     costs = {s: cpu_cost(spec.world, s, figures) for s in {c.source for c in plan.cells}}
-    order = run_order(plan.cells, init_cost("cpu", figures and figures["cpu"]["reference"]["seconds"]))
-    leaders = family_leaders(plan.cells)
+    order = run_order(plan.cells, init_cost("cpu", figures and figures["cpu"]["reference"]["seconds"]),
+                      plan.method_facts)
+    leaders = family_leaders(plan.cells, plan.method_facts)
     builds = shared_builders(order, figures and figures.get("cpu"))
     seconds, rows = {}, []
     for cell in order:

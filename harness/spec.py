@@ -216,10 +216,10 @@ def resolve(cfg: Any, world: Any, *, probe: bool = True) -> RunSpec:
     device = resolve_device(cfg.device) if probe else ("cuda" if cfg.device == "auto" else cfg.device)
     methods = sorted({c.method for c in plan.cells})
     code = {m: {**method_code(m), **library_code()} for m in methods} if probe else {}
-    settings = cpt_settings(cfg, prof)
+    settings, params = cpt_settings(cfg, prof), {m: method_params(cfg, m, prof) for m in methods}
     settings["precision"], eval_precision = run_precisions(cfg, device, prof, resolve=probe)
     settings, fitted = fit_cpt(settings, world, sorted({c.source for c in plan.cells}))
-    cpt, params = CptSpec(settings), {m: method_params(cfg, m, prof) for m in methods}
+    cpt = CptSpec(settings)
     fields = {"world_hash": world.hash, "profile": cfg.profile, "cpt": cpt, "eval_precision": eval_precision,
               "method_params": params, "accelerator": accelerator_label(device),
               "task_params": {t: dict(p) for t, p in sorted(cfg.task_params.items()) if p},

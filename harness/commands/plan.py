@@ -129,7 +129,7 @@ def _shared_line(cfg: Any, plan: Any) -> None:
     from harness.plan import init_cost, run_order, shared_builders
     from harness.throughput import cpu_cost
 
-    builds = shared_builders(run_order(plan.cells, init_cost("cpu")))
+    builds = shared_builders(run_order(plan.cells, init_cost("cpu"), plan.method_facts))
     for cell, products in builds.items():
         cost = cpu_cost(cfg.world, cell.source)
         said = ", ".join(f"the {p.replace('-', ' ')} ({cost.shared(p):,.0f} s)" for p in products)

@@ -81,7 +81,7 @@ def _check_cells(cfg: Any) -> None:
     declared_world`): ``--langs``, ``--source``, ``--dims`` against the methods and the source models' hidden
     sizes, and a run with no cell left, each refused in one line. A world that declares nothing (or not a hidden
     size) is checked once built, before the tracking store is opened (:func:`_run`)."""
-    from harness.plan import no_cell_left, plan_cells
+    from harness.plan import plan_cells
     from harness.worlds import declared_world
 
     declared = declared_world(cfg.world)
@@ -90,6 +90,12 @@ def _check_cells(cfg: Any) -> None:
     cells, skipped = plan_cells(cfg, declared)
     if not cells:
         raise HarnessError(no_cell_left(skipped))
+
+
+def no_cell_left(skipped: list[str]) -> str:
+    """The one line of a run whose every cell was skipped: each reason, grouped."""
+    why = "; ".join(skipped) if skipped else "the plan holds no cell"
+    return f"nothing to run: every cell of the run is skipped: {why}"
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -112,7 +118,6 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
     from harness.cell import pending
     from harness.core.run_status import partial_line
     from harness.executors import make_executor
-    from harness.plan import no_cell_left
     from harness.runner import Runner
     from harness.spec import resolve
 

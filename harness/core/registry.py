@@ -18,6 +18,7 @@ import importlib
 import importlib.metadata
 import threading
 from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any, Generic, TypeVar
 
 from harness.core.errors import HarnessError, UnknownNameError
@@ -158,6 +159,14 @@ class Registry(Generic[T]):
         obj = self.get(name)
         return {f: getattr(obj, f, defaults.get(f)) for f in fields}
 
+    def entries(self, spec: str | list[str], fields: tuple[str, ...],
+                defaults: dict[str, Any] | None = None) -> dict[str, SimpleNamespace]:
+        """Every entry ``spec`` names (:meth:`resolve_list`), each asked once: ``{name: its facts}``, its ``fields``
+        (:meth:`facts`) and ``target``, its ``"module:Class"`` where it is a built-in not imported yet
+        (:meth:`builtin_target`), else None. What planning reads of a run's methods and tasks."""
+        return {name: SimpleNamespace(target=self.builtin_target(name), **self.facts(name, fields, defaults))
+                for name in self.resolve_list(spec)}
+
     def check(self, name: str) -> None:
         """Refuse an unknown name (with the known ones); a third-party entry is imported, so that a broken plug-in
         names itself before anything is written; a built-in one is not (its module ships with the harness)."""
@@ -202,6 +211,19 @@ def untied_refusal(name: str, cls: Any, policy: str | None) -> str | None:
                 f"[method_params.{name}] untied_output = \"method\" (the input side's rows) or \"zero\", or a "
                 f"source with tied embeddings")
     return None
+
+
+def method_entries(spec: str | list[str], fields: tuple[str, ...], defaults: dict[str, Any] | None = None,
+                   dims: tuple[int | None, ...] = ()) -> dict[str, SimpleNamespace]:
+    """The methods ``spec`` names with their facts (:meth:`Registry.entries`), each with its refusals too:
+    ``dim_refusals``, ``{dim: why}`` for each of ``dims`` it cannot initialize at (:func:`dim_refusal`), and
+    ``untied_refusal``, why it cannot initialize an untied output table computed on it (:func:`untied_refusal`
+    under ``recompute``; None: it can)."""
+    out = METHODS.entries(spec, fields, defaults)
+    for name, facts in out.items():
+        facts.dim_refusals = {d: why for d in dims if (why := dim_refusal(name, facts, d))}
+        facts.untied_refusal = untied_refusal(name, facts, "recompute")
+    return out
 
 
 METHODS: Registry = Registry("method", "harness.methods", builtin_modules=("methods",),
