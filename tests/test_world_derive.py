@@ -271,6 +271,14 @@ def test_info_describes_it_and_planning_accepts_it(models, worlds, tmp_path, cap
                         "--dims", "full", "--seeds", "1")
     assert rc == 0, err + out
     assert "llama-bpe" in out
+    # the plan prices the derived world's own model and target vocabulary, not a reference model's
+    from transformers import AutoTokenizer
+
+    from harness.throughput import declared_shape
+
+    target = len(AutoTokenizer.from_pretrained(declared_world("d-info").root / "target_tokenizer"))
+    shape, why = declared_shape("d-info")
+    assert shape["target_vocab"] == target and "of the reference model" not in why, why
 
 
 # -- bad inputs: one line, exit 2, nothing written -----------------------------------------------------------------

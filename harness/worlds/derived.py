@@ -222,7 +222,7 @@ def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str
         "pivot_language": base.pivot,
         "sources": {sname: {"description": f"{source['architecture']} from {src.kind} {Path(src.given).name}",
                             "tokenizer": f"{source['vocab_size']} tokens, the model's own",
-                            **source}},
+                            **source, "target_vocab": tok["size"]}},  # (the shape a plan prices)
         "default_source": sname, "target_tokenizer": tok}
     if don is not None:
         note(f"world {name}: donor from {don.given} ({don.kind})")

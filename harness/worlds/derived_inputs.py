@@ -246,11 +246,12 @@ def model_facts(folder: Path, objective: str, inp: ModelInput, role: str) -> dic
     if has_tokenizer(folder):
         vocab = len(load_tokenizer(folder, f"--{role} {inp.given}"))
     cfg = model.config
-    layers = getattr(cfg, "num_hidden_layers", None) or getattr(getattr(cfg, "text_config", None),
-                                                                "num_hidden_layers", None)
+    layers, ffn = (getattr(cfg, key, None) or getattr(getattr(cfg, "text_config", None), key, None)
+                   for key in ("num_hidden_layers", "intermediate_size"))
     return {"objective": objective, "architecture": type(model).__name__, "vocab_size": vocab,
             "embedding_rows": int(emb.shape[0]), "hidden_size": int(emb.shape[1]),
-            "num_layers": int(layers) if isinstance(layers, int) else None, "tied": bool(is_tied(model)),
+            "num_layers": int(layers) if isinstance(layers, int) else None,
+            **({"intermediate_size": int(ffn)} if isinstance(ffn, int) else {}), "tied": bool(is_tied(model)),
             "parameters": int(sum(p.numel() for p in model.parameters()))}
 
 
