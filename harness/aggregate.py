@@ -31,10 +31,11 @@ def group_key(spec: Any, source: str, method: str, dim: int | None, cells: list[
                      "cells": sorted(spec.keys(c).key for c in cells)})
 
 
-def aggregate_seeds(spec: Any, tracker: Any) -> None:
-    """Every variant of the run ``spec``'s plan with at least two seeds."""
+def aggregate_seeds(spec: Any, tracker: Any, groups: dict[tuple[str, str, int | None], list[Any]] | None = None) -> None:
+    """Every variant of the run ``spec``'s plan with at least two seeds (``groups``: its cells' :func:`seed_groups`,
+    where the caller has them)."""
     record = RunRecord(tracker)
-    for (source, method, dim), cells in seed_groups(spec.plan.cells).items():
+    for (source, method, dim), cells in (groups if groups is not None else seed_groups(spec.plan.cells)).items():
         if len(cells) < 2:
             continue
         exp = tracker.experiment(spec.experiment(source))

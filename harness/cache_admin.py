@@ -94,6 +94,7 @@ class Item:
     finished: bool = False  # a product of a cell whose MLflow run finished (its results are logged)
     guard: Path | None = None  # the path whose lock and lease guard the item, when not ``path`` (a fastText model)
     why: str = ""  # why ``remove`` left it: "in use", "being built", "an SQLite store"
+    unfinished: bool = False  # a build not completed (a product without its done marker, a build's work folder)
 
     @property
     def anchor(self) -> Path:
@@ -202,7 +203,8 @@ def product_item(p: Path, kind: str, hashes: dict[str, str] | None = None, now: 
     if not isinstance(world, str):
         world = "-"
     world = (hashes or {}).get(world, world)
-    return Item(kind, p, tree_size(p), created, world, busy=unfinished and _busy(p, now), extra=_beside(p))
+    return Item(kind, p, tree_size(p), created, world, busy=unfinished and _busy(p, now), extra=_beside(p),
+                unfinished=unfinished)
 
 
 def _busy(p: Path, now: float) -> bool:
@@ -245,7 +247,7 @@ def cell_products(home: Path, init_key: str, cpt_key: str | None) -> list[Item]:
         if key is None or not (products / kind / key).is_dir():
             continue
         item = product_item(products / kind / key, kind)
-        if item.busy or not _marker(item.path):
+        if item.unfinished:  # (a busy build is one)
             continue
         launch = item.path.with_name(item.path.name + ".launch")
         if launch.is_dir():

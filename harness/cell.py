@@ -218,9 +218,12 @@ class CellRun:
     def __init__(self, spec: Any, world: Any, tracker: Any, cell: Cell, say: Callable[[str], None],
                  prog: Any = None, finished: Any = None):
         from harness.core.devices import compute_device
+        from harness.core.hashing import hash_obj
 
         self.spec, self.world, self.tracker, self.cell, self.say, self.prog = spec, world, tracker, cell, say, prog
         self.keys = spec.keys(cell)
+        # the lock its computation holds in a home (:meth:`run`): named by its experiment and its key
+        self.lock_name = hash_obj({"experiment": spec.experiment(cell.source), "cell": self.keys.key}) + ".lock"
         self.record = RunRecord(tracker)
         # the device this process computes on (a cell process pinned to its GPUs sees them from cuda:0 on)
         self.device = compute_device(spec.device)
@@ -239,11 +242,9 @@ class CellRun:
         """Every stage the cell has left; ``{cell, run_id, experiment_id}`` (``skipped``, ``stale`` when it had
         none). One process computes a cell at a time in a home: a second command that comes to a cell another
         computes waits for it (saying so), then finds what it logged."""
-        from harness.core.hashing import hash_obj
         from harness.core.paths import harness_home
 
-        where = hash_obj({"experiment": self.spec.experiment(self.cell.source), "cell": self.keys.key})
-        with cell_lock(harness_home() / "locks" / "cells" / f"{where}.lock",
+        with cell_lock(harness_home() / "locks" / "cells" / self.lock_name,
                        lambda: self.say(f"  {self.cell.label}: another process computes this cell; waiting for it")):
             return self._run()
 

@@ -97,10 +97,8 @@ class Runner:
         self._status: Any = None
 
     def order(self) -> list[Any]:
-        """The cells in the order they are handed out (:func:`harness.plan.run_order`)."""
-        from harness.plan import init_cost, run_order
-
-        return run_order(self.spec.plan.cells, init_cost(self.spec.profile))
+        """The cells in the order they are handed out: the plan's (:func:`harness.plan.run_order`)."""
+        return self.spec.plan.order
 
     def start_partials(self, cells: list[Any]) -> None:
         """The cells start now: the partial boards' clock starts (:class:`PartialBoards`)."""
@@ -129,13 +127,7 @@ class Runner:
         self._done = []
         cells = self.order()
         self.start_partials(cells)
-        from harness.core.run_status import StatusFile
-
-        self._status = StatusFile(cells, lambda c: spec.experiment(c.source), self.tracker.uri)
-        try:
-            self._cells(cells, executor, results)
-        finally:
-            self._status.close()
+        self._cells(cells, executor, results)
         self.aggregate()
         from harness.cell import stale_report
 
@@ -147,16 +139,22 @@ class Runner:
         from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
         from harness.core.progress import Progress
+        from harness.core.run_status import StatusFile
 
         spec = self.spec
         # rich bars on a terminal, plain progress lines when the output is piped
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console, transient=False) as prog:
             bar = prog.add_task("cells", total=len(spec.plan.cells))
-            if executor is not None:
-                self.on_executor(executor, cells, prog, bar, results)
-            else:
-                self.here(cells, prog, bar, results)
+            # the run's status file (which cells are done, which are left), for a second terminal while they run
+            self._status = StatusFile(cells, lambda c: spec.experiment(c.source), self.tracker.uri)
+            try:
+                if executor is not None:
+                    self.on_executor(executor, cells, prog, bar, results)
+                else:
+                    self.here(cells, prog, bar, results)
+            finally:
+                self._status.close()
 
     def advance(self, prog: Any, bar: Any, cell: Any, failed: bool = False) -> None:
         """A cell has ended: the bar moves, the status file says so, and where a partial board is due
@@ -170,9 +168,8 @@ class Runner:
         cells = self.spec.plan.cells
         todo = self.todo if self.todo is not None else set(cells)
         computing = bool(todo - set(self._done))  # (a run with nothing left to compute shows its board once)
-        if self._partial is None:
-            self.start_partials(self.order())
-        to_come = self._partial.due({c.method for c in self._done}, computing)
+        # the partial boards started with the cells (:meth:`start_partials`, in the order :meth:`run` hands them out)
+        to_come = self._partial.due({c.method for c in self._done}, computing) if self._partial else None
         if self.on_partial and to_come is not None:
             self.on_partial(len(self._done), len(cells), to_come, self._partial.minutes())
 
@@ -223,18 +220,19 @@ class Runner:
         if prog is None and mode(console) == "lines":  # a worker process: its own progress lines, prefixed
             set_prefix(self.prefix)
             prog = PlainProgress(console.file)
-        run = CellRun(self.spec, self.world, self.tracker, cell, self.say, prog, self.finished.get(cell))
-        if self.todo is not None and cell not in self.todo:
-            return run.run()  # found finished (harness.cell.pending): it computes nothing, and loads no torch
-        with cell_threads(self.spec.threads):
+        # a cell found finished (harness.cell.pending) computes nothing, and loads no torch: its threads are not set
+        found_finished = self.todo is not None and cell not in self.todo
+        with contextlib.nullcontext() if found_finished else cell_threads(self.spec.threads):
+            run = CellRun(self.spec, self.world, self.tracker, cell, self.say, prog, self.finished.get(cell))
             return run.run()
 
     def aggregate(self) -> None:
         from harness.aggregate import aggregate_seeds, seed_groups
 
-        if any(len(c) > 1 for c in seed_groups(self.spec.plan.cells).values()):
+        groups = seed_groups(self.spec.plan.cells)
+        if any(len(c) > 1 for c in groups.values()):
             with stage("seed aggregates: mean and sd over seeds, per variant and task", heartbeat=STARTUP_HEARTBEAT_S):
-                aggregate_seeds(self.spec, self.tracker)
+                aggregate_seeds(self.spec, self.tracker, groups)
 
     def experiment_ids(self) -> list[str]:
         """The ids of the run's experiments that exist in the store."""
