@@ -232,7 +232,8 @@ class CellRun:
         self.parent = ""
         self.known_finished = finished  # its finished run (with its tags), found by :func:`pending` moments ago
 
-    def passed(self, stage: str) -> None:
+    def reached(self, stage: str) -> None:
+        """The cell reached ``stage``: each observer of the stages (harness.core.hooks.STAGE_HOOKS) is told."""
         from harness.core.hooks import STAGE_HOOKS
 
         for hook in STAGE_HOOKS:
@@ -278,7 +279,7 @@ class CellRun:
         except BaseException as exc:
             self.tracker.fail(self.parent, "interrupted" if isinstance(exc, KeyboardInterrupt) else exc)
             raise
-        self.passed("finished")
+        self.reached("finished")
         self.release_products(self.parent)
         return {"cell": cell.label, "run_id": self.parent, "experiment_id": self.exp}
 
@@ -292,14 +293,14 @@ class CellRun:
         check_measured(self.spec.cpu_kernels, self.spec.cpu_bf16)
         cpt = self.spec.cpt
         self.tracker.log_params(self.parent, cell_params(self.spec, self.cell))
-        self.passed("start")
+        self.reached("start")
         model_dir, tokenizer = self.initialize(since=started)
-        self.passed("init")
+        self.reached("init")
         evaluate_step(self, 0, model_dir, tokenizer)
-        self.passed("step0")
+        self.reached("step0")
         if cpt.steps > 0:
             ckpts = self.continue_pretraining(model_dir, tokenizer)
-            self.passed("cpt")
+            self.reached("cpt")
             for step, path in sorted(ckpts.items()):
                 evaluate_step(self, step, path, tokenizer, tasks=self.spec.plan.tasks if cpt["eval_tasks"] else [])
             self.record.log_cell_metrics(self.parent, convergence(self.record.heldout_curve(self.parent),

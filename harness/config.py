@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core.errors import ConfigError, HarnessError
-from harness.core.profiles import DEFAULT_SEEDS  # noqa: F401 - the one home of the seeds' default, used here
+from harness.core.profiles import DEFAULT_SEEDS
 
 FULL = "full"
 RERUN_POLICIES = ("never", "failed", "stale", "all")  # the resume policies (harness.cell)

@@ -84,7 +84,8 @@ def test_unknown_language_is_named(synthetic_world):
 
 
 def test_seeds_default_to_three_on_real_worlds_and_one_on_the_synthetic_world():
-    from harness.config import DEFAULT_SEEDS, run_seeds
+    from harness.config import run_seeds
+    from harness.core.profiles import DEFAULT_SEEDS
 
     assert DEFAULT_SEEDS == [1, 2, 3]
     assert make_config().seeds is None  # resolved against the world
