@@ -29,6 +29,7 @@ from methods.base import InitContext, Provenance
 from methods.clp import CLPInit, CLPPlusInit
 from methods.omp import OMPInit
 from methods.overlap import build_mapping, mapping_cache
+from tests.test_omp import greedy_omp
 
 WORDS = ["the", "cat", "dog", "sat", "on", "mat", "a", "house", "tree", "big", "small", "red", "blue", "green",
          "run", "ran", "walk", "talk", "book", "read", "water", "fire", "stone", "river", "hill", "bird", "fish"]
@@ -159,19 +160,6 @@ def no_helper_training(monkeypatch):
 
 
 # -- OMP -----------------------------------------------------------------------------------------------------------
-def greedy_omp(y: np.ndarray, atoms: np.ndarray, k: int) -> tuple[list[int], np.ndarray]:
-    picked: list[int] = []
-    c = np.zeros(0)
-    r = y.copy()
-    for _ in range(k):
-        score = np.abs(atoms @ r)
-        score[picked] = -np.inf
-        picked.append(int(np.argmax(score)))
-        c, *_ = np.linalg.lstsq(atoms[picked].T, y, rcond=None)
-        r = y - atoms[picked].T @ c
-    return picked, c
-
-
 def check_omp_rows(res, ctx: InitContext, donor: np.ndarray, k: int) -> int:
     """Every new row is mergekit's: OMP over the anchors (copied tokens by target id) in ``donor``, its
     coefficients on the anchors' source rows. Returns how many rows were checked."""
