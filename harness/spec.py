@@ -26,12 +26,11 @@ from harness.core.precision import DEFAULT_EVAL_PRECISION
 from harness.cpt_spec import CptSpec
 from harness.plan import Cell, Plan
 
-INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (2: FOCUS's
-# overlap follows deepfocus by default, and its fastText corpus is written as deepfocus writes it; 3: OFA, HyperOFA
-# and WECHSEL copy special tokens by their text as the authors' code does, WECHSEL's float32-screened search)
-# DEFAULT_EVAL_PRECISION (fp32) and NATIVE_KERNELS (the label of no kernels: every cell computed before the kernels
-# entered the identity) are absent from a cell's identity: the homes made before either was part of it keep their
-# keys. A process labels its kernels by measuring them (harness.core.kernels: avx2, or native:<fingerprint>)
+INIT_VERSION = 3  # bump when the initialization path changes its output for the same inputs (each bump's reason:
+# docs/reliability.md, "What moves a key")
+# DEFAULT_EVAL_PRECISION (fp32) and NATIVE_KERNELS (the label of a cell whose identity holds none) are left out of
+# a cell's identity, so that a home's keys hold whichever of them it was made under. A process labels its kernels
+# by measuring them (harness.core.kernels: avx2, or native:<fingerprint>)
 # bump when continued pre-training (harness/cpt*.py, the surgery it trains) or the evaluation (tasks/, harness/
 # evaluation.py, a profile's caps) changes its numbers for the same inputs, as INIT_VERSION for the initialization:
 # a cell's identity holds each only once it is above 0, so the homes made before keep their keys
