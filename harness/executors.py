@@ -93,7 +93,7 @@ def _run_cell_in_worker(spec: Any, cell: Any, num_cpus: float, label_lines: bool
 class ExecutorChoice:
     """Where a run's cells execute, decided once with the run's settings (:func:`choose`)."""
 
-    kind: str  # local or ray
+    backend: str  # local or ray
     device: str  # the device the parent sees (a pinned process: cuda)
     workers: int  # cells side by side at most (local)
     isolate: bool  # each cell in a fresh process of its own (local)
@@ -116,7 +116,7 @@ def choose(cfg: Any, device: str, cpt_devices: int, cpus_per_cell: int) -> Execu
         workers = len(slots) or 1
     else:
         workers = max(1, available_cpus() // max(1, cpus_per_cell))
-    return ExecutorChoice(kind=cfg.executor, device=device, workers=workers, isolate=isolate_cells(cfg, device),
+    return ExecutorChoice(backend=cfg.executor, device=device, workers=workers, isolate=isolate_cells(cfg, device),
                           slots=slots, cpt_devices=cpt_devices)
 
 
@@ -131,7 +131,7 @@ def isolate_cells(cfg: Any, device: str) -> bool:
 
 def make_executor(spec: Any, n_cells: int) -> Any:
     """The executor of the run ``spec`` with ``n_cells`` cells left (None: in this process)."""
-    if spec.executor.kind == "ray":
+    if spec.executor.backend == "ray":
         return RayExecutor(address=spec.cfg.ray_address, max_retries=spec.cfg.max_retries)
     return local_executor(spec.executor, n_cells)
 

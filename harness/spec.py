@@ -151,7 +151,7 @@ def cell_threads(cpus_per_cell: int, executor: Any) -> int:
     these, in the harness process, a pool worker or Ray): the profile's CPUs a cell, or fewer where the machine
     has fewer cores for each of the cells side by side (the local executor's ``workers``, at most), or the harness
     process is held to fewer (``OMP_NUM_THREADS``); on Ray, or in a plan, the profile's."""
-    if executor is None or getattr(executor, "kind", "local") == "ray":
+    if executor is None or getattr(executor, "backend", "local") == "ray":
         return cpus_per_cell
     import os
 

@@ -133,7 +133,7 @@ def _run(cfg: Any, world: Any, runners: list[Any]) -> int:
     from harness.core.progress import STARTUP_HEARTBEAT_S, still_running
 
     with still_running("cells: finding those left to do", STARTUP_HEARTBEAT_S):  # (a store of many runs: seconds)
-        todo = None if spec.executor.kind == "ray" else pending(spec, runner.tracker, runner.finished)
+        todo = None if spec.executor.backend == "ray" else pending(spec, runner.tracker, runner.finished)
     runner.todo = None if todo is None else set(todo)
     executor = make_executor(spec, len(spec.plan.cells) if todo is None else len(todo))
     res = runner.run(executor)
