@@ -13,7 +13,7 @@
 # starts a `harness run` subprocess), in one test process at a time.
 #
 # A mutant that survives (or that no selected test reaches) must either be killed by a test or be listed in
-# scripts/mutation-equivalent.txt (its mutmut name, " # ", why no test can tell it from the code). The script
+# scripts/mutation-equivalent/<module>.txt (its mutmut name, " # ", why no test can tell it from the code). The script
 # prints one row per module (mutants, killed, survived, equivalent, unexplained), writes the survivors it cannot
 # explain to .mutation/<module>/unexplained.txt (see one with `cd .mutation/<module> && mutmut show NAME`), and
 # exits 1 when one remains, 2 on bad input.
@@ -29,7 +29,7 @@ PY="${PYTHON:-$ROOT/.venv/bin/python}"
 MUTMUT="$(dirname "$PY")/mutmut"
 WORK="${MUTATION_WORK:-$ROOT/.mutation}"
 CHILDREN="${MUTATION_CHILDREN:-1}"
-EQUIVALENT="$ROOT/scripts/mutation-equivalent.txt"
+EQUIVALENT="$ROOT/scripts/mutation-equivalent"
 
 # module | file mutated | mutant names (globs; "*" = all of the file) | tests run against its mutants
 MODULES=(
@@ -61,7 +61,7 @@ if [[ "${1:-}" == "--list" ]]; then
 fi
 [[ -x "$MUTMUT" ]] || die "mutmut is not installed beside $PY: $PY -m pip install -c scripts/mutation-constraints.txt mutmut"
 [[ "$CHILDREN" =~ ^[1-9][0-9]*$ ]] || die "MUTATION_CHILDREN must be a positive whole number, not '$CHILDREN'"
-[[ -f "$EQUIVALENT" ]] || die "missing $EQUIVALENT"
+[[ -d "$EQUIVALENT" ]] || die "missing $EQUIVALENT/"
 NAMES=("$@")
 if [[ ${#NAMES[@]} -eq 0 ]]; then
   for m in "${MODULES[@]}"; do NAMES+=("${m%%|*}"); done

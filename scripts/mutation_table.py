@@ -1,8 +1,8 @@
 """The table of a mutation run (scripts/mutation.sh): per module, its mutants, those killed, those that survived
-(or that no selected test reached), those of the survivors listed as equivalent in scripts/mutation-equivalent.txt,
-and those left unexplained. Exits 1 when a survivor is unexplained or a module has no results.
+(or that no selected test reached), those of the survivors listed as equivalent in scripts/mutation-equivalent/
+(one file a module, ``<module>.txt``), and those left unexplained. Exits 1 when a survivor is unexplained or a module has no results.
 
-    python scripts/mutation_table.py WORK EQUIVALENT NAME... -- MODULE_LINE...
+    python scripts/mutation_table.py WORK EQUIVALENT_FOLDER NAME... -- MODULE_LINE...
 """
 
 from __future__ import annotations
@@ -15,8 +15,15 @@ from pathlib import Path
 KILLED = {1, 3, 24, -24, 152, 255, 36, 37}  # failed, pytest internal error, timeouts, caught by the type check
 
 
-def equivalents(path: Path) -> dict[str, str]:
-    """Mutant name -> why it is equivalent; a line without a reason is refused."""
+def equivalents(folder: Path) -> dict[str, str]:
+    """Mutant name -> why it is equivalent, from every ``*.txt`` of ``folder``; a line without a reason is refused."""
+    out: dict[str, str] = {}
+    for path in sorted(folder.glob("*.txt")):
+        out.update(_listed(path))
+    return out
+
+
+def _listed(path: Path) -> dict[str, str]:
     out: dict[str, str] = {}
     for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
         if not line.strip() or line.lstrip().startswith("#"):
