@@ -229,10 +229,10 @@ def _beside(p: Path) -> tuple[Path, ...]:
     return tuple(f for f in (lock_file(p), lease_file(p)) if f.is_file())
 
 
-def _product_items(home: Path, kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
+def _product_items(kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
     now = time.time()
     for p in sorted(kind_dir.iterdir()):
-        if kind == "tasks" or not p.is_dir() and not p.is_file() or p.name.endswith((".lock", LEASE)):
+        if not p.is_dir() and not p.is_file() or p.name.endswith((".lock", LEASE)):
             continue  # a product's lock and lease files go with the product
         yield product_item(p, kind, hashes, now)
 
@@ -337,9 +337,9 @@ def _products(home: Path, hashes: dict[str, str]) -> list[Item]:
         for kind_dir in sorted(p for p in products.iterdir() if p.is_dir()):
             if kind_dir.name == "tasks":
                 for sub in sorted(p for p in kind_dir.iterdir() if p.is_dir()):
-                    items.extend(_product_items(home, sub, sub.name, hashes))
+                    items.extend(_product_items(sub, sub.name, hashes))
             else:
-                items.extend(_product_items(home, kind_dir, kind_dir.name, hashes))
+                items.extend(_product_items(kind_dir, kind_dir.name, hashes))
         # a tagger's model key is "<cell key>:<step>"; the cell's MLflow runs name its world and status
         cells = cell_runs(home)
         for i in items:
@@ -392,7 +392,7 @@ def _method_items(mdir: Path, hashes: dict[str, str] | None = None) -> Iterator[
             yield from _fasttext_items(kind, entry, now)
         elif entry.is_dir() and not entry.is_symlink() and entry.name == "products":
             for kind_dir in sorted(d for d in entry.iterdir() if d.is_dir()):
-                yield from _product_items(mdir, kind_dir, kind, hashes or {})
+                yield from _product_items(kind_dir, kind, hashes or {})
         else:
             yield from _file_items(kind, entry, now)
 
@@ -578,8 +578,5 @@ def _gone_already(func: Any, path: str, exc_info: Any) -> None:
 
 
 def known_kinds(items: Iterable[Item]) -> list[str]:
-    return sorted({i.kind for i in items} | {"init", "cpt", "corpus", "tagger", "tagger-test", "methods", "mappings", "boards",
-                                             "world", "downloads", "build-envs"})
-
-
-# -- CLI --------------------------------------------------------------------------------------------------------
+    return sorted({i.kind for i in items} | {"init", "cpt", "corpus", "tagger", "tagger-test", "methods", "mappings",
+                                             "boards", "world", "downloads", "build-envs"})
