@@ -39,7 +39,7 @@ MODULES=(
   "store_open|harness/core/store_open.py|*|tests/test_mutation_store_open.py"
   "cache_admin|harness/cache_admin.py|*|tests/test_cache_admin.py tests/test_prune_safety.py --deselect tests/test_cache_admin.py::test_prune_refuses_results_and_unknown_kinds"
   "cache|harness/core/cache.py|*|tests/test_cache.py tests/test_prune_safety.py --deselect tests/test_cache.py::test_cache_verify_hashes_everything_again --deselect tests/test_cache.py::test_damaged_world_is_reported_and_built_again"
-  "cell|harness/cell.py|*|tests/test_golden_keys.py"
+  "cell|harness/cell.py|*|tests/test_mutation_cell.py"
   "spec-identity|harness/spec.py|harness.spec.x_cell_identity__mutmut_* harness.spec.x_init_inputs__mutmut_* harness.spec.x_product_keys__mutmut_* harness.spec.x_identity_numerics__mutmut_*|tests/test_mutation_spec.py"
   "adding|harness/worlds/adding.py|*|tests/test_mutation_adding.py"
   "record|harness/core/record.py|*|tests/test_mutation_record.py tests/test_record.py tests/test_langs_coverage.py --deselect tests/test_langs_coverage.py::test_a_run_on_more_languages_evaluates_those_it_lacks_and_boards_them_all"
