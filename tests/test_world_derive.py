@@ -208,6 +208,40 @@ def test_files_are_hard_linked_and_the_world_is_its_users_bytes(models, worlds, 
     assert hash_obj(world_identity(same)) == world.hash
 
 
+def test_each_stored_file_is_hashed_once_and_the_record_holds_its_bytes(models, worlds, tmp_path, capsys,
+                                                                        monkeypatch):
+    """A derivation reads each model file once to hash it (a model of gigabytes is not read twice): the world's
+    checksum record takes the digests the staging computed, and they are the stored files' bytes."""
+    import collections
+
+    from harness.core import hashing
+    from harness.worlds import CHECKSUMS, get_world
+
+    calls: collections.Counter[str] = collections.Counter()
+    real = hashing.sha256_file
+
+    def counted(path, *a, **k):
+        calls[Path(path).name] += 1
+        return real(path, *a, **k)
+
+    from harness.worlds import derived_inputs
+
+    monkeypatch.setattr(hashing, "sha256_file", counted)
+    monkeypatch.setattr(derived_inputs, "sha256_file", counted)  # (bound there when imported)
+    tok = _target(models, "file", "unigram", tmp_path)
+    rc, _, err = _cli(capsys, "world", "derive", "d-hashed", "--from", "synthetic", "--source",
+                      str(models["llama-bpe"]), "--target-tokenizer", tok, "--donor", str(models["xlmr-unigram"]))
+    assert rc == 0, err
+    assert calls["model.safetensors"] == 2, calls  # the source's and the donor's, once each
+    monkeypatch.undo()
+    world = get_world("d-hashed", build=False)
+    files = json.loads((world.root / CHECKSUMS).read_text())["files"]
+    assert {"sources/llama-bpe/model.safetensors", "donor/model.safetensors", "target_tokenizer/tokenizer.json"} \
+        <= set(files)
+    for rel, entry in files.items():
+        assert entry["sha256"] == real(world.root / rel), rel
+
+
 def test_a_user_text_adds_a_language_and_the_identity_covers_it(models, worlds, tmp_path, capsys):
     from harness.worlds import get_world
 

@@ -261,28 +261,32 @@ def _build_locked(name: str, builder: Any, root: Path, keep_inputs: bool) -> Pat
 _HASHED = ("manifest.json", "languages.json")  # the world's identity and its language table: hashed at every load
 
 
-def write_checksums(root: Path, *, digests: bool = True) -> None:
+def write_checksums(root: Path, *, digests: bool = True, known: dict[str, str] | None = None) -> None:
     """``checksums.json``: the size of every file (``sizes``) and the sha256 of the manifest and the language table
     (``sha256``), as every version wrote them; with ``digests`` (a build), the sha256 and the times of every file
     too (``files``: ``{path: {"sha256", "mtime_ns", "ctime_ns"}}``), which loading compares
-    (:func:`check_world_files`)."""
+    (:func:`check_world_files`). ``known``: the sha256 of files (by relative path) this process hashed while it
+    wrote them, not read again."""
     from harness.core.hashing import sha256_file
 
+    known = known or {}
     paths = [p for p in sorted(root.rglob("*")) if p.is_file() and p.name != CHECKSUMS]
     record: dict[str, Any] = {"sizes": {p.relative_to(root).as_posix(): p.stat().st_size for p in paths}}
     if digests:
-        record["files"] = {p.relative_to(root).as_posix(): file_entry(p) for p in paths}
+        record["files"] = {rel: file_entry(p, known.get(rel))
+                           for p in paths for rel in (p.relative_to(root).as_posix(),)}
         record["sha256"] = {rel: record["files"][rel]["sha256"] for rel in _HASHED if rel in record["files"]}
     else:
         record["sha256"] = {rel: sha256_file(root / rel) for rel in _HASHED if (root / rel).is_file()}
     _write_record(root, record)
 
 
-def file_entry(path: Path) -> dict[str, Any]:
-    """A file's entry under the record's ``files``: its sha256 and its times (:func:`_times`)."""
+def file_entry(path: Path, sha256: str | None = None) -> dict[str, Any]:
+    """A file's entry under the record's ``files``: its sha256 (``sha256`` where the caller just computed it)
+    and its times (:func:`_times`)."""
     from harness.core.hashing import sha256_file
 
-    return {"sha256": sha256_file(path), **_times(path.stat())}
+    return {"sha256": sha256 or sha256_file(path), **_times(path.stat())}
 
 
 def _times(st: os.stat_result) -> dict[str, int]:

@@ -154,7 +154,7 @@ def derive(name: str, base_name: str, source: str, *, target_tokenizer: str | No
         write_json(staging / "manifest.json", manifest)
         write_json(staging / DERIVATION, derivation)
         _write_languages(base, staging, user_texts, manifest)
-        _commit(staging, root)
+        _commit(staging, root, manifest)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -173,13 +173,17 @@ def _remove_stale_stagings(root: Path) -> None:
             continue
 
 
-def _commit(staging: Path, root: Path) -> None:
-    """The staged world's record written and synced, then the staging folder renamed into place (refused where a
-    world of that name appeared meanwhile)."""
+def _commit(staging: Path, root: Path, manifest: dict[str, Any]) -> None:
+    """The staged world's record written and synced (the model and tokenizer files' sha256 taken from
+    ``manifest``, which holds them as staged, not computed again), then the staging folder renamed into place
+    (refused where a world of that name appeared meanwhile)."""
     from harness.worlds import write_checksums
     from harness.worlds.journal import sync_tree
 
-    write_checksums(staging)
+    staged = {**{f"sources/{name}": entry for name, entry in manifest["sources"].items()},
+              "target_tokenizer": manifest["target_tokenizer"], "donor": manifest.get("donor") or {}}
+    write_checksums(staging, known={f"{folder}/{rel}": sha for folder, entry in staged.items()
+                                    for rel, sha in (entry.get("sha256") or {}).items()})
     sync_tree(staging)
     if root.exists():
         raise ConfigError(f"world folder {root} appeared while the world was derived; give another name")
