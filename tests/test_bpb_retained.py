@@ -146,3 +146,49 @@ def test_the_paired_interval_resamples_sentences_and_seeds():
     assert ratio_ci([(0.5, None)], top, resamples=200, level=0.95, seed=0, key="x") is None
     lo, hi = ratio_ci([(0.5, None), (0.7, None)], top, resamples=200, level=0.95, seed=0, key="x")
     assert lo == pytest.approx(0.5) and hi == pytest.approx(0.7)
+
+
+@pytest.fixture(scope="module")
+def derived_encoder(synthetic_world, tmp_path_factory):
+    """A derived encoder world: a tiny BERT (WordPiece) as the source, an XLM-R's Unigram tokenizer as the target
+    and that XLM-R as the donor; beside it, the same source with a Llama donor (another objective)."""
+    from harness.cli import main
+    from harness.worlds import get_world
+    from tests.test_world_derive import _model
+
+    d = tmp_path_factory.mktemp("transplant-encoders")
+    src, donor = _model(d / "bert-wordpiece", "bert", "wordpiece"), _model(d / "xlmr-unigram", "xlmr", "unigram")
+    assert main(["world", "derive", "tx-enc", "--from", "synthetic", "--source", str(src), "--target-tokenizer",
+                 str(donor), "--donor", str(donor)]) == 0
+    llama = _model(d / "llama-bpe", "llama", "bpe")
+    assert main(["world", "derive", "tx-enc-clm-donor", "--from", "synthetic", "--source", str(src),
+                 "--target-tokenizer", str(llama), "--donor", str(llama)]) == 0
+    return get_world("tx-enc", build=False), get_world("tx-enc-clm-donor", build=False)
+
+
+def test_an_encoders_references_are_the_mlm_bpb_tasks_own_scores(derived_encoder):
+    """The encoder's transplant measure (mlm-bpb): the ceiling is the source scored with its own tokenizer and the
+    donor with the target tokenizer, by the mlm-bpb task's own scoring; a donor of another objective (a causal LM)
+    is no reference of a masked-LM measure."""
+    from transformers import AutoTokenizer
+
+    from harness.initialize import load_model
+    from harness.transplant import applies, compute_references, reference_models
+    from tasks.mlm_bpb import MaskedLMBitsPerByte
+
+    world, clm_donor = derived_encoder
+    assert applies(world, "mlm-bpb")
+    task, langs = MaskedLMBitsPerByte(), world.task_languages("mlm")[:2]
+    source = world.default_source
+    assert [r["role"] for r in reference_models(world, source, "mlm-bpb")] == ["ceiling", "donor"]
+    assert [r["role"] for r in reference_models(clm_donor, clm_donor.default_source, "mlm-bpb")] == ["ceiling"]
+    assert [r["role"] for r in reference_models(clm_donor, clm_donor.default_source, "clm")] == ["ceiling", "donor"]
+    refs = compute_references(world, source, "mlm-bpb", task, _settings(), langs)
+    src = world.source_dir(source)
+    own = task.evaluate(load_model(src), AutoTokenizer.from_pretrained(src), world, langs, _settings())
+    don = task.evaluate(load_model(world.donor_dir), AutoTokenizer.from_pretrained(world.target_tokenizer_dir),
+                        world, langs, _settings())
+    for lang in langs:
+        assert refs["ceiling"][lang]["scores"]["bpb"] == pytest.approx(own.scores["bpb"][lang], rel=1e-9)
+        assert refs["donor"][lang]["scores"]["bpb"] == pytest.approx(don.scores["bpb"][lang], rel=1e-9)
+        assert refs["ceiling"][lang]["scores"]["bpb"] != pytest.approx(refs["donor"][lang]["scores"]["bpb"])
