@@ -38,7 +38,7 @@ MODULES=(
   "declarations|harness/core/declarations.py|*|tests/test_declarations_exact.py tests/test_code_identity.py::test_code_digest_follows_the_package_imports"
   "store_open|harness/core/store_open.py|*|tests/test_mutation_store_open.py"
   "cache_admin|harness/cache_admin.py|*|tests/test_cache_admin.py tests/test_prune_safety.py --deselect tests/test_cache_admin.py::test_prune_refuses_results_and_unknown_kinds"
-  "cache|harness/core/cache.py|*|tests/test_cache.py tests/test_prune_safety.py --deselect tests/test_cache.py::test_cache_verify_hashes_everything_again --deselect tests/test_cache.py::test_damaged_world_is_reported_and_built_again"
+  "cache|harness/core/cache.py|*|tests/test_mutation_cache.py tests/test_prune_safety.py::test_a_tracking_store_under_any_name_survives_prune tests/test_prune_safety.py::test_a_build_older_than_an_hour_survives_a_runs_start_and_prune tests/test_prune_safety.py::test_files_of_a_method_cache_being_read_or_written_survive_prune"
   "cell|harness/cell.py|*|tests/test_mutation_cell.py"
   "spec-identity|harness/spec.py|harness.spec.x_cell_identity__mutmut_* harness.spec.x_init_inputs__mutmut_* harness.spec.x_product_keys__mutmut_* harness.spec.x_identity_numerics__mutmut_*|tests/test_mutation_spec.py"
   "adding|harness/worlds/adding.py|*|tests/test_mutation_adding.py"
