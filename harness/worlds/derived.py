@@ -155,6 +155,10 @@ def derive(name: str, base_name: str, source: str, *, target_tokenizer: str | No
         write_json(staging / DERIVATION, derivation)
         _write_languages(base, staging, user_texts, manifest)
         _commit(staging, root, manifest)
+    except OSError as exc:  # a full disk, a read-only or vanished folder: one line, nothing left behind
+        shutil.rmtree(staging, ignore_errors=True)
+        raise ConfigError(f"world {name} could not be written ({exc.strerror or exc}"
+                          f"{': ' + str(exc.filename) if exc.filename else ''}); nothing was written") from exc
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
