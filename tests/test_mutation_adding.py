@@ -224,7 +224,8 @@ def test_a_damaged_world_gains_no_source(world, builder):
 def test_a_world_holding_a_file_its_record_does_not_list_gains_no_source(world, builder):
     (world / "sources" / "enc" / "stray.txt").write_text("x", encoding="utf-8")
     before = _files(world)
-    with pytest.raises(MissingResourceError, match=rf"^world '{NAME}' at .* holds sources/enc/stray.txt, which"):
+    with pytest.raises(MissingResourceError, match="^" + re.escape(f"world {NAME!r} at {world} holds "
+                                                                   f"sources/enc/stray.txt, which its build")):
         add_sources(NAME, note=lambda _: None)
     assert _files(world) == before and builder.calls == []
 
@@ -327,6 +328,10 @@ def test_a_kill_between_the_renames_is_finished_by_the_next_open(world, builder,
     staging = _kill_in_commit(world, monkeypatch, renames_done)
     assert re.fullmatch(rf"\.\./\.tmp-{NAME}-v1-add-[0-9a-f]{{8}}", staging)
     assert _beside(world) == sorted([journal_path(world).name, staging[3:]])
+    # what the builder worked with was removed before the journal: the staging holds what the commit moves only
+    left = {p.relative_to(world / staging).as_posix() for p in (world / staging).rglob("*") if p.is_file()}
+    moved = [{*_added_files("dec"), *_added_files("dec2")}, {*_added_files("dec2")}, set(), set()][renames_done]
+    assert left == moved | ({"manifest.json"} if renames_done < 3 else set()) | {"checksums.json"}
     assert finish_pending(world) is True
     after = _files(world)
     assert {rel for rel in before if before[rel] != after.get(rel)} == {"manifest.json", "checksums.json"}
@@ -401,3 +406,18 @@ def test_the_world_is_locked_while_a_source_is_added(world, builder, monkeypatch
     monkeypatch.setattr(locks, "exclusive", exclusive)
     assert add_sources(NAME, note=lambda _: None) == ["dec", "dec2"]
     assert taken == [(world, f"world {NAME}: in use by another build")]
+
+
+def test_the_world_s_text_is_read_as_utf8_whatever_the_locale(world, builder):
+    """A manifest holds text in any script (written as UTF-8): read as such in a process whose locale is ASCII."""
+    import locale
+
+    was = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert missing_sources(world, builder) == ["dec", "dec2"]
+        assert add_sources(NAME, note=lambda _: None) == ["dec", "dec2"]
+    finally:
+        locale.setlocale(locale.LC_CTYPE, was)
+    assert json.loads((world / "manifest.json").read_text(encoding="utf-8"))["note"] == "é"
+    _sound(world)
