@@ -19,10 +19,8 @@ DEFAULTS = {"requires": frozenset(), "supports_factorized": False}
 
 
 def _clear() -> None:
-    for name in ("_module_tree", "_scan", "_touched"):  # what the reading caches by a module's name
-        cached = getattr(declarations, name, None)
-        if cached is not None:
-            cached.cache_clear()
+    declarations._module_tree.cache_clear()  # what the reading caches by a module's name
+    declarations._uses.cache_clear()
 
 
 @pytest.fixture
@@ -59,10 +57,9 @@ def _read(target: str) -> dict | None:
 
 def test_a_single_chain_of_literals_is_still_read(module):
     mod = module(decl_plain="""
-        from abc import ABC
         from harness.core.registry import METHODS
         REQ = ("a", "b")
-        class Base(ABC):
+        class Base:
             supports_factorized = True
         @METHODS.register("decl-plain-test")
         class Plain(Base):

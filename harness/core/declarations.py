@@ -1,20 +1,21 @@
 """A plug-in class's declarations, read from its source without importing it.
 
 ``harness list``, ``harness --help`` and the leaderboard import no method or task (nor torch); what they show of a
-built-in one -- its description, what it requires, its metrics -- is what its class declares as literal class
-attributes (``description: ClassVar[str] = "..."``). This module reads those attributes from the module's source
-with :mod:`ast`, following the class's bases (in the same module or imported by name from another one), so the
-declaration is written once, on the class, and never copied into a table. Values must be literals: strings,
-numbers, booleans, None, tuples, lists, dicts, and ``frozenset(...)`` / ``set(...)`` / ``tuple(...)`` of one.
+built-in one -- its description, what it requires, its metrics -- and what planning asks of it is what its class
+declares as literal class attributes (``description: ClassVar[str] = "..."``). This module reads those attributes
+from the module's source with :mod:`ast`, following the class's single chain of bases (in its module or imported by
+name from another one), so the declaration is written once, on the class, and never copied into a table.
 
-What the source cannot tell exactly is not read (:func:`exact_declarations` answers None, and planning imports the
-class): a class with more than one base that declares, a decorator other than a harness registry's ``register``, a
-metaclass or class keywords, a class body with anything but docstrings, plain ``name = value`` /
-``name: T = value`` assignments, functions and nested classes, an ``__init_subclass__`` of a base that does more
-than set ``cls.<name>`` (those names are then unknown), and a class or module constant that something else in its
-module may change (:func:`_touched`: ``Cls.x = ...``, ``LIST.append(...)``, ``+=``, ``del``, ``setattr``, a second
-binding, an alias that is changed, ``globals()``, a star import, or, in code run at import, a method of it called or
-the object passed to a function).
+The reading answers only where the source tells exactly; otherwise None (planning then imports the class). It
+reads a chain of classes each with at most one base, no keywords (a metaclass) and no decorator but a harness
+registry's ``@METHODS.register("name")`` / ``@TASKS.register("name")``, whose bodies hold only docstrings, ``pass``,
+functions and ``name = value`` / ``name: T = value`` assignments (no dunder name); a base's
+``__init_subclass__`` may only set ``cls.<name> = ...`` (those names, and those it reads of ``cls``, are then
+unknown). A value is a literal: a constant, a tuple, list, set or dict of literals, ``frozenset`` / ``set`` /
+``tuple`` / ``list`` / ``dict`` of one, or a module constant bound to one (in the module or imported by name).
+Every class and constant read must be *plain* in its module (:func:`_plain`): bound once, and used elsewhere only
+as a base of a plain class, an annotation, or within the literal value of a plain constant or class attribute; a
+module that calls ``globals``, ``vars``, ``exec``, ``eval`` or ``__import__`` or imports ``*`` has none.
 """
 
 from __future__ import annotations
@@ -26,454 +27,274 @@ from pathlib import Path
 from typing import Any
 
 _MISSING = object()
-
-
-@functools.lru_cache(maxsize=128)
-def _module_tree(module: str) -> tuple[ast.Module, str] | None:
-    spec = importlib.util.find_spec(module)
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return None
-    return ast.parse(Path(spec.origin).read_text(encoding="utf-8")), module
-
-
-_MAKERS = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list, "dict": dict}
-
-
-def _literal(node: ast.AST, module: str = "", depth: int = 0) -> Any:
-    """The value of a literal expression: constants, tuples, lists, sets, dicts, ``frozenset(...)`` / ``set`` /
-    ``tuple`` / ``list`` / ``dict`` of one literal, and a name bound at module level to a literal (in ``module``,
-    or imported by name from another module of the harness). Anything else raises ValueError."""
-    if depth > 8:
-        raise ValueError("literal nested too deep")
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
-        v = _literal(node.operand, module, depth + 1)
-        if isinstance(v, bool) or not isinstance(v, (int, float)):
-            raise ValueError("a sign on a non-number")
-        return -v if isinstance(node.op, ast.USub) else v
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        items = [_literal(e, module, depth + 1) for e in node.elts]
-        return tuple(items) if isinstance(node, ast.Tuple) else (items if isinstance(node, ast.List) else set(items))
-    if isinstance(node, ast.Dict):
-        if any(k is None for k in node.keys):
-            raise ValueError("a ** in a dict")
-        return {_literal(k, module, depth + 1): _literal(v, module, depth + 1) for k, v in zip(node.keys, node.values, strict=True)}
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and len(node.args) <= 1 and not node.keywords:
-        make = _MAKERS.get(node.func.id)
-        if make is not None:
-            return make(_literal(node.args[0], module, depth + 1)) if node.args else make()
-    if isinstance(node, ast.Name) and module:
-        return _module_constant(module, node.id, depth + 1)
-    raise ValueError(f"not a literal: {ast.dump(node)[:60]}")
-
-
-def _module_constant(module: str, name: str, depth: int) -> Any:
-    """The literal a module binds ``name`` to at its top level (its last such binding), or what it imports as
-    ``name`` from another module that can be read; ValueError where neither."""
-    found = _module_tree(module)
-    if found is None:
-        raise ValueError(f"module {module} not readable")
-    if _changes(module, name):
-        raise ValueError(f"{name} of {module} may be changed after it is bound")
-    tree, _ = found
-    value = None
-    for stmt in tree.body:
-        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in stmt.targets):
-            value = stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == name:
-            value = stmt.value
-    if value is not None:
-        return _literal(value, module, depth)
-    origin = _imported(tree, module, name)
-    if origin is not None and _module_tree(origin[0]) is not None:
-        return _module_constant(origin[0], origin[1], depth)
-    raise ValueError(f"{name} is not a literal of {module}")
-
-
-def _class_node(tree: ast.Module, name: str) -> ast.ClassDef | None:
-    return next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name), None)
-
-
-def _source_module(node: ast.ImportFrom, module: str) -> str:
-    """The absolute name of the module a ``from ... import`` in ``module`` reads from (relative ones resolved)."""
-    if not node.level:
-        return node.module or ""
-    parts = module.split(".")[: -node.level]
-    return ".".join([*parts, *([node.module] if node.module else [])]) or module.rpartition(".")[0]
-
-
-def _imported(tree: ast.Module, module: str, name: str) -> tuple[str, str] | None:
-    """Where a name imported by ``from X import name`` in the module comes from."""
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            for alias in node.names:
-                if (alias.asname or alias.name) == name:
-                    return _source_module(node, module), alias.name
-    return None
-
-
-# -- what else in a module may change a name it binds ------------------------------------------------------------
-_ALL = "<every name>"  # globals(), exec, a star import: any name of the module may change
-_MUTATORS = frozenset({"append", "extend", "insert", "remove", "pop", "clear", "update", "setdefault", "add",
-                       "discard", "popitem", "sort", "reverse", "difference_update", "intersection_update",
-                       "symmetric_difference_update", "__setitem__", "__delitem__", "__setattr__", "__delattr__",
-                       "__iadd__", "__ior__", "__init_subclass__"})
-_READ_ONLY = frozenset({"get", "copy", "keys", "values", "items", "index", "count", "union", "intersection",
-                        "difference", "symmetric_difference", "issubset", "issuperset", "isdisjoint", "format",
-                        "join", "startswith", "endswith", "lower", "upper", "strip", "split", "replace"})
-_PURE = frozenset({"isinstance", "issubclass", "len", "sorted", "repr", "str", "hasattr", "getattr", "id", "hash",
-                   "type", "bool", "int", "float", "print", "super", *_MAKERS})
-_EVERYTHING = frozenset({"globals", "locals", "exec", "eval", "__import__"})
-
-
-def _root(node: ast.AST) -> str | None:
-    """The name an ``a.b[c].d`` chain starts from (None where it starts from a call or another expression)."""
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
-        node = node.value
-    return node.id if isinstance(node, ast.Name) else None
-
-
-def _names_in(node: ast.AST | None) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} if node is not None else set()
-
-
-class _Scan(ast.NodeVisitor):
-    """What a module's code may change (:func:`_touched`): ``touched`` names, ``aliases`` (a name -> the names its
-    value was taken from) and ``top`` (how many times each name is bound at the module's top level)."""
-
-    def __init__(self) -> None:
-        self.touched: set[str] = set()
-        self.aliases: dict[str, set[str]] = {}
-        self.top: dict[str, int] = {}
-        self.at_import = True  # outside a function's body: run when the module is imported
-        self.at_top = True  # the module's own statements (not a class's or a function's)
-
-    def bind(self, target: ast.AST, value: ast.AST | None) -> None:
-        if isinstance(target, ast.Name):
-            self.aliases.setdefault(target.id, set()).update(_names_in(value))
-            if self.at_top:
-                self.top[target.id] = self.top.get(target.id, 0) + 1
-        elif isinstance(target, (ast.Tuple, ast.List)):
-            for elt in target.elts:
-                self.bind(elt, value)
-        elif (name := _root(target)) is not None:  # an attribute or an item of a name set: the name changes
-            self.touched.add(name)
-        elif isinstance(target, ast.Starred):
-            self.bind(target.value, value)
-
-    def visit_Assign(self, node: ast.Assign) -> None:
-        for target in node.targets:
-            self.bind(target, node.value)
-        self.generic_visit(node)
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
-        if node.value is not None or not isinstance(node.target, ast.Name):
-            self.bind(node.target, node.value)
-        self.generic_visit(node)
-
-    def visit_AugAssign(self, node: ast.AugAssign) -> None:
-        self.bind(node.target, node.value)
-        self.touched.add(_root(node.target) or _ALL)
-        self.generic_visit(node)
-
-    def visit_Delete(self, node: ast.Delete) -> None:
-        self.touched.update(_root(t) or _ALL for t in node.targets)
-        self.generic_visit(node)
-
-    def visit_For(self, node: ast.For | ast.AsyncFor) -> None:
-        self.bind(node.target, node.iter)
-        self.generic_visit(node)
-
-    visit_AsyncFor = visit_For
-
-    def visit_comprehension(self, node: ast.comprehension) -> None:
-        outer, self.at_top = self.at_top, False  # a comprehension's names are its own
-        self.bind(node.target, node.iter)
-        self.generic_visit(node)
-        self.at_top = outer
-
-    def visit_withitem(self, node: ast.withitem) -> None:
-        if node.optional_vars is not None:
-            self.bind(node.optional_vars, node.context_expr)
-        self.generic_visit(node)
-
-    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
-        self.bind(node.target, node.value)
-        self.generic_visit(node)
-
-    def visit_Global(self, node: ast.Global) -> None:
-        self.touched.update(node.names)
-
-    def visit_Import(self, node: ast.Import | ast.ImportFrom) -> None:
-        if any(a.name == "*" for a in node.names):
-            self.touched.add(_ALL)
-        for alias in node.names:
-            self.bind(ast.Name(id=alias.asname or alias.name.partition(".")[0]), None)
-
-    visit_ImportFrom = visit_Import
-
-    def visit_Call(self, node: ast.Call) -> None:
-        func = node.func
-        if isinstance(func, ast.Name) and (func.id in _EVERYTHING or (func.id == "vars" and not node.args)):
-            self.touched.add(_ALL)
-        if isinstance(func, ast.Name) and func.id in {"setattr", "delattr"} and node.args:
-            self.touched.add(_root(node.args[0]) or _ALL)
-        if isinstance(func, ast.Attribute) and (name := _root(func.value)) is not None and (
-                func.attr in _MUTATORS or (self.at_import and func.attr not in _READ_ONLY)):
-            self.touched.add(name)
-        if self.at_import and not (isinstance(func, ast.Name) and func.id in _PURE):
-            for arg in [*node.args, *(k.value for k in node.keywords)]:  # what the callee is handed may change
-                self.touched.update(_names_in(arg))
-        self.generic_visit(node)
-
-    def visit_FunctionDef(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
-        if not isinstance(node, ast.Lambda):
-            self.bind(ast.Name(id=node.name), None)
-            for deco in node.decorator_list:
-                self.visit(deco)
-            if node.returns is not None:
-                self.visit(node.returns)
-        self.visit(node.args)
-        outer = self.at_import, self.at_top
-        self.at_import = self.at_top = False
-        for stmt in node.body if isinstance(node.body, list) else [node.body]:
-            self.visit(stmt)
-        self.at_import, self.at_top = outer
-
-    visit_AsyncFunctionDef = visit_Lambda = visit_FunctionDef
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> None:
-        self.bind(ast.Name(id=node.name), None)
-        for part in [*node.decorator_list, *node.bases, *node.keywords]:
-            self.visit(part)
-        outer = self.at_top
-        self.at_top = False
-        for stmt in node.body:
-            self.visit(stmt)
-            if isinstance(stmt, ast.Assign | ast.AnnAssign):  # the class holds what its attributes were given
-                self.aliases.setdefault(node.name, set()).update(_names_in(stmt.value))
-        self.at_top = outer
-
-
-@functools.lru_cache(maxsize=128)
-def _scan(module: str) -> _Scan:
-    scan = _Scan()
-    found = _module_tree(module)
-    if found is None:
-        scan.touched.add(_ALL)
-    else:
-        scan.visit(found[0])
-    return scan
-
-
-@functools.lru_cache(maxsize=128)
-def _touched(module: str) -> frozenset[str]:
-    """The names bound in ``module`` that something in it besides their one plain binding may change: bound more
-    than once at its top level; the root of an attribute or item assigned, deleted or augmented (``Cls.x = 1``,
-    ``TABLE[k] = v``, ``del Cls.x``, ``X += ...``); ``setattr``/``delattr``'s object; a ``global`` of a function;
-    the receiver of a method that changes it (``LIST.append``) or, in code run at import, of any method not known
-    to only read; what code run at import hands a function other than a built-in that only reads; and what such a
-    name was taken from (``A = LIST`` then ``A.append(...)`` changes ``LIST``). :data:`_ALL` among them where any
-    name may change (``globals()``, ``exec``, ``from x import *``)."""
-    scan = _scan(module)
-    touched = scan.touched | {name for name, n in scan.top.items() if n > 1}
-    todo = list(touched)
-    while todo:
-        for origin in scan.aliases.get(todo.pop(), ()):
-            if origin not in touched:
-                touched.add(origin)
-                todo.append(origin)
-    return frozenset(touched)
-
-
-def _changes(module: str, name: str) -> bool:
-    touched = _touched(module)
-    return _ALL in touched or name in touched
-
-
 _UNREADABLE = object()  # an attribute assigned a value that is not a literal: known only by importing
-_UNRESOLVED = "<a base class not read>"  # in a chain: the source cannot tell the class's attributes
-_HOOK = "<what an __init_subclass__ sets>"  # in a chain: the names it sets on a subclass (None: not understood)
-_PLAIN_BASES = {"object": "builtins", "ABC": "abc", "Protocol": "typing", "Generic": "typing"}  # declare no facts
-_REGISTRY = "harness.core.registry"  # its registries' ``register`` returns the class it is given, unchanged
-
-
-def _plain_base(tree: ast.Module, module: str, base: ast.expr) -> bool:
-    """``object``, ``abc.ABC``, ``typing.Protocol`` or ``typing.Generic`` (imported by name, not rebound)."""
-    if not isinstance(base, ast.Name) or base.id not in _PLAIN_BASES or _changes(module, base.id):
-        return False
-    if base.id == "object":
-        return base.id not in _scan(module).top
-    origin = _imported(tree, module, base.id)
-    return origin is not None and origin[1] == base.id and \
-        origin[0] in {_PLAIN_BASES[base.id], f"{_PLAIN_BASES[base.id]}_extensions"}
-
-
-def _registers(tree: ast.Module, module: str, deco: ast.expr) -> bool:
-    """A decorator ``@REG.register("name")`` of a registry of the harness (which hands the class back as it is)."""
-    if not (isinstance(deco, ast.Call) and isinstance(deco.func, ast.Attribute) and deco.func.attr == "register"
-            and isinstance(deco.func.value, ast.Name) and not deco.keywords
-            and all(isinstance(a, ast.Constant) for a in deco.args)):
-        return False
-    name = deco.func.value.id
-    origin = _imported(tree, module, name)
-    return origin is not None and origin[0] == _REGISTRY and _scan(module).top.get(name) == 1 \
-        and _ALL not in _touched(module)
-
-
-def _chain(module: str, cls: str, depth: int = 0) -> dict[str, Any]:
-    """The class attributes of ``module:cls`` and of its bases (the class's own win), without importing: each a
-    literal value, :data:`_UNREADABLE` (assigned something else, or set by a base's ``__init_subclass__``) or, for
-    a function defined in the class body, the ``"module:Class"`` that defines it. :data:`_UNRESOLVED` among the
-    keys where the source cannot tell them all (see the module's docstring)."""
-    found = _module_tree(module)
-    if found is None:
-        return {_UNRESOLVED: _UNREADABLE}
-    tree, _ = found
-    node = _class_node(tree, cls)
-    origin = _imported(tree, module, cls) if node is None else None
-    if depth > 16 or _changes(module, cls) or (node is None and origin is None):
-        return {_UNRESOLVED: _UNREADABLE}
-    if node is None:  # a class this module imports from another one
-        return _chain(*origin, depth + 1)  # type: ignore[misc]
-    out: dict[str, Any] = {}
-    bases = [b for b in node.bases if not _plain_base(tree, module, b)]
-    if len(bases) > 1 or node.keywords or not all(_registers(tree, module, d) for d in node.decorator_list):
-        out[_UNRESOLVED] = _UNREADABLE  # several bases (their order), a metaclass, a decorator that may change it
-    for base in bases:
-        if isinstance(base, ast.Name) and (_class_node(tree, base.id) or _imported(tree, module, base.id)):
-            out.update(_chain(module, base.id, depth + 1))
-        else:  # a base whose source is not read here (another library's class, an expression)
-            out[_UNRESOLVED] = _UNREADABLE
-    hook = out.pop(_HOOK, frozenset())  # what the bases' __init_subclass__ sets on this class once it is made
-    _body(module, cls, node, out)
-    if hook is None:
-        out[_UNRESOLVED] = _UNREADABLE
-    out.update(dict.fromkeys(hook or (), _UNREADABLE))
-    own = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init_subclass__"), None)
-    sets = _hook_sets(own) if own is not None else frozenset()
-    out[_HOOK] = None if hook is None or sets is None else hook | sets
-    return out
-
-
-def _body(module: str, cls: str, node: ast.ClassDef, out: dict[str, Any]) -> None:
-    """The attributes the class body of ``node`` binds, into ``out``; :data:`_UNRESOLVED` for a statement that is
-    none of a docstring, ``pass``, ``name = value``, ``name: T [= value]``, a function or a nested class."""
-    local = {t.id for s in node.body for t in ast.walk(s) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
-    local |= {s.name for s in node.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    for stmt in node.body:
-        target, value = None, None
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Name):
-            target, value = stmt.targets[0].id, stmt.value
-        elif isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name):
-            target, value = stmt.target.id, stmt.value
-        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            out[stmt.name] = _Defined(f"{module}:{cls}")
-            continue
-        elif isinstance(stmt, ast.ClassDef):
-            out[stmt.name] = _UNREADABLE
-            continue
-        elif isinstance(stmt, ast.Pass) or (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)):
-            continue
-        else:  # a, b = ...; a = b = ...; x += ...; del x; a call; an if, a for, ...: not followed here
-            out[_UNRESOLVED] = _UNREADABLE
-            continue
-        if value is None:  # an annotation alone binds nothing
-            continue
-        try:
-            if _names_in(value) & local:  # a name of the class body (not the module's constant of that name)
-                raise ValueError("a name bound in the class body")
-            out[target] = _literal(value, module)
-        except (ValueError, TypeError, SyntaxError, RecursionError):
-            out[target] = _UNREADABLE
-
-
-def _hook_sets(fn: ast.FunctionDef) -> frozenset[str] | None:
-    """The attributes an ``__init_subclass__`` sets on a subclass or reads of it (``cls.x = f(cls.y)``: x and y),
-    or None where it does more than that and call ``super().__init_subclass__(...)``."""
-    params = [*fn.args.posonlyargs, *fn.args.args]
-    if not params or fn.decorator_list:
-        return None
-    cls = params[0].arg
-    names: set[str] = set()
-    for stmt in fn.body:
-        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
-            continue
-        if isinstance(stmt, ast.Expr) and isinstance(call := stmt.value, ast.Call) \
-                and isinstance(call.func, ast.Attribute) and call.func.attr == "__init_subclass__" \
-                and isinstance(call.func.value, ast.Call) and isinstance(call.func.value.func, ast.Name) \
-                and call.func.value.func.id == "super" and not call.func.value.args and cls not in _names_in(call):
-            continue
-        if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 and isinstance(stmt.targets[0], ast.Attribute)
-                and isinstance(stmt.targets[0].value, ast.Name) and stmt.targets[0].value.id == cls):
-            return None
-        reads = [n for n in ast.walk(stmt.value) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
-                 and n.value.id == cls]
-        if sum(isinstance(n, ast.Name) and n.id == cls for n in ast.walk(stmt.value)) != len(reads):
-            return None  # the class itself is handed on: anything may be done to it
-        names.update([stmt.targets[0].attr, *(n.attr for n in reads)])
-    return frozenset(names)
+_MAKERS = {"frozenset": frozenset, "set": set, "tuple": tuple, "list": list, "dict": dict}
+_HAZARDS = frozenset({"globals", "vars", "exec", "eval", "__import__"})  # may change any name of the module
+_REGISTRIES = ("METHODS.register", "TASKS.register")  # their ``register(name)`` hands the class back unchanged
+_REGISTRY = "harness.core.registry"
 
 
 class _Defined(str):
     """Where a function attribute of a class is defined (``"module:Class"``)."""
 
 
-def class_declarations(module: str, cls: str) -> dict[str, Any]:
-    """The literal class attributes of ``module:cls`` and of its bases (the class's own win), without importing."""
-    return {k: v for k, v in _chain(module, cls).items()
-            if k not in (_UNRESOLVED, _HOOK) and v is not _UNREADABLE and not isinstance(v, _Defined)}
+@functools.lru_cache(maxsize=128)
+def _module_tree(module: str) -> tuple[ast.Module, str] | None:
+    """The parsed source of ``module`` and its package (what its relative imports start from)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return ast.parse(Path(spec.origin).read_text(encoding="utf-8")), spec.parent
+
+
+def _source_module(node: ast.ImportFrom, package: str) -> str:
+    """The absolute name of the module a ``from ... import`` in a module of ``package`` reads from."""
+    if not node.level:
+        return str(node.module)
+    base = package.rsplit(".", node.level - 1)[0]
+    return f"{base}.{node.module}" if node.module else base
+
+
+def _imported(tree: ast.Module, package: str, name: str) -> tuple[str, str] | None:
+    """``(module, name there)`` of a name the module's top level imports by ``from module import name``."""
+    for stmt in tree.body:
+        if isinstance(stmt, ast.ImportFrom):
+            for alias in stmt.names:
+                if (alias.asname or alias.name) == name:
+                    return _source_module(stmt, package), alias.name
+    return None
+
+
+def _target(stmt: ast.AST) -> str | None:
+    """The name a plain ``name = value`` or ``name: T [= value]`` binds; None for any other statement."""
+    if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        target = stmt.targets[0]
+    elif isinstance(stmt, ast.AnnAssign):
+        target = stmt.target
+    else:
+        return None
+    return target.id if isinstance(target, ast.Name) else None
+
+
+def _role(node: ast.Name, parents: dict[ast.AST, ast.AST]) -> tuple[str, str | None]:
+    """What an occurrence of a name does: ``bind`` it, ``read`` it (an annotation), have it ``held`` by the name
+    of the second item (a subclass, or the constant or class whose value may take it or a part of it in: through
+    displays, items, conditional expressions and ``frozenset``/``dict``/... copies), or ``other``."""
+    if not isinstance(node.ctx, ast.Load):
+        return "bind", None
+    parent = parents[node]
+    if node is getattr(parent, "annotation", None) or node is getattr(parent, "returns", None):
+        return "read", None
+    if isinstance(parent, ast.ClassDef) and node in parent.bases:
+        return "held", parent.name
+    child = node
+    while isinstance(parent, (ast.Tuple, ast.List, ast.Set, ast.Dict, ast.IfExp, ast.Subscript)) and isinstance(
+            getattr(parent, "ctx", ast.Load()), ast.Load) or (isinstance(parent, ast.Call) and child in parent.args
+                                                              and ast.unparse(parent.func) in _MAKERS):
+        child, parent = parent, parents[parent]
+    target = _target(parent)
+    if target is not None and child is getattr(parent, "value", None):
+        holder = parents[parent]
+        return "held", holder.name if isinstance(holder, ast.ClassDef) else target
+    return "other", None
+
+
+@functools.lru_cache(maxsize=128)
+def _uses(module: str) -> dict[str, list[tuple[str, str | None]]]:
+    """Every occurrence of each name in the source of ``module`` (:func:`_role`); a star import as a binding of
+    ``*``."""
+    found = _module_tree(module)
+    if found is None:
+        return {}
+    tree = found[0]
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    uses: dict[str, list[tuple[str, str | None]]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            uses.setdefault(node.id, []).append(_role(node, parents))
+        elif isinstance(node, ast.alias):
+            uses.setdefault((node.asname or node.name).partition(".")[0], []).append(("bind", None))
+        elif isinstance(getattr(node, "name", None), str):  # a def, a class, an ``except ... as name``
+            uses.setdefault(node.name, []).append(("bind", None))  # type: ignore[attr-defined]
+    return uses
+
+
+def _plain(module: str, name: str, seen: tuple[str, ...] = ()) -> bool:
+    """``name`` is bound once in ``module``, and each other occurrence reads it (an annotation) or is held by a
+    plain name (a subclass; a constant or class whose literal value takes it in), in a module that changes no name
+    in ways not written with it (``globals()``, ``exec``, a star import, ...)."""
+    uses = _uses(module)
+    if name in seen or "*" in uses or not _HAZARDS.isdisjoint(uses):
+        return False
+    roles = uses.get(name, [])
+    return [role for role, _ in roles].count("bind") == 1 and all(
+        role in ("bind", "read") or (role == "held" and _plain(module, str(holder), (*seen, name)))
+        for role, holder in roles)
+
+
+def _definition(module: str, name: str, seen: tuple[str, ...] = ()) -> tuple[str, ast.stmt] | None:
+    """The module that defines the plain ``name`` of ``module`` and the top-level statement that does (a class,
+    a function or an assignment), following ``from x import name``; None where it is not found or not plain."""
+    found = _module_tree(module)
+    if found is None or f"{module}:{name}" in seen or not _plain(module, name):
+        return None  # (a name met again: modules that import each other's names, classes that derive from each other)
+    tree, package = found
+    stmt = next((s for s in tree.body if getattr(s, "name", None) == name or _target(s) == name), None)
+    if stmt is not None:
+        return module, stmt
+    origin = _imported(tree, package, name)
+    return None if origin is None else _definition(*origin, (*seen, f"{module}:{name}"))
+
+
+def _literal(node: ast.AST | None, module: str) -> Any:
+    """The value of a literal expression of ``module`` (see the module's docstring); ValueError where none."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub) and isinstance(node.operand, ast.Constant):
+        return -node.operand.value
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        items = [_literal(e, module) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else (items if isinstance(node, ast.List) else set(items))
+    if isinstance(node, ast.Dict) and None not in node.keys:
+        return {_literal(k, module): _literal(v, module) for k, v in zip(node.keys, node.values, strict=True)}
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _MAKERS \
+            and len(node.args) <= 1 and not node.keywords:
+        return _MAKERS[node.func.id](*(_literal(a, module) for a in node.args))
+    if isinstance(node, ast.Name) and (found := _definition(module, node.id)) is not None:
+        return _literal(getattr(found[1], "value", None), found[0])
+    raise ValueError("not a literal")
+
+
+def _hook_sets(fn: ast.FunctionDef) -> frozenset[str] | None:
+    """The attributes an ``__init_subclass__`` sets on a subclass or reads of it (``cls.x = f(cls.y)``: x and y),
+    or None where it does more than that and call ``super().__init_subclass__(**kwargs)``."""
+    if fn.decorator_list or not fn.args.args:
+        return None
+    cls = fn.args.args[0].arg
+    for stmt in fn.body:
+        if not (ast.unparse(stmt) == "super().__init_subclass__(**kwargs)" or _docstring(stmt) or (
+                isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Attribute)
+                and len(stmt.targets) == 1 and ast.unparse(stmt.targets[0].value) == cls)):
+            return None
+    attrs = [n for n in ast.walk(fn) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)
+             and n.value.id == cls]
+    if sum(isinstance(n, ast.Name) and n.id == cls for n in ast.walk(fn)) != len(attrs):
+        return None  # the class itself is handed on: anything may be done to it
+    return frozenset(n.attr for n in attrs)
+
+
+def _docstring(stmt: ast.stmt) -> bool:
+    return isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+
+
+def _body(module: str, node: ast.ClassDef) -> dict[str, Any] | None:
+    """The attributes the body of class ``node`` binds: a literal, :data:`_UNREADABLE` or, for a function, its
+    :class:`_Defined`; None where the body holds another statement (see the module's docstring)."""
+    local = {_target(s) for s in node.body} | {getattr(s, "name", None) for s in node.body}
+    out: dict[str, Any] = {}
+    for stmt in node.body:
+        name = _target(stmt)
+        if isinstance(stmt, ast.FunctionDef):
+            out[stmt.name] = _Defined(f"{module}:{node.name}")
+        elif name is not None and not name.startswith("__"):
+            value = getattr(stmt, "value", None)
+            if value is None:  # an annotation alone binds nothing
+                continue
+            try:
+                if any(isinstance(n, ast.Name) and n.id in local for n in ast.walk(value)):
+                    raise ValueError("a name of the class body, not the module's constant of that name")
+                out[name] = _literal(value, module)
+            except (ValueError, TypeError):
+                out[name] = _UNREADABLE
+        elif not (isinstance(stmt, ast.Pass) or _docstring(stmt)):
+            return None
+    return out
+
+
+def _chain(module: str, cls: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], frozenset[str]] | None:
+    """The class attributes of ``module:cls`` and of its bases (the class's own win; those its or a base's
+    ``__init_subclass__`` sets or reads :data:`_UNREADABLE`), and the names those hooks set or read; None where
+    the source cannot tell (see the module's docstring)."""
+    found = _definition(module, cls, seen)
+    if found is None or not isinstance(found[1], ast.ClassDef):
+        return None
+    module, node = found
+    if len(node.bases) > 1 or node.keywords or not all(_registers(module, d) for d in node.decorator_list):
+        return None
+    attrs: dict[str, Any] = {}
+    hooked: frozenset[str] = frozenset()
+    if node.bases:
+        first = node.bases[0]
+        base = _chain(module, first.id, (*seen, f"{module}:{node.name}")) if isinstance(first, ast.Name) else None
+        if base is None:
+            return None
+        attrs, hooked = base
+    own = _body(module, node)
+    if own is None:
+        return None
+    hook = next((s for s in node.body if isinstance(s, ast.FunctionDef) and s.name == "__init_subclass__"), None)
+    sets = frozenset() if hook is None else _hook_sets(hook)
+    if sets is None:
+        return None
+    hooked |= sets  # what a hook reads of a subclass may be its base's, and what it hands on may be changed
+    return {**attrs, **own, **dict.fromkeys(hooked, _UNREADABLE)}, hooked
+
+
+def _registers(module: str, deco: ast.expr) -> bool:
+    """A decorator ``@METHODS.register("name")`` or ``@TASKS.register("name")`` of the harness's registries,
+    imported by that name and bound once."""
+    if not (isinstance(deco, ast.Call) and len(deco.args) == 1 and not deco.keywords
+            and ast.unparse(deco.func) in _REGISTRIES):
+        return False
+    tree, package = _module_tree(module)  # type: ignore[misc]
+    name = ast.unparse(deco.func).partition(".")[0]
+    return _imported(tree, package, name) == (_REGISTRY, name) and \
+        [role for role, _ in _uses(module)[name]].count("bind") == 1
 
 
 def exact_declarations(target: str, fields: tuple[str, ...], defaults: dict[str, Any]) -> dict[str, Any] | None:
     """``fields`` of the class at ``"module:Class"`` exactly as importing it would give them (``defaults`` for those
     it does not declare), read from its source; None where its source cannot tell (the class is not found, one of
     ``fields`` is assigned something other than a literal or defined as a function, or the class or what it names
-    is made or changed in a way this module does not follow: see its docstring): import it then."""
+    is made or used in a way this module does not follow: see its docstring): import it then."""
     module, _, cls = target.partition(":")
-    found = _module_tree(module)
-    if found is None or _class_node(found[0], cls) is None:
-        return None
     chain = _chain(module, cls)
-    if _UNRESOLVED in chain:
+    if chain is None:
         return None
     out: dict[str, Any] = {}
     for f in fields:
-        v = chain.get(f, _MISSING)
+        v = chain[0].get(f, _MISSING)
         if v is _UNREADABLE or isinstance(v, _Defined):
             return None
         out[f] = defaults.get(f) if v is _MISSING else v
     return out
 
 
-def defined_in(target: str, function: str) -> str | None:
-    """The ``"module:Class"`` whose body defines ``function`` for the class at ``target`` (itself or a base it
-    names), read from its source; None where no class of its chain defines it (or the source cannot tell)."""
-    module, _, cls = target.partition(":")
-    v = _chain(module, cls).get(function)
-    return str(v) if isinstance(v, _Defined) else None
-
-
 def declared(target: str, fields: tuple[str, ...]) -> dict[str, Any]:
-    """``fields`` of the class at ``"module:Class"`` as its source declares them (those it declares)."""
+    """``fields`` of the class at ``"module:Class"`` that it has, read from its source; {} where the source cannot
+    tell them exactly (:func:`exact_declarations`)."""
+    found = exact_declarations(target, fields, dict.fromkeys(fields, _MISSING))
+    return {f: v for f, v in (found or {}).items() if v is not _MISSING}
+
+
+def defined_in(target: str, function: str) -> str | None:
+    """The ``"module:Class"`` whose body defines ``function`` for the class at ``target`` (itself or a base),
+    read from its source; None where no class of its chain defines it (or the source cannot tell)."""
     module, _, cls = target.partition(":")
-    decl = class_declarations(module, cls)
-    return {f: decl[f] for f in fields if f in decl}
+    chain = _chain(module, cls)
+    found = None if chain is None else chain[0].get(function)
+    return str(found) if isinstance(found, _Defined) else None
 
 
-def _imports_within(tree: ast.Module, module: str, top: str) -> set[str]:
-    """The modules of the package ``top`` that ``module`` imports (any depth of ``from``/``import``, lazy ones too)."""
+def _imports_within(tree: ast.Module, package: str, top: str) -> set[str]:
+    """The modules of the package ``top`` that a module of ``package`` imports (any depth of ``from``/``import``,
+    lazy ones too)."""
     out: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names if a.name.partition(".")[0] == top)
-        elif isinstance(node, ast.ImportFrom):
-            base = _source_module(node, module)
-            if base.partition(".")[0] != top:
-                continue
-            out.add(base)
-            out.update(f"{base}.{a.name}" for a in node.names)  # a submodule imported by name
+        elif isinstance(node, ast.ImportFrom) and (base := _source_module(node, package)).partition(".")[0] == top:
+            out.update([base, *(f"{base}.{a.name}" for a in node.names)])  # a submodule imported by name too
     return out
 
 
@@ -520,7 +341,8 @@ def _parsed(path: str, size: int, mtime_ns: int, name: str, top: str) -> tuple[s
     import hashlib
 
     source = Path(path).read_bytes()
-    return hashlib.sha256(source).hexdigest()[:12], frozenset(_imports_within(ast.parse(source), name, top))
+    package = name if path.endswith("__init__.py") else name.rpartition(".")[0]
+    return hashlib.sha256(source).hexdigest()[:12], frozenset(_imports_within(ast.parse(source), package, top))
 
 
 def changed_files(recorded: dict[str, str] | None, code: dict[str, str]) -> list[str]:
