@@ -275,6 +275,10 @@ def test_finished_cell_run_asks_every_mark_task_language_and_step():
     assert C.finished_run(record, "e", "key1", _spec()) is None
     assert store.calls == [("finished", "e", "key1", ["init"], {"t1": ["a", "b"], "t2": ["c"]}, [0])]
     store.calls.clear()
+    C.finished_run(record, "e", "key1", _spec(steps=1))
+    assert store.calls[0][3:] == (["init", "cpt_log", "heldout_0", "heldout_1"], {"t1": ["a", "b"], "t2": ["c"]},
+                                  [0, 1])
+    store.calls.clear()
     assert C.finished_cell_run(record, "e", "key0", _spec(steps=10, eval_tasks=False)).info.run_id == "done"
     assert store.calls[0][3:] == (["init", "cpt_log", "heldout_0", "heldout_10"], {"t1": ["a", "b"], "t2": ["c"]},
                                   [0])
@@ -584,6 +588,18 @@ def test_run_names_a_full_cell_s_run_and_says_nothing_of_a_start_over(cellrun, m
     assert run.said == ["  init m | src | dim full | seed 1: start"]
 
 
+def test_run_stale_starts_over_only_a_cell_that_ran_other_code(cellrun, monkeypatch, no_transformers):
+    """--rerun stale compares the code the cell's run recorded with the code this cell runs."""
+    monkeypatch.setattr(C, "cell_tags", lambda *a: {})
+    for recorded, deleted in (({"m.py": "now"}, False), ({"m.py": "old"}, True)):
+        store = _Store(statuses={("id:w/src", "key0"): ["FINISHED"]}, code={("id:w/src", "key0"): recorded})
+        run = cellrun(spec=_spec(rerun="stale"), store=store)
+        _no_release(run)
+        monkeypatch.setattr(run, "steps", lambda t: None)
+        run._run()
+        assert any(c[0] == "delete" for c in store.calls) is deleted
+
+
 @pytest.mark.parametrize("exc,why", [(ValueError("boom"), None), (KeyboardInterrupt(), "interrupted")])
 def test_run_marks_a_cell_that_fails_failed_and_raises(cellrun, monkeypatch, no_transformers, exc, why):
     from harness.core import hooks
@@ -613,10 +629,10 @@ def stage_fakes(monkeypatch):
 
     log: list[tuple] = []
     monkeypatch.setattr(kernels, "check_measured", lambda label, bf16: log.append(("measured", label, bf16)))
-    monkeypatch.setattr(evaluation, "evaluate_step",
-                        lambda run, step, path, tok, tasks=None: log.append(("eval", step, path, tok, tasks)))
+    monkeypatch.setattr(evaluation, "evaluate_step", lambda run, step, path, tok, tasks=None: log.append(
+        ("eval", step, path, tok, tasks)) if isinstance(run, C.CellRun) else log.append(("eval of", run)))
     monkeypatch.setattr(evaluation, "convergence", lambda curve, threshold: {"curve": curve, "threshold": threshold})
-    monkeypatch.setattr(C, "cell_params", lambda spec, cell: {"params of": cell.label})
+    monkeypatch.setattr(C, "cell_params", lambda spec, cell: {"params of": cell.label, "world": spec.world})
     monkeypatch.setattr(hooks, "STAGE_HOOKS", [lambda s, c: log.append(("stage", s))])
     return log
 
@@ -634,9 +650,19 @@ def test_steps_without_cpt(cellrun, stage_fakes):
     _staged(run, stage_fakes)
     run.steps(3.0)
     assert stage_fakes == [
-        ("measured", "avx2", True), ("params", "P", {"params of": A.label}), ("stage", "start"),
+        ("measured", "avx2", True), ("params", "P", {"params of": A.label, "world": "w"}), ("stage", "start"),
         ("initialize", 3.0), ("stage", "init"), ("eval", 0, Path("/init"), "tok", None), ("stage", "step0"),
         ("tags", "P", {"final_step": 0, "task_final_step": 0}), ("finish", "P")]
+
+
+def test_steps_with_one_cpt_step(cellrun, stage_fakes):
+    run = cellrun(spec=_spec(steps=1))
+    _staged(run, stage_fakes, {1: Path("/c1")})
+    run.steps(1.0)
+    assert stage_fakes[7:] == [
+        ("cpt", Path("/init"), "tok"), ("stage", "cpt"), ("eval", 1, Path("/c1"), "tok", ["t1", "t2"]),
+        ("cell_metrics", "P", {"curve": [(0, 2.0), ("P", 1.0)], "threshold": 0.25}, 1),
+        ("tags", "P", {"final_step": 1, "task_final_step": 1}), ("finish", "P")]
 
 
 @pytest.mark.parametrize("eval_tasks", [True, False])
