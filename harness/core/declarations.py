@@ -301,43 +301,33 @@ def _imports_within(tree: ast.Module, package: str, top: str) -> set[str]:
 def code_digest(module: str) -> dict[str, str]:
     """``{file: sha256[:12]}`` of the source of ``module`` and of every module of its own top-level package that it
     imports, directly or through another (a method's implementation: ``methods/ofa.py`` with ``methods/combine.py``,
-    ``methods/subwords.py``, ...). Files are named relative to the package's parent folder."""
+    ``methods/subwords.py``, ...), found on disk, nothing imported. Files are named relative to the package's parent
+    folder."""
     top = module.partition(".")[0]
-    top_spec = importlib.util.find_spec(top)
-    if top_spec is None or not top_spec.origin:
+    spec = importlib.util.find_spec(top)
+    if spec is None or not spec.origin:
         return {}
-    origin = Path(top_spec.origin)
-    base = origin.parent.parent if top_spec.submodule_search_locations else origin.parent
-    seen: dict[str, str] = {}
+    root = Path(spec.origin).parent.parent if spec.submodule_search_locations else Path(spec.origin).parent
+    files: dict[str, str] = {}
+    seen: set[str] = set()
     todo = [module]
     while todo:
         name = todo.pop()
-        if name in seen:
-            continue
-        entry, imports = _module_entry(str(base), name, top)
-        seen[name] = entry
-        todo.extend(imports - set(seen))
-    return dict(sorted(entry.split("=", 1) for entry in seen.values() if entry))
-
-
-def _module_entry(base: str, name: str, top: str) -> tuple[str, frozenset[str]]:
-    """``("file=sha256[:12]", the modules of ``top`` it imports)`` for module ``name`` found under ``base`` (on
-    disk, nothing imported); ``("", {})`` for a name that is no module. A file is read and parsed once a process
-    while its size and modification time stay (the methods of a run share most of their modules)."""
-    root = Path(base)
-    stem = root.joinpath(*name.split("."))
-    path = stem.with_suffix(".py") if stem.with_suffix(".py").is_file() else stem / "__init__.py"
-    try:
-        st = path.stat()
-    except OSError:  # a name imported from a module, not a module
-        return "", frozenset()
-    rel = path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name
-    digest, imports = _parsed(str(path), st.st_size, st.st_mtime_ns, name, top)
-    return f"{rel}={digest}", imports
+        seen.add(name)
+        stem = root.joinpath(*name.split("."))
+        path = stem.with_suffix(".py") if stem.with_suffix(".py").is_file() else stem / "__init__.py"
+        if path.is_file():  # else a name imported from a module, not a module
+            st = path.stat()
+            digest, imports = _parsed(str(path), st.st_size, st.st_mtime_ns, name, top)
+            files[path.relative_to(root).as_posix()] = digest
+            todo.extend(imports - seen)
+    return dict(sorted(files.items()))
 
 
 @functools.cache
 def _parsed(path: str, size: int, mtime_ns: int, name: str, top: str) -> tuple[str, frozenset[str]]:
+    """The digest of a file and the modules of ``top`` it imports, read and parsed once a process while its size
+    and modification time stay (the methods of a run share most of their modules)."""
     import hashlib
 
     source = Path(path).read_bytes()
