@@ -237,3 +237,38 @@ def test_a_trimming_that_changes_the_tokenization_is_refused_in_one_line():
     with pytest.raises(ConfigError, match=r"^--trim: the trimmed tokenizer tokenizes 'abc' otherwise") as err:
         check_identity(full, dropped, ["abc"])
     assert "\n" not in str(err.value)
+
+
+def test_langs_keeps_those_languages_and_trims_to_their_text(inputs, synthetic_world, capsys):
+    """``--langs``: the derived world holds the named languages and the pivot only (language table, every task's
+    languages, CPT text, dictionaries), its identity covers them, and ``--trim`` keeps the pieces of their text only:
+    their tokenization unchanged, the other scripts' pieces dropped."""
+    from transformers import AutoTokenizer
+
+    from harness.cli import main
+    from harness.worlds import get_world
+    from harness.worlds.trim import world_lines
+
+    _derive(capsys, "t-langs", inputs, "bpe", "llama-bpe", "--trim", "--langs", "qad_Cyrl")
+    _derive(capsys, "t-langs-all", inputs, "bpe", "llama-bpe", "--trim")
+    world, every = get_world("t-langs", build=False), get_world("t-langs-all", build=False)
+    kept = {"qaa_Latn", "qad_Cyrl"}
+    assert world.kept_languages == kept and every.kept_languages is None
+    assert set(world.languages) == kept and set(every.languages) == set(synthetic_world.languages)
+    for task in synthetic_world.tasks_available():
+        assert set(world.task_languages(task)) == set(synthetic_world.task_languages(task)) & kept, task
+    assert {p.stem for p in world.resource_files("cpt_text")} == kept
+    assert all(set(p.stem.split("-")) <= kept for p in world.resource_files("dictionary"))
+    assert world.resource_files("dictionary") and world.resource_files("word_vectors")
+    assert world.hash != every.hash
+    # the trimming: the kept languages' text tokenizes as before; fewer pieces than a trimming to every language
+    full = AutoTokenizer.from_pretrained(inputs["bpe"])
+    trimmed = AutoTokenizer.from_pretrained(world.target_tokenizer_dir)
+    lines = world_lines(synthetic_world, kept=frozenset(kept))
+    assert [trimmed.tokenize(x) for x in lines] == [full.tokenize(x) for x in lines]
+    assert len(trimmed) < len(AutoTokenizer.from_pretrained(every.target_tokenizer_dir))
+    greek = [x for x in world_lines(synthetic_world) if any("\u0370" <= c <= "\u03ff" for c in x)][:50]
+    assert greek and [trimmed.tokenize(x) for x in greek] != [full.tokenize(x) for x in greek]
+    capsys.readouterr()
+    assert main(["world", "info", "t-langs"]) == 0
+    assert "languages kept (--langs): qaa_Latn, qad_Cyrl" in " ".join(capsys.readouterr().out.split())

@@ -233,8 +233,8 @@ def add_parser(sub: Any) -> None:
                    "--source): as many embedding rows as the target tokenizer has tokens, the same vocabulary")
     d.add_argument("--text", action="append", metavar="LANG=FILE", help="your text for a language the base world "
                    "lacks (one sentence a line; every 10th line held out for the held-out loss); repeatable")
-    d.add_argument("--langs", metavar="CODES", help="comma-separated languages you mean to run: each must be in the "
-                   "base world or given with --text")
+    d.add_argument("--langs", metavar="CODES", help="comma-separated languages the world keeps (the pivot with them): "
+                   "each must be in the base world or given with --text; --trim then keeps their pieces only")
     d.add_argument("--copy", action="store_true", help="copy the models' files instead of hard-linking them (take "
                    "this where you will write over your model's files in place later)")
     d.add_argument("--trim", action="store_true", help="trim the target tokenizer to the pieces the world's text "

@@ -29,6 +29,7 @@ same bytes, and takes another where the machine's arithmetic made other heads.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -73,6 +74,17 @@ def builder_sketch(builder: Any, asks: tuple[str, ...] = ("declare", "describe")
     return None
 
 
+def in_languages(rel: Path, kept: set[str] | frozenset[str] | None) -> bool:
+    """Whether a world's file (its path relative to its resource or task folder) belongs to languages ``kept``: every
+    language code in its folder names and stem (``eng_Latn-swh_Latn.tsv``: two) is kept; a file naming none (word
+    vectors, a task's labels) belongs to every language. ``kept`` None: every file."""
+    if kept is None:
+        return True
+    parts = [*rel.parent.parts, rel.stem]
+    codes = {c for part in parts for c in part.split("-") if re.match(LANG_CODE_RE, c)}
+    return codes <= kept
+
+
 class ManifestView:
     """What a world's manifest says (pivot, sources) and its language checks; shared by a built :class:`World`
     and the description of a world that is not built here (:class:`WorldSketch`)."""
@@ -88,6 +100,13 @@ class ManifestView:
     @property
     def sources(self) -> list[str]:
         return list(self.manifest["sources"])
+
+    @property
+    def kept_languages(self) -> frozenset[str] | None:
+        """The languages a derived world made with ``--langs`` keeps of its base world's (the pivot among them):
+        its tasks, resources and language table hold those only; None: every language."""
+        kept = self.manifest.get("languages_kept")
+        return frozenset(kept) if isinstance(kept, list) else None
 
     def source_identity(self, source: str) -> str | None:
         """The hash of a source that carries its own identity (its manifest entry says ``own_identity``: a source
@@ -245,13 +264,13 @@ class World(ManifestView):
 
     def resource_files(self, kind: str) -> list[Path]:
         """The world's files of resource ``kind``; a derived world's own (a user's text) beside its base world's,
-        its own taking the place of a base file of the same name."""
+        its own taking the place of a base file of the same name, of its kept languages only."""
         own = self._own_resource_files(kind)
         if self.base is None:
             return own
         names = {p.name for p in own}
-        return sorted([*own, *(p for p in self.base.resource_files(kind) if p.name not in names)],
-                      key=lambda p: p.name)
+        return sorted([*own, *(p for p in self.base.resource_files(kind) if p.name not in names
+                               and in_languages(Path(p.name), self.kept_languages))], key=lambda p: p.name)
 
     def _own_resource_files(self, kind: str) -> list[Path]:
         r = self.root / "resources"
@@ -280,7 +299,11 @@ class World(ManifestView):
 
     def task_meta(self, task: str) -> dict[str, Any]:
         p = self.task_dir(task) / "meta.json"
-        return json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {"languages": {}}
+        meta = json.loads(p.read_text(encoding="utf-8")) if p.is_file() else {"languages": {}}
+        kept = self.kept_languages
+        if kept is not None and isinstance(meta.get("languages"), dict):
+            meta["languages"] = {lang: v for lang, v in meta["languages"].items() if lang in kept}
+        return meta
 
     def task_languages(self, task: str) -> list[str]:
         return sorted(self.task_meta(task).get("languages", {}))

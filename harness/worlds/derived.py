@@ -110,6 +110,12 @@ def check_languages(base: World, texts: dict[str, Path], langs: list[str]) -> No
                               f"gives some")
 
 
+def kept_languages(base: World, texts: dict[str, Path], langs: list[str]) -> frozenset[str] | None:
+    """``--langs``: the languages the derived world keeps, the pivot and the user's texts' among them; None (every
+    language of the base world) without it."""
+    return frozenset({*langs, *texts, base.pivot}) if langs else None
+
+
 def source_name(given: str) -> str:
     """A source's name in the world, from what the user gave: the folder's name, the GGUF's stem, the hub id's
     model name; lower-case, other characters as '-'."""
@@ -149,8 +155,9 @@ def derive(name: str, base_name: str, source: str, *, target_tokenizer: str | No
         derivation: dict[str, Any] = {"command": {"base": base_name, "source": source, "target_tokenizer":
                                                   target_tokenizer, "donor": donor, "texts": texts or [],
                                                   "trim": trim}}
+        kept = kept_languages(base, user_texts, list(langs or []))
         manifest = _stage(name, base, staging, src, don, sname, target_tokenizer, user_texts, copy, note,
-                          derivation, trim)
+                          derivation, trim, kept)
         write_json(staging / "manifest.json", manifest)
         write_json(staging / DERIVATION, derivation)
         _write_languages(base, staging, user_texts, manifest)
@@ -199,7 +206,7 @@ def _commit(staging: Path, root: Path, manifest: dict[str, Any]) -> None:
 
 def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str, target_tokenizer: str | None,
            user_texts: dict[str, Path], copy: bool, note: Callable[[str], None],
-           derivation: dict[str, Any], trim: bool = False) -> dict[str, Any]:
+           derivation: dict[str, Any], trim: bool = False, kept: frozenset[str] | None = None) -> dict[str, Any]:
     """Every file of the derived world but its manifest, record and language table, into ``staging``; its
     manifest."""
     note(f"world {name}: source {sname} from {src.given} ({src.kind})")
@@ -223,7 +230,7 @@ def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str
     derivation["target_tokenizer"] = {"input": tok.pop("input")}
     if trim:  # the full tokenizer kept beside until the donor is checked against it
         shutil.copytree(tok_dir, staging / "target-full")
-    kept = _trim_tokenizer(base, staging, user_texts, tok, note) if trim else None
+    kept_ids = _trim_tokenizer(base, staging, user_texts, tok, note, kept) if trim else None
     manifest: dict[str, Any] = {
         "name": name, "version": VERSION,
         "derived_from": {"world": base.name, "folder": base.root.name, "hash": base.hash},
@@ -232,9 +239,11 @@ def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str
                             "tokenizer": f"{source['vocab_size']} tokens, the model's own",
                             **source, "target_vocab": tok["size"]}},  # (the shape a plan prices)
         "default_source": sname, "target_tokenizer": tok}
+    if kept is not None:
+        manifest["languages_kept"] = sorted(kept)
     if don is not None:
         note(f"world {name}: donor from {don.given} ({don.kind})")
-        manifest["donor"] = _stage_donor(don, staging, tok["size"], copy, derivation, kept)
+        manifest["donor"] = _stage_donor(don, staging, tok["size"], copy, derivation, kept_ids)
     if user_texts:
         manifest["user_texts"] = _stage_texts(base, staging, user_texts, derivation)
     shutil.rmtree(staging / "target-full", ignore_errors=True)
@@ -242,7 +251,7 @@ def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str
 
 
 def _trim_tokenizer(base: World, staging: Path, user_texts: dict[str, Path], tok: dict[str, Any],
-                    note: Callable[[str], None]) -> list[int]:
+                    note: Callable[[str], None], kept_langs: frozenset[str] | None = None) -> list[int]:
     """``--trim``: the staged target tokenizer trimmed to the pieces of the world's text and the user's; its
     manifest entry ``tok`` updated (size, sha256, ``trimmed``: the rule, the counts, the kept ids' sha256); the
     kept ids (in the full tokenizer), also written to ``trimming.json``."""
@@ -251,7 +260,7 @@ def _trim_tokenizer(base: World, staging: Path, user_texts: dict[str, Path], tok
     from harness.worlds.trim import trim_tokenizer, world_lines
 
     tok_dir = staging / "target_tokenizer"
-    kept, record = trim_tokenizer(tok_dir, world_lines(base, user_texts.values()), note)
+    kept, record = trim_tokenizer(tok_dir, world_lines(base, user_texts.values(), kept_langs), note)
     write_json(staging / "trimming.json", {"kept_ids": kept, "total": record["total"], "rule": record["rule"]})
     record["kept_ids_sha256"] = hashlib.sha256(json.dumps(kept).encode()).hexdigest()
     tok.update(size=len(kept), sha256=digests(tok_dir), trimmed=record)
@@ -335,7 +344,8 @@ def _write_languages(base: World, staging: Path, user_texts: dict[str, Path], ma
     """The base world's language table (whether each language was seen in pretraining is not known for the user's
     source: ``seen`` is empty) and the user's languages."""
     raw = json.loads((base.root / "languages.json").read_text(encoding="utf-8"))
-    table = {code: {**info, "seen": {}} for code, info in raw.items()}
+    kept = manifest.get("languages_kept")
+    table = {code: {**info, "seen": {}} for code, info in raw.items() if kept is None or code in kept}
     for lang in user_texts:
         table[lang] = {"script": lang.split("_")[1], "seen": {}, "resource_level": "user",
                        "text_chars": manifest["user_texts"][lang]["text_chars"], "origin": "user text"}
@@ -355,6 +365,9 @@ def describe(world: World) -> list[str]:
         params = info.get("parameters")
         lines.append(f"{world.source_line(s)}, hidden size {info.get('hidden_size')}, {info.get('num_layers')} layers"
                      + (f", {params / 1e6:,.1f}M parameters" if isinstance(params, int) else ""))
+    if world.kept_languages is not None:
+        lines.append(f"languages kept (--langs): {', '.join(sorted(world.kept_languages))}; the base world's other "
+                     f"languages are not in this world")
     tok = m.get("target_tokenizer") or {}
     lines.append(f"target tokenizer: {tok.get('kind')}, {tok.get('size', 0):,} tokens ({tok.get('class')})")
     trimmed = tok.get("trimmed")

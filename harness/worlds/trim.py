@@ -39,23 +39,29 @@ BATCH = 5_000
 
 
 # -- the world's text --------------------------------------------------------------------------------------------
-def _task_files(world: Any) -> list[Path]:
+def _task_files(world: Any, kept: frozenset[str] | None) -> list[Path]:
+    from harness.worlds.base import in_languages
+
     files: list[Path] = []
     for task in world.tasks_available():
         d = world.task_dir(task)
-        files += [p for p in sorted(d.rglob("*")) if p.suffix in (".txt", ".jsonl") and p.is_file()]
+        files += [p for p in sorted(d.rglob("*")) if p.suffix in (".txt", ".jsonl") and p.is_file()
+                  and in_languages(p.relative_to(d), kept)]
     return files
 
 
-def world_lines(world: Any, texts: Iterable[Path] = ()) -> list[str]:
+def world_lines(world: Any, texts: Iterable[Path] = (), kept: frozenset[str] | None = None) -> list[str]:
     """Every distinct text line world ``world`` holds (resources ``target_text`` and ``cpt_text``, every task's
-    ``.txt`` lines and ``.jsonl`` records' ``text``; a record's ``tokens`` joined by spaces and each alone) and
-    every line of ``texts``; sorted."""
+    ``.txt`` lines and ``.jsonl`` records' ``text``; a record's ``tokens`` joined by spaces and each alone), of
+    languages ``kept`` only where given, and every line of ``texts``; sorted."""
+    from harness.worlds.base import in_languages
+
     lines: set[str] = set()
-    files = [*world.resource_files("target_text"), *world.resource_files("cpt_text"), *texts]
+    files = [*(p for kind in ("target_text", "cpt_text") for p in world.resource_files(kind)
+               if in_languages(Path(p.name), kept)), *texts]
     for p in files:
         lines.update(p.read_text(encoding="utf-8").splitlines())
-    for p in _task_files(world):
+    for p in _task_files(world, kept):
         for line in p.read_text(encoding="utf-8").splitlines():
             if p.suffix == ".txt":
                 lines.add(line)
