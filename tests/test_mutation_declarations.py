@@ -68,7 +68,8 @@ def _read(target: str, fields: tuple[str, ...] = FIELDS) -> dict | None:
 # -- what is read ----------------------------------------------------------------------------------------------
 def test_a_chain_across_modules_and_packages_is_read_as_importing_gives_it(write):
     write(dpkg__init="", dpkg__consts="""
-        HELPER = {"k": 1, "xs": (1, -2), "on": True}
+        BASE_K = 1
+        HELPER = {"k": BASE_K, "xs": (1, -2), "on": True}
         LIMIT = -3
         """, dpkg__base="""
         from __future__ import annotations
@@ -293,14 +294,15 @@ def test_a_module_that_cannot_be_read_gives_nothing(write, tmp_path):
 VALUES = {"call": "sorted({'a'})", "negated name": "-LIMIT", "negated text": "-'a'", "double negation": "-(-1)",
           "dict with **": "{**{'a': 1}}", "maker of two": "dict({'a': 1}, b=2)", "maker of two args": "set((1,), (2,))",
           "a class": "Base", "a function": "helper", "unknown name": "nowhere", "class-local name": "frozenset(LOCAL)",
+          "class-local function": "frozenset(FUNC)",
           "a comprehension": "[x for x in (1,)]", "a conditional": "1 if LIMIT else 2", "an item": "TABLE['k']"}
 
 
 @pytest.mark.parametrize("value", VALUES.values(), ids=VALUES.keys())
 def test_a_value_that_is_not_a_literal_is_not_read(write, value):
-    write(dvalue=f"LIMIT = 3\nLOCAL = ('module',)\nTABLE = {{'k': 1}}\ndef helper():\n    pass\n"
+    write(dvalue=f"LIMIT = 3\nLOCAL = ('module',)\nFUNC = ('module',)\nTABLE = {{'k': 1}}\ndef helper():\n    pass\n"
                  f"class Base:\n    supports_factorized = True\nclass Uses(Base):\n    LOCAL = ('class',)\n"
-                 f"    requires = {value}\n")
+                 f"    def FUNC(self):\n        pass\n    requires = {value}\n")
     assert exact_declarations("dvalue:Uses", ("requires",), DEFAULTS) is None
     assert exact_declarations("dvalue:Uses", ("supports_factorized",), DEFAULTS) == {"supports_factorized": True}
 
@@ -321,7 +323,10 @@ CHANGED = {"star import": "from os.path import *",
            "compared": "SAME = REQ == {}",
            "a subclass changed": "class Sub(Uses):\n    pass\nSub.profiles['cpu']['k'].append('b')",
            "the class changed": "Uses.profiles['cpu']['k'].append('b')",
-           "the class handed on": "print(Uses)"}
+           "the class handed on": "print(Uses)",
+           "another class changed": "class Other:\n    held = {'x': REQ}\nOther.held['x']['k'].append('b')",
+           "imported as a package": "import REQ.sub",
+           "defined again": "def REQ():\n    pass"}
 
 
 @pytest.mark.parametrize("change", ["", *CHANGED.values()], ids=["unchanged", *CHANGED.keys()])

@@ -156,10 +156,9 @@ def _literal(node: ast.AST | None, module: str) -> Any:
         items = [_literal(e, module) for e in node.elts]
         return tuple(items) if isinstance(node, ast.Tuple) else (items if isinstance(node, ast.List) else set(items))
     if isinstance(node, ast.Dict) and None not in node.keys:
-        return {_literal(k, module): _literal(v, module) for k, v in zip(node.keys, node.values, strict=True)}
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _MAKERS \
-            and len(node.args) <= 1 and not node.keywords:
-        return _MAKERS[node.func.id](*(_literal(a, module) for a in node.args))
+        return dict(map(lambda k, v: (_literal(k, module), _literal(v, module)), node.keys, node.values))
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in _MAKERS and not node.keywords:
+        return _MAKERS[node.func.id](*(_literal(a, module) for a in node.args))  # TypeError for two or more
     if isinstance(node, ast.Name) and (found := _definition(module, node.id)) is not None:
         return _literal(getattr(found[1], "value", None), found[0])
     raise ValueError("not a literal")
