@@ -85,6 +85,12 @@ def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+def _failing_rmtree(path, ignore_errors=False):
+    """shutil.rmtree on a file system where deleting fails (it deletes nothing)."""
+    if not ignore_errors:
+        raise PermissionError(path)
+
+
 def _model_like(d: Path) -> None:
     (d / "model.bin").write_bytes(bytes(range(256)) * 4)
     (d / "sub").mkdir()
@@ -182,7 +188,7 @@ def test_a_finished_product_is_found_and_leased_not_built_again(tmp_path, caplog
         found = cache.get_or_build("init", {"a": 1}, never)
     assert found == Product("init", built.key, built.path, cached=True)
     assert not _prunable(found.path)
-    assert f"init {built.key}: cached at {built.path}" in caplog.text
+    assert f"init {built.key}: cached at {built.path}" in caplog.messages
 
 
 def test_a_product_built_by_another_process_while_this_one_waited_is_used(tmp_path, monkeypatch, caplog):
@@ -214,7 +220,7 @@ def test_a_product_built_by_another_process_while_this_one_waited_is_used(tmp_pa
         found = cache.get_or_build("init", {"a": 1}, never)
     assert found.cached and found.path == built.path and len(looks) == 2
     assert waits == [(built.path, f"init {built.key}: another process is building it, waiting for it")]
-    assert f"init {built.key}: built by another process, at {built.path}" in caplog.text
+    assert f"init {built.key}: built by another process, at {built.path}" in caplog.messages
 
 
 class _Killed(BaseException):
@@ -286,7 +292,7 @@ def test_a_damaged_product_is_reported_moved_away_and_not_leased(tmp_path, caplo
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert cache.lookup("init", {"a": 1}) is None
     assert (f"init product {p.key} at {p.path} is damaged (model.bin has 5 bytes, 1024 expected); "
-            "removing it and computing it again") in caplog.text
+            "removing it and computing it again") in caplog.messages
     assert not p.path.exists() and str(p.path) not in cache_mod._LEASES
     assert sorted(x.name for x in p.path.parent.iterdir()) == [f"{p.key}.lease", f"{p.key}.lock"]
     assert _prunable(p.path)
@@ -299,7 +305,7 @@ def test_a_folder_without_marker_is_reported_and_removed(tmp_path, caplog):
     (path / "half").write_text("x")
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert cache.lookup("init", {"a": 1}) is None
-    assert f"init product {key} at {path} has no completion marker ({DONE}); computing it again" in caplog.text
+    assert f"init product {key} at {path} has no completion marker ({DONE}); computing it again" in caplog.messages
     assert not path.exists() and list(path.parent.iterdir()) == []
 
 
@@ -651,7 +657,7 @@ def test_discard_damaged_keeps_and_leases_a_sound_product_and_moves_a_damaged_on
     with caplog.at_level(logging.WARNING, logger=LOGGER):
         assert discard_damaged(p, "cpt") is True
     assert (f"cpt product at {p} is damaged (a.bin has 2 bytes, 5 expected); removing it and computing it again"
-            in caplog.text)
+            in caplog.messages)
     assert not p.exists() and str(p) not in cache_mod._LEASES
     assert [x.name for x in tmp_path.iterdir()] == ["prod.lease"]
 
@@ -670,6 +676,7 @@ def test_builders_of_reads_every_temporary_name():
     assert builders_of(d / ".tmp-removed-abc.work-1") == [d / "removed", d / "removed-abc.work",
                                                           d / "removed-abc.work-1", d / "abc.work",
                                                           d / "abc.work-1", d / "removed-abc", d / "abc"]
+    assert builders_of(d / ".tmp-removed-abc.launch-1")[-1] == d / "abc"
     assert builders_of(d / ".corpus-model-ab12.txt") == [d / "model.bin", d / "model-ab12.bin"]
     assert builders_of(str(d / ".subwords-k.1a2b3c4d.npz")) == [d / "subwords-k.npz", d / "subwords-k.bin"]
     assert builders_of(d / ".model.1a2b3c4d.bin") == [d / "model.bin"]
@@ -700,7 +707,7 @@ def test_clean_stale_removes_only_temporary_entries_whose_builder_is_gone(tmp_pa
     (outside / "keep.bin").write_text("precious")
     entries = {
         products / "init" / ".tmp-dead-1": "dir",
-        products / "init" / ".tmp-live-1": "dir",
+        products / "init" / ".tmp-alive-1": "dir",
         products / "init" / ".tmp-file-1": "file",
         products / "init" / ".tmp-link-1": "link",
         products / "init" / "finished": "dir",
@@ -724,13 +731,13 @@ def test_clean_stale_removes_only_temporary_entries_whose_builder_is_gone(tmp_pa
     cache = ProductCache(home)
     assert cache._build_folders() == [products / "init", products / "tasks", products / "tasks" / "ner",
                                       home / "cache" / "methods" / "clp" / "products" / "helper"]
-    fd = try_exclusive(products / "init" / "live")
+    fd = try_exclusive(products / "init" / "alive")
     try:
         assert cache.clean_stale() == 6
     finally:
         os.close(fd)
     left = {p for p in entries if p.exists() or p.is_symlink()}
-    assert left == {products / "init" / ".tmp-live-1", products / "init" / "finished",
+    assert left == {products / "init" / ".tmp-alive-1", products / "init" / "finished",
                     products / "tasks" / ".hidden" / ".tmp-dead-4", products / ".cache" / ".tmp-dead-5"}
     assert (outside / "keep.bin").read_text() == "precious"
     assert ProductCache(tmp_path / "empty").clean_stale() == 0
@@ -739,8 +746,8 @@ def test_clean_stale_removes_only_temporary_entries_whose_builder_is_gone(tmp_pa
 def test_clean_stale_counts_only_what_it_removed(tmp_path, monkeypatch):
     stale = tmp_path / "products" / "init" / ".tmp-dead-1"
     stale.mkdir(parents=True)
-    monkeypatch.setattr(cache_mod.shutil, "rmtree", lambda p, ignore_errors=False: None)  # the delete fails
-    assert ProductCache(tmp_path).clean_stale() == 0
+    monkeypatch.setattr(cache_mod.shutil, "rmtree", _failing_rmtree)
+    assert ProductCache(tmp_path).clean_stale() == 0 and stale.is_dir()
 
 
 # -- a world build's inputs -------------------------------------------------------------------------------------
@@ -768,11 +775,13 @@ def test_build_inputs_are_removed_and_their_bytes_counted(tmp_path, caplog):
     kept.mkdir()
     (kept / "f").write_text("keep")
     (home / "linked").symlink_to(kept)
+    (home / "venv" / "lib").mkdir(parents=True)
+    (home / "venv" / "lib" / "x.so").write_bytes(b"v" * 1000)
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        freed = discard_build_inputs(home, ("downloads", "absent", "linked"))
-    assert freed == 3 * 2**20 + 100
+        freed = discard_build_inputs(home, ("absent", "linked", "downloads", "venv"))
+    assert freed == 3 * 2**20 + 100 + 1000 and not (home / "venv").exists()
     assert not d.exists() and (home / "big.bin").stat().st_size == 5000 and (kept / "f").read_text() == "keep"
-    assert f"removed {d} (3 MB): the world build's inputs, fetched again by a later build" in caplog.text
+    assert f"removed {d} (3 MB): the world build's inputs, fetched again by a later build" in caplog.messages
 
 
 def test_build_inputs_stay_while_another_world_build_runs(tmp_path, caplog):
@@ -782,8 +791,9 @@ def test_build_inputs_stay_while_another_world_build_runs(tmp_path, caplog):
     worlds = home / "worlds"
     (worlds / ".tmp-w1-1234").mkdir(parents=True)
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        assert discard_build_inputs(home, ["downloads"]) == 0
-    assert d.is_dir() and "another world build is under way; its build inputs (downloads) are kept" in caplog.text
+        assert discard_build_inputs(home, ["downloads", "more"]) == 0
+    assert d.is_dir() and caplog.messages == [
+        "another world build is under way; its build inputs (downloads, more) are kept"]
     _aged(worlds / ".tmp-w1-1234", 23 * 3600)
     assert discard_build_inputs(home, ["downloads"]) == 0 and d.is_dir()
     _aged(worlds / ".tmp-w1-1234", 25 * 3600)
@@ -798,7 +808,7 @@ def test_build_inputs_stay_while_another_world_build_runs(tmp_path, caplog):
 
 def test_build_inputs_not_removed_are_not_counted(tmp_path, monkeypatch):
     d = _inputs(tmp_path)
-    monkeypatch.setattr(cache_mod.shutil, "rmtree", lambda p, ignore_errors=False: None)
+    monkeypatch.setattr(cache_mod.shutil, "rmtree", _failing_rmtree)
     assert discard_build_inputs(tmp_path, ["downloads"]) == 0 and d.is_dir()
 
 
@@ -893,3 +903,58 @@ def test_cached_arrays_never_unpickle(tmp_path):
     with pytest.raises(ValueError, match="allow_pickle"):
         cached_arrays(path, _arrays)
     assert cache_mod._LEASES == {}
+
+
+def test_build_inputs_are_kept_until_the_other_build_is_busy_s_old(tmp_path, monkeypatch):
+    """A build folder exactly busy_s old counts as left behind; one a moment younger as under way."""
+    d = _inputs(tmp_path)
+    tmp = tmp_path / "worlds" / ".tmp-w1-1234"
+    tmp.mkdir(parents=True)
+    os.utime(tmp, (1000, 1000))
+    monkeypatch.setattr(cache_mod, "time", _Clock(1099.5))
+    assert discard_build_inputs(tmp_path, ["downloads"], busy_s=100) == 0 and d.is_dir()
+    monkeypatch.setattr(cache_mod, "time", _Clock(1100.0))
+    assert discard_build_inputs(tmp_path, ["downloads"], busy_s=100) > 0 and not d.exists()
+
+
+def test_a_failed_build_raises_its_own_error_even_where_deleting_fails(tmp_path, monkeypatch):
+    """The caller sees the build's error, not one of the clean-up that follows it."""
+    monkeypatch.setattr(cache_mod.shutil, "rmtree", _failing_rmtree)
+
+    def build(d):
+        raise RuntimeError("the build's own error")
+
+    with pytest.raises(RuntimeError, match="the build's own error"):
+        ProductCache(tmp_path).get_or_build("init", {"a": 1}, build)
+
+
+def test_the_marker_is_written_for_people_too(tmp_path):
+    """_DONE.json is read by people as well as by the cache: one entry a line (indented by one space) and
+    non-ASCII inputs written as they are."""
+    p = ProductCache(tmp_path).get_or_build("init", {"name": "é"}, lambda d: None)
+    text = (p.path / DONE).read_text(encoding="utf-8")
+    assert text.startswith('{\n "kind": "init",\n "key": ') and '"name": "é"' in text
+
+
+def test_a_stale_entry_another_cleaner_removed_first_is_no_error(tmp_path, monkeypatch):
+    """Two runs starting at once both clean: an entry the other removed between the listing and the delete is
+    not an error."""
+    stale = tmp_path / "products" / "init" / ".tmp-dead-1"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("x")
+
+    def building(p):
+        Path(p).unlink()  # the other cleaner was first
+        return False
+
+    monkeypatch.setattr(cache_mod, "building", building)
+    assert ProductCache(tmp_path).clean_stale() == 1
+
+
+def test_a_lease_file_is_readable_by_all_and_writable_by_its_owner(tmp_path):
+    old = os.umask(0o022)
+    try:
+        lease(tmp_path / "abc")
+    finally:
+        os.umask(old)
+    assert lease_file(tmp_path / "abc").stat().st_mode & 0o777 == 0o644

@@ -422,8 +422,7 @@ def cached_arrays(path: Path, compute: Callable[[], dict[str, Any]], waiting: st
     with exclusive(path, waiting):
         if (found := _leased_load(path, load)) is not None:  # built by the process that held the lock
             return found
-        arrays = compute()
-        path.parent.mkdir(parents=True, exist_ok=True)
+        arrays = compute()  # (the lock made path's folder)
         tmp = path.with_name(f".{path.stem}.{uuid.uuid4().hex[:8]}.npz")
         np.savez(tmp, **arrays)
         tmp.replace(path)
