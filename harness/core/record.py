@@ -27,14 +27,11 @@ The record, per experiment (one per world and source model):
 from __future__ import annotations
 
 import json
-import logging
 import re
 from pathlib import Path
 from typing import Any
 
 from harness.core.artifacts import list_artifact_paths, read_json_artifact
-
-log = logging.getLogger(__name__)
 
 TAG = "harness."  # every tag of ours starts so (MLflow's own start with "mlflow.")
 _BAD = re.compile(r"[^\w\-. /:]")
@@ -43,6 +40,8 @@ _BAD = re.compile(r"[^\w\-. /:]")
 def metric_key(*parts: str) -> str:
     """An MLflow-valid metric key: ``@`` becomes ``_at_`` (``acc@10`` -> ``acc_at_10``), other bad chars ``_``."""
     return "/".join(_BAD.sub("_", p.replace("@", "_at_")) for p in parts)
+
+
 PARENT_TAG = "mlflow.parentRunId"
 
 
