@@ -65,10 +65,6 @@ def _inert(name: str, why: str) -> Input:
     return Input(name, INERT, "", why)
 
 
-def _gap(name: str, why: str) -> Input:
-    return Input(name, GAP, "", why)
-
-
 # -- the run's settings (harness.config.RunConfig: the config-file keys, and the flags of harness run) -----------
 SETTINGS = (
     _key("methods", "method", "each cell is one method"),

@@ -206,11 +206,6 @@ def board_grid(board: Board, transpose: bool | None = None) -> Grid:
     return g
 
 
-def board_table(board: Board, transpose: bool | None = None) -> Table:
-    """The whole board as one table (any width)."""
-    return fit(board_grid(board, transpose), None)[0]
-
-
 def slices_grid(board: Board) -> Grid | None:
     if not board.slices:
         return None
@@ -224,11 +219,6 @@ def slices_grid(board: Board) -> Grid | None:
             cells.append(_mark(fmt.cell(board, v), r.kind == "ours" and v is not None and v == best))
         g.add(r.label if r.kind == "ours" else f"[italic]{r.label}[/italic]", cells)
     return g
-
-
-def slices_table(board: Board) -> Table | None:
-    g = slices_grid(board)
-    return None if g is None else fit(g, None)[0]
 
 
 def pairs_grid(board: Board, limit_rows: int = 6) -> Grid | None:
@@ -247,11 +237,6 @@ def pairs_grid(board: Board, limit_rows: int = 6) -> Grid | None:
         g.add(p.a, [p.b, str(p.n), f"{p.wins}/{p.ties}/{p.losses}", fmt.value(p.median_diff, True),
                     fmt.p(p.p_value), fmt.p(p.p_holm)])
     return g
-
-
-def pairs_table(board: Board, limit_rows: int = 6) -> Table | None:
-    g = pairs_grid(board, limit_rows)
-    return None if g is None else fit(g, None)[0]
 
 
 def render(board: Board, console: Console, *, transpose: bool | None = None, details: bool = True,

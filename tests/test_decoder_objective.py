@@ -48,18 +48,6 @@ def test_load_and_tables_of_a_decoder_and_an_encoder(tmp_path):
         objective.tables(enc, len(xlmr_source_tokenizer()) + 1)
 
 
-def test_special_roles_and_pairs():
-    from tests._decoder_fixtures import target_tokenizer
-
-    s, t = source_tokenizer(), target_tokenizer()
-    roles = objective.special_roles(s)
-    assert roles["bos"] == roles["eos"] == roles["unk"] == 0 and roles["pad"] == 1
-    assert {"chat:<|im_start|>", "chat:<|im_end|>"} <= set(roles)
-    pairs = objective.special_pairs(s, t)
-    assert pairs[t.eos_token_id] == 0 and pairs[t.pad_token_id] == 1
-    assert pairs[t.convert_tokens_to_ids("<|im_end|>")] == s.convert_tokens_to_ids("<|im_end|>")
-
-
 def test_causal_collator_predicts_every_position_without_masking():
     tok = source_tokenizer()
     blocks = [{"input_ids": list(range(3, 11))}, {"input_ids": [0] * 8}]  # an eos id is a target too

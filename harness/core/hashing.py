@@ -44,11 +44,3 @@ def sha256_file(path: Path, chunk: int = 1 << 20) -> str:
     return h.hexdigest()
 
 
-def hash_tree(root: Path) -> str:
-    """Hash of every file (relative path + content) under ``root``."""
-    h = hashlib.sha256()
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            h.update(str(p.relative_to(root)).encode())
-            h.update(sha256_file(p).encode())
-    return h.hexdigest()[:16]

@@ -10,8 +10,6 @@ ask this module; nothing else branches on a model's class. What it answers:
 * :func:`tables` -- the input and output embedding tables, whether they are tied, the output bias where the head
   has one, and the rows beyond the tokenizer's length (Qwen 2.5 stores 151,936 rows for 151,665 tokens: those
   padding rows belong to no token, so they are neither copied nor counted);
-* :func:`special_roles` -- special tokens by role (``bos``, ``eos``, ``pad``, ``unk``, ``mask``, ``cls``, ``sep``)
-  and the chat tokens (the tokenizer's other special tokens, by string);
 * :func:`collator` -- the CPT objective: BERT masking for ``mlm``; next-token prediction on every position, no
   masking, for ``clm`` (:class:`CausalCollator`);
 * :func:`pooled_layer` -- which hidden states sentence retrieval pools (:data:`POOLED_LAYER`);
@@ -187,28 +185,6 @@ def tables(model: nn.Module, n_tokens: int) -> Tables:
 ROLES = ("bos", "eos", "pad", "unk", "mask", "cls", "sep")
 
 
-def special_roles(tokenizer: Any) -> dict[str, int]:
-    """Role -> id for the tokenizer's special tokens (``bos``, ``eos``, ``pad``, ...), and ``chat:<string>`` -> id
-    for its other special tokens (``<|im_start|>``, ``<start_of_turn>``: chat and control tokens)."""
-    out: dict[str, int] = {}
-    for role in ROLES:
-        tid = getattr(tokenizer, f"{role}_token_id", None)
-        if isinstance(tid, int) and tid >= 0:
-            out[role] = tid
-    known = set(out.values())
-    for tid in getattr(tokenizer, "all_special_ids", []) or []:
-        if int(tid) not in known:
-            out["chat:" + str(tokenizer.convert_ids_to_tokens(int(tid)))] = int(tid)
-    return out
-
-
-def special_pairs(source_tokenizer: Any, target_tokenizer: Any) -> dict[int, int]:
-    """Target id -> source id of the special tokens the two tokenizers share a role (or a chat string) for."""
-    src = special_roles(source_tokenizer)
-    tgt = special_roles(target_tokenizer)
-    return {tid: src[role] for role, tid in tgt.items() if role in src}
-
-
 # -- the CPT objective -----------------------------------------------------------------------------------------
 class CausalCollator:
     """Blocks of token ids -> a causal-LM batch: ``labels`` are the ids themselves (the model shifts them), every
@@ -229,11 +205,6 @@ def collator(objective: str, tokenizer: Any, mlm_probability: float) -> Any:
     from transformers import DataCollatorForLanguageModeling
 
     return DataCollatorForLanguageModeling(tokenizer, mlm_probability=float(mlm_probability))
-
-
-def cpt_loss_name(objective: str) -> str:
-    return {"mlm": "masked-token cross-entropy (BERT masking)", "clm": "next-token cross-entropy (every position)"}[
-        check(objective)]
 
 
 # -- what the tasks pool and label -----------------------------------------------------------------------------

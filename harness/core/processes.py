@@ -7,7 +7,7 @@ its record: methods that start processes use it too).
   into the harness home after its parent is gone. (Pool workers, CPT ranks, fastText training children.)
 * a command started as a subprocess goes through :func:`child_command`, a small trampoline that sets the same
   signal and then ``exec``\\ s the command (torchrun's launcher).
-* a stopped run stops its workers (:func:`stop_processes`, :func:`stop_children`): :mod:`harness.core.lifecycle`.
+* a stopped run stops its workers (:func:`stop_processes`): :mod:`harness.core.lifecycle`.
 
 Whether a process lives, its children, and signalling them go through psutil (imported at the first such call, not
 at start-up): a process is named with its start time, so a pid the system gave to another process since is never
@@ -144,11 +144,6 @@ def stop_processes(procs: Iterable[Any], timeout: float = 5.0) -> None:
                 p.join(2)
         except (OSError, ValueError, AssertionError, AttributeError):
             pass
-
-
-def stop_children(timeout: float = 5.0) -> None:
-    """Stop every child process of this one (workers, launchers, training children)."""
-    stop_pids(children(), timeout)
 
 
 def multiprocessing_helpers() -> set[int]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -234,20 +233,3 @@ def nearest(wv: UnitVectors, key: str, k: int = 5, prefix: str | None = None) ->
     return out
 
 
-def dictionary_precision(wv: UnitVectors, pairs: Iterable[tuple[str, str]], src: str, tgt: str) -> tuple[float, int]:
-    """P@1 of ``src:word -> tgt:word`` translation by nearest neighbour among the ``tgt`` words."""
-    idx = wv.index()
-    tgt_rows = np.array([i for i, k in enumerate(wv.keys) if k.startswith(tgt + ":")])
-    if len(tgt_rows) == 0:
-        return 0.0, 0
-    gold: dict[str, set[str]] = {}
-    for s, t in pairs:
-        ks, kt = f"{src}:{s.lower()}", f"{tgt}:{t.lower()}"
-        if ks in idx and kt in idx:
-            gold.setdefault(ks, set()).add(kt)
-    if not gold:
-        return 0.0, 0
-    q = np.stack([wv.vectors[idx[s]] for s in gold])
-    best = tgt_rows[np.argmax(q @ wv.vectors[tgt_rows].T, axis=1)]
-    hits = sum(1 for s, b in zip(gold, best, strict=True) if wv.keys[b] in gold[s])
-    return hits / len(gold), len(gold)

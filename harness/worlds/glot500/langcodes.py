@@ -381,5 +381,3 @@ def detect_script(text: str) -> str:
     return counts.most_common(1)[0][0]
 
 
-def script_of(code: str) -> str:
-    return normalize(code)[4:]
