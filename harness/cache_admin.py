@@ -152,7 +152,7 @@ def _mtime(path: Path) -> float:
 def world_names(home: Path) -> dict[str, str]:
     """World hash (the hash of its manifest, as products record it) -> world name, for the built worlds."""
     out: dict[str, str] = {}
-    for d in sorted((home / "worlds").glob("*")) if (home / "worlds").is_dir() else []:
+    for d in sorted((home / "worlds").glob("*")):  # (none when there is no such folder)
         try:
             manifest = json.loads((d / "manifest.json").read_text())
         except (OSError, ValueError):
@@ -173,20 +173,20 @@ def cell_runs(home: Path) -> dict[str, dict[str, str]]:
         con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
         try:
             rows = con.execute(
-                "SELECT a.value, b.key, b.value, r.status FROM tags a JOIN tags b ON a.run_uuid = b.run_uuid "
-                "JOIN runs r ON r.run_uuid = a.run_uuid WHERE a.key = ? AND b.key IN (?, ?, ?)",
+                "SELECT a.run_uuid, a.value, b.key, b.value, r.status FROM tags a "
+                "JOIN tags b ON a.run_uuid = b.run_uuid JOIN runs r ON r.run_uuid = a.run_uuid "
+                "WHERE a.key = ? AND b.key IN (?, ?, ?)",
                 (tag("cell"), tag("world"), tag("profile"), tag("kind"))).fetchall()
         finally:
             con.close()
     except sqlite3.Error:
         return {}
-    runs: dict[tuple[str, str], dict[str, str]] = {}
-    for cell, key, value, status in rows:
-        r = runs.setdefault((str(cell), str(status)), {"status": str(status)})
-        r[key[len(TAG):]] = str(value)
+    runs: dict[str, tuple[str, dict[str, str]]] = {}  # run -> (its cell, its status and tags)
+    for run, cell, key, value, status in rows:
+        runs.setdefault(str(run), (str(cell), {"status": str(status)}))[1][key[len(TAG):]] = str(value)
     out: dict[str, dict[str, str]] = {}
-    for (cell, _), r in runs.items():
-        if r.get("kind") != Kind.CELL:
+    for cell, r in runs.values():
+        if r.get("kind") != Kind.CELL:  # a task run of the cell, which carries the cell's key too
             continue
         if cell not in out or r["status"] == "FINISHED":
             out[cell] = r
@@ -196,7 +196,7 @@ def cell_runs(home: Path) -> dict[str, dict[str, str]]:
 def product_item(p: Path, kind: str, hashes: dict[str, str] | None = None, now: float | None = None) -> Item:
     """The item of one product folder (or file) under ``products/``."""
     now = time.time() if now is None else now
-    info = _marker(p) if p.is_dir() else {}
+    info = _marker(p)  # (a file has none)
     unfinished = p.name.startswith(".tmp-") or p.name.endswith((".work", ".launch")) or not info
     created = float(info.get("created") or _mtime(p))
     world = info.get("world") or (info.get("inputs") or {}).get("world") or "-"
@@ -230,11 +230,10 @@ def _beside(p: Path) -> tuple[Path, ...]:
 
 
 def _product_items(kind_dir: Path, kind: str, hashes: dict[str, str]) -> Iterator[Item]:
-    now = time.time()
     for p in sorted(kind_dir.iterdir()):
         if not p.is_dir() and not p.is_file() or p.name.endswith((".lock", LEASE)):
             continue  # a product's lock and lease files go with the product
-        yield product_item(p, kind, hashes, now)
+        yield product_item(p, kind, hashes)
 
 
 def cell_products(home: Path, init_key: str, cpt_key: str | None) -> list[Item]:

@@ -154,7 +154,7 @@ def test_world_names_by_manifest_hash(tmp_path):
     assert A.world_names(home) == {}
     named = {"name": "toy", "version": 2}
     unnamed = {"version": 3, "langs": ["de"]}
-    for folder, manifest in (("toy-v2", named), ("bare-v3", unnamed), ("bare-v12", {"name": "", "v": 1})):
+    for folder, manifest in (("folder-v2", named), ("bare-v3", unnamed), ("bare-v12", {"name": "", "v": 1})):
         (home / "worlds" / folder).mkdir(parents=True)
         (home / "worlds" / folder / "manifest.json").write_text(json.dumps(manifest))
     (home / "worlds" / "broken-v1").mkdir()
@@ -169,8 +169,8 @@ def _tracking_store(home: Path, runs: list[tuple[str, str, dict[str, str]]]) -> 
     home.mkdir(parents=True, exist_ok=True)
     db = home / "mlflow.db"
     con = sqlite3.connect(db)
-    con.execute("CREATE TABLE runs (run_uuid TEXT, status TEXT)")
-    con.execute("CREATE TABLE tags (key TEXT, value TEXT, run_uuid TEXT)")
+    con.execute("CREATE TABLE runs (run_uuid TEXT PRIMARY KEY, status TEXT)")  # keyed as MLflow keys them
+    con.execute("CREATE TABLE tags (key TEXT, value TEXT, run_uuid TEXT, PRIMARY KEY (key, run_uuid))")
     for run, status, tags in runs:
         con.execute("INSERT INTO runs VALUES (?, ?)", (run, status))
         con.executemany("INSERT INTO tags VALUES (?, ?, ?)", [(k, v, run) for k, v in tags.items()])
@@ -190,6 +190,7 @@ def test_cell_runs_reads_each_cells_world_profile_and_status(tmp_path):
     home = tmp_path / "home"
     assert A.cell_runs(home) == {}
     db = _tracking_store(home, [
+        ("r0", "FINISHED", _cell_tags("t0", kind="task")),
         ("r1", "FAILED", _cell_tags("a", world="w1")),
         ("r2", "FINISHED", _cell_tags("a", world="w2", profile="gpu")),
         ("r3", "FINISHED", _cell_tags("b")),
@@ -204,6 +205,22 @@ def test_cell_runs_reads_each_cells_world_profile_and_status(tmp_path):
         "c": {"status": "RUNNING", "world": "toy", "profile": "cpu", "kind": "cell"},
     }
     assert db.read_bytes() == before and sorted(p.name for p in home.iterdir()) == ["mlflow.db"]
+
+
+@pytest.mark.parametrize("cell_run", ["r2", "r0", "r9"])
+def test_cell_runs_a_cells_task_runs_do_not_hide_it(tmp_path, cell_run):
+    """A cell's task runs carry its key too (with their own kind): they neither hide the cell run, whichever of
+    their ids sorts first, nor lend it their status or tags."""
+    home = tmp_path / "home"
+    tasks = [r for r in ("r1", "r3", "r5") if r != cell_run]
+    _tracking_store(home, [
+        (cell_run, "FINISHED", _cell_tags("k", world="toy", profile="cpu")),
+        *[(r, "FINISHED", _cell_tags("k", world="elsewhere", profile="gpu", kind="task")) for r in tasks],
+        ("r4", "FAILED", _cell_tags("f")),
+        ("r6", "FINISHED", _cell_tags("f", world="elsewhere", kind="task")),
+    ])
+    assert A.cell_runs(home) == {"k": {"status": "FINISHED", "world": "toy", "profile": "cpu", "kind": "cell"},
+                                 "f": {"status": "FAILED", "world": "toy", "profile": "cpu", "kind": "cell"}}
 
 
 def test_cell_runs_of_a_store_it_cannot_read_are_none(tmp_path):
@@ -349,6 +366,7 @@ def home(tmp_path) -> Path:
     _product(h / "worlds" / ".tmp-toy-v3-0000", 10)
     _product(h / "worlds" / ".tmp-new-v1-0000", 10)  # a world being built now
     _product(h / "worlds" / "plain-v1", 10)
+    _product(h / "worlds" / "zz-v1", 10)  # after toy-v2's lock and lease
     wh = hash_obj(manifest)
     _product(h / "products" / "init" / "i1", 1000, {"inputs": {"world": wh}, "created": 5})
     (h / "products" / "init" / "i1.lock").write_text("")
@@ -413,6 +431,7 @@ def test_scan_names_every_entry_of_the_home_by_kind(home):
         ("world", "worlds/.tmp-toy-v3-0000", ".tmp-toy-v3-0000", True, (), None),
         ("world", "worlds/plain-v1", "plain", False, (), None),
         ("world", "worlds/toy-v2", "toy", False, ("worlds/toy-v2.lock", "worlds/toy-v2.lease"), None),
+        ("world", "worlds/zz-v1", "zz", False, (), None),
         ("tracking", "mlartifacts", "-", False, (), None),
         ("leaderboards", "leaderboards/toy", "toy", False, (), None),
         ("tracking", "mlflow.db", "-", False, (), None),
@@ -426,6 +445,10 @@ def test_scan_names_every_entry_of_the_home_by_kind(home):
     assert sizes["cache/methods/wechsel/fasttext/w-abc.bin"] == 402
     assert sizes["worlds/toy-v2"] == A.tree_size(home / "worlds" / "toy-v2") and sizes["mlartifacts"] == 60
     assert sizes["products/init/i1"] == A.tree_size(home / "products" / "init" / "i1")
+    for i in items:  # each item's size and age (a product's from its marker)
+        assert i.bytes == A.tree_size(i.path) + sum(A.tree_size(e) for e in i.extra if i.kind.startswith("methods/"))
+        assert i.created == (5 if i.kind in ("corpus", "init", "tagger", "methods/clp") and not i.unfinished
+                             else min(A._mtime(p) for p in (i.path, *(i.extra if i.guard else ()))))
     created = {_rel(home, i.path): i.created for i in items}
     assert created["products/init/i1"] == 5 and created["notes.txt"] == A._mtime(home / "notes.txt")
     assert created["worlds/toy-v2"] == A._mtime(home / "worlds" / "toy-v2") > 5
@@ -470,6 +493,9 @@ def test_products_of_finished_cells(tmp_path):
                  {"inputs": {"tagger": f"tagger-{name}"}, "created": 1})
         runs.append((f"r{n}", status, _cell_tags(cell, world=f"world-{name}", profile=profile)))
     _product(h / "products" / "cpt" / "stray", 10, {"settings": settings, "seed": 8, "created": 1})
+    _product(h / "products" / "corpus" / "c0", 10, {"created": 1})  # a kind before "cpt"
+    _product(h / "products" / "tasks" / "tagger" / "tagger-lost", 10, {"inputs": {"model": "nocell:0"}})
+    _product(h / "products" / "tasks" / "tagger" / "tagger-none", 10, {"inputs": {"other": 1}})
     _product(h / "products" / "tasks" / "tagger" / "tagger-own", 10,
              {"world": "mine", "inputs": {"model": "nocell:0"}, "created": 1})
     _product(h / "products" / "tasks" / "tagger-test" / "score-orphan", 10, {"inputs": {"tagger": "gone"}})
@@ -486,6 +512,9 @@ def test_products_of_finished_cells(tmp_path):
         ("tagger", "tagger-done"): ("world-done", True),
         ("tagger", "tagger-busy"): ("world-busy", False),
         ("tagger", "tagger-own"): ("mine", False),
+        ("tagger", "tagger-lost"): ("-", False),
+        ("tagger", "tagger-none"): ("-", False),
+        ("corpus", "c0"): ("-", False),
         ("tagger-test", "score-done"): ("world-done", True),
         ("tagger-test", "score-busy"): ("world-busy", False),
         ("tagger-test", "score-orphan"): ("-", False),
@@ -502,6 +531,28 @@ def test_a_cpt_product_keeps_its_own_world_and_takes_the_first_matching_init(tmp
     _product(h / "products" / "cpt" / cpt_product_key("i1", {}, None), 10, {"created": 1})
     got = {i.path.name: i.world for i in A.scan(h) if i.kind == "cpt"}
     assert got == {cpt_product_key("i1", cpt, None): "own", cpt_product_key("i1", {}, None): "w1"}
+
+
+def test_a_run_without_a_profile_names_none(tmp_path):
+    """A run that names no profile adds none to those tried (not the empty one) and hides none of the others."""
+    h = tmp_path / "home"
+    cpt = {"steps": 1}
+    inputs = {"world": "w", "m": 2}
+    _product(h / "products" / "init" / "i1", 10, {"inputs": inputs, "created": 1})
+    _product(h / "products" / "cpt" / cpt_product_key("i1", cpt, 1), 10, {"settings": cpt, "seed": 1, "created": 1})
+    bare = _cell_tags(hash_obj({**inputs, "profile": "", "cpt": cpt}))
+    del bare["harness.profile"]
+    _tracking_store(h, [("r0", "FINISHED", bare), ("r1", "RUNNING", _cell_tags("other", profile="cpu"))])
+    assert {i.kind: i.finished for i in A.scan(h) if i.kind in ("init", "cpt")} == {"init": False, "cpt": False}
+
+
+def test_a_tagger_names_its_world_by_its_hash(tmp_path):
+    h = tmp_path / "home"
+    manifest = {"name": "toy", "version": 1}
+    (h / "worlds" / "folder-v1").mkdir(parents=True)
+    (h / "worlds" / "folder-v1" / "manifest.json").write_text(json.dumps(manifest))
+    _product(h / "products" / "tasks" / "tagger" / "t1", 10, {"inputs": {"world": hash_obj(manifest)}})
+    assert [(i.kind, i.world) for i in A.scan(h) if i.kind == "tagger"] == [("tagger", "toy")]
 
 
 def test_a_finished_cell_under_any_of_the_homes_profiles(tmp_path):
@@ -548,6 +599,15 @@ def test_fasttext_models_one_item_each_with_what_shares_their_stem(tmp_path):
     assert {i.kind for i in old} == {"methods/x"}
 
 
+def test_a_models_stem_loses_only_its_leading_dots(tmp_path):
+    ft = tmp_path / "fasttext"
+    _file(ft / "Xy-1.npz", 10)
+    _file(ft / "Xy-1.json", 1)
+    _file(ft / ".Xy-1.77.npz", 1)
+    [item] = A._fasttext_items("methods/x", ft, time.time())
+    assert item.path.name == "Xy-1.npz" and item.guard == ft / "Xy-1.bin" and len(item.extra) == 2
+
+
 def test_a_model_in_full_form_beside_its_compact_one(tmp_path):
     ft = tmp_path / "fasttext"
     _file(ft / "m-1.bin", 10)
@@ -590,6 +650,14 @@ def test_file_items_of_a_method_cache(tmp_path):
     link.symlink_to(m / "dir", target_is_directory=True)
     [item] = A._file_items("methods/m", link, t)
     assert item.path == link and item.bytes == link.lstat().st_size
+
+
+def test_a_file_being_written_in_a_method_cache_folder_is_busy(tmp_path):
+    m = tmp_path / "m"
+    _file(m / "dir" / "sub" / ".e.1.npz", 2)
+    _file(m / "dir" / "done.npz", 2)
+    assert [(i.path.name, i.busy) for i in A._file_items("methods/m", m / "dir", time.time())] == [
+        ("done.npz", False), (".e.1.npz", True)]
 
 
 def test_method_items_a_link_named_like_a_cache_folder_is_one_file(tmp_path):
