@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import importlib
+import os
 import sys
 import textwrap
 
@@ -47,8 +48,6 @@ def write(tmp_path, monkeypatch):
     yield put
     _clear()
     for name in written:
-        sys.modules.pop(name, None)
-    for name in {n.partition(".")[0] for n in written}:
         sys.modules.pop(name, None)
 
 
@@ -93,7 +92,7 @@ def test_a_chain_across_modules_and_packages_is_read_as_importing_gives_it(write
         class Impl(Base):
             requires = frozenset({"x", "y"})
             bounds = (LIMIT, 2.5, None)
-            table = {"a": [1, {2}], "b": set(), "c": tuple(WORDS), "d": list(), "e": {1: -4}}
+            table = {"a": [1, {2}], "b": set(), "c": tuple(WORDS), "d": list(), "e": {1: -4}, LIMIT: "limit"}
             def run(self, other: Base) -> None:
                 pass
         class Again(Impl):
@@ -103,7 +102,8 @@ def test_a_chain_across_modules_and_packages_is_read_as_importing_gives_it(write
         assert _read("dpkg.impl:Impl") == {"requires": frozenset({"x", "y"}), "supports_factorized": True,
                                            "profiles": {"cpu": {"k": 1, "xs": (1, -2), "on": True}}}
         assert _read("dpkg.impl:Impl", ("bounds", "table")) == {
-            "bounds": (-3, 2.5, None), "table": {"a": [1, {2}], "b": set(), "c": ("a", "b"), "d": [], "e": {1: -4}}}
+            "bounds": (-3, 2.5, None),
+            "table": {"a": [1, {2}], "b": set(), "c": ("a", "b"), "d": [], "e": {1: -4}, -3: "limit"}}
         assert _read("dpkg.impl:Again", ("supports_factorized", "requires")) == {
             "supports_factorized": False, "requires": frozenset({"x", "y"})}
         assert _read("dpkg.impl:Base", ("note",)) == {"note": None}  # an annotation alone binds nothing
@@ -215,11 +215,46 @@ def test_a_class_made_otherwise_than_one_plain_chain_is_not_read(write):
             requires = frozenset({"x"})
         def function():
             pass
+        if True:
+            class Hidden:
+                requires = frozenset({"hidden"})
         """)
     for cls in ("WithMeta", "Foreign", "FromLibrary", "TwoArgs", "Keyword", "Renamed", "Decorated", "function",
-                "Meta", "Absent"):
+                "Meta", "Absent", "Hidden"):
         assert exact_declarations(f"dshape:{cls}", FIELDS, DEFAULTS) is None, cls
     assert exact_declarations("dshape:Base", ("requires",), DEFAULTS) == {"requires": frozenset({"base"})}
+
+
+def test_a_registry_imported_relatively_inside_the_harness_is_read(write, tmp_path, monkeypatch):
+    import harness.core
+
+    monkeypatch.setattr(harness.core, "__path__", [*harness.core.__path__, str(tmp_path / "harness" / "core")])
+    write(harness__core__decl_relative="""
+        from .registry import TASKS
+        @TASKS.register("decl-mutation-relative")
+        class Relative:
+            requires = ("r",)
+        """)
+    try:
+        assert _read("harness.core.decl_relative:Relative", ("requires",)) == {"requires": ("r",)}
+    finally:
+        from harness.core.registry import TASKS
+
+        TASKS.unregister("decl-mutation-relative")
+
+
+def test_a_class_a_metaclass_may_change_is_not_read(write):
+    """A metaclass's ``__new__`` runs for each class made with it, and may change the metaclass itself."""
+    write(dmeta="""
+        class Counting(type):
+            made = 0
+            def __new__(mcs, name, bases, ns):
+                mcs.made += 1
+                return super().__new__(mcs, name, bases, ns)
+        class Counted(metaclass=Counting):
+            pass
+        """)
+    assert _read("dmeta:Counting", ("made",)) is None
 
 
 def test_a_registry_name_bound_twice_is_not_trusted(write):
@@ -355,10 +390,11 @@ def _digest(path) -> str:
 
 def test_the_code_digest_names_every_file_of_the_package_the_module_imports(write, tmp_path):
     write(cpkg__init="from .sub import VALUE\n", cpkg__sub="VALUE = 1\n", cpkg__other="X = 1\n",
-          cpkg__unused="Y = 1\n", cpkg__inner__init="", cpkg__inner__leaf="Z = 1\n",
+          cpkg__unused="Y = 1\n", cpkg__inner__init="", cpkg__inner__leaf="Z = 1\n", cpkg__inner__only="W = 1\n",
           cpkg__inner__deep="""
             import os
             import cpkg.other
+            import cpkg.inner.only
             from .. import sub
             from ..sub import VALUE
             from . import leaf
@@ -369,12 +405,19 @@ def test_the_code_digest_names_every_file_of_the_package_the_module_imports(writ
     files = code_digest("cpkg.inner.deep")
     assert files == {f: _digest(tmp_path / f) for f in ("cpkg/__init__.py", "cpkg/other.py", "cpkg/sub.py",
                                                        "cpkg/inner/__init__.py", "cpkg/inner/deep.py",
-                                                       "cpkg/inner/leaf.py")}
+                                                       "cpkg/inner/leaf.py", "cpkg/inner/only.py")}
     assert list(files) == sorted(files)
     assert code_digest("cpkg") == {f: _digest(tmp_path / f) for f in ("cpkg/__init__.py", "cpkg/sub.py")}
-    # a changed file is digested again
-    (tmp_path / "cpkg" / "sub.py").write_text("VALUE = 22\n", encoding="utf-8")
-    assert code_digest("cpkg")["cpkg/sub.py"] == _digest(tmp_path / "cpkg" / "sub.py")
+    # a changed file is digested again: one changed in the same second to another size, or at another time to
+    # the same size
+    sub = tmp_path / "cpkg" / "sub.py"
+    before = sub.stat()
+    sub.write_text("VALUE = 22\n", encoding="utf-8")
+    os.utime(sub, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert code_digest("cpkg")["cpkg/sub.py"] == _digest(sub)
+    sub.write_text("VALUE = 23\n", encoding="utf-8")
+    os.utime(sub, ns=(before.st_atime_ns, before.st_mtime_ns + 5_000_000_000))
+    assert code_digest("cpkg")["cpkg/sub.py"] == _digest(sub)
 
 
 def test_the_code_digest_of_a_single_module_and_of_what_is_no_package(write, tmp_path):

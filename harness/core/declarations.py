@@ -92,10 +92,9 @@ def _role(node: ast.Name, parents: dict[ast.AST, ast.AST]) -> tuple[str, str | N
             getattr(parent, "ctx", ast.Load()), ast.Load) or (isinstance(parent, ast.Call) and child in parent.args
                                                               and ast.unparse(parent.func) in _MAKERS):
         child, parent = parent, parents[parent]
-    target = _target(parent)
-    if target is not None and child is getattr(parent, "value", None):
-        holder = parents[parent]
-        return "held", holder.name if isinstance(holder, ast.ClassDef) else target
+    if isinstance(parent, (ast.Assign, ast.AnnAssign)) and child is parent.value:
+        holder = parents[parent]  # a class attribute is reached through its class; ``a = b = x``'s through None
+        return "held", holder.name if isinstance(holder, ast.ClassDef) else _target(parent)
     return "other", None
 
 
@@ -161,7 +160,7 @@ def _literal(node: ast.AST | None, module: str) -> Any:
         return _MAKERS[node.func.id](*(_literal(a, module) for a in node.args))  # TypeError for two or more
     if isinstance(node, ast.Name) and (found := _definition(module, node.id)) is not None:
         return _literal(getattr(found[1], "value", None), found[0])
-    raise ValueError("not a literal")
+    raise ValueError
 
 
 def _hook_sets(fn: ast.FunctionDef) -> frozenset[str] | None:
@@ -189,20 +188,16 @@ def _docstring(stmt: ast.stmt) -> bool:
 def _body(module: str, node: ast.ClassDef) -> dict[str, Any] | None:
     """The attributes the body of class ``node`` binds: a literal, :data:`_UNREADABLE` or, for a function, its
     :class:`_Defined`; None where the body holds another statement (see the module's docstring)."""
-    local = {_target(s) for s in node.body} | {getattr(s, "name", None) for s in node.body}
     out: dict[str, Any] = {}
     for stmt in node.body:
         name = _target(stmt)
         if isinstance(stmt, ast.FunctionDef):
             out[stmt.name] = _Defined(f"{module}:{node.name}")
         elif name is not None and not name.startswith("__"):
-            value = getattr(stmt, "value", None)
-            if value is None:  # an annotation alone binds nothing
+            if stmt.value is None:  # type: ignore[attr-defined]  # an annotation alone binds nothing
                 continue
-            try:
-                if any(isinstance(n, ast.Name) and n.id in local for n in ast.walk(value)):
-                    raise ValueError("a name of the class body, not the module's constant of that name")
-                out[name] = _literal(value, module)
+            try:  # (a name the class body binds is bound twice in the module: not a constant read)
+                out[name] = _literal(stmt.value, module)  # type: ignore[attr-defined]
             except (ValueError, TypeError):
                 out[name] = _UNREADABLE
         elif not (isinstance(stmt, ast.Pass) or _docstring(stmt)):
@@ -210,10 +205,11 @@ def _body(module: str, node: ast.ClassDef) -> dict[str, Any] | None:
     return out
 
 
-def _chain(module: str, cls: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], frozenset[str]] | None:
-    """The class attributes of ``module:cls`` and of its bases (the class's own win; those its or a base's
-    ``__init_subclass__`` sets or reads :data:`_UNREADABLE`), and the names those hooks set or read; None where
-    the source cannot tell (see the module's docstring)."""
+def _chain(target: str, seen: tuple[str, ...] = ()) -> tuple[dict[str, Any], frozenset[str]] | None:
+    """The class attributes of the class at ``"module:Class"`` and of its bases (the class's own win; those its or
+    a base's ``__init_subclass__`` sets or reads :data:`_UNREADABLE`), and the names those hooks set or read; None
+    where the source cannot tell (see the module's docstring)."""
+    module, _, cls = target.partition(":")
     found = _definition(module, cls, seen)
     if found is None or not isinstance(found[1], ast.ClassDef):
         return None
@@ -224,7 +220,7 @@ def _chain(module: str, cls: str, seen: tuple[str, ...] = ()) -> tuple[dict[str,
     hooked: frozenset[str] = frozenset()
     if node.bases:
         first = node.bases[0]
-        base = _chain(module, first.id, (*seen, f"{module}:{node.name}")) if isinstance(first, ast.Name) else None
+        base = _chain(f"{module}:{first.id}", (*seen, f"{module}:{node.name}")) if isinstance(first, ast.Name) else None
         if base is None:
             return None
         attrs, hooked = base
@@ -246,7 +242,7 @@ def _registers(module: str, deco: ast.expr) -> bool:
             and ast.unparse(deco.func) in _REGISTRIES):
         return False
     tree, package = _module_tree(module)  # type: ignore[misc]
-    name = ast.unparse(deco.func).partition(".")[0]
+    name = deco.func.value.id  # type: ignore[attr-defined]
     return _imported(tree, package, name) == (_REGISTRY, name) and \
         [role for role, _ in _uses(module)[name]].count("bind") == 1
 
@@ -256,8 +252,7 @@ def exact_declarations(target: str, fields: tuple[str, ...], defaults: dict[str,
     it does not declare), read from its source; None where its source cannot tell (the class is not found, one of
     ``fields`` is assigned something other than a literal or defined as a function, or the class or what it names
     is made or used in a way this module does not follow: see its docstring): import it then."""
-    module, _, cls = target.partition(":")
-    chain = _chain(module, cls)
+    chain = _chain(target)
     if chain is None:
         return None
     out: dict[str, Any] = {}
@@ -279,8 +274,7 @@ def declared(target: str, fields: tuple[str, ...]) -> dict[str, Any]:
 def defined_in(target: str, function: str) -> str | None:
     """The ``"module:Class"`` whose body defines ``function`` for the class at ``target`` (itself or a base),
     read from its source; None where no class of its chain defines it (or the source cannot tell)."""
-    module, _, cls = target.partition(":")
-    chain = _chain(module, cls)
+    chain = _chain(target)
     found = None if chain is None else chain[0].get(function)
     return str(found) if isinstance(found, _Defined) else None
 
