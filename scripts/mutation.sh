@@ -34,15 +34,15 @@ EQUIVALENT="$ROOT/scripts/mutation-equivalent"
 # module | file mutated | mutant names (globs; "*" = all of the file) | tests run against its mutants
 MODULES=(
   "journal|harness/worlds/journal.py|*|tests/test_mutation_journal.py"
-  "record-coverage|harness/core/record.py|harness.core.record.x_coverage_tags__mutmut_* harness.core.record.x_covered_languages__mutmut_* harness.core.record.x_missing_languages__mutmut_* harness.core.record.x*finished_cell_run__mutmut_* harness.core.record.x_one_per_step__mutmut_*|tests/test_mutation_record.py"
+  "record-coverage|harness/core/record.py|harness.core.record.x_coverage_tags__mutmut_* harness.core.record.x_covered_languages__mutmut_* harness.core.record.x_missing_languages__mutmut_* harness.core.record.x*finished_cell_run__mutmut_* harness.core.record.x_one_per_step__mutmut_*|tests/test_mutation_record.py tests/test_mutation_record_store.py"
   "declarations|harness/core/declarations.py|*|tests/test_declarations_exact.py tests/test_mutation_declarations.py tests/test_code_identity.py::test_code_digest_follows_the_package_imports"
   "store_open|harness/core/store_open.py|*|tests/test_mutation_store_open.py"
   "cache_admin|harness/cache_admin.py|*|tests/test_mutation_cache_admin.py tests/test_prune_safety.py tests/test_cache_admin.py::test_du_sizes_each_kind_per_world tests/test_cache_admin.py::test_prune_never_removes_results_or_builds_in_progress tests/test_cache_admin.py::test_prune_finished_takes_only_the_products_of_finished_cells tests/test_cache_admin.py::test_cell_products_are_the_cells_complete_init_and_cpt_products --deselect tests/test_prune_safety.py::test_a_lock_removed_with_its_product_is_never_held_twice"
-  "cache|harness/core/cache.py|*|tests/test_mutation_cache.py tests/test_prune_safety.py::test_a_tracking_store_under_any_name_survives_prune tests/test_prune_safety.py::test_a_build_older_than_an_hour_survives_a_runs_start_and_prune tests/test_prune_safety.py::test_files_of_a_method_cache_being_read_or_written_survive_prune"
-  "cell|harness/cell.py|*|tests/test_mutation_cell.py"
+  "cache|harness/core/cache.py|*|tests/test_mutation_cache.py tests/test_mutation_cache_safety.py tests/test_prune_safety.py::test_a_tracking_store_under_any_name_survives_prune tests/test_prune_safety.py::test_a_build_older_than_an_hour_survives_a_runs_start_and_prune tests/test_prune_safety.py::test_files_of_a_method_cache_being_read_or_written_survive_prune"
+  "cell|harness/cell.py|*|tests/test_mutation_cell.py tests/test_mutation_cell_run.py"
   "spec-identity|harness/spec.py|harness.spec.x_cell_identity__mutmut_* harness.spec.x_init_inputs__mutmut_* harness.spec.x_product_keys__mutmut_* harness.spec.x_identity_numerics__mutmut_*|tests/test_mutation_spec.py"
   "adding|harness/worlds/adding.py|*|tests/test_mutation_adding.py"
-  "record|harness/core/record.py|*|tests/test_mutation_record.py"
+  "record|harness/core/record.py|*|tests/test_mutation_record.py tests/test_mutation_record_store.py"
 )
 
 die() { echo "mutation.sh: $*" >&2; exit 2; }
