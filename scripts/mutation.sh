@@ -23,6 +23,7 @@
 # for them), keeping the other results of that run (same commit, same mutants).
 # Environment: MUTATION_CHILDREN (default 1) mutants run at once; MUTATION_WORK (default .mutation) the work folder.
 set -euo pipefail
+{  # the whole script is read before any of it runs: an edit of this file during a run cannot change the run
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-$ROOT/.venv/bin/python}"
@@ -121,3 +122,4 @@ done
 
 "$PY" "$ROOT/scripts/mutation_table.py" "$WORK" "$EQUIVALENT" "${NAMES[@]}" -- "${MODULES[@]}" || rc=$((rc > 0 ? rc : 1))
 exit "$rc"
+}
