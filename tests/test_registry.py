@@ -49,6 +49,20 @@ def test_lazy_placeholder_is_imported_only_on_get(tmp_path, monkeypatch):
     assert "lazy_plugin_mod" in sys.modules
 
 
+def test_declared_facts_the_source_cannot_tell_come_from_the_class(tmp_path, monkeypatch):
+    """A placeholder whose class's facts its source states exactly is read without importing it; one whose source
+    cannot tell them (a value computed at import) is imported and read from the class, never answered empty."""
+    (tmp_path / "told_plugin_mod.py").write_text("class Plugin:\n    headline = 'acc'\n")
+    (tmp_path / "computed_plugin_mod.py").write_text("HEAD = 'f' + '1'\nclass Plugin:\n    headline = HEAD\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg = Registry("thing", "harness.test-things", builtin_modules=())
+    reg.register_lazy("told", "told_plugin_mod:Plugin")
+    reg.register_lazy("computed", "computed_plugin_mod:Plugin")
+    assert reg.declared("told", ("headline",)) == {"headline": "acc"}
+    assert "told_plugin_mod" not in sys.modules
+    assert reg.declared("computed", ("headline",)) == {"headline": "f1"}
+
+
 def test_entry_points_are_discovered_lazily(tmp_path, monkeypatch):
     # a real installed-distribution layout on sys.path: importlib.metadata reads its entry_points.txt
     dist = tmp_path / "outside_plugin-1.0.dist-info"

@@ -122,15 +122,17 @@ class Registry(Generic[T]):
         return {f: getattr(obj, f) for f in self.listing_fields if hasattr(obj, f)}
 
     def declared(self, name: str, fields: tuple[str, ...]) -> dict[str, Any]:
-        """``fields`` as the entry's class declares them: read from its source when it is not imported yet
-        (:mod:`harness.core.declarations`), else from the object."""
+        """``fields`` as the entry's class declares them: read from its source when it is not imported yet and the
+        source tells them exactly (:mod:`harness.core.declarations`), else from the object."""
         self._discover()
         with self._lock:
             target = self._lazy.get(name)
         if target is not None:
             from harness.core.declarations import declared
 
-            return declared(target, fields)
+            facts = declared(target, fields)
+            if facts:  # else what the source cannot tell exactly: the class itself
+                return facts
         obj = self.get(name)
         return {f: getattr(obj, f) for f in fields if hasattr(obj, f)}
 
