@@ -20,7 +20,17 @@ from typing import Any
 
 from leaderboard.blowups import MARK, blowup_note
 from leaderboard.fmt import arrow
-from leaderboard.model import GUESS, HELDOUT, METRIC_NOTES, Board, Leaderboard, Row, sources_phrase
+from leaderboard.model import (
+    GUESS,
+    HELDOUT,
+    METRIC_NOTES,
+    REFERENCE,
+    RETAINED,
+    Board,
+    Leaderboard,
+    Row,
+    sources_phrase,
+)
 
 
 @dataclass
@@ -155,6 +165,7 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
                         table.rows.append(label)
                     table.cells[(label, column(b))] = f"{r.avg:.3f}"
         table.notes = _notes([o for (p, _), o in (origins or {}).items() if p == profile], table.rows)
+        _retained(table, lb, boards, shown)
         _meaning(table, boards, shown)
         from leaderboard.claims import summary
 
@@ -162,6 +173,32 @@ def summaries(lb: Leaderboard, tasks: list[str] | None = None,
             else ""
         out.append(table)
     return out
+
+
+def _retained(table: SummaryTable, lb: Leaderboard, boards: list[Board], shown: dict[str, str]) -> None:
+    """A transplant's measure beside its bits per byte (a derived world's ``clm`` / ``mlm-bpb``): the reference
+    rows' bits per byte (the source with its own tokenizer, the donor) in the task's column, and a column of BPB
+    retained (the source's bits per byte over the row's) with its interval over languages and seeds."""
+    for b in boards:
+        kept = next((k for k in lb.boards if k.metric == RETAINED and (k.task, k.profile, k.kind, k.step_label) ==
+                     (b.task, b.profile, b.kind, b.step_label)), None)
+        if kept is None:
+            continue
+        key = (f"{b.task} BPB retained", "↑", b.step_label)
+        table.tasks.append(key)
+        col = f"{key[0]} · {key[2]}"
+        for r in kept.rows:
+            if r.label in shown and r.avg is not None:
+                ci = f" [{r.avg_ci[0]:.3f}, {r.avg_ci[1]:.3f}]" if r.avg_ci else ""
+                table.cells[(shown[r.label], col)] = f"{r.avg:.3f}{ci}"
+        for r in b.paper_rows:
+            if r.kind == REFERENCE and r.avg is not None:
+                if r.label not in table.rows:
+                    table.rows.append(r.label)
+                table.cells[(r.label, column(b))] = f"{r.avg:.3f}"
+                if RETAINED in r.init:
+                    table.cells[(r.label, col)] = f"{r.init[RETAINED]:.3f}"
+        table.notes.append(METRIC_NOTES[RETAINED])
 
 
 def _meaning(table: SummaryTable, boards: list[Board], shown: dict[str, str]) -> None:

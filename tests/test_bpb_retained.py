@@ -128,6 +128,34 @@ def test_the_run_logs_them_and_the_board_shows_the_bpb_retained(ran, derived, tr
     assert len(runs) == 1 and runs[0].info.status == "FINISHED"
 
 
+def test_the_run_s_table_shows_the_references_and_the_bpb_retained(ran, derived, tracking_uri):
+    """The table `harness run` ends with: the references' bits per byte in the task's column and a BPB-retained
+    column (the row's average with its interval; 1.000 for the ceiling), defined under the table."""
+    from mlflow.tracking import MlflowClient
+
+    from leaderboard.collect import collect_experiment
+    from leaderboard.model import METRIC_NOTES, RETAINED
+    from leaderboard.summary import summaries
+    from leaderboard.tables import build_leaderboard
+
+    client = MlflowClient(tracking_uri)
+    lb = build_leaderboard(collect_experiment(client, client.get_experiment_by_name(EXP)), bootstrap=200)
+    (table,) = summaries(lb)
+    col = next(f"{t} · {step}" for t, _m, step in table.tasks if t == "clm BPB retained")
+    bpb = next(f"{t} · {step}" for t, m, step in table.tasks if t == "clm" and m.startswith("bpb"))
+    kept = next(b for b in lb.boards if b.metric == RETAINED and b.kind == "final")
+    (ours,) = kept.rows
+    lo, hi = ours.avg_ci
+    assert table.cells[(ours.label, col)] == f"{ours.avg:.3f} [{lo:.3f}, {hi:.3f}]"
+    ceiling = next(r for r in table.rows if r.startswith("ceiling:"))
+    assert table.cells[(ceiling, col)] == "1.000"
+    donor = next(r for r in table.rows if r.startswith("donor with the target tokenizer"))
+    board = next(b for b in lb.boards if b.task == "clm" and b.metric == "bpb" and b.kind == "final")
+    refs = {r.label: r for r in board.paper_rows}
+    assert table.cells[(ceiling, bpb)] == f"{refs[ceiling].avg:.3f}" and (donor, bpb) in table.cells
+    assert METRIC_NOTES[RETAINED] in table.notes
+
+
 def test_the_paired_interval_resamples_sentences_and_seeds():
     from leaderboard.retained import ratio_ci
     from leaderboard.stats import ItemSample
