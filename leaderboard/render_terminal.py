@@ -412,8 +412,10 @@ def render_overview(lb: Any, console: Console, *, tasks: list[str] | None = None
         costs = next((cost_table(b) for b in heads if b.costs), None)
         if costs is not None:
             console.print(costs)
+    printed = {n for t in tables for n in t.notes}  # said under a table already: not again
     for note in overview_notes(heads):
-        console.print(f"[yellow]note:[/yellow] {escape(note)}")
+        if note not in printed:
+            console.print(f"[yellow]note:[/yellow] {escape(note)}")
     page = "the HTML page (its path below)" if html else "the HTML page (leaderboard.html, unless --no-write)"
     console.print(escape(f"more: `harness leaderboard --langs` (per-language tables, slices, paired tests; --task T: "
                          f"one task), `--claims` (each claim's numbers and note), {page}"))

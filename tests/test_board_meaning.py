@@ -277,6 +277,8 @@ def test_the_open_question_says_which_sign_of_its_difference_is_better(decoder_l
     out = _renderings(decoder_lb)
     for name in ("markdown", "html"):
         assert said in out[name], name
+    # each note once: the definition of bits per byte under the table, not again among the boards' notes
+    assert terminal.count("bpb ↓ (bits per byte): the held-out text's summed negative log-likelihood") == 1
 
 
 def test_the_init_report_logs_how_far_the_new_rows_norms_reach(synthetic_world, tmp_path):
