@@ -433,16 +433,37 @@ def on_cpu(cfg: Any) -> bool:
     return cfg.profile == "cpu" and not str(cfg.device).startswith("cuda")
 
 
-def shared_builders(order: list[Any], cpu: dict[str, Any] | None = None) -> dict[Any, list[str]]:
+def _has_donor(world: Any) -> bool:
+    """Whether ``world`` (a world, or a world's name: what its builder declares) has a donor model."""
+    if isinstance(world, str):
+        from harness.worlds import WORLDS
+        from harness.worlds.base import builder_sketch
+
+        try:
+            sketch = builder_sketch(WORLDS.get(world), ("describe", "declare"))
+        except HarnessError:
+            return False
+        manifest = sketch.manifest if sketch is not None else {}
+    else:
+        manifest = getattr(world, "manifest", None) or {}
+    return bool(manifest.get("donor"))
+
+
+def shared_builders(order: list[Any], cpu: dict[str, Any] | None = None,
+                    world: Any = None) -> dict[Any, list[str]]:
     """``{cell: [product, ...]}``: the products several methods share (the helper model of OMP, CLP and CLP+),
     each priced once per source, on the first cell of ``order`` that reads it -- the one that builds it when the
-    cells are handed out in that order (the others wait for it, which is not their cost: :mod:`methods.own_cost`)."""
+    cells are handed out in that order (the others wait for it, which is not their cost: :mod:`methods.own_cost`).
+    A ``world`` with a donor builds no helper model: those methods read the donor (methods.helper_model)."""
     from harness.throughput import shared_products
 
     out: dict[Any, list[str]] = {}
     seen: set[tuple[str, str]] = set()
+    donor = _has_donor(world)
     for c in order:
         for product in shared_products(c.method, cpu):
+            if donor and product == "helper-model":
+                continue
             if (c.source, product) not in seen:
                 seen.add((c.source, product))
                 out.setdefault(c, []).append(product)
@@ -461,7 +482,7 @@ def cpu_rows(spec: Any, workers: int, figures: dict[str, Any] | None = None) -> 
     order = run_order(plan.cells, init_cost("cpu", figures and figures["cpu"]["reference"]["seconds"]),
                       plan.method_facts)
     leaders = family_leaders(plan.cells, plan.method_facts)
-    builds = shared_builders(order, figures and figures.get("cpu"))
+    builds = shared_builders(order, figures and figures.get("cpu"), spec.world)
     seconds, rows = {}, []
     for cell in order:
         cost = costs[cell.source]

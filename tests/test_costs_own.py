@@ -204,6 +204,36 @@ def test_the_plan_prices_the_helper_model_once_on_the_cell_that_builds_it(synthe
     assert [r for r in rows if r["method"] == "random"][0]["init_s"] < 1
 
 
+def test_the_plan_prices_no_helper_model_on_a_world_with_a_donor(synthetic_world, tmp_path_factory):
+    """OMP, CLP and CLP+ read a derived world's donor and train no helper model: no cell of such a world is priced
+    for one (an estimate of minutes where there are seconds)."""
+    from harness.cli import main
+    from harness.config import make_config
+    from harness.plan import cpu_rows, shared_builders
+    from harness.spec import resolve
+    from harness.throughput import cpu_cost
+    from harness.worlds import get_world
+    from tests.test_world_derive import _model
+
+    d = tmp_path_factory.mktemp("plan-donor")
+    src, donor = _model(d / "llama-unigram", "llama", "unigram"), _model(d / "llama-bpe", "llama", "bpe")
+    assert main(["world", "derive", "plan-donor", "--from", "synthetic", "--source", str(src),
+                 "--target-tokenizer", str(donor), "--donor", str(donor)]) == 0
+    world = get_world("plan-donor", build=False)
+    methods = {"methods": "clp,omp,clp+,random", "tasks": "sr-t", "seeds": [1, 2]}
+    spec = resolve(make_config({"world": "plan-donor", **methods}), world, probe=False)
+    helper = cpu_cost("synthetic", "src").shared("helper-model")
+    assert all(r["init_s"] < helper for r in cpu_rows(spec, 2))
+    assert shared_builders(list(spec.plan.cells), world="plan-donor") == {}
+    assert shared_builders(list(spec.plan.cells), world=world) == {}
+    plain = resolve(make_config({"world": "synthetic", **methods}), synthetic_world, probe=False)
+    assert shared_builders(list(plain.plan.cells), world="synthetic") != {}
+    # the bits-per-byte tasks score held-out text a language at a time, as retrieval encodes it: priced so, not as
+    # NER's fine-tuning
+    cost = cpu_cost("plan-donor", world.default_source)
+    assert cost.task("clm") == cost.task("sr-t") < cost.task("ner") and cost.task("mlm-bpb") == cost.task("sr-t")
+
+
 def test_waiting_for_a_hypernetwork_another_process_trains_is_not_the_waiters_cost(synthetic_world, tmp_path,
                                                                                     monkeypatch):
     """HyperOFA's hypernetwork is a shared product: a cell that finds another process training it waits (here: a
