@@ -86,3 +86,42 @@ def test_a_derivation_killed_midway_leaves_no_world_and_the_next_one_finishes(mo
     rc, _, err = _cli(capsys, *args)
     assert rc == 0, err
     assert sorted(n for n in _listing(worlds) if n not in before) == [get_world("d-killed", build=False).root.name]
+
+
+def test_the_source_kind_is_given_or_carried_from_the_base_worlds_own_model(models, worlds, tmp_path, capsys):
+    """HyperOFA's temperature follows whether the source is multilingual: ``--source-kind`` says it; without it a
+    source whose weights are the base world's own model's bytes takes that model's word; else it stays unknown."""
+    from types import SimpleNamespace
+
+    from harness.worlds import get_world
+    from harness.worlds.derived import _source_languages
+    from methods.hyperofa import detect_source_kind
+
+    rc, _, err = _cli(capsys, "world", "derive", "d-kind", "--from", "synthetic", "--source",
+                      str(models["llama-bpe"]), "--source-kind", "multi")
+    assert rc == 0, err
+    world = get_world("d-kind", build=False)
+    assert world.manifest["sources"]["llama-bpe"]["multilingual"] is True
+    assert detect_source_kind(world, SimpleNamespace(name_or_path=str(world.source_dir("llama-bpe"))))[0] == "multi"
+    rc, _, err = _cli(capsys, "world", "derive", "d-nokind", "--from", "synthetic", "--source",
+                      str(models["llama-bpe"]))
+    assert rc == 0, err
+    assert "multilingual" not in get_world("d-nokind", build=False).manifest["sources"]["llama-bpe"]
+    # the base world's own model (the same weights' bytes) carries its word over
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "checksums.json").write_text(json.dumps({"files": {
+        "sources/eng/model.safetensors": {"sha256": "a" * 64}, "sources/many/model.safetensors": {"sha256": "b" * 64}}}))
+    fake = SimpleNamespace(root=base, manifest={"sources": {"eng": {"multilingual": False},
+                                                            "many": {"multilingual": True}}})
+    notes: list[str] = []
+    for sha, want in (("a" * 64, False), ("b" * 64, True)):
+        entry = {"sha256": {"model.safetensors": sha, "config.json": "c" * 64}}
+        _source_languages(fake, entry, None, notes.append)
+        assert entry["multilingual"] is want
+    entry = {"sha256": {"model.safetensors": "d" * 64}}
+    _source_languages(fake, entry, None, notes.append)
+    assert "multilingual" not in entry
+    entry = {"sha256": {"model.safetensors": "a" * 64}}
+    _source_languages(fake, entry, "multi", notes.append)  # the flag wins
+    assert entry["multilingual"] is True

@@ -90,7 +90,7 @@ def cmd_world(args: argparse.Namespace) -> int:
 
 
 DERIVE_OPTIONS = ("from_world", "source", "target_tokenizer", "donor", "text", "langs", "source_name", "copy",
-                  "trim")
+                  "trim", "source_kind")
 
 
 def _derive(args: argparse.Namespace) -> int:
@@ -104,7 +104,7 @@ def _derive(args: argparse.Namespace) -> int:
     langs = [x.strip() for x in (args.langs or "").split(",") if x.strip()]
     root = derive(args.name, args.from_world, args.source, target_tokenizer=args.target_tokenizer, donor=args.donor,
                   texts=args.text or [], langs=langs, name_of_source=args.source_name, copy=args.copy,
-                  trim=args.trim, note=lambda line: print(line, flush=True))
+                  trim=args.trim, source_kind=args.source_kind, note=lambda line: print(line, flush=True))
     print(f"world {args.name} derived at {root}; `harness world info {args.name}` describes it, "
           f"`harness run --world {args.name}` runs it", flush=True)
     return 0
@@ -227,6 +227,9 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--source", metavar="MODEL", help="the source model: a Hugging Face model folder, a .gguf file "
                    "(needs the gguf package) or a hub id in the local Hugging Face cache")
     d.add_argument("--source-name", metavar="NAME", help="the source's name in the world (default: from --source)")
+    d.add_argument("--source-kind", choices=["mono", "multi"], help="whether the source model is monolingual or "
+                   "multilingual (HyperOFA's temperature follows it; default: the base world's word for a source "
+                   "with the same files, else unknown)")
     d.add_argument("--target-tokenizer", metavar="PATH", help="a tokenizer folder, a model folder, a tokenizer.json "
                    "or a SentencePiece .model file (default: the base world's target tokenizer)")
     d.add_argument("--donor", metavar="MODEL", help="a model that owns the target vocabulary (same kinds as "

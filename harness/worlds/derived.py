@@ -127,7 +127,7 @@ def source_name(given: str) -> str:
 def derive(name: str, base_name: str, source: str, *, target_tokenizer: str | None = None,
            donor: str | None = None, texts: list[str] | None = None, langs: list[str] | None = None,
            name_of_source: str | None = None, copy: bool = False, trim: bool = False,
-           note: Callable[[str], None] = print) -> Path:
+           source_kind: str | None = None, note: Callable[[str], None] = print) -> Path:
     """Make derived world ``name`` from built world ``base_name`` (see the module's docstring); its folder. Each
     bad input is refused in one line (:class:`ConfigError`) and nothing is written. ``trim``: the target tokenizer
     trimmed to the pieces the world's text uses, the donor's rows re-indexed to it (:mod:`harness.worlds.trim`)."""
@@ -158,6 +158,7 @@ def derive(name: str, base_name: str, source: str, *, target_tokenizer: str | No
         kept = kept_languages(base, user_texts, list(langs or []))
         manifest = _stage(name, base, staging, src, don, sname, target_tokenizer, user_texts, copy, note,
                           derivation, trim, kept)
+        _source_languages(base, manifest["sources"][sname], source_kind, note)
         write_json(staging / "manifest.json", manifest)
         write_json(staging / DERIVATION, derivation)
         _write_languages(base, staging, user_texts, manifest)
@@ -248,6 +249,24 @@ def _stage(name: str, base: World, staging: Path, src: Any, don: Any, sname: str
         manifest["user_texts"] = _stage_texts(base, staging, user_texts, derivation)
     shutil.rmtree(staging / "target-full", ignore_errors=True)
     return manifest
+
+
+def _source_languages(base: World, entry: dict[str, Any], kind: str | None, note: Callable[[str], None]) -> None:
+    """Whether the source is multilingual, in its manifest entry (``multilingual``): from ``--source-kind``, else
+    from the base world's entry of a source whose weights are the same bytes (one of its own models), else left
+    unknown (a method that needs it, HyperOFA, then asks for its ``source_kind`` parameter)."""
+    if kind is None:
+        record = base.root / "checksums.json"
+        files = json.loads(record.read_text(encoding="utf-8")).get("files", {}) if record.is_file() else {}
+        mine = {f: sha for f, sha in (entry.get("sha256") or {}).items() if f.endswith((".safetensors", ".bin"))}
+        for s, info in (base.manifest.get("sources") or {}).items():
+            theirs = {f: files.get(f"sources/{s}/{f}", {}).get("sha256") for f in mine}
+            if mine and theirs == mine and isinstance(info.get("multilingual"), bool):
+                kind = "multi" if info["multilingual"] else "mono"
+                note(f"source: the base world's {s!r} (same weights), {'multi' if kind == 'multi' else 'mono'}lingual")
+                break
+    if kind is not None:
+        entry["multilingual"] = kind == "multi"
 
 
 def _trim_tokenizer(base: World, staging: Path, user_texts: dict[str, Path], tok: dict[str, Any],
