@@ -433,33 +433,18 @@ def on_cpu(cfg: Any) -> bool:
     return cfg.profile == "cpu" and not str(cfg.device).startswith("cuda")
 
 
-def _has_donor(world: Any) -> bool:
-    """Whether ``world`` (a world, or a world's name: what its builder declares) has a donor model."""
-    if isinstance(world, str):
-        from harness.worlds import WORLDS
-        from harness.worlds.base import builder_sketch
-
-        try:
-            sketch = builder_sketch(WORLDS.get(world), ("describe", "declare"))
-        except HarnessError:
-            return False
-        manifest = sketch.manifest if sketch is not None else {}
-    else:
-        manifest = getattr(world, "manifest", None) or {}
-    return bool(manifest.get("donor"))
-
-
 def shared_builders(order: list[Any], cpu: dict[str, Any] | None = None,
-                    world: Any = None) -> dict[Any, list[str]]:
+                    world: str | None = None) -> dict[Any, list[str]]:
     """``{cell: [product, ...]}``: the products several methods share (the helper model of OMP, CLP and CLP+),
     each priced once per source, on the first cell of ``order`` that reads it -- the one that builds it when the
     cells are handed out in that order (the others wait for it, which is not their cost: :mod:`methods.own_cost`).
-    A ``world`` with a donor builds no helper model: those methods read the donor (methods.helper_model)."""
-    from harness.throughput import shared_products
+    On ``world`` (a world's name), where it declares a donor, no helper model is built: those methods read the
+    donor (methods.helper_model)."""
+    from harness.throughput import declared_manifest, shared_products
 
     out: dict[Any, list[str]] = {}
     seen: set[tuple[str, str]] = set()
-    donor = _has_donor(world)
+    donor = world is not None and bool(declared_manifest(world).get("donor"))
     for c in order:
         for product in shared_products(c.method, cpu):
             if donor and product == "helper-model":

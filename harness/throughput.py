@@ -178,17 +178,20 @@ def cpu_figures(data: dict[str, Any] | None = None) -> dict[str, Any]:
 SHAPE_KEYS = ("hidden_size", "num_layers", "intermediate_size", "target_vocab")
 
 
-def declared_source(world_name: str, source: str | None = None) -> dict[str, Any]:
-    """What a world's builder declares of ``source`` (default: its default source) -- its ``describe()`` or
-    ``declare()`` manifest entry, never the built files, so that a plan says the same before and after the build;
-    empty where it declares nothing."""
+def declared_manifest(world_name: str) -> dict[str, Any]:
+    """The manifest a world's builder declares -- its ``describe()`` or ``declare()``, never the built files, so
+    that a plan says the same before and after the build; empty where it declares nothing."""
     from harness.worlds import WORLDS
     from harness.worlds.base import builder_sketch
 
     sketch = builder_sketch(WORLDS.get(world_name), ("describe", "declare"))
-    if sketch is None:
-        return {}
-    manifest = sketch.manifest
+    return sketch.manifest if sketch is not None else {}
+
+
+def declared_source(world_name: str, source: str | None = None) -> dict[str, Any]:
+    """What a world's builder declares of ``source`` (default: its default source): its entry in
+    :func:`declared_manifest`; empty where it declares nothing."""
+    manifest = declared_manifest(world_name)
     src = source or manifest.get("default_source") or next(iter(manifest.get("sources") or {}), None)
     return dict((manifest.get("sources") or {}).get(src) or {})
 

@@ -19,14 +19,10 @@ import pytest
 
 from harness.core import declarations
 from harness.core.declarations import changed_files, code_digest, declared, defined_in, exact_declarations
+from tests.test_declarations_exact import _clear  # what the reading caches by a module's name
 
 FIELDS = ("requires", "supports_factorized", "profiles")
 DEFAULTS = {"requires": frozenset(), "supports_factorized": False, "profiles": {}}
-
-
-def _clear() -> None:
-    declarations._module_tree.cache_clear()
-    declarations._uses.cache_clear()
 
 
 @pytest.fixture

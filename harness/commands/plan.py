@@ -90,7 +90,7 @@ def _cpu_plan(cfg: Any, spec: Any, world: Any) -> int:
                  "order the cells run", [{**r, "ends_min": r["ends_s"] / 60} for r in rows],
                  {"init s": "{init_s:,.0f}", "eval s": "{eval_s:,.0f}", "CPT s": "{cpt_s:,.0f}",
                   "total s": "{total_s:,.0f}", "ends at min": "{ends_min:,.1f}"}, plan.skipped)
-    _shared_line(cfg, plan, world)
+    _shared_line(cfg, plan)
     for task in plan.tasks:
         langs = plan.languages[task]
         console.print(f"{task}: {len(langs)} language(s): {', '.join(langs)}", highlight=False, soft_wrap=True)
@@ -123,13 +123,13 @@ def _cpu_plan(cfg: Any, spec: Any, world: Any) -> int:
     return 0
 
 
-def _shared_line(cfg: Any, plan: Any, world: Any = None) -> None:
+def _shared_line(cfg: Any, plan: Any) -> None:
     """Which cell's "init s" holds a product several methods share (the helper model): the first of them in the
     order the cells run, which builds it; the others' initialization is their own work only."""
     from harness.plan import init_cost, run_order, shared_builders
     from harness.throughput import cpu_cost
 
-    builds = shared_builders(run_order(plan.cells, init_cost("cpu"), plan.method_facts), world=world)
+    builds = shared_builders(run_order(plan.cells, init_cost("cpu"), plan.method_facts), world=cfg.world)
     for cell, products in builds.items():
         cost = cpu_cost(cfg.world, cell.source)
         said = ", ".join(f"the {p.replace('-', ' ')} ({cost.shared(p):,.0f} s)" for p in products)

@@ -43,7 +43,7 @@ from typing import Any
 
 from harness.core.errors import ConfigError
 from harness.core.paths import home_dir
-from harness.worlds.base import LANG_CODE_RE, World
+from harness.worlds.base import CHECKSUMS, LANG_CODE_RE, World
 from harness.worlds.derived_inputs import (
     check_donor_vocab,
     digests,
@@ -256,14 +256,14 @@ def _source_languages(base: World, entry: dict[str, Any], kind: str | None, note
     from the base world's entry of a source whose weights are the same bytes (one of its own models), else left
     unknown (a method that needs it, HyperOFA, then asks for its ``source_kind`` parameter)."""
     if kind is None:
-        record = base.root / "checksums.json"
+        record = base.root / CHECKSUMS
         files = json.loads(record.read_text(encoding="utf-8")).get("files", {}) if record.is_file() else {}
         mine = {f: sha for f, sha in (entry.get("sha256") or {}).items() if f.endswith((".safetensors", ".bin"))}
         for s, info in (base.manifest.get("sources") or {}).items():
             theirs = {f: files.get(f"sources/{s}/{f}", {}).get("sha256") for f in mine}
             if mine and theirs == mine and isinstance(info.get("multilingual"), bool):
                 kind = "multi" if info["multilingual"] else "mono"
-                note(f"source: the base world's {s!r} (same weights), {'multi' if kind == 'multi' else 'mono'}lingual")
+                note(f"source: the base world's {s!r} (same weights), {kind}lingual")
                 break
     if kind is not None:
         entry["multilingual"] = kind == "multi"
